@@ -1,0 +1,32 @@
+# Shared build settings: one warnings target, one sanitizer option, one helper per module.
+
+add_library(sandfort_warnings INTERFACE)
+target_compile_options(sandfort_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wnon-virtual-dtor
+  # GCC 12 misreports Asio coroutine frames (operator new/delete pairs) as mismatched.
+  -Wno-mismatched-new-delete)
+
+add_library(sandfort_sanitize INTERFACE)
+if(SANDFORT_SANITIZE)
+  target_compile_options(sandfort_sanitize INTERFACE -fsanitize=${SANDFORT_SANITIZE} -fno-omit-frame-pointer)
+  target_link_options(sandfort_sanitize INTERFACE -fsanitize=${SANDFORT_SANITIZE})
+endif()
+
+# sandfort_module(NAME SOURCES ... DEPS ...) makes library target sandfort_NAME
+# with public headers under include/sandfort/NAME.
+function(sandfort_module name)
+  cmake_parse_arguments(M "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(sandfort_${name} STATIC ${M_SOURCES})
+  target_include_directories(sandfort_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include
+                                              PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(sandfort_${name} PUBLIC ${M_DEPS} PRIVATE sandfort_warnings sandfort_sanitize)
+endfunction()
+
+# sandfort_test(NAME SOURCES ... DEPS ...) makes a Catch2 test binary registered with ctest.
+function(sandfort_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_DEPS} sandfort_catch_main sandfort_warnings sandfort_sanitize)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1;ASAN_OPTIONS=detect_leaks=1")
+endfunction()

@@ -1,0 +1,60 @@
+#pragma once
+// sandfortd's configuration: built-in defaults, then a JSON file, then SANDFORT_* environment
+// variables, then command-line overrides, each layer over the previous one. Every key and its
+// default is documented in docs/configuration.md.
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "sandfort/core/error.hpp"
+
+namespace sandfort {
+
+struct resource_limits {
+  double cpus = 1.0;
+  std::int64_t memory_mb = 1024;
+  std::int64_t pids = 512;
+};
+
+struct config {
+  std::string listen = "127.0.0.1:8080";
+  std::string state_dir = "./var";
+  std::string database;  // empty → <state_dir>/sandfort.db
+  std::string docker_socket = "/var/run/docker.sock";
+  std::string agent_path;  // empty → sandfort-agent beside the sandfortd executable
+  std::string default_image = "sandfort/base:bookworm";
+  std::string runtime;  // empty → the engine's default runtime; "runsc" for gVisor
+  std::string log_format = "text";  // text | json
+  std::string log_level = "info";
+
+  std::uint64_t max_body_bytes = 16u << 20;
+  int header_timeout_s = 10;
+  int idle_timeout_s = 60;
+  int shutdown_grace_s = 20;
+
+  int agent_start_timeout_s = 30;
+  int stop_timeout_s = 5;
+  int docker_timeout_s = 30;
+  int pull_timeout_s = 600;
+
+  int exec_default_timeout_s = 60;
+  int exec_max_timeout_s = 3600;
+  std::uint64_t output_cap_bytes = 10u << 20;
+
+  resource_limits default_resources{};
+  resource_limits max_resources{4.0, 8192, 4096};
+};
+
+// key=value pairs from the command line; keys as in the file ("max_resources.cpus").
+using config_overrides = std::map<std::string, std::string>;
+
+// Loads the layers. file_path may be empty (no file). env_prefix is "SANDFORT_".
+// Unknown keys in the file or in overrides are errors, so typos never pass silently.
+result<config> load_config(const std::string& file_path, const config_overrides& overrides,
+                           char** environ_ptr);
+
+// Fills the derived defaults (database under state_dir, ...) and checks values.
+result<void> finalize_config(config& c, const std::string& executable_dir);
+
+}  // namespace sandfort

@@ -1,0 +1,48 @@
+#pragma once
+// An HTTP/1.1 server over TCP or a unix socket: one coroutine per connection, keep-alive,
+// idle and header timeouts, a body limit (413), a request id on every response, and a
+// graceful stop (no new connections; in-flight requests finish; idle ones close).
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "sandfort/core/error.hpp"
+#include "sandfort/http/router.hpp"
+
+namespace sandfort::http {
+
+struct server_options {
+  std::uint64_t body_limit = 16u << 20;
+  std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{60'000};
+  std::string server_name = "sandfort";
+};
+
+class server {
+ public:
+  server(boost::asio::io_context& ioc, server_options options, handler root);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  // "127.0.0.1:8080" (port 0 picks a free one). Returns the bound port.
+  result<unsigned short> listen_tcp(const std::string& host_port);
+  // Removes a stale socket file first; the caller owns the directory and its permissions.
+  result<void> listen_unix(const std::string& path);
+
+  void stop();
+  std::size_t active_connections() const;
+  // Completes when no connection is left or the deadline passes.
+  boost::asio::awaitable<void> drain(std::chrono::milliseconds deadline);
+
+  struct state;
+
+ private:
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace sandfort::http

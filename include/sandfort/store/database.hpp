@@ -1,0 +1,99 @@
+#pragma once
+// The only place with SQL. One SQLite file in WAL mode; numbered migrations applied at open.
+// Every query on tenant data takes the organization id, so a row of another organization is
+// simply not found. Calls are synchronous and short; the daemon makes them from its single
+// I/O thread.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sandfort/core/error.hpp"
+
+struct sqlite3;
+
+namespace sandfort::store {
+
+struct org {
+  std::string id;  // "org-" + 16 hex
+  std::string name;
+  bool superadmin = false;
+  std::string created_at;
+};
+
+struct api_key {
+  std::string id;  // "key-" + 16 hex
+  std::string org_id;
+  std::string name;
+  std::string role;  // admin | member | viewer
+  std::string created_at;
+  std::optional<std::string> expires_at;
+  std::optional<std::string> revoked_at;
+};
+
+struct sandbox_record {
+  std::string id;  // "sbx-" + 16 hex
+  std::string org_id;
+  std::string name;  // empty: unnamed. Unique per organization among rows not deleted.
+  std::string state;  // creating | pulling | started | stopped | error | deleted
+  std::string snapshot;
+  std::string spec_json;  // the request as validated (resources, env, labels, ...), owned by the sandbox module
+  std::string container_id;
+  std::string error_message;
+  std::string created_at;
+  std::string updated_at;
+  std::optional<std::string> expires_at;
+};
+
+struct sandbox_filter {
+  std::string state;       // empty: any state but deleted
+  std::string after_id;    // cursor: ids sort ascending
+  std::size_t limit = 100;
+};
+
+class database {
+ public:
+  // Opens (creating if needed) and migrates. Errors name the file and SQLite's message.
+  static result<std::unique_ptr<database>> open(const std::string& path);
+  ~database();
+  database(const database&) = delete;
+  database& operator=(const database&) = delete;
+
+  int schema_version() const;
+  // A random id made by the first migration: labels this daemon's containers so that
+  // reconciliation never touches another daemon's on the same engine.
+  const std::string& instance_id() const { return instance_id_; }
+  result<void> ping();
+
+  result<org> create_org(const std::string& name, bool superadmin, const std::string& created_at);
+  result<org> get_org(const std::string& id);
+  result<org> find_org_by_name(const std::string& name);
+  result<std::vector<org>> list_orgs();
+
+  // key.id, org_id, name, role, created_at, expires_at are taken from `key`.
+  result<void> insert_api_key(const api_key& key, const std::string& secret_sha256_hex);
+  // Any key with that hash, revoked or expired ones included (the caller decides).
+  result<api_key> find_api_key_by_hash(const std::string& secret_sha256_hex);
+  result<std::vector<api_key>> list_api_keys(const std::string& org_id);
+  // not_found when the key is absent, in another organization, or already revoked.
+  result<void> revoke_api_key(const std::string& org_id, const std::string& key_id, const std::string& revoked_at);
+
+  // conflict when the name is taken in that organization.
+  result<void> insert_sandbox(const sandbox_record& s);
+  // By id or by name; rows in state deleted are not found.
+  result<sandbox_record> get_sandbox(const std::string& org_id, const std::string& id_or_name);
+  result<std::vector<sandbox_record>> list_sandboxes(const std::string& org_id, const sandbox_filter& filter);
+  // Updates state, container_id, error_message and updated_at of one row.
+  result<void> update_sandbox(const sandbox_record& s);
+  // Daemon-wide, for reconciliation only: every row not deleted, of every organization.
+  result<std::vector<sandbox_record>> list_live_sandboxes_all_orgs();
+
+ private:
+  explicit database(sqlite3* db);
+  sqlite3* db_;
+  std::string instance_id_;
+};
+
+}  // namespace sandfort::store

@@ -1,0 +1,92 @@
+# shellcheck shell=bash
+# Shared helpers for the Sandfort scripts. Source it; do not execute it.
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# Absolute path of the repository root (the parent of scripts/).
+SF_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+export SF_ROOT
+
+SF_DOCKER_SOCK=${SF_DOCKER_SOCK:-/var/run/docker.sock}
+SF_DOCKER_PIDFILE=${SF_DOCKER_PIDFILE:-/var/run/docker.pid}
+SF_BASE_IMAGE=sandfort/base:bookworm
+
+# sf_log PREFIX MESSAGE... — one short progress line on stdout, "PREFIX: MESSAGE".
+sf_log() {
+  local prefix=$1
+  shift
+  printf '%s: %s\n' "$prefix" "$*"
+}
+
+# sf_die PREFIX MESSAGE... — print an error on stderr and exit 1.
+sf_die() {
+  local prefix=$1
+  shift
+  printf '%s: error: %s\n' "$prefix" "$*" >&2
+  exit 1
+}
+
+# sf_build_dir — absolute build directory, honouring SANDFORT_BUILD_DIR and SANDFORT_SANITIZE.
+# A relative SANDFORT_BUILD_DIR is taken relative to the repository root.
+sf_build_dir() {
+  local dir
+  if [[ -n "${SANDFORT_BUILD_DIR:-}" ]]; then
+    dir=$SANDFORT_BUILD_DIR
+  elif [[ -n "${SANDFORT_SANITIZE:-}" ]]; then
+    dir=build-sanitize
+  else
+    dir=build
+  fi
+  [[ $dir == /* ]] || dir="$SF_ROOT/$dir"
+  printf '%s\n' "$dir"
+}
+
+# sf_docker_ping — true when the Docker Engine answers on its unix socket.
+sf_docker_ping() {
+  curl -sf --max-time 5 --unix-socket "$SF_DOCKER_SOCK" http://d/_ping >/dev/null 2>&1
+}
+
+# sf_ensure_dockerd PREFIX — start dockerd if nothing answers on the socket, wait up to 60 s.
+sf_ensure_dockerd() {
+  local prefix=$1 log=/var/log/sandfort-dockerd.log pid=""
+  if sf_docker_ping; then
+    sf_log "$prefix" "Docker answers on $SF_DOCKER_SOCK"
+    return 0
+  fi
+
+  command -v dockerd >/dev/null 2>&1 || sf_die "$prefix" "dockerd is not installed (package docker.io)"
+
+  if [[ "$(cat /proc/1/comm 2>/dev/null)" == systemd ]]; then
+    sf_log "$prefix" "starting Docker with systemctl"
+    systemctl start docker || true
+  fi
+
+  if ! sf_docker_ping; then
+    # A dockerd that is still starting up (e.g. launched by a concurrent run) owns its pid file.
+    if [[ -r $SF_DOCKER_PIDFILE ]]; then
+      pid=$(cat "$SF_DOCKER_PIDFILE" 2>/dev/null || true)
+      if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+        sf_log "$prefix" "dockerd (pid $pid) is already running; waiting for it"
+      else
+        pid=""
+      fi
+    fi
+    if [[ -z $pid ]]; then
+      sf_log "$prefix" "starting dockerd in the background (log: $log)"
+      setsid dockerd >"$log" 2>&1 </dev/null 9>&- &
+      pid=$!
+    fi
+  fi
+
+  local i
+  for ((i = 0; i < 120; i++)); do
+    sf_docker_ping && { sf_log "$prefix" "Docker is up"; return 0; }
+    if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+      sf_docker_ping && return 0
+      tail -n 20 "$log" >&2 2>/dev/null || true
+      sf_die "$prefix" "dockerd exited during start-up; see $log"
+    fi
+    sleep 0.5
+  done
+  tail -n 20 "$log" >&2 2>/dev/null || true
+  sf_die "$prefix" "Docker did not answer on $SF_DOCKER_SOCK within 60 s; see $log"
+}

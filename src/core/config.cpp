@@ -1,0 +1,200 @@
+#include "sandfort/core/config.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace sandfort {
+namespace {
+
+using nlohmann::json;
+
+json to_json_tree(const config& c) {
+  auto limits = [](const resource_limits& l) {
+    return json{{"cpus", l.cpus}, {"memory_mb", l.memory_mb}, {"pids", l.pids}};
+  };
+  return json{{"listen", c.listen},
+              {"state_dir", c.state_dir},
+              {"database", c.database},
+              {"docker_socket", c.docker_socket},
+              {"agent_path", c.agent_path},
+              {"default_image", c.default_image},
+              {"runtime", c.runtime},
+              {"log_format", c.log_format},
+              {"log_level", c.log_level},
+              {"max_body_bytes", c.max_body_bytes},
+              {"header_timeout_s", c.header_timeout_s},
+              {"idle_timeout_s", c.idle_timeout_s},
+              {"shutdown_grace_s", c.shutdown_grace_s},
+              {"agent_start_timeout_s", c.agent_start_timeout_s},
+              {"stop_timeout_s", c.stop_timeout_s},
+              {"docker_timeout_s", c.docker_timeout_s},
+              {"pull_timeout_s", c.pull_timeout_s},
+              {"exec_default_timeout_s", c.exec_default_timeout_s},
+              {"exec_max_timeout_s", c.exec_max_timeout_s},
+              {"output_cap_bytes", c.output_cap_bytes},
+              {"default_resources", limits(c.default_resources)},
+              {"max_resources", limits(c.max_resources)}};
+}
+
+config from_json_tree(const json& j) {
+  auto limits = [](const json& l) {
+    return resource_limits{l.at("cpus").get<double>(), l.at("memory_mb").get<std::int64_t>(),
+                           l.at("pids").get<std::int64_t>()};
+  };
+  config c;
+  c.listen = j.at("listen").get<std::string>();
+  c.state_dir = j.at("state_dir").get<std::string>();
+  c.database = j.at("database").get<std::string>();
+  c.docker_socket = j.at("docker_socket").get<std::string>();
+  c.agent_path = j.at("agent_path").get<std::string>();
+  c.default_image = j.at("default_image").get<std::string>();
+  c.runtime = j.at("runtime").get<std::string>();
+  c.log_format = j.at("log_format").get<std::string>();
+  c.log_level = j.at("log_level").get<std::string>();
+  c.max_body_bytes = j.at("max_body_bytes").get<std::uint64_t>();
+  c.header_timeout_s = j.at("header_timeout_s").get<int>();
+  c.idle_timeout_s = j.at("idle_timeout_s").get<int>();
+  c.shutdown_grace_s = j.at("shutdown_grace_s").get<int>();
+  c.agent_start_timeout_s = j.at("agent_start_timeout_s").get<int>();
+  c.stop_timeout_s = j.at("stop_timeout_s").get<int>();
+  c.docker_timeout_s = j.at("docker_timeout_s").get<int>();
+  c.pull_timeout_s = j.at("pull_timeout_s").get<int>();
+  c.exec_default_timeout_s = j.at("exec_default_timeout_s").get<int>();
+  c.exec_max_timeout_s = j.at("exec_max_timeout_s").get<int>();
+  c.output_cap_bytes = j.at("output_cap_bytes").get<std::uint64_t>();
+  c.default_resources = limits(j.at("default_resources"));
+  c.max_resources = limits(j.at("max_resources"));
+  return c;
+}
+
+// Parses a textual value into the JSON type of the default it replaces.
+result<json> parse_as(const json& like, const std::string& key, const std::string& text) {
+  try {
+    if (like.is_string()) return json(text);
+    if (like.is_boolean()) {
+      if (text == "true" || text == "1") return json(true);
+      if (text == "false" || text == "0") return json(false);
+    } else if (like.is_number_float()) {
+      std::size_t used = 0;
+      double v = std::stod(text, &used);
+      if (used == text.size()) return json(v);
+    } else if (like.is_number()) {
+      std::size_t used = 0;
+      long long v = std::stoll(text, &used);
+      if (used == text.size() && v >= 0) return json(v);
+    }
+  } catch (const std::exception&) {
+  }
+  return make_error(errc::invalid_argument, "config: bad value for " + key + ": '" + text + "'");
+}
+
+// Overlays src onto dst; every key of src must exist in dst with a compatible type.
+result<void> overlay(json& dst, const json& src, const std::string& prefix) {
+  if (!src.is_object()) return make_error(errc::invalid_argument, "config: " + prefix + " must be an object");
+  for (auto it = src.begin(); it != src.end(); ++it) {
+    std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (!dst.contains(it.key())) return make_error(errc::invalid_argument, "config: unknown key " + key);
+    json& slot = dst[it.key()];
+    if (slot.is_object()) {
+      if (auto r = overlay(slot, it.value(), key); !r) return r;
+    } else if (slot.is_string() != it.value().is_string() || slot.is_number() != it.value().is_number() ||
+               slot.is_boolean() != it.value().is_boolean()) {
+      return make_error(errc::invalid_argument, "config: wrong type for " + key);
+    } else {
+      slot = it.value();
+    }
+  }
+  return {};
+}
+
+// "max_resources.cpus" → "SANDFORT_MAX_RESOURCES_CPUS"
+std::string env_name(const std::string& key) {
+  std::string out = "SANDFORT_";
+  for (char ch : key) out.push_back(ch == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
+  return out;
+}
+
+result<void> apply_env(json& node, const std::string& prefix, const std::map<std::string, std::string>& env) {
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (it.value().is_object()) {
+      if (auto r = apply_env(it.value(), key, env); !r) return r;
+      continue;
+    }
+    auto found = env.find(env_name(key));
+    if (found == env.end()) continue;
+    auto v = parse_as(it.value(), found->first, found->second);
+    if (!v) return std::move(v).err();
+    it.value() = *v;
+  }
+  return {};
+}
+
+json* find_key(json& root, const std::string& dotted) {
+  json* node = &root;
+  std::size_t start = 0;
+  while (true) {
+    auto dot = dotted.find('.', start);
+    std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node->is_object() || !node->contains(part)) return nullptr;
+    node = &(*node)[part];
+    if (dot == std::string::npos) return node->is_object() ? nullptr : node;
+    start = dot + 1;
+  }
+}
+
+}  // namespace
+
+result<config> load_config(const std::string& file_path, const config_overrides& overrides, char** environ_ptr) {
+  json tree = to_json_tree(config{});
+  if (!file_path.empty()) {
+    std::ifstream in(file_path);
+    if (!in) return make_error(errc::invalid_argument, "config: cannot read " + file_path);
+    json file = json::parse(in, nullptr, false);
+    if (file.is_discarded()) return make_error(errc::invalid_argument, "config: " + file_path + " is not valid JSON");
+    if (auto r = overlay(tree, file, ""); !r) return std::move(r).err();
+  }
+  std::map<std::string, std::string> env;
+  for (char** e = environ_ptr; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq && std::strncmp(*e, "SANDFORT_", 9) == 0) env.emplace(std::string(static_cast<const char*>(*e), eq), std::string(eq + 1));
+  }
+  if (auto r = apply_env(tree, "", env); !r) return std::move(r).err();
+  for (const auto& [key, text] : overrides) {
+    json* slot = find_key(tree, key);
+    if (!slot) return make_error(errc::invalid_argument, "config: unknown key " + key);
+    auto v = parse_as(*slot, key, text);
+    if (!v) return std::move(v).err();
+    *slot = *v;
+  }
+  return from_json_tree(tree);
+}
+
+result<void> finalize_config(config& c, const std::string& executable_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  c.state_dir = fs::absolute(c.state_dir, ec).lexically_normal().string();
+  if (c.database.empty()) c.database = (fs::path(c.state_dir) / "sandfort.db").string();
+  if (c.agent_path.empty()) {
+    // In the build tree the agent sits in ../agent; installed, it sits beside sandfortd.
+    fs::path beside = fs::path(executable_dir) / "sandfort-agent";
+    fs::path build_tree = fs::path(executable_dir) / ".." / "agent" / "sandfort-agent";
+    c.agent_path = (fs::exists(beside) ? beside : build_tree).lexically_normal().string();
+  }
+  c.agent_path = fs::absolute(c.agent_path, ec).lexically_normal().string();
+  if (c.log_format != "text" && c.log_format != "json")
+    return make_error(errc::invalid_argument, "config: log_format must be text or json");
+  if (c.listen.find(':') == std::string::npos)
+    return make_error(errc::invalid_argument, "config: listen must be HOST:PORT");
+  // Per-sandbox agent sockets live under state_dir; a unix socket path must fit in 108 bytes.
+  if (c.state_dir.size() + sizeof("/sandboxes/sbx-0123456789abcdef/run/agent.sock") > 108)
+    return make_error(errc::invalid_argument, "config: state_dir path is too long for unix sockets (" +
+                                                  std::to_string(c.state_dir.size()) + " bytes)");
+  if (c.exec_default_timeout_s <= 0 || c.exec_max_timeout_s < c.exec_default_timeout_s)
+    return make_error(errc::invalid_argument, "config: exec timeouts must satisfy 0 < default <= max");
+  return {};
+}
+
+}  // namespace sandfort

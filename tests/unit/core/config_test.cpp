@@ -1,0 +1,74 @@
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+#include "sandfort/core/config.hpp"
+
+using namespace sandfort;
+
+namespace {
+std::string write_temp(const std::string& text) {
+  char path[] = "/tmp/sandfort-config-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+}  // namespace
+
+TEST_CASE("defaults apply without a file") {
+  auto c = load_config("", {}, nullptr);
+  REQUIRE(c.ok());
+  CHECK(c->listen == "127.0.0.1:8080");
+  CHECK(c->default_image == "sandfort/base:bookworm");
+}
+
+TEST_CASE("file, then environment, then overrides") {
+  auto path = write_temp(R"({"listen":"127.0.0.1:9000","max_resources":{"cpus":2.5},"log_format":"json"})");
+  char env1[] = "SANDFORT_LISTEN=127.0.0.1:9100";
+  char env2[] = "SANDFORT_MAX_RESOURCES_PIDS=77";
+  char env3[] = "UNRELATED=1";
+  char* env[] = {env1, env2, env3, nullptr};
+  auto c = load_config(path, {{"max_resources.memory_mb", "2048"}}, env);
+  REQUIRE(c.ok());
+  CHECK(c->listen == "127.0.0.1:9100");
+  CHECK(c->max_resources.cpus == 2.5);
+  CHECK(c->max_resources.pids == 77);
+  CHECK(c->max_resources.memory_mb == 2048);
+  CHECK(c->log_format == "json");
+  std::remove(path.c_str());
+}
+
+TEST_CASE("typos and wrong types are errors, not silently ignored") {
+  auto typo = write_temp(R"({"lisen":"x"})");
+  auto r1 = load_config(typo, {}, nullptr);
+  REQUIRE_FALSE(r1.ok());
+  CHECK(r1.err().message.find("lisen") != std::string::npos);
+
+  auto wrong = write_temp(R"({"idle_timeout_s":"soon"})");
+  CHECK_FALSE(load_config(wrong, {}, nullptr).ok());
+
+  auto broken = write_temp("{not json");
+  CHECK_FALSE(load_config(broken, {}, nullptr).ok());
+
+  CHECK_FALSE(load_config("", {{"no_such_key", "1"}}, nullptr).ok());
+  CHECK_FALSE(load_config("", {{"idle_timeout_s", "abc"}}, nullptr).ok());
+  for (auto& p : {typo, wrong, broken}) std::remove(p.c_str());
+}
+
+TEST_CASE("finalize derives paths and rejects unusable values") {
+  auto c = load_config("", {{"state_dir", "/tmp/sf"}}, nullptr);
+  REQUIRE(c.ok());
+  REQUIRE(finalize_config(*c, "/opt/sandfort/bin").ok());
+  CHECK(c->database == "/tmp/sf/sandfort.db");
+
+  auto long_dir = load_config("", {{"state_dir", "/tmp/" + std::string(100, 'x')}}, nullptr);
+  REQUIRE(long_dir.ok());
+  CHECK_FALSE(finalize_config(*long_dir, "/").ok());
+
+  auto bad_format = load_config("", {{"log_format", "xml"}}, nullptr);
+  REQUIRE(bad_format.ok());
+  CHECK_FALSE(finalize_config(*bad_format, "/").ok());
+}
