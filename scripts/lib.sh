@@ -4,11 +4,12 @@
 
 # Absolute path of the repository root (the parent of scripts/).
 SF_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
-export SF_ROOT
 
+# Overridable only so the dockerd start-up logic can be exercised against a stand-in.
 SF_DOCKER_SOCK=${SF_DOCKER_SOCK:-/var/run/docker.sock}
 SF_DOCKER_PIDFILE=${SF_DOCKER_PIDFILE:-/var/run/docker.pid}
-SF_BASE_IMAGE=sandfort/base:bookworm
+# shellcheck disable=SC2034 # used by the scripts that source this file
+SF_BASE_IMAGE=sandfort/base:bookworm # the default sandbox image
 
 # sf_log PREFIX MESSAGE... — one short progress line on stdout, "PREFIX: MESSAGE".
 sf_log() {
