@@ -1,0 +1,23 @@
+#pragma once
+// The REST API: a route table per resource; each handler parses, calls a service, serializes.
+// Authentication and role checks happen once, in front of every route that needs them.
+
+#include "sandfort/core/clock.hpp"
+#include "sandfort/core/config.hpp"
+#include "sandfort/http/router.hpp"
+#include "sandfort/sandbox/service.hpp"
+#include "sandfort/store/database.hpp"
+
+namespace sandfort::api {
+
+struct dependencies {
+  const config& cfg;
+  store::database& db;
+  sandbox::service& sandboxes;
+  const clock& clk;
+};
+
+// The handler the HTTP server calls for every request.
+http::handler make_handler(dependencies deps);
+
+}  // namespace sandfort::api

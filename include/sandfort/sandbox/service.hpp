@@ -1,0 +1,97 @@
+#pragma once
+// The sandbox service: lifecycle (create, get, list, stop, start, delete), commands through the
+// agent, the TTL reaper and start-up reconciliation. It knows the store, the engine and the
+// agent connector through their interfaces, and nothing of HTTP.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sandfort/core/clock.hpp"
+#include "sandfort/core/config.hpp"
+#include "sandfort/core/error.hpp"
+#include "sandfort/docker/engine.hpp"
+#include "sandfort/sandbox/agent_connector.hpp"
+#include "sandfort/sandbox/types.hpp"
+#include "sandfort/store/database.hpp"
+
+namespace sandfort::sandbox {
+
+template <typename T>
+using task = boost::asio::awaitable<result<T>>;
+
+struct reconcile_report {
+  int containers_removed = 0;   // labelled as ours but without a live row
+  int rows_marked_error = 0;    // container vanished, or the daemon died mid-create
+  int rows_marked_stopped = 0;  // container exists but is not running
+  int dirs_removed = 0;         // host directories without a live row
+};
+
+class service {
+ public:
+  service(boost::asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
+          agent_connector& agent, const clock& clk);
+
+  task<sandbox_view> create(const std::string& org_id, const create_request& req);
+  // wait_for: empty, or a state to block for (up to timeout); returns the sandbox either way.
+  task<sandbox_view> get(const std::string& org_id, const std::string& id_or_name, const std::string& wait_for = {},
+                         std::chrono::milliseconds timeout = {});
+  task<list_page> list(const std::string& org_id, const list_request& req);
+  task<sandbox_view> stop(const std::string& org_id, const std::string& id_or_name);
+  task<sandbox_view> start(const std::string& org_id, const std::string& id_or_name);
+  task<void> remove(const std::string& org_id, const std::string& id_or_name);
+
+  task<exec_result> exec(const std::string& org_id, const std::string& id_or_name, exec_request req);
+  task<exec_result> code_run(const std::string& org_id, const std::string& id_or_name, const code_run_request& req);
+
+  // Run once before serving: brings Docker's state and the database into agreement.
+  task<reconcile_report> reconcile();
+  // Deletes sandboxes whose TTL has passed; the daemon runs it periodically.
+  boost::asio::awaitable<int> reap_expired();
+  // Docker and the store reachable; the reason otherwise.
+  task<void> ready();
+
+ private:
+  task<void> provision(store::sandbox_record rec);
+  task<void> start_and_wait(store::sandbox_record& rec);
+  task<void> wait_for_agent(const std::string& sandbox_id, const std::string& container);
+  task<void> destroy_container(const std::string& sandbox_id);
+  void remove_host_dir(const std::string& sandbox_id);
+  result<void> set_state(store::sandbox_record& rec, const std::string& state, const std::string& message = {});
+  result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name);
+  docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec) const;
+  result<sandbox_spec> validate(const create_request& req) const;
+
+  // Wakes get(wait_for=...) callers without polling: each waits on a timer that a state
+  // change cancels.
+  void notify(const std::string& sandbox_id);
+  boost::asio::awaitable<void> wait_change(const std::string& sandbox_id, std::chrono::steady_clock::time_point until);
+
+  boost::asio::any_io_executor executor_;
+  const config& cfg_;
+  store::database& db_;
+  docker::engine& engine_;
+  agent_connector& agent_;
+  const clock& clock_;
+  std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> waiters_;
+};
+
+// Container names and labels that tie Docker objects back to rows.
+std::string container_name(const std::string& sandbox_id);
+inline constexpr const char* label_sandbox = "io.sandfort.sandbox";
+inline constexpr const char* label_org = "io.sandfort.org";
+inline constexpr const char* label_instance = "io.sandfort.instance";
+
+// A stored row as callers see it.
+sandbox_view to_view(const store::sandbox_record& rec);
+
+// Serialization of the stored spec (the store keeps it as opaque JSON text).
+std::string spec_to_json(const sandbox_spec& spec);
+sandbox_spec spec_from_json(const std::string& text);
+
+}  // namespace sandfort::sandbox

@@ -1,0 +1,98 @@
+#pragma once
+// The sandbox service's own vocabulary: what a caller asks for and what it gets back.
+// No HTTP, no JSON: the api module maps these to and from the wire.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sandfort::sandbox {
+
+struct resources {
+  double cpus = 0;
+  std::int64_t memory_mb = 0;
+  std::int64_t pids = 0;
+};
+
+struct create_request {
+  std::string name;      // optional
+  std::string snapshot;  // empty: the configured default image
+  bool wait = false;
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> labels;
+  std::optional<double> cpus;
+  std::optional<std::int64_t> memory_mb;
+  std::optional<std::int64_t> pids;
+  std::vector<std::string> egress_allowlist;
+  std::optional<std::int64_t> ttl_s;
+  std::string user;
+  std::string workdir;
+};
+
+// The validated, defaulted request as stored with the sandbox.
+struct sandbox_spec {
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> labels;
+  resources limits;
+  std::vector<std::string> egress_allowlist;
+  std::optional<std::int64_t> ttl_s;
+  std::string user;
+  std::string workdir;
+};
+
+struct sandbox_view {
+  std::string id;
+  std::string name;
+  std::string state;
+  std::string snapshot;
+  std::string created_at;
+  std::string updated_at;
+  std::optional<std::string> expires_at;
+  std::string error_message;
+  sandbox_spec spec;
+};
+
+struct list_request {
+  std::string state;
+  std::vector<std::pair<std::string, std::string>> labels;  // label=k:v filters, all must match
+  std::size_t limit = 100;
+  std::string cursor;
+};
+
+struct list_page {
+  std::vector<sandbox_view> items;
+  std::string next_cursor;  // empty: no more
+};
+
+struct exec_request {
+  std::vector<std::string> argv;  // either argv ...
+  std::string command;            // ... or a /bin/sh -c command line
+  std::string cwd;
+  std::map<std::string, std::string> env;
+  std::optional<std::string> stdin_data;
+  std::optional<std::int64_t> timeout_s;
+  bool binary = false;
+};
+
+struct code_run_request {
+  std::string language;  // python | node | bash | sh
+  std::string code;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::optional<std::int64_t> timeout_s;
+};
+
+struct exec_result {
+  int exit_code = 0;
+  std::string stdout_text;
+  std::string stderr_text;
+  std::optional<std::string> stdout_b64;
+  std::optional<std::string> stderr_b64;
+  std::int64_t duration_ms = 0;
+  bool timed_out = false;
+  bool truncated = false;
+};
+
+}  // namespace sandfort::sandbox

@@ -1,0 +1,113 @@
+// Organizations, API keys and whoami.
+#include "json_body.hpp"
+#include "routes.hpp"
+
+namespace sandfort::api {
+
+using nlohmann::json;
+using boost::asio::awaitable;
+
+namespace {
+
+json org_json(const store::org& o) {
+  return {{"id", o.id}, {"name", o.name}, {"superadmin", o.superadmin}, {"created_at", o.created_at}};
+}
+
+json key_json(const store::api_key& k) {
+  json j = {{"id", k.id}, {"name", k.name}, {"role", k.role}, {"org_id", k.org_id}, {"created_at", k.created_at}};
+  j["expires_at"] = k.expires_at ? json(*k.expires_at) : json(nullptr);
+  j["revoked_at"] = k.revoked_at ? json(*k.revoked_at) : json(nullptr);
+  return j;
+}
+
+// Shared by POST /v1/api-keys and the superadmin's POST /v1/orgs/{org}/api-keys.
+http::response create_key(dependencies& deps, http::context& ctx, const std::string& org_id) {
+  auto body = parse_object(ctx.req);
+  if (!body) return http::error_response(body.err(), ctx.request_id);
+  std::string name, role_name;
+  std::optional<std::int64_t> expires_in_s;
+  for (auto r : {read(*body, "name", name), read(*body, "role", role_name), read(*body, "expires_in_s", expires_in_s)})
+    if (!r) return http::error_response(r.err(), ctx.request_id);
+  if (role_name.empty()) role_name = "member";
+  auto role = auth::parse_role(role_name);
+  if (!role) return http::error_response(role.err(), ctx.request_id);
+  if (expires_in_s && *expires_in_s <= 0)
+    return http::error_response(make_error(errc::invalid_argument, "expires_in_s must be positive"), ctx.request_id);
+  auto issued = auth::issue_key(deps.db, deps.clk, org_id, name, *role, expires_in_s.value_or(0));
+  if (!issued) return http::error_response(issued.err(), ctx.request_id);
+  json j = key_json(issued->record);
+  j["key"] = issued->secret;
+  return http::json_response(201, j);
+}
+
+}  // namespace
+
+std::vector<api_route> identity_routes(dependencies& deps) {
+  using auth::permission;
+  return {
+      {http::verb::get, "/v1/whoami", permission::read,
+       [](http::context&, const auth::principal& p) -> awaitable<http::response> {
+         co_return http::json_response(200, {{"org", p.org_name},
+                                             {"org_id", p.org_id},
+                                             {"principal", p.key_id},
+                                             {"principal_name", p.key_name},
+                                             {"role", auth::to_string(p.key_role)},
+                                             {"superadmin", p.superadmin},
+                                             {"auth", "api_key"}});
+       }},
+      {http::verb::post, "/v1/orgs", permission::superadmin,
+       [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
+         auto body = parse_object(ctx.req);
+         if (!body) co_return http::error_response(body.err(), ctx.request_id);
+         std::string name;
+         if (auto r = read(*body, "name", name); !r) co_return http::error_response(r.err(), ctx.request_id);
+         if (name.empty() || name.size() > 100)
+           co_return http::error_response(make_error(errc::invalid_argument, "name must be 1-100 characters"),
+                                          ctx.request_id);
+         auto o = deps.db.create_org(name, false, format_time(deps.clk.now()));
+         if (!o) co_return http::error_response(o.err(), ctx.request_id);
+         co_return http::json_response(201, org_json(*o));
+       }},
+      {http::verb::get, "/v1/orgs", permission::read,
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         json items = json::array();
+         if (p.superadmin) {
+           auto all = deps.db.list_orgs();
+           if (!all) co_return http::error_response(all.err(), ctx.request_id);
+           for (const auto& o : *all) items.push_back(org_json(o));
+         } else {
+           auto own = deps.db.get_org(p.org_id);
+           if (!own) co_return http::error_response(own.err(), ctx.request_id);
+           items.push_back(org_json(*own));
+         }
+         co_return http::json_response(200, {{"items", items}, {"next_cursor", nullptr}});
+       }},
+      {http::verb::post, "/v1/orgs/{org}/api-keys", permission::superadmin,
+       [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
+         auto o = deps.db.get_org(ctx.params["org"]);
+         if (!o) o = deps.db.find_org_by_name(ctx.params["org"]);
+         if (!o) co_return http::error_response(o.err(), ctx.request_id);
+         co_return create_key(deps, ctx, o->id);
+       }},
+      {http::verb::post, "/v1/api-keys", permission::manage_org,
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         co_return create_key(deps, ctx, p.org_id);
+       }},
+      {http::verb::get, "/v1/api-keys", permission::manage_org,
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto keys = deps.db.list_api_keys(p.org_id);
+         if (!keys) co_return http::error_response(keys.err(), ctx.request_id);
+         json items = json::array();
+         for (const auto& k : *keys) items.push_back(key_json(k));
+         co_return http::json_response(200, {{"items", items}, {"next_cursor", nullptr}});
+       }},
+      {http::verb::delete_, "/v1/api-keys/{id}", permission::manage_org,
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto r = deps.db.revoke_api_key(p.org_id, ctx.params["id"], format_time(deps.clk.now()));
+         if (!r) co_return http::error_response(r.err(), ctx.request_id);
+         co_return http::empty_response(204);
+       }},
+  };
+}
+
+}  // namespace sandfort::api

@@ -1,0 +1,101 @@
+#include "json_body.hpp"
+
+namespace sandfort::api {
+
+using nlohmann::json;
+
+namespace {
+error wrong_type(const char* key, const char* expected) {
+  return make_error(errc::invalid_argument, std::string("field '") + key + "' must be " + expected);
+}
+bool absent(const json& j, const char* key) { return !j.contains(key) || j.at(key).is_null(); }
+}  // namespace
+
+result<json> parse_object(const http::request& req) {
+  if (req.body().empty()) return json::object();
+  json j = json::parse(req.body(), nullptr, false);
+  if (j.is_discarded()) return make_error(errc::invalid_argument, "request body is not valid JSON");
+  if (!j.is_object()) return make_error(errc::invalid_argument, "request body must be a JSON object");
+  return j;
+}
+
+result<void> read(const json& j, const char* key, std::string& out) {
+  if (absent(j, key)) return {};
+  if (!j.at(key).is_string()) return wrong_type(key, "a string");
+  out = j.at(key).get<std::string>();
+  return {};
+}
+
+result<void> read(const json& j, const char* key, bool& out) {
+  if (absent(j, key)) return {};
+  if (!j.at(key).is_boolean()) return wrong_type(key, "true or false");
+  out = j.at(key).get<bool>();
+  return {};
+}
+
+result<void> read(const json& j, const char* key, std::optional<std::int64_t>& out) {
+  if (absent(j, key)) return {};
+  const json& v = j.at(key);
+  if (v.is_number_integer()) {
+    out = v.get<std::int64_t>();
+  } else if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))) {
+    out = static_cast<std::int64_t>(v.get<double>());
+  } else {
+    return wrong_type(key, "an integer");
+  }
+  return {};
+}
+
+result<void> read(const json& j, const char* key, std::optional<double>& out) {
+  if (absent(j, key)) return {};
+  if (!j.at(key).is_number()) return wrong_type(key, "a number");
+  out = j.at(key).get<double>();
+  return {};
+}
+
+result<void> read(const json& j, const char* key, std::optional<std::string>& out) {
+  if (absent(j, key)) return {};
+  if (!j.at(key).is_string()) return wrong_type(key, "a string");
+  out = j.at(key).get<std::string>();
+  return {};
+}
+
+result<void> read(const json& j, const char* key, std::vector<std::string>& out) {
+  if (absent(j, key)) return {};
+  const json& v = j.at(key);
+  if (!v.is_array()) return wrong_type(key, "an array of strings");
+  std::vector<std::string> items;
+  for (const auto& item : v) {
+    if (!item.is_string()) return wrong_type(key, "an array of strings");
+    items.push_back(item.get<std::string>());
+  }
+  out = std::move(items);
+  return {};
+}
+
+result<void> read(const json& j, const char* key, std::map<std::string, std::string>& out) {
+  if (absent(j, key)) return {};
+  const json& v = j.at(key);
+  if (!v.is_object()) return wrong_type(key, "an object of strings");
+  std::map<std::string, std::string> items;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!it.value().is_string()) return wrong_type(key, "an object of strings");
+    items[it.key()] = it.value().get<std::string>();
+  }
+  out = std::move(items);
+  return {};
+}
+
+result<std::optional<std::int64_t>> query_int(const http::context& ctx, const char* key) {
+  auto it = ctx.query.find(key);
+  if (it == ctx.query.end() || it->second.empty()) return std::optional<std::int64_t>{};
+  try {
+    std::size_t used = 0;
+    long long v = std::stoll(it->second, &used);
+    if (used == it->second.size() && v >= 0) return std::optional<std::int64_t>{v};
+  } catch (const std::exception&) {
+  }
+  return make_error(errc::invalid_argument, std::string("query parameter '") + key + "' must be a non-negative integer");
+}
+
+}  // namespace sandfort::api

@@ -1,0 +1,32 @@
+#pragma once
+// Reading request bodies: malformed JSON and wrongly typed fields become invalid_argument
+// errors that name the field.
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sandfort/core/error.hpp"
+#include "sandfort/http/message.hpp"
+
+namespace sandfort::api {
+
+// An empty body reads as {} so that optional-only requests need no body.
+result<nlohmann::json> parse_object(const http::request& req);
+
+// Each reader leaves `out` untouched when the field is absent (or null) and returns an error
+// when it is present with the wrong type.
+result<void> read(const nlohmann::json& j, const char* key, std::string& out);
+result<void> read(const nlohmann::json& j, const char* key, bool& out);
+result<void> read(const nlohmann::json& j, const char* key, std::optional<std::int64_t>& out);
+result<void> read(const nlohmann::json& j, const char* key, std::optional<double>& out);
+result<void> read(const nlohmann::json& j, const char* key, std::optional<std::string>& out);
+result<void> read(const nlohmann::json& j, const char* key, std::vector<std::string>& out);
+result<void> read(const nlohmann::json& j, const char* key, std::map<std::string, std::string>& out);
+
+// Query parameters that must be non-negative integers.
+result<std::optional<std::int64_t>> query_int(const http::context& ctx, const char* key);
+
+}  // namespace sandfort::api

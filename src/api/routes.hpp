@@ -1,0 +1,26 @@
+#pragma once
+// Private to the api module: the shape of an authenticated route and the route tables.
+
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <vector>
+
+#include "sandfort/api/api.hpp"
+#include "sandfort/auth/keys.hpp"
+
+namespace sandfort::api {
+
+using authed_handler = std::function<boost::asio::awaitable<http::response>(http::context&, const auth::principal&)>;
+
+struct api_route {
+  http::verb method;
+  std::string pattern;
+  std::optional<auth::permission> needs;  // nullopt: no authentication at all
+  authed_handler fn;
+};
+
+std::vector<api_route> health_routes(dependencies& deps);
+std::vector<api_route> identity_routes(dependencies& deps);
+std::vector<api_route> sandbox_routes(dependencies& deps);
+
+}  // namespace sandfort::api

@@ -1,0 +1,198 @@
+// Sandboxes and the commands that run in them.
+#include "json_body.hpp"
+#include "routes.hpp"
+
+namespace sandfort::api {
+
+using nlohmann::json;
+using boost::asio::awaitable;
+
+namespace {
+
+json sandbox_json(const sandbox::sandbox_view& v) {
+  json j = {{"id", v.id},
+            {"name", v.name.empty() ? json(nullptr) : json(v.name)},
+            {"state", v.state},
+            {"snapshot", v.snapshot},
+            {"created_at", v.created_at},
+            {"updated_at", v.updated_at},
+            {"expires_at", v.expires_at ? json(*v.expires_at) : json(nullptr)},
+            {"resources",
+             {{"cpus", v.spec.limits.cpus}, {"memory_mb", v.spec.limits.memory_mb}, {"pids", v.spec.limits.pids}}},
+            {"egress_allowlist", v.spec.egress_allowlist},
+            {"labels", v.spec.labels},
+            {"env_keys", [&] {
+               json keys = json::array();
+               for (const auto& kv : v.spec.env) keys.push_back(kv.first);
+               return keys;
+             }()},
+            {"user", v.spec.user.empty() ? json(nullptr) : json(v.spec.user)},
+            {"workdir", v.spec.workdir.empty() ? json(nullptr) : json(v.spec.workdir)},
+            // Preview URLs arrive with the network work; until then there is no template to give.
+            {"preview_url_template", nullptr}};
+  if (!v.error_message.empty()) j["error_message"] = v.error_message;
+  return j;
+}
+
+json exec_json(const sandbox::exec_result& r) {
+  json j = {{"exit_code", r.exit_code},       {"stdout", r.stdout_text}, {"stderr", r.stderr_text},
+            {"duration_ms", r.duration_ms},   {"timed_out", r.timed_out}, {"truncated", r.truncated}};
+  if (r.stdout_b64) j["stdout_b64"] = *r.stdout_b64;
+  if (r.stderr_b64) j["stderr_b64"] = *r.stderr_b64;
+  return j;
+}
+
+// Fields the contract names but this build does not provide yet are refused, not ignored:
+// a caller must never believe a volume is mounted or a limit applies when it does not.
+result<void> refuse_unbuilt(const json& body) {
+  static const std::pair<const char*, const char*> unbuilt[] = {
+      {"volumes", "volumes are not available yet"},
+      {"idle_timeout_s", "idle_timeout_s is not enforced yet"},
+      {"public_preview", "preview URLs are not available yet"},
+  };
+  for (const auto& [key, why] : unbuilt)
+    if (body.contains(key) && !body.at(key).is_null() && body.at(key) != json(false))
+      return make_error(errc::invalid_argument, std::string(key) + ": " + why);
+  if (body.contains("resources") && body["resources"].is_object() && body["resources"].contains("disk_mb") &&
+      !body["resources"]["disk_mb"].is_null())
+    return make_error(errc::invalid_argument, "resources.disk_mb: disk quotas are not available on this backend yet");
+  return {};
+}
+
+result<sandbox::create_request> parse_create(const http::request& req) {
+  auto body = parse_object(req);
+  if (!body) return std::move(body).err();
+  const json& j = *body;
+  if (auto r = refuse_unbuilt(j); !r) return std::move(r).err();
+  sandbox::create_request c;
+  json resources = j.contains("resources") && !j["resources"].is_null() ? j["resources"] : json::object();
+  if (!resources.is_object()) return make_error(errc::invalid_argument, "field 'resources' must be an object");
+  for (auto r : {read(j, "name", c.name), read(j, "snapshot", c.snapshot), read(j, "wait", c.wait),
+                 read(j, "env", c.env), read(j, "labels", c.labels), read(j, "egress_allowlist", c.egress_allowlist),
+                 read(j, "ttl_s", c.ttl_s), read(j, "user", c.user), read(j, "workdir", c.workdir),
+                 read(resources, "cpus", c.cpus), read(resources, "memory_mb", c.memory_mb),
+                 read(resources, "pids", c.pids)})
+    if (!r) return std::move(r).err();
+  return c;
+}
+
+result<sandbox::exec_request> parse_exec(const http::request& req) {
+  auto body = parse_object(req);
+  if (!body) return std::move(body).err();
+  sandbox::exec_request e;
+  for (auto r : {read(*body, "command", e.command), read(*body, "argv", e.argv), read(*body, "cwd", e.cwd),
+                 read(*body, "env", e.env), read(*body, "stdin", e.stdin_data), read(*body, "timeout_s", e.timeout_s),
+                 read(*body, "binary", e.binary)})
+    if (!r) return std::move(r).err();
+  return e;
+}
+
+result<sandbox::code_run_request> parse_code_run(const http::request& req) {
+  auto body = parse_object(req);
+  if (!body) return std::move(body).err();
+  sandbox::code_run_request c;
+  for (auto r : {read(*body, "language", c.language), read(*body, "code", c.code), read(*body, "argv", c.argv),
+                 read(*body, "env", c.env), read(*body, "timeout_s", c.timeout_s)})
+    if (!r) return std::move(r).err();
+  return c;
+}
+
+result<sandbox::list_request> parse_list(const http::context& ctx) {
+  sandbox::list_request l;
+  auto limit = query_int(ctx, "limit");
+  if (!limit) return std::move(limit).err();
+  if (*limit && (**limit < 1 || **limit > 1000))
+    return make_error(errc::invalid_argument, "limit must be between 1 and 1000");
+  l.limit = static_cast<std::size_t>(limit->value_or(100));
+  if (auto it = ctx.query.find("state"); it != ctx.query.end()) l.state = it->second;
+  if (auto it = ctx.query.find("cursor"); it != ctx.query.end()) l.cursor = it->second;
+  if (auto it = ctx.query.find("label"); it != ctx.query.end()) {
+    // label=k:v, several separated by commas
+    std::string_view rest = it->second;
+    while (!rest.empty()) {
+      auto comma = rest.find(',');
+      std::string_view one = rest.substr(0, comma);
+      auto colon = one.find(':');
+      if (colon == std::string_view::npos || colon == 0)
+        return make_error(errc::invalid_argument, "label filter must be key:value");
+      l.labels.emplace_back(std::string(one.substr(0, colon)), std::string(one.substr(colon + 1)));
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+  }
+  return l;
+}
+
+template <typename T, typename F>
+http::response reply(const result<T>& r, const http::context& ctx, unsigned status, F&& to_json) {
+  if (!r) return http::error_response(r.err(), ctx.request_id);
+  return http::json_response(status, to_json(*r));
+}
+
+}  // namespace
+
+std::vector<api_route> sandbox_routes(dependencies& deps) {
+  using auth::permission;
+  auto& svc = deps.sandboxes;
+  return {
+      {http::verb::post, "/v1/sandboxes", permission::use_sandboxes,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto req = parse_create(ctx.req);
+         if (!req) co_return http::error_response(req.err(), ctx.request_id);
+         co_return reply(co_await svc.create(p.org_id, *req), ctx, 201, sandbox_json);
+       }},
+      {http::verb::get, "/v1/sandboxes", permission::read,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto req = parse_list(ctx);
+         if (!req) co_return http::error_response(req.err(), ctx.request_id);
+         co_return reply(co_await svc.list(p.org_id, *req), ctx, 200, [](const sandbox::list_page& page) {
+           json items = json::array();
+           for (const auto& v : page.items) items.push_back(sandbox_json(v));
+           return json{{"items", items},
+                       {"next_cursor", page.next_cursor.empty() ? json(nullptr) : json(page.next_cursor)}};
+         });
+       }},
+      {http::verb::get, "/v1/sandboxes/{id}", permission::read,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto timeout = query_int(ctx, "timeout_s");
+         if (!timeout) co_return http::error_response(timeout.err(), ctx.request_id);
+         std::int64_t wait_s = std::min<std::int64_t>(timeout->value_or(60), 300);
+         std::string wait_for = ctx.query.count("wait_for") ? ctx.query["wait_for"] : "";
+         auto id = ctx.params["id"];
+         co_return reply(co_await svc.get(p.org_id, id, wait_for, std::chrono::seconds(wait_s)), ctx,
+                         200, sandbox_json);
+       }},
+      {http::verb::post, "/v1/sandboxes/{id}/stop", permission::use_sandboxes,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto id = ctx.params["id"];
+         co_return reply(co_await svc.stop(p.org_id, id), ctx, 200, sandbox_json);
+       }},
+      {http::verb::post, "/v1/sandboxes/{id}/start", permission::use_sandboxes,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto id = ctx.params["id"];
+         co_return reply(co_await svc.start(p.org_id, id), ctx, 200, sandbox_json);
+       }},
+      {http::verb::delete_, "/v1/sandboxes/{id}", permission::use_sandboxes,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto id = ctx.params["id"];
+         auto r = co_await svc.remove(p.org_id, id);
+         if (!r) co_return http::error_response(r.err(), ctx.request_id);
+         co_return http::empty_response(204);
+       }},
+      {http::verb::post, "/v1/sandboxes/{id}/process/exec", permission::use_sandboxes,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto req = parse_exec(ctx.req);
+         if (!req) co_return http::error_response(req.err(), ctx.request_id);
+         auto id = ctx.params["id"];
+         co_return reply(co_await svc.exec(p.org_id, id, std::move(*req)), ctx, 200, exec_json);
+       }},
+      {http::verb::post, "/v1/sandboxes/{id}/process/code-run", permission::use_sandboxes,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto req = parse_code_run(ctx.req);
+         if (!req) co_return http::error_response(req.err(), ctx.request_id);
+         auto id = ctx.params["id"];
+         co_return reply(co_await svc.code_run(p.org_id, id, *req), ctx, 200, exec_json);
+       }},
+  };
+}
+
+}  // namespace sandfort::api

@@ -1,0 +1,95 @@
+#include "sandfort/sandbox/agent_connector.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "sandfort/http/client.hpp"
+
+namespace sandfort::sandbox {
+
+using nlohmann::json;
+
+std::string sandbox_host_dir(const std::string& state_dir, const std::string& sandbox_id) {
+  return state_dir + "/sandboxes/" + sandbox_id;
+}
+
+std::string sandbox_run_dir(const std::string& state_dir, const std::string& sandbox_id) {
+  return sandbox_host_dir(state_dir, sandbox_id) + "/run";
+}
+
+std::string unix_socket_connector::socket_path(const std::string& sandbox_id) const {
+  return sandbox_run_dir(state_dir_, sandbox_id) + "/agent.sock";
+}
+
+namespace {
+
+// The agent answers errors in the API's own shape; keep its code and message.
+error agent_error(const http::response& res) {
+  json body = json::parse(res.body(), nullptr, false);
+  std::string message = "agent answered " + std::to_string(res.result_int());
+  errc code = res.result_int() == 400 ? errc::invalid_argument : errc::internal;
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    message = body["error"].value("message", message);
+  }
+  return make_error(code, message);
+}
+
+json to_agent_json(const agent_exec& call) {
+  const exec_request& r = call.request;
+  json j = json::object();
+  if (!r.argv.empty())
+    j["argv"] = r.argv;
+  else
+    j["command"] = r.command;
+  if (!r.cwd.empty()) j["cwd"] = r.cwd;
+  if (!r.env.empty()) j["env"] = r.env;
+  if (r.stdin_data) j["stdin"] = *r.stdin_data;
+  j["timeout_ms"] = call.timeout.count();
+  j["max_output_bytes"] = call.max_output_bytes;
+  if (r.binary) j["binary"] = true;
+  return j;
+}
+
+}  // namespace
+
+boost::asio::awaitable<result<void>> unix_socket_connector::health(const std::string& sandbox_id,
+                                                                    std::chrono::milliseconds timeout) {
+  http::client_options options;
+  options.connect_timeout = timeout;
+  options.timeout = timeout;
+  auto req = http::make_request(http::verb::get, "/health");
+  auto res = co_await http::unix_request(socket_path(sandbox_id), std::move(req), options);
+  if (!res) co_return std::move(res).err();
+  if (res->result_int() != 200) co_return agent_error(*res);
+  co_return ok_t{};
+}
+
+boost::asio::awaitable<result<exec_result>> unix_socket_connector::exec(const std::string& sandbox_id,
+                                                                         const agent_exec& call) {
+  json body = to_agent_json(call);
+  http::client_options options;
+  // The agent enforces the command's timeout; ours only catches an agent that stopped answering.
+  options.timeout = call.timeout + std::chrono::seconds(10);
+  options.body_limit = 4 * call.max_output_bytes + (1u << 20);  // JSON escaping and base64 can grow output
+  auto req = http::make_request(http::verb::post, "/exec", &body);
+  auto res = co_await http::unix_request(socket_path(sandbox_id), std::move(req), options);
+  if (!res) co_return std::move(res).err();
+  if (res->result_int() != 200) co_return agent_error(*res);
+  json j = json::parse(res->body(), nullptr, false);
+  if (!j.is_object()) co_return make_error(errc::internal, "agent sent a malformed exec result");
+  exec_result out;
+  try {
+    out.exit_code = j.at("exit_code").get<int>();
+    out.stdout_text = j.value("stdout", "");
+    out.stderr_text = j.value("stderr", "");
+    if (j.contains("stdout_b64")) out.stdout_b64 = j["stdout_b64"].get<std::string>();
+    if (j.contains("stderr_b64")) out.stderr_b64 = j["stderr_b64"].get<std::string>();
+    out.duration_ms = j.value("duration_ms", std::int64_t{0});
+    out.timed_out = j.value("timed_out", false);
+    out.truncated = j.value("truncated", false);
+  } catch (const json::exception& e) {
+    co_return make_error(errc::internal, std::string("agent sent a malformed exec result: ") + e.what());
+  }
+  co_return out;
+}
+
+}  // namespace sandfort::sandbox

@@ -1,0 +1,277 @@
+// Sandbox lifecycle: create (with image pull), wait for states, stop, start, delete, TTL.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <filesystem>
+#include <spdlog/spdlog.h>
+
+#include "sandfort/core/ids.hpp"
+#include "sandfort/sandbox/service.hpp"
+
+namespace sandfort::sandbox {
+
+namespace asio = boost::asio;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+service::service(asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
+                 agent_connector& agent, const clock& clk)
+    : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), clock_(clk) {}
+
+void service::notify(const std::string& sandbox_id) {
+  auto it = waiters_.find(sandbox_id);
+  if (it == waiters_.end()) return;
+  for (auto& timer : it->second) timer->cancel();
+  waiters_.erase(it);
+}
+
+asio::awaitable<void> service::wait_change(const std::string& sandbox_id, std::chrono::steady_clock::time_point until) {
+  auto timer = std::make_shared<asio::steady_timer>(executor_, until);
+  waiters_[sandbox_id].push_back(timer);
+  co_await timer->async_wait(use_tuple);
+  if (auto it = waiters_.find(sandbox_id); it != waiters_.end()) {
+    std::erase(it->second, timer);
+    if (it->second.empty()) waiters_.erase(it);
+  }
+}
+
+result<void> service::set_state(store::sandbox_record& rec, const std::string& state, const std::string& message) {
+  rec.state = state;
+  rec.error_message = message;
+  rec.updated_at = format_time(clock_.now());
+  auto r = db_.update_sandbox(rec);
+  notify(rec.id);
+  return r;
+}
+
+task<sandbox_view> service::create(const std::string& org_id, const create_request& req) {
+  auto spec = validate(req);
+  if (!spec) co_return std::move(spec).err();
+  store::sandbox_record rec;
+  rec.id = new_id("sbx-");
+  rec.org_id = org_id;
+  rec.name = req.name;
+  rec.state = "creating";
+  rec.snapshot = req.snapshot.empty() ? cfg_.default_image : req.snapshot;
+  rec.spec_json = spec_to_json(*spec);
+  auto now = clock_.now();
+  rec.created_at = rec.updated_at = format_time(now);
+  if (spec->ttl_s) rec.expires_at = format_time(now + std::chrono::seconds(*spec->ttl_s));
+  // The row exists before any container does, so a crash at any later point leaves
+  // something reconciliation can find by its labels.
+  if (auto r = db_.insert_sandbox(rec); !r) co_return std::move(r).err();
+  spdlog::info("sandbox {} creating (org {}, image {})", rec.id, org_id, rec.snapshot);
+
+  if (!req.wait) {
+    asio::co_spawn(executor_, provision(rec), asio::detached);
+    co_return to_view(rec);
+  }
+  if (auto r = co_await provision(rec); !r) {
+    // The caller gets the error instead of an id, so no row may outlive it.
+    if (auto cur = db_.get_sandbox(org_id, rec.id)) (void)set_state(*cur, "deleted", r.err().message);
+    co_return std::move(r).err();
+  }
+  auto cur = db_.get_sandbox(org_id, rec.id);
+  if (!cur) co_return std::move(cur).err();
+  co_return to_view(*cur);
+}
+
+task<void> service::provision(store::sandbox_record rec) {
+  auto fail = [&](error e) -> asio::awaitable<result<void>> {
+    spdlog::warn("sandbox {} failed to start: {}", rec.id, e.message);
+    (void)co_await destroy_container(rec.id);
+    remove_host_dir(rec.id);
+    if (auto cur = db_.get_sandbox(rec.org_id, rec.id)) (void)set_state(*cur, "error", e.message);
+    co_return e;
+  };
+  // Deleted while we were waiting on Docker: clean up whatever exists by now.
+  auto deleted_meanwhile = [&]() { return !db_.get_sandbox(rec.org_id, rec.id).ok(); };
+  auto cancelled = make_error(errc::conflict, "sandbox " + rec.id + " was deleted while it was being created");
+
+  auto exists = co_await engine_.image_exists(rec.snapshot);
+  if (!exists) co_return co_await fail(std::move(exists).err());
+  if (!*exists) {
+    (void)set_state(rec, "pulling");
+    if (auto pulled = co_await engine_.pull_image(rec.snapshot); !pulled) co_return co_await fail(std::move(pulled).err());
+    if (deleted_meanwhile()) co_return cancelled;
+    (void)set_state(rec, "creating");
+  }
+
+  std::error_code ec;
+  auto run_dir = sandbox_run_dir(cfg_.state_dir, rec.id);
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) {
+    auto e = make_error(errc::internal, "cannot create " + run_dir + ": " + ec.message());
+    co_return co_await fail(std::move(e));
+  }
+
+  auto id = co_await engine_.create_container(container_for(rec, spec_from_json(rec.spec_json)));
+  if (!id) co_return co_await fail(std::move(id).err());
+  if (deleted_meanwhile()) {
+    (void)co_await destroy_container(rec.id);
+    remove_host_dir(rec.id);
+    co_return cancelled;
+  }
+  rec.container_id = *id;
+  if (auto r = db_.update_sandbox(rec); !r) co_return co_await fail(std::move(r).err());
+
+  if (auto r = co_await start_and_wait(rec); !r) co_return co_await fail(std::move(r).err());
+  if (deleted_meanwhile()) {
+    (void)co_await destroy_container(rec.id);
+    remove_host_dir(rec.id);
+    co_return cancelled;
+  }
+  if (auto r = set_state(rec, "started"); !r) co_return r;
+  spdlog::info("sandbox {} started", rec.id);
+  co_return ok_t{};
+}
+
+task<void> service::start_and_wait(store::sandbox_record& rec) {
+  auto name = container_name(rec.id);
+  if (auto r = co_await engine_.start_container(name); !r) co_return r;
+  co_return co_await wait_for_agent(rec.id, name);
+}
+
+task<void> service::wait_for_agent(const std::string& sandbox_id, const std::string& container) {
+  // The agent is ready when it answers /health; until its socket exists a connect fails at
+  // once, so a short backoff keeps start-up latency near the agent's own start time.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.agent_start_timeout_s);
+  auto backoff = std::chrono::milliseconds(2);
+  asio::steady_timer timer(executor_);
+  for (int attempt = 1;; ++attempt) {
+    if (auto h = co_await agent_.health(sandbox_id, std::chrono::milliseconds(500)); h) co_return ok_t{};
+    if (attempt % 16 == 0) {
+      auto info = co_await engine_.inspect_container(container);
+      if (!info) co_return std::move(info).err();
+      if (!info->running)
+        co_return make_error(errc::internal, "the sandbox's container exited with code " +
+                                                 std::to_string(info->exit_code) + " before its agent answered" +
+                                                 (info->oom_killed ? " (out of memory)" : ""));
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      co_return make_error(errc::unavailable, "the sandbox agent did not answer within " +
+                                                  std::to_string(cfg_.agent_start_timeout_s) + " s");
+    timer.expires_after(backoff);
+    co_await timer.async_wait(use_tuple);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
+  }
+}
+
+task<void> service::destroy_container(const std::string& sandbox_id) {
+  auto r = co_await engine_.remove_container(container_name(sandbox_id));
+  if (!r && r.err().code != errc::not_found) co_return r;
+  co_return ok_t{};
+}
+
+void service::remove_host_dir(const std::string& sandbox_id) {
+  std::error_code ec;
+  std::filesystem::remove_all(sandbox_host_dir(cfg_.state_dir, sandbox_id), ec);
+  if (ec) spdlog::warn("cannot remove the host directory of {}: {}", sandbox_id, ec.message());
+}
+
+task<sandbox_view> service::get(const std::string& org_id, const std::string& id_or_name, const std::string& wait_for,
+                                std::chrono::milliseconds timeout) {
+  static const std::vector<std::string> waitable = {"creating", "pulling", "started", "stopped", "error"};
+  if (!wait_for.empty() && std::find(waitable.begin(), waitable.end(), wait_for) == waitable.end())
+    co_return make_error(errc::invalid_argument, "wait_for must be one of creating, pulling, started, stopped, error");
+  auto until = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto rec = db_.get_sandbox(org_id, id_or_name);
+    if (!rec) co_return std::move(rec).err();
+    bool settled = rec->state == wait_for || (wait_for == "started" && rec->state == "error");
+    if (wait_for.empty() || settled || std::chrono::steady_clock::now() >= until) co_return to_view(*rec);
+    co_await wait_change(rec->id, until);
+  }
+}
+
+task<list_page> service::list(const std::string& org_id, const list_request& req) {
+  store::sandbox_filter filter;
+  filter.state = req.state;
+  filter.after_id = req.cursor;
+  filter.limit = req.limit;
+  list_page page;
+  // Label filters apply after the query, so pages may come back short; the cursor stays exact.
+  while (page.items.size() < req.limit) {
+    auto rows = db_.list_sandboxes(org_id, filter);
+    if (!rows) co_return std::move(rows).err();
+    for (const auto& r : *rows) {
+      filter.after_id = r.id;
+      auto view = to_view(r);
+      bool match = std::all_of(req.labels.begin(), req.labels.end(), [&](const auto& kv) {
+        auto it = view.spec.labels.find(kv.first);
+        return it != view.spec.labels.end() && it->second == kv.second;
+      });
+      if (match) page.items.push_back(std::move(view));
+      if (page.items.size() == req.limit) break;
+    }
+    if (rows->size() < filter.limit) {
+      filter.after_id.clear();
+      break;
+    }
+  }
+  page.next_cursor = filter.after_id;
+  co_return page;
+}
+
+task<sandbox_view> service::stop(const std::string& org_id, const std::string& id_or_name) {
+  auto rec = db_.get_sandbox(org_id, id_or_name);
+  if (!rec) co_return std::move(rec).err();
+  if (rec->state == "stopped") co_return to_view(*rec);
+  if (rec->state != "started")
+    co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be stopped");
+  if (auto r = co_await engine_.stop_container(container_name(rec->id), cfg_.stop_timeout_s); !r)
+    co_return std::move(r).err();
+  if (auto r = set_state(*rec, "stopped"); !r) co_return std::move(r).err();
+  co_return to_view(*rec);
+}
+
+task<sandbox_view> service::start(const std::string& org_id, const std::string& id_or_name) {
+  auto rec = db_.get_sandbox(org_id, id_or_name);
+  if (!rec) co_return std::move(rec).err();
+  if (rec->state == "started") co_return to_view(*rec);
+  if (rec->state != "stopped")
+    co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be started");
+  if (auto r = co_await start_and_wait(*rec); !r) {
+    (void)set_state(*rec, "error", r.err().message);
+    co_return std::move(r).err();
+  }
+  if (auto r = set_state(*rec, "started"); !r) co_return std::move(r).err();
+  co_return to_view(*rec);
+}
+
+task<void> service::remove(const std::string& org_id, const std::string& id_or_name) {
+  auto rec = db_.get_sandbox(org_id, id_or_name);
+  if (!rec) co_return std::move(rec).err();
+  // Container first: if Docker is unreachable the row stays, so nothing runs unaccounted for.
+  if (auto r = co_await destroy_container(rec->id); !r) co_return r;
+  if (auto r = set_state(*rec, "deleted"); !r) co_return r;
+  remove_host_dir(rec->id);
+  spdlog::info("sandbox {} deleted", rec->id);
+  co_return ok_t{};
+}
+
+asio::awaitable<int> service::reap_expired() {
+  auto rows = db_.list_live_sandboxes_all_orgs();
+  if (!rows) co_return 0;
+  int reaped = 0;
+  auto now = clock_.now();
+  for (auto& rec : *rows) {
+    time_point expires;
+    if (!rec.expires_at || !parse_time(*rec.expires_at, expires) || expires > now) continue;
+    if (rec.state == "creating" || rec.state == "pulling") continue;  // provisioning owns it for now
+    if (auto r = co_await remove(rec.org_id, rec.id); r) {
+      spdlog::info("sandbox {} reached its TTL and was deleted", rec.id);
+      ++reaped;
+    }
+  }
+  co_return reaped;
+}
+
+task<void> service::ready() {
+  if (auto r = db_.ping(); !r) co_return make_error(errc::unavailable, "store: " + r.err().message);
+  auto v = co_await engine_.version();
+  if (!v) co_return make_error(errc::unavailable, "docker: " + v.err().message);
+  co_return ok_t{};
+}
+
+}  // namespace sandfort::sandbox

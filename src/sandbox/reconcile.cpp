@@ -1,0 +1,67 @@
+// Start-up reconciliation: Docker and the database must tell the same story before we serve.
+#include <filesystem>
+#include <set>
+#include <spdlog/spdlog.h>
+
+#include "sandfort/core/ids.hpp"
+#include "sandfort/sandbox/service.hpp"
+
+namespace sandfort::sandbox {
+
+task<reconcile_report> service::reconcile() {
+  reconcile_report report;
+  auto rows = db_.list_live_sandboxes_all_orgs();
+  if (!rows) co_return std::move(rows).err();
+  std::set<std::string> live;
+  for (const auto& r : *rows) live.insert(r.id);
+
+  // Only containers of this daemon's database: another daemon on the same engine keeps its own.
+  std::vector<std::string> ours = {std::string(label_instance) + "=" + db_.instance_id()};
+  auto containers = co_await engine_.list_containers(ours);
+  if (!containers) co_return std::move(containers).err();
+  std::map<std::string, docker::container_info> by_sandbox;
+  for (auto& c : *containers) {
+    auto it = c.labels.find(label_sandbox);
+    std::string sandbox_id = it == c.labels.end() ? "" : it->second;
+    if (live.count(sandbox_id)) {
+      by_sandbox[sandbox_id] = c;
+      continue;
+    }
+    if (auto r = co_await engine_.remove_container(c.id); r || r.err().code == errc::not_found) {
+      ++report.containers_removed;
+      spdlog::info("reconcile: removed container {} of unknown sandbox '{}'", c.name, sandbox_id);
+    }
+  }
+
+  for (auto rec : *rows) {
+    auto found = by_sandbox.find(rec.id);
+    if (rec.state == "creating" || rec.state == "pulling") {
+      // The daemon died mid-create: nobody will finish it, so undo it.
+      if (found != by_sandbox.end()) (void)co_await destroy_container(rec.id);
+      (void)set_state(rec, "error", "sandfortd restarted while this sandbox was being created");
+      ++report.rows_marked_error;
+    } else if (found == by_sandbox.end()) {
+      if (rec.state == "error") continue;
+      (void)set_state(rec, "error", "the sandbox's container vanished");
+      ++report.rows_marked_error;
+    } else if (!found->second.running && rec.state == "started") {
+      (void)set_state(rec, "stopped", "the container was not running when sandfortd started");
+      ++report.rows_marked_stopped;
+    }
+  }
+
+  // Host directories whose sandbox is gone (deleted while we were down, or never finished).
+  std::error_code ec;
+  std::filesystem::path root = std::filesystem::path(cfg_.state_dir) / "sandboxes";
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+    auto name = entry.path().filename().string();
+    if (!is_id(name, "sbx-") || live.count(name)) continue;
+    std::filesystem::remove_all(entry.path(), ec);
+    ++report.dirs_removed;
+  }
+  spdlog::info("reconcile: {} containers removed, {} rows marked error, {} marked stopped, {} dirs removed",
+               report.containers_removed, report.rows_marked_error, report.rows_marked_stopped, report.dirs_removed);
+  co_return report;
+}
+
+}  // namespace sandfort::sandbox

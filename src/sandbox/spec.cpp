@@ -1,0 +1,177 @@
+// Validation of create requests and the container spec a sandbox gets. The spec is built
+// from an allowlist of fields: nothing a caller sends reaches Docker's HostConfig directly.
+#include <nlohmann/json.hpp>
+
+#include "sandfort/core/ids.hpp"
+#include "sandfort/sandbox/service.hpp"
+
+namespace sandfort::sandbox {
+namespace {
+
+using nlohmann::json;
+
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+}
+
+bool valid_name(const std::string& s) {
+  if (s.empty() || s.size() > 63 || !std::isalnum(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!is_name_char(c)) return false;
+  return s.rfind("sbx-", 0) != 0;  // an id-shaped name would make addressing ambiguous
+}
+
+bool valid_image_ref(const std::string& s) {
+  if (s.empty() || s.size() > 255 || s.front() == '-') return false;
+  for (char c : s)
+    if (!(is_name_char(c) || c == '/' || c == ':' || c == '@')) return false;
+  return true;
+}
+
+bool valid_env_key(const std::string& k) {
+  if (k.empty() || k.size() > 255 || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
+  for (char c : k)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+bool valid_label_key(const std::string& k) {
+  if (k.empty() || k.size() > 63) return false;
+  for (char c : k)
+    if (!(is_name_char(c) || c == '/')) return false;
+  return true;
+}
+
+bool valid_host_pattern(const std::string& h) {
+  if (h == "*") return true;
+  std::string rest = h.rfind("*.", 0) == 0 ? h.substr(2) : h;
+  if (rest.empty() || rest.size() > 253) return false;
+  for (char c : rest)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.')) return false;
+  return true;
+}
+
+error bad(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
+
+}  // namespace
+
+std::string container_name(const std::string& sandbox_id) { return "sandfort-" + sandbox_id; }
+
+result<sandbox_spec> service::validate(const create_request& req) const {
+  sandbox_spec spec;
+  if (!req.name.empty() && !valid_name(req.name))
+    return bad("name must be 1-63 characters of letters, digits, '-', '_', '.', start with a letter or digit, "
+               "and not start with 'sbx-'");
+  if (!req.snapshot.empty() && !valid_image_ref(req.snapshot))
+    return bad("snapshot '" + req.snapshot + "' is not a valid image reference");
+  if (req.env.size() > 256) return bad("env has more than 256 variables");
+  for (const auto& [k, v] : req.env) {
+    if (!valid_env_key(k)) return bad("env name '" + k + "' is not a valid variable name");
+    if (v.find('\0') != std::string::npos) return bad("env value of " + k + " contains a NUL byte");
+  }
+  if (req.labels.size() > 64) return bad("labels has more than 64 entries");
+  for (const auto& [k, v] : req.labels) {
+    if (!valid_label_key(k)) return bad("label key '" + k + "' must be 1-63 characters of [A-Za-z0-9_.-/]");
+    if (v.size() > 255) return bad("label value of " + k + " is longer than 255 characters");
+  }
+  const auto& max = cfg_.max_resources;
+  spec.limits.cpus = req.cpus.value_or(cfg_.default_resources.cpus);
+  spec.limits.memory_mb = req.memory_mb.value_or(cfg_.default_resources.memory_mb);
+  spec.limits.pids = req.pids.value_or(cfg_.default_resources.pids);
+  if (!(spec.limits.cpus > 0) || spec.limits.cpus > max.cpus)
+    return bad("resources.cpus must be > 0 and <= " + json(max.cpus).dump() + " (the configured maximum)");
+  if (spec.limits.memory_mb < 64 || spec.limits.memory_mb > max.memory_mb)
+    return bad("resources.memory_mb must be between 64 and " + std::to_string(max.memory_mb) +
+               " (the configured maximum)");
+  if (spec.limits.pids < 16 || spec.limits.pids > max.pids)
+    return bad("resources.pids must be between 16 and " + std::to_string(max.pids) + " (the configured maximum)");
+  for (const auto& h : req.egress_allowlist)
+    if (!valid_host_pattern(h)) return bad("egress_allowlist entry '" + h + "' must be a host name, '*.suffix' or '*'");
+  if (req.ttl_s && (*req.ttl_s <= 0 || *req.ttl_s > 30LL * 24 * 3600))
+    return bad("ttl_s must be between 1 and 2592000 (30 days)");
+  if (req.user.size() > 64 || req.user.find_first_of(" \t\n\"'") != std::string::npos)
+    return bad("user must be a user name or uid[:gid] of at most 64 characters");
+  if (!req.workdir.empty() && (req.workdir.front() != '/' || req.workdir.size() > 4096))
+    return bad("workdir must be an absolute path");
+  spec.env = req.env;
+  spec.labels = req.labels;
+  spec.egress_allowlist = req.egress_allowlist;
+  spec.ttl_s = req.ttl_s;
+  spec.user = req.user;
+  spec.workdir = req.workdir;
+  return spec;
+}
+
+docker::container_spec service::container_for(const store::sandbox_record& rec, const sandbox_spec& spec) const {
+  docker::container_spec c;
+  c.name = container_name(rec.id);
+  c.image = rec.snapshot;
+  c.entrypoint = {"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock"};
+  for (const auto& [k, v] : spec.env) c.env.push_back(k + "=" + v);
+  c.labels = {{label_sandbox, rec.id}, {label_org, rec.org_id}, {label_instance, db_.instance_id()}};
+  c.hostname = rec.id;
+  c.user = spec.user;
+  c.workdir = spec.workdir;
+  c.binds = {{cfg_.agent_path, "/.sandfort/agent", true},
+             {sandbox_run_dir(cfg_.state_dir, rec.id), "/run/sandfort", false}};
+  c.cpus = spec.limits.cpus;
+  c.memory_bytes = spec.limits.memory_mb * 1024 * 1024;
+  c.pids_limit = spec.limits.pids;
+  // What package managers need as root; NET_RAW, MKNOD, SYS_CHROOT, SETFCAP, AUDIT_WRITE and
+  // the rest of Docker's defaults are dropped.
+  c.cap_add = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"};
+  c.init = true;
+  // No network at all until the egress proxy exists (issue 4): strictly tighter than any allowlist.
+  c.network_mode = "none";
+  c.runtime = cfg_.runtime;
+  c.stop_timeout_s = cfg_.stop_timeout_s;
+  return c;
+}
+
+std::string spec_to_json(const sandbox_spec& spec) {
+  json j = {{"env", spec.env},
+            {"labels", spec.labels},
+            {"resources", {{"cpus", spec.limits.cpus}, {"memory_mb", spec.limits.memory_mb}, {"pids", spec.limits.pids}}},
+            {"egress_allowlist", spec.egress_allowlist},
+            {"user", spec.user},
+            {"workdir", spec.workdir}};
+  if (spec.ttl_s) j["ttl_s"] = *spec.ttl_s;
+  return j.dump();
+}
+
+sandbox_spec spec_from_json(const std::string& text) {
+  sandbox_spec spec;
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return spec;
+  spec.env = j.value("env", std::map<std::string, std::string>{});
+  spec.labels = j.value("labels", std::map<std::string, std::string>{});
+  if (j.contains("resources")) {
+    const auto& r = j["resources"];
+    spec.limits = {r.value("cpus", 0.0), r.value("memory_mb", std::int64_t{0}), r.value("pids", std::int64_t{0})};
+  }
+  spec.egress_allowlist = j.value("egress_allowlist", std::vector<std::string>{});
+  if (j.contains("ttl_s")) spec.ttl_s = j["ttl_s"].get<std::int64_t>();
+  spec.user = j.value("user", "");
+  spec.workdir = j.value("workdir", "");
+  return spec;
+}
+
+}  // namespace sandfort::sandbox
+
+namespace sandfort::sandbox {
+
+sandbox_view to_view(const store::sandbox_record& rec) {
+  sandbox_view v;
+  v.id = rec.id;
+  v.name = rec.name;
+  v.state = rec.state;
+  v.snapshot = rec.snapshot;
+  v.created_at = rec.created_at;
+  v.updated_at = rec.updated_at;
+  v.expires_at = rec.expires_at;
+  v.error_message = rec.error_message;
+  v.spec = spec_from_json(rec.spec_json);
+  return v;
+}
+
+}  // namespace sandfort::sandbox

@@ -1,0 +1,195 @@
+// sandfortd: wiring only — flags, configuration, objects, the io_context.
+#include <CLI/CLI.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <filesystem>
+#include <iostream>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "logging.hpp"
+#include "sandfort/api/api.hpp"
+#include "sandfort/auth/keys.hpp"
+#include "sandfort/docker/engine.hpp"
+#include "sandfort/http/server.hpp"
+#include "sandfort/sandbox/agent_connector.hpp"
+#include "sandfort/sandbox/service.hpp"
+#include "sandfort/store/database.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace sandfort;
+constexpr const char* version_string = "0.1.0";
+
+struct config_flags {
+  std::string file;
+  std::string listen;
+  std::string state_dir;
+  std::vector<std::string> sets;  // key=value
+};
+
+void add_config_flags(CLI::App* cmd, config_flags& f) {
+  cmd->add_option("-c,--config", f.file, "JSON configuration file (see docs/configuration.md)");
+  cmd->add_option("--listen", f.listen, "API listen address HOST:PORT");
+  cmd->add_option("--state-dir", f.state_dir, "state directory (database, per-sandbox directories)");
+  cmd->add_option("--set", f.sets, "override any setting: --set key=value (e.g. max_resources.cpus=2)");
+}
+
+std::string executable_dir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+// Loads all layers and fails loudly: a daemon must not start on a half-understood config.
+config load_or_exit(const config_flags& f) {
+  config_overrides overrides;
+  for (const auto& kv : f.sets) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) throw std::runtime_error("--set expects key=value, got '" + kv + "'");
+    overrides[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (!f.listen.empty()) overrides["listen"] = f.listen;
+  if (!f.state_dir.empty()) overrides["state_dir"] = f.state_dir;
+  auto cfg = load_config(f.file, overrides, environ);
+  if (!cfg) throw std::runtime_error(cfg.err().message);
+  if (auto r = finalize_config(*cfg, executable_dir()); !r) throw std::runtime_error(r.err().message);
+  std::filesystem::create_directories(std::filesystem::path(cfg->state_dir) / "sandboxes");
+  return std::move(cfg).value();
+}
+
+std::unique_ptr<store::database> open_store(const config& cfg) {
+  auto db = store::database::open(cfg.database);
+  if (!db) throw std::runtime_error(db.err().message);
+  return std::move(db).value();
+}
+
+int admin_bootstrap(const config_flags& f) {
+  auto cfg = load_or_exit(f);
+  auto db = open_store(cfg);
+  system_clock clk;
+  auto issued = auth::bootstrap(*db, clk);
+  if (!issued) {
+    std::cerr << "sandfortd: " << issued.err().message << "\n";
+    return issued.err().code == errc::conflict ? 3 : 1;
+  }
+  // The only time the secret is ever shown.
+  std::cout << issued->secret << std::endl;
+  std::cerr << "superadmin organization created; the key above is shown once (id " << issued->record.id << ")\n";
+  return 0;
+}
+
+// Retries until Docker answers: reconciliation must happen before sandboxes are trusted, but
+// a daemon started before Docker should come up and report not-ready rather than exit.
+asio::awaitable<void> reconcile_until_done(sandbox::service& svc) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    auto r = co_await svc.reconcile();
+    if (r) co_return;
+    spdlog::warn("reconcile failed ({}); retrying in 5 s", r.err().message);
+    timer.expires_after(std::chrono::seconds(5));
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;
+  }
+}
+
+asio::awaitable<void> reap_forever(sandbox::service& svc, bool& stopping) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (!stopping) {
+    timer.expires_after(std::chrono::seconds(5));
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (!stopping) co_await svc.reap_expired();
+  }
+}
+
+int serve(const config_flags& f) {
+  auto cfg = load_or_exit(f);
+  daemon::setup_logging(cfg.log_format, cfg.log_level);
+  if (!std::filesystem::exists(cfg.agent_path))
+    throw std::runtime_error("sandbox agent not found at " + cfg.agent_path + " (set agent_path)");
+  auto db = open_store(cfg);
+  spdlog::info("sandfortd {} starting: store {}, state {}, instance {}", version_string, cfg.database, cfg.state_dir,
+               db->instance_id());
+
+  asio::io_context ioc(1);
+  system_clock clk;
+  docker::unix_engine engine({cfg.docker_socket, std::chrono::seconds(cfg.docker_timeout_s),
+                              std::chrono::seconds(cfg.pull_timeout_s)});
+  sandbox::unix_socket_connector agent(cfg.state_dir);
+  sandbox::service sandboxes(ioc.get_executor(), cfg, *db, engine, agent, clk);
+
+  http::server_options options;
+  options.body_limit = cfg.max_body_bytes;
+  options.header_timeout = std::chrono::seconds(cfg.header_timeout_s);
+  options.idle_timeout = std::chrono::seconds(cfg.idle_timeout_s);
+  http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk}));
+
+  bool stopping = false;
+  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+      if (auto v = co_await engine.version(); v)
+        spdlog::info("docker engine {} (API {})", v->version, v->api_version);
+      else
+        spdlog::warn("docker: {}", v.err().message);
+      co_await reconcile_until_done(sandboxes);
+  }, asio::detached);
+
+  auto port = server.listen_tcp(cfg.listen);
+  if (!port) throw std::runtime_error(port.err().message);
+  spdlog::info("listening on {} (port {})", cfg.listen, *port);
+  asio::co_spawn(ioc, reap_forever(sandboxes, stopping), asio::detached);
+
+  asio::signal_set signals(ioc, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: no new connections; finishing in-flight requests", sig);
+    stopping = true;
+    server.stop();
+    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+        co_await server.drain(std::chrono::seconds(cfg.shutdown_grace_s));
+        spdlog::info("stopped");
+        ioc.stop();
+    }, asio::detached);
+  });
+  ::signal(SIGPIPE, SIG_IGN);
+  ioc.run();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sandfortd — the Sandfort sandbox daemon"};
+  app.require_subcommand(1);
+  config_flags flags;
+
+  auto* serve_cmd = app.add_subcommand("serve", "run the API server");
+  add_config_flags(serve_cmd, flags);
+  auto* admin_cmd = app.add_subcommand("admin", "administration");
+  admin_cmd->require_subcommand(1);
+  auto* bootstrap_cmd =
+      admin_cmd->add_subcommand("bootstrap", "create the superadmin organization and print its first API key");
+  add_config_flags(bootstrap_cmd, flags);
+  auto* version_cmd = app.add_subcommand("version", "print the version");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*version_cmd) {
+      std::cout << "sandfortd " << version_string << "\n";
+      return 0;
+    }
+    if (*bootstrap_cmd) return admin_bootstrap(flags);
+    if (*serve_cmd) return serve(flags);
+  } catch (const std::exception& e) {
+    std::cerr << "sandfortd: " << e.what() << "\n";
+    return 1;
+  }
+  return 1;
+}
