@@ -1,0 +1,159 @@
+#include "sandfort/auth/keys.hpp"
+
+#include <openssl/evp.h>
+
+#include <cctype>
+#include <stdexcept>
+#include <string_view>
+
+#include "sandfort/core/ids.hpp"
+
+namespace sandfort::auth {
+
+namespace {
+
+constexpr std::string_view secret_prefix = "sfk_";
+constexpr std::size_t secret_random_bytes = 16;
+constexpr std::size_t max_key_name = 100;
+// Far beyond any sensible key lifetime, and well inside what a time_point can hold.
+constexpr long long max_expires_in_s = 100LL * 366 * 24 * 3600;
+constexpr const char* superadmin_org_name = "superadmin";
+
+error unauthenticated(const char* why) { return make_error(errc::unauthenticated, why); }
+
+bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+
+// The token of "Bearer <token>", or an error that never repeats what was sent.
+result<std::string> bearer_token(const std::string& authorization) {
+  std::string_view rest = trim(authorization);
+  if (rest.empty()) return unauthenticated("missing API key");
+  std::size_t gap = 0;
+  while (gap < rest.size() && !is_space(rest[gap])) ++gap;
+  std::string_view scheme = rest.substr(0, gap);
+  std::string_view token = trim(rest.substr(gap));
+  if (!iequals(scheme, "bearer")) return unauthenticated("invalid API key");
+  if (token.empty()) return unauthenticated("missing API key");
+  if (!is_id(token, secret_prefix, secret_random_bytes * 2)) return unauthenticated("invalid API key");
+  return std::string(token);
+}
+
+}  // namespace
+
+result<role> parse_role(const std::string& s) {
+  if (s == "viewer") return role::viewer;
+  if (s == "member") return role::member;
+  if (s == "admin") return role::admin;
+  return make_error(errc::invalid_argument, "unknown role '" + s + "' (valid: admin, member, viewer)");
+}
+
+std::string to_string(role r) {
+  switch (r) {
+    case role::viewer: return "viewer";
+    case role::member: return "member";
+    case role::admin: return "admin";
+  }
+  return "viewer";
+}
+
+bool allows(role r, bool superadmin_org, permission p) {
+  switch (p) {
+    case permission::read: return true;
+    case permission::use_sandboxes: return r == role::member || r == role::admin;
+    case permission::manage_org: return r == role::admin;
+    case permission::superadmin: return r == role::admin && superadmin_org;
+  }
+  return false;
+}
+
+std::string sha256_hex(const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("EVP_Digest(sha256) failed");
+  return to_hex(std::string_view(reinterpret_cast<const char*>(digest), size));
+}
+
+std::string new_secret() { return std::string(secret_prefix) + random_hex(secret_random_bytes); }
+
+result<issued_key> issue_key(store::database& db, const clock& clk, const std::string& org_id,
+                             const std::string& name, role r, long long expires_in_s) {
+  if (name.empty() || name.size() > max_key_name)
+    return make_error(errc::invalid_argument, "key name must be 1 to 100 characters");
+  if (expires_in_s > max_expires_in_s)
+    return make_error(errc::invalid_argument, "expires_in_s must be at most " + std::to_string(max_expires_in_s));
+
+  const time_point now = clk.now();
+  issued_key out;
+  out.secret = new_secret();
+  out.record.id = new_id("key-");
+  out.record.org_id = org_id;
+  out.record.name = name;
+  out.record.role = to_string(r);
+  out.record.created_at = format_time(now);
+  if (expires_in_s > 0) out.record.expires_at = format_time(now + std::chrono::seconds(expires_in_s));
+  if (auto stored = db.insert_api_key(out.record, sha256_hex(out.secret)); !stored) return std::move(stored).err();
+  return out;
+}
+
+result<principal> authenticate(store::database& db, const clock& clk, const std::string& authorization) {
+  auto token = bearer_token(authorization);
+  if (!token) return std::move(token).err();
+
+  auto key = db.find_api_key_by_hash(sha256_hex(*token));
+  if (!key) {
+    if (key.err().code == errc::not_found) return unauthenticated("invalid API key");
+    return std::move(key).err();  // the database failing is not the caller's fault
+  }
+  if (key->revoked_at) return unauthenticated("API key revoked");
+  if (key->expires_at) {
+    time_point expires;
+    // An unreadable expiry fails closed.
+    if (!parse_time(*key->expires_at, expires) || expires <= clk.now()) return unauthenticated("API key expired");
+  }
+  auto key_role = parse_role(key->role);
+  if (!key_role) return make_error(errc::internal, "API key " + key->id + " has " + key_role.err().message);
+
+  auto o = db.get_org(key->org_id);
+  if (!o) {
+    if (o.err().code == errc::not_found) return unauthenticated("invalid API key");
+    return std::move(o).err();
+  }
+
+  principal p;
+  p.org_id = o->id;
+  p.org_name = o->name;
+  p.superadmin = o->superadmin && *key_role == role::admin;
+  p.key_id = key->id;
+  p.key_name = key->name;
+  p.key_role = *key_role;
+  return p;
+}
+
+result<issued_key> bootstrap(store::database& db, const clock& clk) {
+  auto existing = db.find_org_by_name(superadmin_org_name);
+  if (existing) return make_error(errc::conflict, "already bootstrapped");
+  if (existing.err().code != errc::not_found) return std::move(existing).err();
+
+  auto o = db.create_org(superadmin_org_name, true, format_time(clk.now()));
+  if (!o) {
+    // Another bootstrap won the race.
+    if (o.err().code == errc::conflict) return make_error(errc::conflict, "already bootstrapped");
+    return std::move(o).err();
+  }
+  return issue_key(db, clk, o->id, "bootstrap", role::admin, 0);
+}
+
+}  // namespace sandfort::auth

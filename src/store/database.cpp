@@ -1,0 +1,357 @@
+#include "sandfort/store/database.hpp"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "migrations.hpp"
+#include "sandfort/core/ids.hpp"
+#include "statement.hpp"
+
+namespace sandfort::store {
+
+using detail::statement;
+
+namespace {
+
+// Runs SQL without parameters or rows (pragmas, transaction control, migration scripts).
+result<void> exec(sqlite3* db, const char* sql) {
+  char* msg = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &msg) != SQLITE_OK) {
+    std::string text = msg != nullptr ? msg : sqlite3_errmsg(db);
+    sqlite3_free(msg);
+    return make_error(errc::internal, text);
+  }
+  return {};
+}
+
+// The text of the first column of the first row.
+result<std::string> query_text(sqlite3* db, const char* sql) {
+  auto st = statement::prepare(db, sql);
+  if (!st) return std::move(st).err();
+  auto row = st->step();
+  if (!row) return std::move(row).err();
+  if (!*row) return make_error(errc::not_found, std::string("no row for: ") + sql);
+  return st->column_text(0);
+}
+
+result<int> user_version(sqlite3* db) {
+  auto v = query_text(db, "PRAGMA user_version");
+  if (!v) return std::move(v).err();
+  return std::stoi(*v);
+}
+
+result<void> configure(sqlite3* db) {
+  auto mode = query_text(db, "PRAGMA journal_mode=WAL");
+  if (!mode) return std::move(mode).err();
+  if (*mode != "wal") return make_error(errc::internal, "journal_mode is '" + *mode + "', not 'wal'");
+  for (const char* pragma : {"PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA synchronous=NORMAL"}) {
+    if (auto r = exec(db, pragma); !r) return r;
+  }
+  return {};
+}
+
+// One transaction per migration. IMMEDIATE takes the write lock first, and the version is read
+// again inside it, so two processes opening a fresh file at once do not both apply a step.
+result<void> apply(sqlite3* db, const detail::migration& m) {
+  if (auto r = exec(db, "BEGIN IMMEDIATE"); !r) return r;
+  auto body = [&]() -> result<void> {
+    auto current = user_version(db);
+    if (!current) return std::move(current).err();
+    if (*current >= m.version) return {};
+    if (auto r = exec(db, m.sql); !r) return r;
+    if (m.then != nullptr) {
+      if (auto r = m.then(db); !r) return r;
+    }
+    return exec(db, ("PRAGMA user_version=" + std::to_string(m.version)).c_str());
+  }();
+  if (!body) {
+    (void)exec(db, "ROLLBACK");
+    return make_error(body.err().code, "migration " + std::to_string(m.version) + ": " + body.err().message);
+  }
+  return exec(db, "COMMIT");
+}
+
+result<void> migrate(sqlite3* db) {
+  const auto& all = detail::migrations();
+  const int latest = all.empty() ? 0 : all.back().version;
+  auto current = user_version(db);
+  if (!current) return std::move(current).err();
+  if (*current > latest)
+    return make_error(errc::internal, "schema version " + std::to_string(*current) +
+                                          " is newer than this build supports (" + std::to_string(latest) + ")");
+  for (const auto& m : all) {
+    if (m.version <= *current) continue;
+    if (auto r = apply(db, m); !r) return r;
+  }
+  return {};
+}
+
+// Columns in the order read_sandbox expects.
+constexpr const char* sandbox_columns =
+    "id, org_id, name, state, snapshot, spec_json, container_id, error_message, created_at, updated_at, "
+    "expires_at";
+
+sandbox_record read_sandbox(const statement& st) {
+  sandbox_record s;
+  s.id = st.column_text(0);
+  s.org_id = st.column_text(1);
+  s.name = st.column_text(2);  // NULL reads as empty: unnamed
+  s.state = st.column_text(3);
+  s.snapshot = st.column_text(4);
+  s.spec_json = st.column_text(5);
+  s.container_id = st.column_text(6);
+  s.error_message = st.column_text(7);
+  s.created_at = st.column_text(8);
+  s.updated_at = st.column_text(9);
+  s.expires_at = st.column_optional_text(10);
+  return s;
+}
+
+constexpr const char* org_columns = "id, name, superadmin, created_at";
+
+org read_org(const statement& st) {
+  return org{st.column_text(0), st.column_text(1), st.column_int64(2) != 0, st.column_text(3)};
+}
+
+constexpr const char* key_columns = "id, org_id, name, role, created_at, expires_at, revoked_at";
+
+api_key read_key(const statement& st) {
+  return api_key{st.column_text(0),          st.column_text(1),          st.column_text(2),
+                 st.column_text(3),          st.column_text(4),          st.column_optional_text(5),
+                 st.column_optional_text(6)};
+}
+
+template <typename T, typename Read>
+result<std::vector<T>> collect(statement& st, Read read) {
+  std::vector<T> out;
+  for (;;) {
+    auto row = st.step();
+    if (!row) return std::move(row).err();
+    if (!*row) return out;
+    out.push_back(read(st));
+  }
+}
+
+template <typename T, typename Read>
+result<T> one(statement& st, Read read, const std::string& not_found_message) {
+  auto row = st.step();
+  if (!row) return std::move(row).err();
+  if (!*row) return make_error(errc::not_found, not_found_message);
+  return read(st);
+}
+
+std::string sql(const char* before, const char* columns, const char* after) {
+  return std::string(before) + columns + after;
+}
+
+}  // namespace
+
+result<std::unique_ptr<database>> database::open(const std::string& path) {
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
+    sqlite3_close(raw);
+    return make_error(errc::internal, "open database " + path + ": " + msg);
+  }
+  sqlite3_extended_result_codes(raw, 1);
+  // Owns the handle from here on, so every early return closes it.
+  std::unique_ptr<database> db(new database(raw));
+
+  auto fail = [&](const error& e) { return make_error(e.code, "database " + path + ": " + e.message); };
+  if (auto r = configure(raw); !r) return fail(r.err());
+  if (auto r = migrate(raw); !r) return fail(r.err());
+  auto id = query_text(raw, "SELECT value FROM meta WHERE key = 'instance_id'");
+  if (!id) return fail(id.err());
+  db->instance_id_ = std::move(*id);
+  return db;
+}
+
+database::database(sqlite3* db) : db_(db) {}
+
+database::~database() { sqlite3_close_v2(db_); }
+
+int database::schema_version() const {
+  auto v = user_version(db_);
+  return v ? *v : -1;
+}
+
+result<void> database::ping() {
+  auto v = query_text(db_, "SELECT 1");
+  if (!v) return std::move(v).err();
+  return {};
+}
+
+// --- organizations ---
+
+result<org> database::create_org(const std::string& name, bool superadmin, const std::string& created_at) {
+  auto st = statement::prepare(db_, "INSERT INTO orgs (id, name, superadmin, created_at) VALUES (?1, ?2, ?3, ?4)");
+  if (!st) return std::move(st).err();
+  org o{new_id("org-"), name, superadmin, created_at};
+  st->bind(1, o.id);
+  st->bind(2, o.name);
+  st->bind(3, std::int64_t{superadmin ? 1 : 0});
+  st->bind(4, o.created_at);
+  if (auto r = st->run(); !r) {
+    if (r.err().code == errc::conflict) return make_error(errc::conflict, "organization name '" + name + "' is taken");
+    return std::move(r).err();
+  }
+  return o;
+}
+
+result<org> database::get_org(const std::string& id) {
+  auto st = statement::prepare(db_, sql("SELECT ", org_columns, " FROM orgs WHERE id = ?1"));
+  if (!st) return std::move(st).err();
+  st->bind(1, id);
+  return one<org>(*st, read_org, "organization " + id + " not found");
+}
+
+result<org> database::find_org_by_name(const std::string& name) {
+  auto st = statement::prepare(db_, sql("SELECT ", org_columns, " FROM orgs WHERE name = ?1"));
+  if (!st) return std::move(st).err();
+  st->bind(1, name);
+  return one<org>(*st, read_org, "organization '" + name + "' not found");
+}
+
+result<std::vector<org>> database::list_orgs() {
+  auto st = statement::prepare(db_, sql("SELECT ", org_columns, " FROM orgs ORDER BY name"));
+  if (!st) return std::move(st).err();
+  return collect<org>(*st, read_org);
+}
+
+// --- API keys ---
+
+result<void> database::insert_api_key(const api_key& key, const std::string& secret_sha256_hex) {
+  auto st = statement::prepare(db_,
+                               "INSERT INTO api_keys (id, org_id, name, role, secret_sha256, created_at, expires_at) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  if (!st) return std::move(st).err();
+  st->bind(1, key.id);
+  st->bind(2, key.org_id);
+  st->bind(3, key.name);
+  st->bind(4, key.role);
+  st->bind(5, secret_sha256_hex);
+  st->bind(6, key.created_at);
+  st->bind(7, key.expires_at);
+  if (auto r = st->run(); !r) {
+    if (r.err().code == errc::conflict) return make_error(errc::conflict, "API key " + key.id + " already exists");
+    if (r.err().code == errc::not_found) return make_error(errc::not_found, "organization " + key.org_id + " not found");
+    return r;
+  }
+  return {};
+}
+
+result<api_key> database::find_api_key_by_hash(const std::string& secret_sha256_hex) {
+  auto st = statement::prepare(db_, sql("SELECT ", key_columns, " FROM api_keys WHERE secret_sha256 = ?1"));
+  if (!st) return std::move(st).err();
+  st->bind(1, secret_sha256_hex);
+  return one<api_key>(*st, read_key, "API key not found");
+}
+
+result<std::vector<api_key>> database::list_api_keys(const std::string& org_id) {
+  auto st = statement::prepare(db_, sql("SELECT ", key_columns, " FROM api_keys WHERE org_id = ?1 ORDER BY id"));
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  return collect<api_key>(*st, read_key);
+}
+
+result<void> database::revoke_api_key(const std::string& org_id, const std::string& key_id,
+                                      const std::string& revoked_at) {
+  auto st = statement::prepare(
+      db_, "UPDATE api_keys SET revoked_at = ?3 WHERE org_id = ?1 AND id = ?2 AND revoked_at IS NULL");
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  st->bind(2, key_id);
+  st->bind(3, revoked_at);
+  if (auto r = st->run(); !r) return r;
+  if (sqlite3_changes(db_) == 0) return make_error(errc::not_found, "API key " + key_id + " not found");
+  return {};
+}
+
+// --- sandboxes ---
+
+result<void> database::insert_sandbox(const sandbox_record& s) {
+  auto st = statement::prepare(db_, sql("INSERT INTO sandboxes (", sandbox_columns,
+                                        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"));
+  if (!st) return std::move(st).err();
+  st->bind(1, s.id);
+  st->bind(2, s.org_id);
+  st->bind_text_or_null(3, s.name);
+  st->bind(4, s.state);
+  st->bind(5, s.snapshot);
+  st->bind(6, s.spec_json);
+  st->bind(7, s.container_id);
+  st->bind(8, s.error_message);
+  st->bind(9, s.created_at);
+  st->bind(10, s.updated_at);
+  st->bind(11, s.expires_at);
+  if (auto r = st->run(); !r) {
+    if (r.err().code == errc::conflict) {
+      // The primary key is the only other unique constraint; ids are random, so that is a bug.
+      if (r.err().message.find("sandboxes.name") != std::string::npos)
+        return make_error(errc::conflict, "sandbox name '" + s.name + "' is already used");
+      return make_error(errc::conflict, "sandbox " + s.id + " already exists");
+    }
+    if (r.err().code == errc::not_found) return make_error(errc::not_found, "organization " + s.org_id + " not found");
+    return r;
+  }
+  return {};
+}
+
+result<sandbox_record> database::get_sandbox(const std::string& org_id, const std::string& id_or_name) {
+  // An id wins over a name that happens to look like one.
+  auto st = statement::prepare(db_, sql("SELECT ", sandbox_columns,
+                                        " FROM sandboxes WHERE org_id = ?1 AND (id = ?2 OR name = ?2) "
+                                        "AND state <> 'deleted' ORDER BY id = ?2 DESC LIMIT 1"));
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  st->bind(2, id_or_name);
+  return one<sandbox_record>(*st, read_sandbox, "sandbox " + id_or_name + " not found");
+}
+
+result<std::vector<sandbox_record>> database::list_sandboxes(const std::string& org_id,
+                                                             const sandbox_filter& filter) {
+  auto st = statement::prepare(db_, sql("SELECT ", sandbox_columns,
+                                        " FROM sandboxes WHERE org_id = ?1 "
+                                        "AND (CASE WHEN ?2 = '' THEN state <> 'deleted' ELSE state = ?2 END) "
+                                        "AND id > ?3 ORDER BY id LIMIT ?4"));
+  if (!st) return std::move(st).err();
+  constexpr auto max_limit = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  st->bind(1, org_id);
+  st->bind(2, filter.state);
+  st->bind(3, filter.after_id);
+  st->bind(4, static_cast<std::int64_t>(std::min(filter.limit, max_limit)));
+  return collect<sandbox_record>(*st, read_sandbox);
+}
+
+result<void> database::update_sandbox(const sandbox_record& s) {
+  auto st = statement::prepare(db_,
+                               "UPDATE sandboxes SET state = ?3, container_id = ?4, error_message = ?5, "
+                               "updated_at = ?6 WHERE org_id = ?1 AND id = ?2");
+  if (!st) return std::move(st).err();
+  st->bind(1, s.org_id);
+  st->bind(2, s.id);
+  st->bind(3, s.state);
+  st->bind(4, s.container_id);
+  st->bind(5, s.error_message);
+  st->bind(6, s.updated_at);
+  if (auto r = st->run(); !r) {
+    // Bringing a deleted row back to life while another sandbox holds its name.
+    if (r.err().code == errc::conflict)
+      return make_error(errc::conflict, "sandbox " + s.id + ": its name is already used by another sandbox");
+    return r;
+  }
+  if (sqlite3_changes(db_) == 0) return make_error(errc::not_found, "sandbox " + s.id + " not found");
+  return {};
+}
+
+result<std::vector<sandbox_record>> database::list_live_sandboxes_all_orgs() {
+  auto st = statement::prepare(db_, sql("SELECT ", sandbox_columns, " FROM sandboxes WHERE state <> 'deleted' ORDER BY id"));
+  if (!st) return std::move(st).err();
+  return collect<sandbox_record>(*st, read_sandbox);
+}
+
+}  // namespace sandfort::store

@@ -1,0 +1,46 @@
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sandfort_harness import Daemon  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def daemon():
+    d = Daemon().start()
+    yield d
+    rc = d.stop()
+    d.cleanup()
+    assert rc == 0, "sandfortd did not exit cleanly on SIGTERM:\n" + d.log()
+
+
+@pytest.fixture(scope="session")
+def org(daemon):
+    """A fresh organization with one key per role (not the superadmin's)."""
+    admin = daemon.admin()
+    r = admin.post("/v1/orgs", {"name": "acme"})
+    assert r.status == 201, r
+    org = r.json()
+    keys = {}
+    for role in ("admin", "member", "viewer"):
+        r = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": f"{role}-key", "role": role})
+        assert r.status == 201, r
+        keys[role] = r.json()["key"]
+    return {"org": org, "keys": keys,
+            "admin": daemon.client(keys["admin"]), "member": daemon.client(keys["member"]),
+            "viewer": daemon.client(keys["viewer"])}
+
+
+@pytest.fixture(scope="session")
+def member(org):
+    return org["member"]
+
+
+@pytest.fixture(scope="session")
+def sandbox(member):
+    """One started sandbox shared by the tests that only run commands in it."""
+    sbx = member.create_sandbox(name="shared")
+    yield sbx
+    member.delete(f"/v1/sandboxes/{sbx['id']}")

@@ -1,0 +1,197 @@
+"""A real sandfortd for integration tests: its own state directory, SQLite file and port,
+against the machine's real Docker engine. Standard library only."""
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("SANDFORT_BUILD_DIR", os.path.join(REPO, "build"))
+SANDFORTD = os.path.join(BUILD, "src", "sandfortd", "sandfortd")
+AGENT = os.path.join(BUILD, "src", "agent", "sandfort-agent")
+IMAGE = "sandfort/base:bookworm"
+DOCKER_SOCK = "/var/run/docker.sock"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body) if self.body else None
+
+    def __repr__(self):
+        return f"<{self.status} {self.body[:300]!r}>"
+
+
+class Client:
+    def __init__(self, port, key=None, timeout=120):
+        self.port = port
+        self.key = key
+        self.timeout = timeout
+
+    def with_key(self, key):
+        return Client(self.port, key, self.timeout)
+
+    def request(self, method, path, body=None, raw=None, headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+        h = dict(headers or {})
+        if self.key:
+            h["Authorization"] = "Bearer " + self.key
+        data = raw
+        if body is not None:
+            data = json.dumps(body).encode()
+            h["Content-Type"] = "application/json"
+        conn.request(method, path, body=data, headers=h)
+        r = conn.getresponse()
+        out = Response(r.status, dict(r.getheaders()), r.read())
+        conn.close()
+        return out
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body=body, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def create_sandbox(self, **spec):
+        spec.setdefault("wait", True)
+        r = self.post("/v1/sandboxes", spec)
+        assert r.status == 201, r
+        return r.json()
+
+    def exec(self, sandbox_id, **body):
+        r = self.post(f"/v1/sandboxes/{sandbox_id}/process/exec", body)
+        assert r.status == 200, r
+        return r.json()
+
+
+class Daemon:
+    """One sandfortd process. Start, stop (SIGTERM), kill (SIGKILL) and restart on the same state."""
+
+    def __init__(self, extra_config=None):
+        # Short path: agent sockets live under it and unix socket paths are limited to 108 bytes.
+        self.state_dir = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
+        self.port = free_port()
+        self.config_path = os.path.join(self.state_dir, "sandfort.json")
+        config = {"listen": f"127.0.0.1:{self.port}", "state_dir": self.state_dir, "agent_path": AGENT,
+                  "log_format": "json"}
+        config.update(extra_config or {})
+        with open(self.config_path, "w") as f:
+            json.dump(config, f)
+        self.log_path = os.path.join(self.state_dir, "sandfortd.log")
+        self.proc = None
+        out = subprocess.run([SANDFORTD, "admin", "bootstrap", "--config", self.config_path],
+                             capture_output=True, text=True, check=True)
+        self.admin_key = out.stdout.strip()
+        assert self.admin_key.startswith("sfk_"), out
+
+    def start(self, wait_ready=True):
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen([SANDFORTD, "serve", "--config", self.config_path],
+                                     stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("sandfortd exited at start:\n" + self.log())
+            try:
+                r = self.client().get("/healthz")
+                if r.status == 200:
+                    if not wait_ready or self.client().get("/readyz").status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("sandfortd did not become healthy:\n" + self.log())
+
+    def client(self, key=None):
+        return Client(self.port, key)
+
+    def admin(self):
+        return self.client(self.admin_key)
+
+    def log(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()[-6000:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout=30):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout)
+        return self.proc.returncode if self.proc else None
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def cleanup(self):
+        """Stops the daemon and removes every container it made, then its state."""
+        self.kill()
+        for c in docker_containers_of_state(self.state_dir):
+            docker("DELETE", f"/containers/{c['Id']}?force=true")
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=60):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def docker(method, path, body=None):
+    """One call to the real Docker engine; returns (status, parsed JSON or None)."""
+    conn = _UnixHTTPConnection(DOCKER_SOCK)
+    data = json.dumps(body).encode() if body is not None else None
+    conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
+    r = conn.getresponse()
+    raw = r.read()
+    conn.close()
+    try:
+        return r.status, json.loads(raw) if raw else None
+    except ValueError:
+        return r.status, raw
+
+
+def docker_container(sandbox_id):
+    status, body = docker("GET", f"/containers/sandfort-{sandbox_id}/json")
+    return body if status == 200 else None
+
+
+def docker_containers_of_state(state_dir):
+    """Containers whose agent socket directory lies under state_dir: the ones a daemon made."""
+    status, body = docker("GET", "/containers/json?all=true&filters=" +
+                          json.dumps({"label": ["io.sandfort.sandbox"]}).replace(" ", ""))
+    assert status == 200, body
+    mine = []
+    for c in body:
+        for m in c.get("Mounts", []):
+            if m.get("Source", "").startswith(state_dir + "/"):
+                mine.append(c)
+                break
+    return mine

@@ -1,0 +1,296 @@
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "../store/temp_dir.hpp"
+#include "sandfort/auth/keys.hpp"
+#include "sandfort/core/ids.hpp"
+
+using namespace sandfort;
+using namespace sandfort::auth;
+
+namespace {
+
+class fake_clock final : public sandfort::clock {
+ public:
+  time_point now() const override { return now_; }
+  void advance(std::chrono::seconds s) { now_ += s; }
+
+ private:
+  time_point now_ = time_point(std::chrono::seconds(1767225600));  // 2026-01-01T00:00:00Z
+};
+
+struct fixture {
+  testing::temp_dir dir;
+  std::string path = dir.file("sandfort.db");
+  std::unique_ptr<store::database> db = open(path);
+  fake_clock clk;
+
+  static std::unique_ptr<store::database> open(const std::string& p) {
+    auto d = store::database::open(p);
+    REQUIRE(d);
+    return std::move(d).value();
+  }
+  store::org org(const std::string& name, bool superadmin = false) {
+    auto o = db->create_org(name, superadmin, format_time(clk.now()));
+    REQUIRE(o);
+    return *o;
+  }
+  issued_key issue(const std::string& org_id, role r, long long expires_in_s = 0) {
+    auto k = issue_key(*db, clk, org_id, "test", r, expires_in_s);
+    REQUIRE(k);
+    return *k;
+  }
+};
+
+void check_unauthenticated(const result<principal>& p, const std::string& message) {
+  REQUIRE_FALSE(p);
+  CHECK(p.err().code == errc::unauthenticated);
+  CHECK(p.err().message == message);
+}
+
+}  // namespace
+
+TEST_CASE("sha256_hex matches the FIPS 180-2 vectors") {
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+TEST_CASE("secrets are sfk_ and 32 hex characters, and differ") {
+  auto a = new_secret();
+  auto b = new_secret();
+  CHECK(is_id(a, "sfk_", 32));
+  CHECK(is_id(b, "sfk_", 32));
+  CHECK(a != b);
+}
+
+TEST_CASE("roles parse and print") {
+  for (role r : {role::viewer, role::member, role::admin}) {
+    auto parsed = parse_role(to_string(r));
+    REQUIRE(parsed);
+    CHECK(*parsed == r);
+  }
+  auto bad = parse_role("owner");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.err().code == errc::invalid_argument);
+  CHECK_THAT(bad.err().message, Catch::Contains("admin") && Catch::Contains("member") && Catch::Contains("viewer"));
+  CHECK_FALSE(parse_role("Admin"));
+  CHECK_FALSE(parse_role(""));
+}
+
+TEST_CASE("allows: what each role may do") {
+  using p = permission;
+  for (bool super_org : {false, true}) {
+    CHECK(allows(role::viewer, super_org, p::read));
+    CHECK_FALSE(allows(role::viewer, super_org, p::use_sandboxes));
+    CHECK_FALSE(allows(role::viewer, super_org, p::manage_org));
+    CHECK_FALSE(allows(role::viewer, super_org, p::superadmin));
+
+    CHECK(allows(role::member, super_org, p::read));
+    CHECK(allows(role::member, super_org, p::use_sandboxes));
+    CHECK_FALSE(allows(role::member, super_org, p::manage_org));
+    CHECK_FALSE(allows(role::member, super_org, p::superadmin));
+
+    CHECK(allows(role::admin, super_org, p::read));
+    CHECK(allows(role::admin, super_org, p::use_sandboxes));
+    CHECK(allows(role::admin, super_org, p::manage_org));
+  }
+  CHECK_FALSE(allows(role::admin, false, p::superadmin));
+  CHECK(allows(role::admin, true, p::superadmin));
+}
+
+TEST_CASE("an issued key authenticates as its organization, key and role") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = issue_key(*f.db, f.clk, acme.id, "ci runner", role::member, 0);
+  REQUIRE(k);
+  CHECK(is_id(k->record.id, "key-"));
+  CHECK(k->record.org_id == acme.id);
+  CHECK(k->record.name == "ci runner");
+  CHECK(k->record.role == "member");
+  CHECK(k->record.created_at == "2026-01-01T00:00:00.000Z");
+  CHECK_FALSE(k->record.expires_at);
+  CHECK(is_id(k->secret, "sfk_", 32));
+
+  auto p = authenticate(*f.db, f.clk, "Bearer " + k->secret);
+  REQUIRE(p);
+  CHECK(p->org_id == acme.id);
+  CHECK(p->org_name == "acme");
+  CHECK_FALSE(p->superadmin);
+  CHECK(p->key_id == k->record.id);
+  CHECK(p->key_name == "ci runner");
+  CHECK(p->key_role == role::member);
+
+  SECTION("the scheme is case-insensitive and spaces are tolerated") {
+    CHECK(authenticate(*f.db, f.clk, "bearer " + k->secret));
+    CHECK(authenticate(*f.db, f.clk, "BEARER   " + k->secret + "  "));
+    CHECK(authenticate(*f.db, f.clk, "  Bearer\t" + k->secret));
+  }
+  SECTION("the key is listed without its secret") {
+    auto keys = f.db->list_api_keys(acme.id);
+    REQUIRE(keys);
+    REQUIRE(keys->size() == 1);
+    CHECK((*keys)[0].id == k->record.id);
+  }
+}
+
+TEST_CASE("issue_key checks the name and sets the expiry") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto empty = issue_key(*f.db, f.clk, acme.id, "", role::viewer, 0);
+  REQUIRE_FALSE(empty);
+  CHECK(empty.err().code == errc::invalid_argument);
+  auto longest = issue_key(*f.db, f.clk, acme.id, std::string(100, 'n'), role::viewer, 0);
+  CHECK(longest);
+  auto too_long = issue_key(*f.db, f.clk, acme.id, std::string(101, 'n'), role::viewer, 0);
+  REQUIRE_FALSE(too_long);
+  CHECK(too_long.err().code == errc::invalid_argument);
+
+  auto expiring = issue_key(*f.db, f.clk, acme.id, "temp", role::viewer, 3600);
+  REQUIRE(expiring);
+  CHECK(expiring->record.expires_at == std::optional<std::string>("2026-01-01T01:00:00.000Z"));
+  auto never = issue_key(*f.db, f.clk, acme.id, "forever", role::viewer, -5);
+  REQUIRE(never);
+  CHECK_FALSE(never->record.expires_at);
+
+  auto absurd = issue_key(*f.db, f.clk, acme.id, "absurd", role::viewer, 1LL << 60);
+  REQUIRE_FALSE(absurd);
+  CHECK(absurd.err().code == errc::invalid_argument);
+
+  auto nowhere = issue_key(*f.db, f.clk, "org-0000000000000000", "x", role::viewer, 0);
+  REQUIRE_FALSE(nowhere);
+  CHECK(nowhere.err().code == errc::not_found);
+}
+
+TEST_CASE("authenticate refuses what is missing, malformed or unknown, without echoing it") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = f.issue(acme.id, role::admin);
+
+  check_unauthenticated(authenticate(*f.db, f.clk, ""), "missing API key");
+  check_unauthenticated(authenticate(*f.db, f.clk, "   "), "missing API key");
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer"), "missing API key");
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer   "), "missing API key");
+  check_unauthenticated(authenticate(*f.db, f.clk, k.secret), "invalid API key");
+  check_unauthenticated(authenticate(*f.db, f.clk, "Basic " + k.secret), "invalid API key");
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer garbage"), "invalid API key");
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret + " extra"), "invalid API key");
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret.substr(0, 20)), "invalid API key");
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + new_secret()), "invalid API key");
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + sha256_hex(k.secret)), "invalid API key");
+}
+
+TEST_CASE("a revoked key stops working at once") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = f.issue(acme.id, role::member);
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret));
+  REQUIRE(f.db->revoke_api_key(acme.id, k.record.id, format_time(f.clk.now())));
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret), "API key revoked");
+}
+
+TEST_CASE("a key stops working when it expires") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = f.issue(acme.id, role::member, 60);
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret));
+  f.clk.advance(std::chrono::seconds(59));
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret));
+  f.clk.advance(std::chrono::seconds(1));
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret), "API key expired");
+}
+
+TEST_CASE("superadmin is an admin key of the superadmin organization") {
+  fixture f;
+  auto root = f.org("root", true);
+  auto acme = f.org("acme");
+  auto root_admin = authenticate(*f.db, f.clk, "Bearer " + f.issue(root.id, role::admin).secret);
+  REQUIRE(root_admin);
+  CHECK(root_admin->superadmin);
+  auto root_member = authenticate(*f.db, f.clk, "Bearer " + f.issue(root.id, role::member).secret);
+  REQUIRE(root_member);
+  CHECK_FALSE(root_member->superadmin);
+  auto acme_admin = authenticate(*f.db, f.clk, "Bearer " + f.issue(acme.id, role::admin).secret);
+  REQUIRE(acme_admin);
+  CHECK_FALSE(acme_admin->superadmin);
+}
+
+TEST_CASE("bootstrap creates the superadmin organization once") {
+  fixture f;
+  auto first = bootstrap(*f.db, f.clk);
+  REQUIRE(first);
+  CHECK(first->record.name == "bootstrap");
+  CHECK(first->record.role == "admin");
+  CHECK_FALSE(first->record.expires_at);
+
+  auto org = f.db->find_org_by_name("superadmin");
+  REQUIRE(org);
+  CHECK(org->superadmin);
+  CHECK(org->id == first->record.org_id);
+
+  auto p = authenticate(*f.db, f.clk, "Bearer " + first->secret);
+  REQUIRE(p);
+  CHECK(p->superadmin);
+  CHECK(p->org_name == "superadmin");
+  CHECK(p->key_role == role::admin);
+
+  auto second = bootstrap(*f.db, f.clk);
+  REQUIRE_FALSE(second);
+  CHECK(second.err().code == errc::conflict);
+  CHECK(second.err().message == "already bootstrapped");
+}
+
+TEST_CASE("only the hash of a secret reaches the database file") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = f.issue(acme.id, role::admin);
+  const std::string hash = sha256_hex(k.secret);
+  const std::string random_part = k.secret.substr(4);
+
+  sqlite3* raw = nullptr;
+  REQUIRE(sqlite3_open_v2(f.path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(raw, "SELECT * FROM api_keys", -1, &st, nullptr) == SQLITE_OK);
+  int rows = 0;
+  bool hash_seen = false;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    ++rows;
+    for (int c = 0; c < sqlite3_column_count(st); ++c) {
+      const unsigned char* text = sqlite3_column_text(st, c);
+      if (text == nullptr) continue;
+      std::string value(reinterpret_cast<const char*>(text));
+      CHECK(value.find(random_part) == std::string::npos);
+      if (value == hash) hash_seen = true;
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(raw);
+  CHECK(rows == 1);
+  CHECK(hash_seen);
+
+  // Nor in any page of the file or its write-ahead log.
+  f.db.reset();
+  for (const auto& entry : std::filesystem::directory_iterator(f.dir.path())) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(entry.path().string());
+    CHECK(bytes.find(random_part) == std::string::npos);
+  }
+}
+
+TEST_CASE("a key whose organization is gone does not authenticate") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = f.issue(acme.id, role::admin);
+  {
+    // Organizations are never deleted through the store; simulate a damaged database.
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(f.path.c_str(), &raw) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(raw, "PRAGMA foreign_keys=OFF; DELETE FROM orgs", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret), "invalid API key");
+}
