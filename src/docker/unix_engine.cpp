@@ -1,0 +1,284 @@
+#include "sandfort/docker/engine.hpp"
+
+#include <charconv>
+#include <mutex>
+#include <utility>
+
+#include "engine_errors.hpp"
+#include "image_ref.hpp"
+#include "sandfort/http/client.hpp"
+#include "spec_validation.hpp"
+#include "url.hpp"
+
+namespace sandfort::docker {
+
+namespace {
+
+using http::verb;
+using json = nlohmann::json;
+
+// Progress lines of a long pull add up; the whole stream is read before it is scanned.
+constexpr std::uint64_t pull_body_limit = 256u << 20;
+
+// Guards api_version_ only (the cache is written once; engines may be shared across threads).
+std::mutex api_version_mutex;
+
+http::client_options client_options(std::chrono::milliseconds timeout, std::uint64_t body_limit = 64u << 20) {
+  http::client_options o;
+  o.timeout = timeout;
+  o.body_limit = body_limit;
+  return o;
+}
+
+// One exchange with the engine; a failed exchange (not an error status) becomes "unreachable".
+boost::asio::awaitable<result<http::response>> exchange(const std::string& socket_path, http::request req,
+                                                        http::client_options options) {
+  auto res = co_await http::unix_request(socket_path, std::move(req), options);
+  if (!res) co_return detail::transport_error(socket_path, res.err());
+  co_return std::move(res).value();
+}
+
+bool is_status(const http::response& res, std::initializer_list<unsigned> accepted) {
+  for (unsigned s : accepted)
+    if (res.result_int() == s) return true;
+  return false;
+}
+
+error error_of(const http::response& res, std::string_view what) {
+  return detail::status_error(res.result_int(), res.body(), what);
+}
+
+result<json> parse_body(const http::response& res, std::string_view what) {
+  auto j = json::parse(res.body(), nullptr, false);
+  if (j.is_discarded())
+    return make_error(errc::internal, std::string(what) + ": Docker's answer is not JSON: " +
+                                          detail::engine_message(res.body()));
+  return j;
+}
+
+const json& member(const json& j, const char* key) {
+  static const json null_json;
+  if (!j.is_object()) return null_json;
+  auto it = j.find(key);
+  return it == j.end() ? null_json : *it;
+}
+
+std::string string_of(const json& j) { return j.is_string() ? j.get<std::string>() : std::string{}; }
+
+std::map<std::string, std::string> labels_of(const json& j) {
+  std::map<std::string, std::string> out;
+  if (!j.is_object()) return out;
+  for (const auto& [k, v] : j.items())
+    if (v.is_string()) out.emplace(k, v.get<std::string>());
+  return out;
+}
+
+std::string without_leading_slash(std::string name) {
+  if (!name.empty() && name.front() == '/') name.erase(0, 1);
+  return name;
+}
+
+container_info info_from_inspect(const json& j) {
+  container_info info;
+  info.id = string_of(member(j, "Id"));
+  info.name = without_leading_slash(string_of(member(j, "Name")));
+  info.labels = labels_of(member(member(j, "Config"), "Labels"));
+  const json& state = member(j, "State");
+  info.status = string_of(member(state, "Status"));
+  info.running = member(state, "Running").is_boolean() && member(state, "Running").get<bool>();
+  if (member(state, "ExitCode").is_number_integer())
+    info.exit_code = static_cast<int>(member(state, "ExitCode").get<std::int64_t>());
+  info.oom_killed = member(state, "OOMKilled").is_boolean() && member(state, "OOMKilled").get<bool>();
+  return info;
+}
+
+// The list endpoint has no ExitCode; its Status text reads "Exited (137) 3 seconds ago".
+int exit_code_from_status_text(const std::string& text) {
+  constexpr std::string_view prefix = "Exited (";
+  if (text.rfind(prefix, 0) != 0) return 0;
+  int code = 0;  // not a number: left unknown rather than failing the whole listing
+  std::from_chars(text.data() + prefix.size(), text.data() + text.size(), code);
+  return code;
+}
+
+container_info info_from_list_entry(const json& j) {
+  container_info info;
+  info.id = string_of(member(j, "Id"));
+  const json& names = member(j, "Names");
+  if (names.is_array() && !names.empty()) info.name = without_leading_slash(string_of(names.front()));
+  info.labels = labels_of(member(j, "Labels"));
+  info.status = string_of(member(j, "State"));
+  info.running = info.status == "running";
+  info.exit_code = exit_code_from_status_text(string_of(member(j, "Status")));
+  return info;
+}
+
+result<std::string> container_path(const std::string& id, std::string_view suffix = {}) {
+  if (id.empty()) return make_error(errc::invalid_argument, "a container id must not be empty");
+  return "/containers/" + detail::percent_encode(id) + std::string(suffix);
+}
+
+std::string image_path(const detail::image_ref& ref, std::string_view suffix) {
+  return "/images/" + detail::percent_encode(ref.lookup_name(), "/:@") + std::string(suffix);
+}
+
+}  // namespace
+
+unix_engine::unix_engine(unix_engine_options options) : options_(std::move(options)) {}
+
+task<version_info> unix_engine::version() {
+  // Unversioned on purpose: this is how the version to use is found.
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::get, "/version"),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {200})) co_return error_of(*res, "ask Docker for its version");
+  auto body = parse_body(*res, "ask Docker for its version");
+  if (!body) co_return std::move(body).err();
+  co_return parse_version(*body);
+}
+
+task<std::string> unix_engine::api_version() {
+  {
+    std::lock_guard lock(api_version_mutex);
+    if (!api_version_.empty()) co_return api_version_;
+  }
+  auto engine_says = co_await version();
+  if (!engine_says) co_return std::move(engine_says).err();
+  auto chosen = negotiate_api_version(*engine_says);
+  if (!chosen) co_return chosen;  // not cached: the engine may be upgraded while we run
+  std::lock_guard lock(api_version_mutex);
+  api_version_ = *chosen;
+  co_return chosen;
+}
+
+task<bool> unix_engine::image_exists(const std::string& ref) {
+  auto image = detail::split_image_ref(ref);
+  if (!image) co_return std::move(image).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto res = co_await exchange(options_.socket_path,
+                               http::make_request(verb::get, "/v" + *v + image_path(*image, "/json")),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (is_status(*res, {200})) co_return true;
+  if (is_status(*res, {404})) co_return false;
+  co_return error_of(*res, "look up image \"" + ref + "\"");
+}
+
+task<void> unix_engine::pull_image(const std::string& ref) {
+  auto image = detail::split_image_ref(ref);
+  if (!image) co_return std::move(image).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto target = "/v" + *v + "/images/create" +
+                detail::query_string({{"fromImage", image->repository}, {"tag", image->pull_tag()}});
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, target),
+                               client_options(options_.pull_timeout, pull_body_limit));
+  if (!res) co_return detail::pull_error(ref, res.err().message);
+  if (!is_status(*res, {200})) {
+    auto e = detail::pull_error(ref, detail::engine_message(res->body()));
+    if (res->result_int() == 404) e.code = errc::not_found;
+    if (res->result_int() == 400) e.code = errc::invalid_argument;
+    co_return e;
+  }
+  // HTTP 200 only means the pull started: the outcome is in the stream.
+  if (auto reason = detail::pull_failure_reason(res->body()); !reason.empty()) co_return detail::pull_error(ref, reason);
+  co_return ok_t{};
+}
+
+task<std::string> unix_engine::create_container(const container_spec& spec) {
+  if (auto valid = detail::validate_spec(spec); !valid) co_return std::move(valid).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto target = "/v" + *v + "/containers/create" + (spec.name.empty() ? "" : detail::query_string({{"name", spec.name}}));
+  auto body = to_create_body(spec);
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, target, &body),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  std::string what = "create container \"" + spec.name + "\" from image \"" + spec.image + "\"";
+  if (!is_status(*res, {201, 200})) co_return error_of(*res, what);
+  auto answer = parse_body(*res, what);
+  if (!answer) co_return std::move(answer).err();
+  auto id = string_of(member(*answer, "Id"));
+  if (id.empty()) co_return make_error(errc::internal, what + ": Docker's answer has no Id");
+  co_return id;
+}
+
+task<void> unix_engine::start_container(const std::string& id) {
+  auto path = container_path(id, "/start");
+  if (!path) co_return std::move(path).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, "/v" + *v + *path),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {204, 304})) co_return error_of(*res, "start container " + id);  // 304: already running
+  co_return ok_t{};
+}
+
+task<void> unix_engine::stop_container(const std::string& id, int timeout_s) {
+  if (timeout_s < 0) co_return make_error(errc::invalid_argument, "a stop timeout must not be negative");
+  auto path = container_path(id, "/stop" + detail::query_string({{"t", std::to_string(timeout_s)}}));
+  if (!path) co_return std::move(path).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  // The engine answers only after the grace period (and the kill after it) is over.
+  auto deadline = options_.timeout + std::chrono::seconds(timeout_s);
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, "/v" + *v + *path),
+                               client_options(deadline));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {204, 304})) co_return error_of(*res, "stop container " + id);  // 304: not running
+  co_return ok_t{};
+}
+
+task<void> unix_engine::remove_container(const std::string& id) {
+  auto path = container_path(id, detail::query_string({{"force", "true"}, {"v", "true"}}));
+  if (!path) co_return std::move(path).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::delete_, "/v" + *v + *path),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {204, 200})) co_return error_of(*res, "remove container " + id);
+  co_return ok_t{};
+}
+
+task<container_info> unix_engine::inspect_container(const std::string& id) {
+  auto path = container_path(id, "/json");
+  if (!path) co_return std::move(path).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::get, "/v" + *v + *path),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  std::string what = "inspect container " + id;
+  if (!is_status(*res, {200})) co_return error_of(*res, what);
+  auto body = parse_body(*res, what);
+  if (!body) co_return std::move(body).err();
+  co_return info_from_inspect(*body);
+}
+
+task<std::vector<container_info>> unix_engine::list_containers(const std::vector<std::string>& label_filters) {
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  std::string target = "/v" + *v + "/containers/json";
+  if (label_filters.empty()) {
+    target += detail::query_string({{"all", "true"}});
+  } else {
+    auto filters = json{{"label", label_filters}}.dump(-1, ' ', false, json::error_handler_t::replace);
+    target += detail::query_string({{"all", "true"}, {"filters", filters}});
+  }
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::get, target),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {200})) co_return error_of(*res, "list containers");
+  auto body = parse_body(*res, "list containers");
+  if (!body) co_return std::move(body).err();
+  if (!body->is_array()) co_return make_error(errc::internal, "list containers: Docker's answer is not a JSON array");
+  std::vector<container_info> out;
+  out.reserve(body->size());
+  for (const auto& entry : *body) out.push_back(info_from_list_entry(entry));
+  co_return out;
+}
+
+}  // namespace sandfort::docker

@@ -1,0 +1,128 @@
+#include <catch2/catch.hpp>
+
+#include "sandfort/docker/engine.hpp"
+#include "spec_validation.hpp"
+
+using namespace sandfort;
+using namespace sandfort::docker;
+using json = nlohmann::json;
+
+namespace {
+
+container_spec sandbox_spec() {
+  container_spec s;
+  s.name = "sb-1";
+  s.image = "sandfort/base:bookworm";
+  s.entrypoint = {"/.sandfort/agent"};
+  s.cmd = {"--serve"};
+  s.env = {"HTTP_PROXY=http://x:y@10.0.0.1:3128"};
+  s.labels = {{"io.sandfort.sandbox", "sb-1"}, {"io.sandfort.org", "o-1"}};
+  s.hostname = "sandbox";
+  s.binds = {{"/var/lib/sandfort/agent", "/.sandfort/agent", true}, {"/run/sandfort/sb-1", "/run/sandfort", false}};
+  s.cpus = 1.5;
+  s.memory_bytes = 512ll << 20;
+  s.pids_limit = 256;
+  s.cap_add = {"CHOWN", "SETUID"};
+  s.network_mode = "sandfort-net";
+  s.stop_timeout_s = 3;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the create body carries the isolation defaults") {
+  auto body = to_create_body(sandbox_spec());
+  const auto& hc = body.at("HostConfig");
+  CHECK(hc.at("Memory") == 512ll << 20);
+  CHECK(hc.at("MemorySwap") == hc.at("Memory"));  // no swap
+  CHECK(hc.at("NanoCpus") == 1'500'000'000ll);
+  CHECK(hc.at("NanoCpus").is_number_integer());
+  CHECK(hc.at("PidsLimit") == 256);
+  CHECK(hc.at("CapDrop") == json::array({"ALL"}));
+  CHECK(hc.at("CapAdd") == json::array({"CHOWN", "SETUID"}));
+  CHECK(hc.at("SecurityOpt") == json::array({"no-new-privileges"}));
+  CHECK(hc.at("Init") == true);
+  CHECK(hc.at("Privileged") == false);
+  CHECK(hc.at("ReadonlyRootfs") == false);
+  CHECK(hc.at("NetworkMode") == "sandfort-net");
+  CHECK(hc.at("Binds") == json::array({"/var/lib/sandfort/agent:/.sandfort/agent:ro", "/run/sandfort/sb-1:/run/sandfort"}));
+  CHECK(hc.at("LogConfig") == json::parse(R"({"Type":"json-file","Config":{"max-size":"10m","max-file":"1"}})"));
+  CHECK_FALSE(hc.contains("Runtime"));
+  // Nothing that widens the sandbox is ever set.
+  for (const char* key : {"PidMode", "IpcMode", "UTSMode", "UsernsMode", "Devices", "CgroupParent", "Mounts"})
+    CHECK_FALSE(hc.contains(key));
+}
+
+TEST_CASE("the create body carries the container's configuration") {
+  auto body = to_create_body(sandbox_spec());
+  CHECK(body.at("Image") == "sandfort/base:bookworm");
+  CHECK(body.at("Entrypoint") == json::array({"/.sandfort/agent"}));
+  CHECK(body.at("Cmd") == json::array({"--serve"}));
+  CHECK(body.at("Env") == json::array({"HTTP_PROXY=http://x:y@10.0.0.1:3128"}));
+  CHECK(body.at("Labels") == json::parse(R"({"io.sandfort.sandbox":"sb-1","io.sandfort.org":"o-1"})"));
+  CHECK(body.at("Hostname") == "sandbox");
+  CHECK(body.at("StopTimeout") == 3);
+  for (const char* key : {"AttachStdin", "AttachStdout", "AttachStderr", "Tty", "OpenStdin"}) CHECK(body.at(key) == false);
+  CHECK_FALSE(body.contains("name"));  // the name goes in the query string
+}
+
+TEST_CASE("empty fields are left out so the image's own settings apply") {
+  container_spec s;
+  s.image = "debian";
+  auto body = to_create_body(s);
+  for (const char* key : {"Entrypoint", "Cmd", "Env", "Labels", "Hostname", "User", "WorkingDir"}) {
+    INFO(key);
+    CHECK_FALSE(body.contains(key));
+  }
+  CHECK_FALSE(body.at("HostConfig").contains("Runtime"));
+  CHECK(body.at("HostConfig").at("NetworkMode") == "none");
+  CHECK(body.at("HostConfig").at("NanoCpus") == 1'000'000'000ll);
+
+  s.user = "1000:1000";
+  s.workdir = "/work";
+  s.runtime = "runsc";
+  body = to_create_body(s);
+  CHECK(body.at("User") == "1000:1000");
+  CHECK(body.at("WorkingDir") == "/work");
+  CHECK(body.at("HostConfig").at("Runtime") == "runsc");
+}
+
+TEST_CASE("fractional CPU limits round to whole nanoCPUs") {
+  container_spec s;
+  s.image = "debian";
+  s.cpus = 0.1;
+  CHECK(to_create_body(s)["HostConfig"]["NanoCpus"] == 100'000'000ll);
+  s.cpus = 0.333333333333;
+  CHECK(to_create_body(s)["HostConfig"]["NanoCpus"] == 333'333'333ll);
+  s.cpus = 0;
+  CHECK(to_create_body(s)["HostConfig"]["NanoCpus"] == 0);
+}
+
+TEST_CASE("specs the engine would misread are refused") {
+  auto s = sandbox_spec();
+  CHECK(detail::validate_spec(s).ok());
+
+  auto bad = s;
+  bad.image.clear();
+  CHECK(detail::validate_spec(bad).err().code == errc::invalid_argument);
+
+  bad = s;
+  bad.binds = {{"/tmp/a:/etc", "/x", false}};  // would mount /tmp/a on /etc
+  CHECK(detail::validate_spec(bad).err().code == errc::invalid_argument);
+
+  bad = s;
+  bad.binds = {{"relative", "/x", false}};
+  CHECK_FALSE(detail::validate_spec(bad).ok());
+
+  bad = s;
+  bad.binds = {{"/a", "/x,ro", false}};
+  CHECK_FALSE(detail::validate_spec(bad).ok());
+
+  bad = s;
+  bad.name = "../../x";
+  CHECK_FALSE(detail::validate_spec(bad).ok());
+
+  bad = s;
+  bad.memory_bytes = -1;
+  CHECK_FALSE(detail::validate_spec(bad).ok());
+}

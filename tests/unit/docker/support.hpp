@@ -1,0 +1,63 @@
+#pragma once
+// Helpers shared by the Docker tests: driving coroutines, unique names, child processes,
+// and the guard that removes test containers even when a test fails.
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sandfort/docker/engine.hpp"
+
+namespace sandfort::docker::test {
+
+inline constexpr const char* base_image = "sandfort/base:bookworm";
+inline constexpr const char* test_label = "io.sandfort.test";
+
+// Runs one awaitable to completion on a fresh io_context; throws if it has not finished
+// within limit (so a hang fails the test instead of stalling it).
+template <typename T>
+T run(boost::asio::awaitable<T> work, std::chrono::seconds limit = std::chrono::seconds(120)) {
+  boost::asio::io_context ioc;
+  std::optional<T> out;
+  boost::asio::co_spawn(
+      ioc, [&]() -> boost::asio::awaitable<void> { out.emplace(co_await std::move(work)); },
+      [](std::exception_ptr e) {
+        if (e) std::rethrow_exception(e);
+      });
+  ioc.run_for(limit);
+  if (!out) throw std::runtime_error("the operation did not finish within " + std::to_string(limit.count()) + " s");
+  return std::move(*out);
+}
+
+// Unique per process and call, for names and labels that must not collide with other runs.
+std::string unique_token();
+
+// True when the real-engine tests should run. SANDFORT_SKIP_DOCKER_TESTS=1 skips them
+// (with a warning); otherwise an engine that does not answer FAILs the calling test.
+bool docker_tests_enabled();
+
+struct command_result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+// Runs argv (looked up in PATH) to completion.
+command_result run_command(const std::vector<std::string>& argv);
+
+// Removes every container carrying io.sandfort.test=<token> when it goes out of scope.
+class container_sweeper {
+ public:
+  explicit container_sweeper(std::string token) : token_(std::move(token)) {}
+  ~container_sweeper();
+  container_sweeper(const container_sweeper&) = delete;
+  container_sweeper& operator=(const container_sweeper&) = delete;
+
+ private:
+  std::string token_;
+};
+
+}  // namespace sandfort::docker::test
