@@ -19,7 +19,11 @@ std::string header(const http::request& req, http::bhttp::field f) {
 // without the role is 403.
 http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
   return [deps, r = std::move(r)](http::context& ctx) -> boost::asio::awaitable<http::response> {
-    if (!r.needs) co_return co_await r.fn(ctx, auth::principal{});
+    if (!r.needs) {
+      // Named, not a temporary: GCC 12 mishandles temporaries inside co_await expressions.
+      const auth::principal anonymous;
+      co_return co_await r.fn(ctx, anonymous);
+    }
     auto who = auth::authenticate(deps->db, deps->clk, header(ctx.req, http::bhttp::field::authorization));
     if (!who) {
       auto res = http::error_response(who.err(), ctx.request_id);

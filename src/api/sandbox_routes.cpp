@@ -138,13 +138,15 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto req = parse_create(ctx.req);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
-         co_return reply(co_await svc.create(p.org_id, *req), ctx, 201, sandbox_json);
+         auto r = co_await svc.create(p.org_id, *req);
+         co_return reply(r, ctx, 201, sandbox_json);
        }},
       {http::verb::get, "/v1/sandboxes", permission::read,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto req = parse_list(ctx);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
-         co_return reply(co_await svc.list(p.org_id, *req), ctx, 200, [](const sandbox::list_page& page) {
+         auto r = co_await svc.list(p.org_id, *req);
+         co_return reply(r, ctx, 200, [](const sandbox::list_page& page) {
            json items = json::array();
            for (const auto& v : page.items) items.push_back(sandbox_json(v));
            return json{{"items", items},
@@ -158,18 +160,20 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          std::int64_t wait_s = std::min<std::int64_t>(timeout->value_or(60), 300);
          std::string wait_for = ctx.query.count("wait_for") ? ctx.query["wait_for"] : "";
          auto id = ctx.params["id"];
-         co_return reply(co_await svc.get(p.org_id, id, wait_for, std::chrono::seconds(wait_s)), ctx,
-                         200, sandbox_json);
+         auto r = co_await svc.get(p.org_id, id, wait_for, std::chrono::seconds(wait_s));
+         co_return reply(r, ctx, 200, sandbox_json);
        }},
       {http::verb::post, "/v1/sandboxes/{id}/stop", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto id = ctx.params["id"];
-         co_return reply(co_await svc.stop(p.org_id, id), ctx, 200, sandbox_json);
+         auto r = co_await svc.stop(p.org_id, id);
+         co_return reply(r, ctx, 200, sandbox_json);
        }},
       {http::verb::post, "/v1/sandboxes/{id}/start", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto id = ctx.params["id"];
-         co_return reply(co_await svc.start(p.org_id, id), ctx, 200, sandbox_json);
+         auto r = co_await svc.start(p.org_id, id);
+         co_return reply(r, ctx, 200, sandbox_json);
        }},
       {http::verb::delete_, "/v1/sandboxes/{id}", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
@@ -183,14 +187,16 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          auto req = parse_exec(ctx.req);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
-         co_return reply(co_await svc.exec(p.org_id, id, std::move(*req)), ctx, 200, exec_json);
+         auto r = co_await svc.exec(p.org_id, id, std::move(*req));
+         co_return reply(r, ctx, 200, exec_json);
        }},
       {http::verb::post, "/v1/sandboxes/{id}/process/code-run", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto req = parse_code_run(ctx.req);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
-         co_return reply(co_await svc.code_run(p.org_id, id, *req), ctx, 200, exec_json);
+         auto r = co_await svc.code_run(p.org_id, id, *req);
+         co_return reply(r, ctx, 200, exec_json);
        }},
   };
 }

@@ -55,6 +55,20 @@ asio::awaitable<bool> wait_readable(Socket& socket, std::chrono::milliseconds id
   co_return !ec;
 }
 
+// After answering early (413, malformed request) the client may still be sending: read and
+// drop its bytes for a while so it gets to read our answer instead of a reset.
+template <typename Stream>
+asio::awaitable<void> discard_input(Stream& stream) {
+  std::vector<char> sink(64 * 1024);
+  std::size_t total = 0;
+  stream.expires_after(std::chrono::seconds(5));
+  while (total < (256u << 20)) {
+    auto [ec, n] = co_await stream.async_read_some(asio::buffer(sink), use_tuple);
+    if (ec) break;
+    total += n;
+  }
+}
+
 template <typename Protocol>
 asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Protocol::socket socket) {
   ++st->connections;
@@ -75,6 +89,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
     ~unregister() { s.closers.erase(it); }
   } drop{*st, closer};
 
+  bool linger = false;  // we answered before reading the whole request
   while (!st->stopping) {
     if (buffer.size() == 0 && !co_await wait_readable(stream.socket(), st->options.idle_timeout)) break;
     if (st->stopping) break;
@@ -88,17 +103,27 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
     auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, use_tuple);
     response res;
     bool close_after = false;
-    if (hec) {
+    linger = false;
+    if (hec == bhttp::error::body_limit) {
+      // The parser checks Content-Length against the limit while reading the header.
+      res = handle_bad_request("request body exceeds the limit of " + std::to_string(st->options.body_limit) +
+                                   " bytes",
+                               request_id, errc::payload_too_large);
+      close_after = true;
+      linger = true;
+    } else if (hec) {
       if (hec == bhttp::error::end_of_stream || hec == beast::error::timeout || hec == asio::error::operation_aborted ||
           buffer.size() == 0)
         break;
       res = handle_bad_request("malformed HTTP request: " + hec.message(), request_id, errc::invalid_argument);
       close_after = true;
+      linger = true;
     } else if (auto len = parser.content_length(); len && *len > st->options.body_limit) {
       res = handle_bad_request("request body of " + std::to_string(*len) + " bytes exceeds the limit of " +
                                    std::to_string(st->options.body_limit),
                                request_id, errc::payload_too_large);
       close_after = true;
+      linger = true;
     } else {
       stream.expires_after(st->options.idle_timeout);
       auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, use_tuple);
@@ -107,6 +132,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
                                      " bytes",
                                  request_id, errc::payload_too_large);
         close_after = true;
+        linger = true;
       } else if (bec) {
         break;
       } else {
@@ -133,6 +159,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
   }
   beast::error_code ignored;
   stream.socket().shutdown(Protocol::socket::shutdown_send, ignored);
+  if (linger) co_await discard_input(stream);
   stream.socket().close(ignored);
 }
 

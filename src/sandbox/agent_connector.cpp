@@ -57,7 +57,8 @@ boost::asio::awaitable<result<void>> unix_socket_connector::health(const std::st
   options.connect_timeout = timeout;
   options.timeout = timeout;
   auto req = http::make_request(http::verb::get, "/health");
-  auto res = co_await http::unix_request(socket_path(sandbox_id), std::move(req), options);
+  auto path = socket_path(sandbox_id);
+  auto res = co_await http::unix_request(path, std::move(req), options);
   if (!res) co_return std::move(res).err();
   if (res->result_int() != 200) co_return agent_error(*res);
   co_return ok_t{};
@@ -71,7 +72,8 @@ boost::asio::awaitable<result<exec_result>> unix_socket_connector::exec(const st
   options.timeout = call.timeout + std::chrono::seconds(10);
   options.body_limit = 4 * call.max_output_bytes + (1u << 20);  // JSON escaping and base64 can grow output
   auto req = http::make_request(http::verb::post, "/exec", &body);
-  auto res = co_await http::unix_request(socket_path(sandbox_id), std::move(req), options);
+  auto path = socket_path(sandbox_id);
+  auto res = co_await http::unix_request(path, std::move(req), options);
   if (!res) co_return std::move(res).err();
   if (res->result_int() != 200) co_return agent_error(*res);
   json j = json::parse(res->body(), nullptr, false);

@@ -29,7 +29,8 @@ task<exec_result> service::exec(const std::string& org_id, const std::string& id
   if (r || r.err().code != errc::unavailable) co_return r;
 
   // The agent is gone: tell a stopped container (exit, OOM) from a transient failure.
-  auto info = co_await engine_.inspect_container(container_name(rec->id));
+  auto name = container_name(rec->id);
+  auto info = co_await engine_.inspect_container(name);
   if (info && !info->running) {
     std::string why = "the sandbox's container exited with code " + std::to_string(info->exit_code) +
                       (info->oom_killed ? " (out of memory)" : "");

@@ -77,12 +77,12 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
 }
 
 task<void> service::provision(store::sandbox_record rec) {
-  auto fail = [&](error e) -> asio::awaitable<result<void>> {
+  auto fail = [&](const error& e) -> asio::awaitable<result<void>> {
     spdlog::warn("sandbox {} failed to start: {}", rec.id, e.message);
     (void)co_await destroy_container(rec.id);
     remove_host_dir(rec.id);
     if (auto cur = db_.get_sandbox(rec.org_id, rec.id)) (void)set_state(*cur, "error", e.message);
-    co_return e;
+    co_return error(e);
   };
   // Deleted while we were waiting on Docker: clean up whatever exists by now.
   auto deleted_meanwhile = [&]() { return !db_.get_sandbox(rec.org_id, rec.id).ok(); };
@@ -105,7 +105,8 @@ task<void> service::provision(store::sandbox_record rec) {
     co_return co_await fail(std::move(e));
   }
 
-  auto id = co_await engine_.create_container(container_for(rec, spec_from_json(rec.spec_json)));
+  auto container = container_for(rec, spec_from_json(rec.spec_json));
+  auto id = co_await engine_.create_container(container);
   if (!id) co_return co_await fail(std::move(id).err());
   if (deleted_meanwhile()) {
     (void)co_await destroy_container(rec.id);
@@ -158,7 +159,8 @@ task<void> service::wait_for_agent(const std::string& sandbox_id, const std::str
 }
 
 task<void> service::destroy_container(const std::string& sandbox_id) {
-  auto r = co_await engine_.remove_container(container_name(sandbox_id));
+  auto name = container_name(sandbox_id);
+  auto r = co_await engine_.remove_container(name);
   if (!r && r.err().code != errc::not_found) co_return r;
   co_return ok_t{};
 }
@@ -219,7 +221,8 @@ task<sandbox_view> service::stop(const std::string& org_id, const std::string& i
   if (rec->state == "stopped") co_return to_view(*rec);
   if (rec->state != "started")
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be stopped");
-  if (auto r = co_await engine_.stop_container(container_name(rec->id), cfg_.stop_timeout_s); !r)
+  auto name = container_name(rec->id);
+  if (auto r = co_await engine_.stop_container(name, cfg_.stop_timeout_s); !r)
     co_return std::move(r).err();
   if (auto r = set_state(*rec, "stopped"); !r) co_return std::move(r).err();
   co_return to_view(*rec);
@@ -271,6 +274,7 @@ task<void> service::ready() {
   if (auto r = db_.ping(); !r) co_return make_error(errc::unavailable, "store: " + r.err().message);
   auto v = co_await engine_.version();
   if (!v) co_return make_error(errc::unavailable, "docker: " + v.err().message);
+  if (!reconciled_) co_return make_error(errc::unavailable, "start-up reconciliation with Docker has not finished");
   co_return ok_t{};
 }
 

@@ -59,6 +59,7 @@ task<reconcile_report> service::reconcile() {
     std::filesystem::remove_all(entry.path(), ec);
     ++report.dirs_removed;
   }
+  reconciled_ = true;
   spdlog::info("reconcile: {} containers removed, {} rows marked error, {} marked stopped, {} dirs removed",
                report.containers_removed, report.rows_marked_error, report.rows_marked_stopped, report.dirs_removed);
   co_return report;

@@ -53,7 +53,7 @@ class service {
   task<reconcile_report> reconcile();
   // Deletes sandboxes whose TTL has passed; the daemon runs it periodically.
   boost::asio::awaitable<int> reap_expired();
-  // Docker and the store reachable; the reason otherwise.
+  // Reconciled, Docker and the store reachable; the reason otherwise.
   task<void> ready();
 
  private:
@@ -79,6 +79,7 @@ class service {
   agent_connector& agent_;
   const clock& clock_;
   std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> waiters_;
+  bool reconciled_ = false;  // not ready until Docker and the store agree
 };
 
 // Container names and labels that tie Docker objects back to rows.
