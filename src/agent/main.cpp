@@ -1,0 +1,166 @@
+// sandfort-agent: the main process of every sandbox container (tini runs in front of it and
+// reaps orphans). It serves HTTP/1.1 on a unix socket in a directory that sandfortd
+// bind-mounts from the host. It reads no environment variables of its own: its environment
+// is the sandbox's, passed on to the commands it runs.
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "routes.hpp"
+#include "sandfort/http/server.hpp"
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace sandfort;
+
+constexpr std::chrono::seconds shutdown_grace{2};
+
+struct options {
+  std::string socket = "/run/sandfort/agent.sock";
+  std::optional<mode_t> socket_mode;
+};
+
+constexpr const char* usage =
+    "usage: sandfort-agent [--socket PATH] [--socket-mode OCTAL]\n"
+    "  --socket PATH        unix socket to serve on (default /run/sandfort/agent.sock);\n"
+    "                       its directory is created if missing\n"
+    "  --socket-mode OCTAL  chmod the socket after binding (default: as the umask leaves it)\n"
+    "  --version            print the version and exit\n";
+
+// Returns an exit code when the process should stop here (help, version, bad flags).
+std::optional<int> parse_flags(int argc, char** argv, options& opts) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view flag = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (auto eq = flag.find('='); eq != std::string_view::npos) {
+      value = std::string(flag.substr(eq + 1));
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    if (flag == "--version") {
+      std::printf("sandfort-agent %s\n", SANDFORT_AGENT_VERSION);
+      return 0;
+    }
+    if (flag != "--socket" && flag != "--socket-mode") {
+      std::fprintf(stderr, "sandfort-agent: unknown flag '%s'\n%s", argv[i], usage);
+      return 2;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "sandfort-agent: %s needs a value\n%s", argv[i], usage);
+        return 2;
+      }
+      value = argv[++i];
+    }
+    if (flag == "--socket") {
+      if (value.empty()) {
+        std::fprintf(stderr, "sandfort-agent: --socket must not be empty\n");
+        return 2;
+      }
+      opts.socket = value;
+    } else {
+      char* end = nullptr;
+      unsigned long mode = std::strtoul(value.c_str(), &end, 8);
+      if (value.empty() || *end != '\0' || mode > 07777) {
+        std::fprintf(stderr, "sandfort-agent: --socket-mode wants an octal mode like 0660, not '%s'\n", value.c_str());
+        return 2;
+      }
+      opts.socket_mode = static_cast<mode_t>(mode);
+    }
+  }
+  return std::nullopt;
+}
+
+// mkdir -p: the socket's directory is usually the bind mount, but need not exist yet.
+bool make_dirs(const std::string& dir) {
+  for (std::size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    std::string prefix = dir.substr(0, slash);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return false;
+    if (slash == std::string::npos) return true;
+  }
+}
+
+// Started with 0/1/2 closed, the first pipes of a command would land on them.
+void ensure_standard_fds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) ::open("/dev/null", O_RDWR);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options opts;
+  if (auto code = parse_flags(argc, argv, opts)) return *code;
+
+  // A command that closes its stdin early must not kill the agent; children must stay
+  // reapable by us (an inherited SIG_IGN for SIGCHLD would make the kernel reap them).
+  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGCHLD, SIG_DFL);
+  ensure_standard_fds();
+
+  if (auto slash = opts.socket.rfind('/'); slash != std::string::npos && slash > 0) {
+    std::string dir = opts.socket.substr(0, slash);
+    if (!make_dirs(dir)) {
+      std::fprintf(stderr, "sandfort-agent: cannot create %s: %s\n", dir.c_str(), std::strerror(errno));
+      return 1;
+    }
+  }
+
+  asio::io_context ioc{1};
+  http::router router;
+  router.add(agent::routes());
+  http::server_options server_opts;
+  server_opts.server_name = "sandfort-agent";
+  http::server server(ioc, server_opts, [&router](http::context& ctx) { return router.dispatch(ctx); });
+
+  if (auto listening = server.listen_unix(opts.socket); !listening) {
+    std::fprintf(stderr, "sandfort-agent: %s\n", listening.err().message.c_str());
+    return 1;
+  }
+  if (opts.socket_mode && ::chmod(opts.socket.c_str(), *opts.socket_mode) != 0) {
+    std::fprintf(stderr, "sandfort-agent: cannot chmod %s: %s\n", opts.socket.c_str(), std::strerror(errno));
+    return 1;
+  }
+
+  asio::signal_set signals(ioc, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    server.stop();
+    // Let answers in flight go out briefly; commands still running are killed when the
+    // io_context goes away (their coroutines kill and reap them).
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+          co_await server.drain(shutdown_grace);
+          ioc.stop();
+        },
+        asio::detached);
+  });
+
+  std::fprintf(stderr, "sandfort-agent %s: pid %d, listening on %s\n", SANDFORT_AGENT_VERSION,
+               static_cast<int>(::getpid()), opts.socket.c_str());
+  ioc.run();
+  ::unlink(opts.socket.c_str());
+  return 0;
+}

@@ -1,0 +1,205 @@
+// Starts the real sandfort-agent binary on a temporary unix socket and talks HTTP to it.
+
+#include <catch2/catch.hpp>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <spawn.h>
+#include <sys/stat.h>
+
+#include <vector>
+
+#include "sandfort/http/client.hpp"
+#include "support.hpp"
+
+extern char** environ;
+
+using namespace sandfort;
+using namespace sandfort::agent::test;
+using nlohmann::json;
+namespace asio = boost::asio;
+
+namespace {
+
+class agent_process {
+ public:
+  explicit agent_process(std::string socket) : socket_(std::move(socket)) {
+    std::vector<std::string> args = {SANDFORT_AGENT_PATH, "--socket", socket_};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (::posix_spawn(&pid_, SANDFORT_AGENT_PATH, nullptr, nullptr, argv.data(), environ) != 0)
+      throw std::runtime_error("cannot start " SANDFORT_AGENT_PATH);
+  }
+  ~agent_process() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  agent_process(const agent_process&) = delete;
+  agent_process& operator=(const agent_process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  const std::string& socket() const { return socket_; }
+
+  // Sends SIGTERM and returns the exit status, or -1 if it did not exit within the limit.
+  int terminate() {
+    ::kill(pid_, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+
+ private:
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+result<http::response> call(const std::string& socket, http::request req) {
+  return run_on_fresh_context(http::unix_request(socket, std::move(req), http::client_options{}));
+}
+
+result<http::response> call_json(const std::string& socket, http::verb method, const std::string& target,
+                                 const json* body = nullptr) {
+  return call(socket, http::make_request(method, target, body));
+}
+
+// Polls /health, the agent's one readiness signal, as sandfortd does.
+bool wait_ready(const std::string& socket) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto res = call_json(socket, http::verb::get, "/health");
+    if (res.ok() && res->result_int() == 200) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+json body_of(const http::response& res) { return json::parse(res.body()); }
+
+void check_invalid(const std::string& socket, const std::string& raw_body, const std::string& message_part) {
+  INFO("body: " << raw_body);
+  http::request req = http::make_request(http::verb::post, "/exec");
+  req.set(http::bhttp::field::content_type, "application/json");
+  req.body() = raw_body;
+  auto res = call(socket, std::move(req));
+  REQUIRE(res.ok());
+  CHECK(res->result_int() == 400);
+  json err = body_of(*res);
+  CHECK(err["error"]["code"] == "invalid_argument");
+  CHECK(err["error"]["message"].get<std::string>().find(message_part) != std::string::npos);
+  CHECK_FALSE(err["error"]["request_id"].get<std::string>().empty());
+}
+
+}  // namespace
+
+TEST_CASE("the agent binary serves /health and /exec on its unix socket") {
+  temp_dir dir;
+  // The socket's directory does not exist yet: the agent creates it.
+  agent_process agent(dir / "run/agent.sock");
+  REQUIRE(wait_ready(agent.socket()));
+
+  SECTION("health") {
+    auto res = call_json(agent.socket(), http::verb::get, "/health");
+    REQUIRE(res.ok());
+    CHECK(res->result_int() == 200);
+    json j = body_of(*res);
+    CHECK(j["status"] == "ok");
+    CHECK(j["version"] == "0.1.0");
+    CHECK(j["pid"] == agent.pid());
+  }
+
+  SECTION("exec") {
+    json body = {{"command", "echo hi; echo oops >&2; printf '\\377'; exit 3"}, {"binary", true}};
+    auto res = call_json(agent.socket(), http::verb::post, "/exec", &body);
+    REQUIRE(res.ok());
+    REQUIRE(res->result_int() == 200);
+    json j = body_of(*res);
+    CHECK(j["exit_code"] == 3);
+    CHECK(j["stdout"] == "hi\n\xef\xbf\xbd");
+    CHECK(j["stdout_b64"] == "aGkK/w==");
+    CHECK(j["stderr"] == "oops\n");
+    CHECK(j["timed_out"] == false);
+    CHECK(j["truncated"] == false);
+    CHECK(j["duration_ms"].is_number_integer());
+  }
+
+  SECTION("exec with argv, stdin, cwd and env") {
+    json body = {{"argv", {"/bin/sh", "-c", "cat; pwd; echo $SFA_X"}},
+                 {"stdin", "input\n"},
+                 {"cwd", dir.path()},
+                 {"env", {{"SFA_X", "from-env"}}}};
+    auto res = call_json(agent.socket(), http::verb::post, "/exec", &body);
+    REQUIRE(res.ok());
+    REQUIRE(res->result_int() == 200);
+    CHECK(body_of(*res)["stdout"] == "input\n" + dir.path() + "\nfrom-env\n");
+  }
+
+  SECTION("timeout") {
+    json body = {{"command", "sleep 30"}, {"timeout_ms", 200}};
+    auto res = call_json(agent.socket(), http::verb::post, "/exec", &body);
+    REQUIRE(res.ok());
+    json j = body_of(*res);
+    CHECK(j["exit_code"] == 124);
+    CHECK(j["timed_out"] == true);
+  }
+
+  SECTION("bad requests are 400 invalid_argument") {
+    check_invalid(agent.socket(), "{oops", "request body is not valid JSON");
+    check_invalid(agent.socket(), R"({"argv":["a"],"command":"b"})", "exactly one of argv and command");
+    check_invalid(agent.socket(), R"({"argv":[]})", "argv must be a non-empty array");
+    check_invalid(agent.socket(), R"({"command":"true","env":{"A":1}})", "env.A must be a string");
+    check_invalid(agent.socket(), R"({"command":"true","cwd":"/nonexistent/sfa"})",
+                  "cwd '/nonexistent/sfa' does not exist");
+    check_invalid(agent.socket(), R"({"command":"true","timeout_ms":0})", "timeout_ms");
+  }
+
+  SECTION("unknown routes and verbs") {
+    auto missing = call_json(agent.socket(), http::verb::get, "/nope");
+    REQUIRE(missing.ok());
+    CHECK(missing->result_int() == 404);
+    auto wrong_verb = call_json(agent.socket(), http::verb::get, "/exec");
+    REQUIRE(wrong_verb.ok());
+    CHECK(wrong_verb->result_int() == 405);
+  }
+
+  SECTION("concurrent calls") {
+    asio::io_context ioc{1};
+    constexpr int n = 20;
+    std::vector<std::string> out(n);
+    for (int i = 0; i < n; ++i) {
+      asio::co_spawn(
+          ioc,
+          [&, i]() -> asio::awaitable<void> {
+            json body = {{"command", "sleep 0.1; echo call-" + std::to_string(i)}};
+            auto res = co_await http::unix_request(agent.socket(),
+                                                   http::make_request(http::verb::post, "/exec", &body), {});
+            if (res.ok() && res->result_int() == 200)
+              out[static_cast<std::size_t>(i)] = json::parse(res->body())["stdout"];
+          },
+          [](std::exception_ptr e) {
+            if (e) std::rethrow_exception(e);
+          });
+    }
+    ioc.run();
+    for (int i = 0; i < n; ++i) CHECK(out[static_cast<std::size_t>(i)] == "call-" + std::to_string(i) + "\n");
+  }
+
+  SECTION("SIGTERM stops it cleanly") {
+    int status = agent.terminate();
+    REQUIRE(status != -1);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    struct stat st {};
+    CHECK(::stat(agent.socket().c_str(), &st) != 0);  // the socket is removed
+  }
+}
