@@ -70,7 +70,8 @@ boost::asio::awaitable<result<exec_result>> unix_socket_connector::exec(const st
   http::client_options options;
   // The agent enforces the command's timeout; ours only catches an agent that stopped answering.
   options.timeout = call.timeout + std::chrono::seconds(10);
-  options.body_limit = 4 * call.max_output_bytes + (1u << 20);  // JSON escaping and base64 can grow output
+  // Worst case per stream: every byte escaped as \u00XX (6x) plus its base64 (4/3x).
+  options.body_limit = 16 * call.max_output_bytes + (1u << 20);
   auto req = http::make_request(http::verb::post, "/exec", &body);
   auto path = socket_path(sandbox_id);
   auto res = co_await http::unix_request(path, std::move(req), options);
