@@ -1,3 +1,5 @@
+include(Catch)
+
 # Shared build settings: one warnings target, one sanitizer option, one helper per module.
 
 add_library(sandfort_warnings INTERFACE)
@@ -27,6 +29,6 @@ function(sandfort_test name)
   cmake_parse_arguments(T "" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_DEPS} sandfort_catch_main sandfort_warnings sandfort_sanitize)
-  add_test(NAME ${name} COMMAND ${name})
-  set_tests_properties(${name} PROPERTIES ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1;ASAN_OPTIONS=detect_leaks=1")
+  # One ctest entry per Catch2 test case, so the summary counts real tests.
+  catch_discover_tests(${name} PROPERTIES ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1;ASAN_OPTIONS=detect_leaks=1")
 endfunction()
