@@ -65,7 +65,7 @@ class agent_process {
 };
 
 result<http::response> call(const std::string& socket, http::request req) {
-  return run_on_fresh_context(http::unix_request(socket, std::move(req), http::client_options{}));
+  return run_coroutine(http::unix_request(socket, std::move(req), http::client_options{}));
 }
 
 result<http::response> call_json(const std::string& socket, http::verb method, const std::string& target,

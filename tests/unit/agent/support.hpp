@@ -20,24 +20,13 @@
 #include <thread>
 
 #include "process/runner.hpp"
+#include "support/run_coroutine.hpp"
 
 namespace sandfort::agent::test {
 
-// Runs one awaitable on a fresh io_context and returns its value; exceptions propagate.
-template <typename T>
-T run_on_fresh_context(boost::asio::awaitable<T> work) {
-  boost::asio::io_context ioc;
-  std::optional<T> out;
-  boost::asio::co_spawn(
-      ioc, [&]() -> boost::asio::awaitable<void> { out.emplace(co_await std::move(work)); },
-      [](std::exception_ptr e) {
-        if (e) std::rethrow_exception(e);
-      });
-  ioc.run();
-  return std::move(*out);
-}
+using sandfort::testing::run_coroutine;
 
-inline result<exec_result> run_sync(exec_request req) { return run_on_fresh_context(run(std::move(req))); }
+inline result<exec_result> run_sync(exec_request req) { return run_coroutine(run(std::move(req))); }
 
 inline exec_request shell(std::string command) {
   exec_request req;

@@ -13,25 +13,16 @@
 
 #include "sandfort/docker/engine.hpp"
 
+#include "support/run_coroutine.hpp"
+
 namespace sandfort::docker::test {
 
 inline constexpr const char* base_image = "sandfort/base:bookworm";
 inline constexpr const char* test_label = "io.sandfort.test";
 
-// Runs one awaitable to completion on a fresh io_context; throws if it has not finished
-// within limit (so a hang fails the test instead of stalling it).
 template <typename T>
 T run(boost::asio::awaitable<T> work, std::chrono::seconds limit = std::chrono::seconds(120)) {
-  boost::asio::io_context ioc;
-  std::optional<T> out;
-  boost::asio::co_spawn(
-      ioc, [&]() -> boost::asio::awaitable<void> { out.emplace(co_await std::move(work)); },
-      [](std::exception_ptr e) {
-        if (e) std::rethrow_exception(e);
-      });
-  ioc.run_for(limit);
-  if (!out) throw std::runtime_error("the operation did not finish within " + std::to_string(limit.count()) + " s");
-  return std::move(*out);
+  return sandfort::testing::run_coroutine(std::move(work), limit);
 }
 
 // Unique per process and call, for names and labels that must not collide with other runs.
