@@ -100,6 +100,9 @@ task<void> service::provision(store::sandbox_record rec) {
   std::error_code ec;
   auto run_dir = sandbox_run_dir(cfg_.state_dir, rec.id);
   std::filesystem::create_directories(run_dir, ec);
+  // The agent runs as the sandbox's user, which may not be root: it must be able to create its
+  // socket here. The directory is mounted into this one sandbox only.
+  if (!ec) std::filesystem::permissions(run_dir, std::filesystem::perms::all | std::filesystem::perms::sticky_bit, ec);
   if (ec) {
     auto e = make_error(errc::internal, "cannot create " + run_dir + ": " + ec.message());
     co_return co_await fail(std::move(e));

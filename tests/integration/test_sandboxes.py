@@ -182,3 +182,12 @@ def test_viewer_reads_but_cannot_act(org, sandbox):
     r = viewer.post(f"/v1/sandboxes/{sandbox['id']}/process/exec", {"command": "true"})
     assert r.status == 403 and r.json()["error"]["code"] == "permission_denied"
     assert viewer.delete(f"/v1/sandboxes/{sandbox['id']}").status == 403
+
+
+def test_a_non_root_user_runs_the_sandbox(member):
+    sbx = member.create_sandbox(user="nobody", workdir="/tmp")
+    try:
+        r = member.exec(sbx["id"], command="id -un; pwd")
+        assert r["stdout"] == "nobody\n/tmp\n", r
+    finally:
+        member.delete(f"/v1/sandboxes/{sbx['id']}")
