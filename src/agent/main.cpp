@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
   http::server_options server_opts;
   server_opts.server_name = "sandfort-agent";
   http::server server(ioc, server_opts, [&router](http::context& ctx) { return router.dispatch(ctx); });
+  server.set_stream_selector(http::make_stream_selector(agent::stream_routes()));
 
   if (auto listening = server.listen_unix(opts.socket); !listening) {
     std::fprintf(stderr, "sandfort-agent: %s\n", listening.err().message.c_str());

@@ -26,10 +26,27 @@ asio::awaitable<http::response> exec(http::context& ctx) {
 }  // namespace
 
 std::vector<http::route> routes() {
-  return {
+  std::vector<http::route> all = {
       {http::verb::get, "/health", &health},
-      {http::verb::post, "/exec", &exec},
+      {http::verb::post, "/process/exec", &exec},
   };
+  // Each capability adds its own table here (one line each).
+  // [session routes]
+  // [command routes]
+  // [fs routes]
+  // [ports routes]
+  return all;
+}
+
+std::vector<stream_route> stream_routes() {
+  std::vector<stream_route> all;
+  // Each capability adds its own table here (one line each).
+  // [process stream routes]
+  // [session stream routes]
+  // [command stream routes]
+  // [fs stream routes]
+  // [pty stream routes]
+  return all;
 }
 
 }  // namespace sandfort::agent

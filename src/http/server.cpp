@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <list>
+#include <type_traits>
 #include <unistd.h>
 
 #include "sandfort/core/ids.hpp"
@@ -30,6 +31,16 @@ struct server::state {
   std::list<std::function<void()>> closers;  // closes one idle connection each
   std::size_t connections = 0;
   std::vector<std::function<void()>> acceptor_closers;
+  stream_selector<tcp_protocol> tcp_streams;
+  stream_selector<unix_protocol> unix_streams;
+
+  template <typename Protocol>
+  const stream_selector<Protocol>& streams() const {
+    if constexpr (std::is_same_v<Protocol, tcp_protocol>)
+      return tcp_streams;
+    else
+      return unix_streams;
+  }
 
   state(asio::io_context& io, server_options o, handler h) : ioc(io), options(std::move(o)), root(std::move(h)) {}
 };
@@ -95,23 +106,38 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
     if (st->stopping) break;
 
     std::string request_id = "req-" + random_hex(8);
-    bhttp::request_parser<bhttp::string_body> parser;
-    parser.body_limit(st->options.body_limit);
-    parser.header_limit(64 * 1024);
+    // The header first: a streamed route takes the body in pieces, any other gets it whole.
+    bhttp::request_parser<bhttp::empty_body> head_parser;
+    head_parser.body_limit(boost::none);
+    head_parser.header_limit(64 * 1024);
 
     stream.expires_after(st->options.header_timeout);
-    auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, use_tuple);
+    auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, head_parser, use_tuple);
+    if (!hec) {
+      std::string path;
+      std::map<std::string, std::string> query, params;
+      split_target(head_parser.get().target(), path, query);
+      const auto& select = st->streams<Protocol>();
+      if (auto handler = select ? select(head_parser.get().base(), path, params) : stream_handler<Protocol>{}) {
+        bhttp::request_parser<bhttp::buffer_body> body_parser{std::move(head_parser)};
+        exchange<Protocol> ex{stream, buffer, body_parser, request_id, path, query, params};
+        stream.expires_never();
+        bool keep = false;
+        try {
+          keep = co_await handler(ex);
+        } catch (const std::exception& e) {
+          keep = false;
+        }
+        if (!keep) break;
+        continue;
+      }
+    }
+    bhttp::request_parser<bhttp::string_body> parser{std::move(head_parser)};
+    parser.body_limit(st->options.body_limit);
     response res;
     bool close_after = false;
     linger = false;
-    if (hec == bhttp::error::body_limit) {
-      // The parser checks Content-Length against the limit while reading the header.
-      res = handle_bad_request("request body exceeds the limit of " + std::to_string(st->options.body_limit) +
-                                   " bytes",
-                               request_id, errc::payload_too_large);
-      close_after = true;
-      linger = true;
-    } else if (hec) {
+    if (hec) {
       if (hec == bhttp::error::end_of_stream || hec == beast::error::timeout || hec == asio::error::operation_aborted ||
           buffer.size() == 0)
         break;
@@ -213,6 +239,9 @@ result<unsigned short> server::listen_tcp(const std::string& host_port) {
   asio::co_spawn(state_->ioc, accept_loop<tcp>(state_, std::move(acceptor)), asio::detached);
   return bound;
 }
+
+void server::set_stream_selector(stream_selector<tcp_protocol> selector) { state_->tcp_streams = std::move(selector); }
+void server::set_stream_selector(stream_selector<unix_protocol> selector) { state_->unix_streams = std::move(selector); }
 
 result<void> server::listen_unix(const std::string& path) {
   ::unlink(path.c_str());

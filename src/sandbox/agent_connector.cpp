@@ -72,7 +72,7 @@ boost::asio::awaitable<result<exec_result>> unix_socket_connector::exec(const st
   options.timeout = call.timeout + std::chrono::seconds(10);
   // Worst case per stream: every byte escaped as \u00XX (6x) plus its base64 (4/3x).
   options.body_limit = 16 * call.max_output_bytes + (1u << 20);
-  auto req = http::make_request(http::verb::post, "/exec", &body);
+  auto req = http::make_request(http::verb::post, "/process/exec", &body);
   auto path = socket_path(sandbox_id);
   auto res = co_await http::unix_request(path, std::move(req), options);
   if (!res) co_return std::move(res).err();

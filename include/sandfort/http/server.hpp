@@ -12,6 +12,7 @@
 
 #include "sandfort/core/error.hpp"
 #include "sandfort/http/router.hpp"
+#include "sandfort/http/stream.hpp"
 
 namespace sandfort::http {
 
@@ -33,6 +34,10 @@ class server {
   result<unsigned short> listen_tcp(const std::string& host_port);
   // Removes a stale socket file first; the caller owns the directory and its permissions.
   result<void> listen_unix(const std::string& path);
+
+  // Requests the selector claims are handed over after their header (see stream.hpp).
+  void set_stream_selector(stream_selector<tcp_protocol> selector);
+  void set_stream_selector(stream_selector<unix_protocol> selector);
 
   void stop();
   std::size_t active_connections() const;

@@ -88,7 +88,7 @@ json body_of(const http::response& res) { return json::parse(res.body()); }
 
 void check_invalid(const std::string& socket, const std::string& raw_body, const std::string& message_part) {
   INFO("body: " << raw_body);
-  http::request req = http::make_request(http::verb::post, "/exec");
+  http::request req = http::make_request(http::verb::post, "/process/exec");
   req.set(http::bhttp::field::content_type, "application/json");
   req.body() = raw_body;
   auto res = call(socket, std::move(req));
@@ -120,7 +120,7 @@ TEST_CASE("the agent binary serves /health and /exec on its unix socket") {
 
   SECTION("exec") {
     json body = {{"command", "echo hi; echo oops >&2; printf '\\377'; exit 3"}, {"binary", true}};
-    auto res = call_json(agent.socket(), http::verb::post, "/exec", &body);
+    auto res = call_json(agent.socket(), http::verb::post, "/process/exec", &body);
     REQUIRE(res.ok());
     REQUIRE(res->result_int() == 200);
     json j = body_of(*res);
@@ -138,7 +138,7 @@ TEST_CASE("the agent binary serves /health and /exec on its unix socket") {
                  {"stdin", "input\n"},
                  {"cwd", dir.path()},
                  {"env", {{"SFA_X", "from-env"}}}};
-    auto res = call_json(agent.socket(), http::verb::post, "/exec", &body);
+    auto res = call_json(agent.socket(), http::verb::post, "/process/exec", &body);
     REQUIRE(res.ok());
     REQUIRE(res->result_int() == 200);
     CHECK(body_of(*res)["stdout"] == "input\n" + dir.path() + "\nfrom-env\n");
@@ -146,7 +146,7 @@ TEST_CASE("the agent binary serves /health and /exec on its unix socket") {
 
   SECTION("timeout") {
     json body = {{"command", "sleep 30"}, {"timeout_ms", 200}};
-    auto res = call_json(agent.socket(), http::verb::post, "/exec", &body);
+    auto res = call_json(agent.socket(), http::verb::post, "/process/exec", &body);
     REQUIRE(res.ok());
     json j = body_of(*res);
     CHECK(j["exit_code"] == 124);
@@ -167,7 +167,7 @@ TEST_CASE("the agent binary serves /health and /exec on its unix socket") {
     auto missing = call_json(agent.socket(), http::verb::get, "/nope");
     REQUIRE(missing.ok());
     CHECK(missing->result_int() == 404);
-    auto wrong_verb = call_json(agent.socket(), http::verb::get, "/exec");
+    auto wrong_verb = call_json(agent.socket(), http::verb::get, "/process/exec");
     REQUIRE(wrong_verb.ok());
     CHECK(wrong_verb->result_int() == 405);
   }
@@ -182,7 +182,7 @@ TEST_CASE("the agent binary serves /health and /exec on its unix socket") {
           [&, i]() -> asio::awaitable<void> {
             json body = {{"command", "sleep 0.1; echo call-" + std::to_string(i)}};
             auto res = co_await http::unix_request(agent.socket(),
-                                                   http::make_request(http::verb::post, "/exec", &body), {});
+                                                   http::make_request(http::verb::post, "/process/exec", &body), {});
             if (res.ok() && res->result_int() == 200)
               out[static_cast<std::size_t>(i)] = json::parse(res->body())["stdout"];
           },
