@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
   router.add(agent::routes());
   http::server_options server_opts;
   server_opts.server_name = "sandfort-agent";
+  server_opts.trust_request_id = true;
   http::server server(ioc, server_opts, [&router](http::context& ctx) { return router.dispatch(ctx); });
   server.set_stream_selector(http::make_stream_selector(agent::stream_routes()));
 

@@ -8,6 +8,14 @@
 
 namespace sandfort::api {
 
+result<auth::principal> authorize(dependencies& deps, const std::string& bearer, auth::permission needs) {
+  auto who = auth::authenticate(deps.db, deps.clk, bearer);
+  if (!who) return who;
+  if (!auth::allows(who->key_role, who->superadmin, needs))
+    return make_error(errc::permission_denied, "role " + auth::to_string(who->key_role) + " may not do this");
+  return who;
+}
+
 namespace {
 
 std::string header(const http::request& req, http::bhttp::field f) {
@@ -15,8 +23,7 @@ std::string header(const http::request& req, http::bhttp::field f) {
   return it == req.end() ? std::string() : std::string(it->value());
 }
 
-// Authentication, then the role check, then the route. A wrong key is 401; a valid key
-// without the role is 403.
+// Authentication, then the role check, then the route.
 http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
   return [deps, r = std::move(r)](http::context& ctx) -> boost::asio::awaitable<http::response> {
     if (!r.needs) {
@@ -24,16 +31,12 @@ http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
       const auth::principal anonymous;
       co_return co_await r.fn(ctx, anonymous);
     }
-    auto who = auth::authenticate(deps->db, deps->clk, header(ctx.req, http::bhttp::field::authorization));
+    auto who = authorize(*deps, header(ctx.req, http::bhttp::field::authorization), *r.needs);
     if (!who) {
       auto res = http::error_response(who.err(), ctx.request_id);
-      res.set(http::bhttp::field::www_authenticate, "Bearer");
+      if (who.err().code == errc::unauthenticated) res.set(http::bhttp::field::www_authenticate, "Bearer");
       co_return res;
     }
-    if (!auth::allows(who->key_role, who->superadmin, *r.needs))
-      co_return http::error_response(
-          make_error(errc::permission_denied, "role " + auth::to_string(who->key_role) + " may not do this"),
-          ctx.request_id);
     ctx.attributes["org"] = who->org_id;
     co_return co_await r.fn(ctx, *who);
   };

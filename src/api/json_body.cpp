@@ -11,9 +11,9 @@ error wrong_type(const char* key, const char* expected) {
 bool absent(const json& j, const char* key) { return !j.contains(key) || j.at(key).is_null(); }
 }  // namespace
 
-result<json> parse_object(const http::request& req) {
-  if (req.body().empty()) return json::object();
-  json j = json::parse(req.body(), nullptr, false);
+result<json> parse_object(std::string_view body) {
+  if (body.empty()) return json::object();
+  json j = json::parse(body, nullptr, false);
   if (j.is_discarded()) return make_error(errc::invalid_argument, "request body is not valid JSON");
   if (!j.is_object()) return make_error(errc::invalid_argument, "request body must be a JSON object");
   return j;

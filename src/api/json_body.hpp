@@ -14,7 +14,8 @@
 namespace sandfort::api {
 
 // An empty body reads as {} so that optional-only requests need no body.
-result<nlohmann::json> parse_object(const http::request& req);
+result<nlohmann::json> parse_object(std::string_view body);
+inline result<nlohmann::json> parse_object(const http::request& req) { return parse_object(req.body()); }
 
 // Each reader leaves `out` untouched when the field is absent (or null) and returns an error
 // when it is present with the wrong type.

@@ -23,4 +23,12 @@ std::vector<api_route> health_routes(dependencies& deps);
 std::vector<api_route> identity_routes(dependencies& deps);
 std::vector<api_route> sandbox_routes(dependencies& deps);
 
+// Shared by the whole and the streamed forms of exec and code-run.
+result<sandbox::exec_request> parse_exec(std::string_view body);
+result<sandbox::code_run_request> parse_code_run(std::string_view body);
+
+// Authentication from the Authorization header (or, for browsers' WebSockets, the
+// Sec-WebSocket-Protocol `bearer.<token>` or `?access_token=`) and the role check.
+result<auth::principal> authorize(dependencies& deps, const std::string& bearer, auth::permission needs);
+
 }  // namespace sandfort::api

@@ -76,8 +76,10 @@ result<sandbox::create_request> parse_create(const http::request& req) {
   return c;
 }
 
-result<sandbox::exec_request> parse_exec(const http::request& req) {
-  auto body = parse_object(req);
+}  // namespace
+
+result<sandbox::exec_request> parse_exec(std::string_view raw) {
+  auto body = parse_object(raw);
   if (!body) return std::move(body).err();
   sandbox::exec_request e;
   for (auto r : {read(*body, "command", e.command), read(*body, "argv", e.argv), read(*body, "cwd", e.cwd),
@@ -87,8 +89,8 @@ result<sandbox::exec_request> parse_exec(const http::request& req) {
   return e;
 }
 
-result<sandbox::code_run_request> parse_code_run(const http::request& req) {
-  auto body = parse_object(req);
+result<sandbox::code_run_request> parse_code_run(std::string_view raw) {
+  auto body = parse_object(raw);
   if (!body) return std::move(body).err();
   sandbox::code_run_request c;
   for (auto r : {read(*body, "language", c.language), read(*body, "code", c.code), read(*body, "argv", c.argv),
@@ -96,6 +98,8 @@ result<sandbox::code_run_request> parse_code_run(const http::request& req) {
     if (!r) return std::move(r).err();
   return c;
 }
+
+namespace {
 
 result<sandbox::list_request> parse_list(const http::context& ctx) {
   sandbox::list_request l;
@@ -184,7 +188,7 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
        }},
       {http::verb::post, "/v1/sandboxes/{id}/process/exec", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto req = parse_exec(ctx.req);
+         auto req = parse_exec(ctx.req.body());
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
          auto r = co_await svc.exec(p.org_id, id, std::move(*req));
@@ -192,7 +196,7 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
        }},
       {http::verb::post, "/v1/sandboxes/{id}/process/code-run", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto req = parse_code_run(ctx.req);
+         auto req = parse_code_run(ctx.req.body());
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
          auto r = co_await svc.code_run(p.org_id, id, *req);

@@ -36,6 +36,7 @@ asio::awaitable<bool> relay_body(InStream& in, beast::flat_buffer& in_buffer, Pa
     } else {
       body.data = nullptr;
       body.size = 0;
+      body.more = false;  // the default (true) would have the serializer wait for more forever
     }
     auto [wec, wn] = co_await bhttp::async_write(out, sr, use_tuple);
     if (wec == bhttp::error::need_buffer) wec = {};
@@ -84,6 +85,7 @@ asio::awaitable<bool> proxy_to_unix(exchange<tcp_protocol>& ex, proxy_target tar
   req.erase(bhttp::field::authorization);  // the agent never sees the caller's credentials
   req.erase(bhttp::field::cookie);
   req.set(bhttp::field::host, "agent");
+  if (!target.websocket_protocol.empty()) req.erase(bhttp::field::sec_websocket_protocol);
   req.set("X-Request-Id", ex.request_id);
   bhttp::request_serializer<bhttp::buffer_body> req_sr{req};
   if (!co_await relay_body(ex.stream, ex.buffer, ex.parser, upstream, req_sr)) co_return false;
@@ -99,6 +101,7 @@ asio::awaitable<bool> proxy_to_unix(exchange<tcp_protocol>& ex, proxy_target tar
   res.set("X-Request-Id", ex.request_id);
 
   if (upgrade && res.result() == bhttp::status::switching_protocols) {
+    if (!target.websocket_protocol.empty()) res.set(bhttp::field::sec_websocket_protocol, target.websocket_protocol);
     bhttp::response_serializer<bhttp::buffer_body> sr{res};
     auto [wec, wn] = co_await bhttp::async_write_header(ex.stream, sr, use_tuple);
     if (wec) co_return false;

@@ -113,6 +113,11 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
 
     stream.expires_after(st->options.header_timeout);
     auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, head_parser, use_tuple);
+    if (!hec && st->options.trust_request_id) {
+      if (auto given = head_parser.get().find("X-Request-Id"); given != head_parser.get().end() &&
+                                                               given->value().size() <= 64 && !given->value().empty())
+        request_id = std::string(given->value());
+    }
     if (!hec) {
       std::string path;
       std::map<std::string, std::string> query, params;

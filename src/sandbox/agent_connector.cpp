@@ -2,6 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+
 #include "sandfort/http/client.hpp"
 
 namespace sandfort::sandbox {
@@ -93,6 +98,56 @@ boost::asio::awaitable<result<exec_result>> unix_socket_connector::exec(const st
     co_return make_error(errc::internal, std::string("agent sent a malformed exec result: ") + e.what());
   }
   co_return out;
+}
+
+boost::asio::awaitable<result<void>> unix_socket_connector::exec_stream(const std::string& sandbox_id,
+                                                                       const agent_exec& call, byte_sink& sink) {
+  namespace asio = boost::asio;
+  namespace beast = boost::beast;
+  constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+  using unix_socket = asio::local::stream_protocol;
+
+  beast::basic_stream<unix_socket> stream(co_await asio::this_coro::executor);
+  stream.expires_after(std::chrono::seconds(2));
+  auto path = socket_path(sandbox_id);
+  auto [cec] = co_await stream.async_connect(unix_socket::endpoint(path), use_tuple);
+  if (cec) co_return make_error(errc::unavailable, "cannot connect to the sandbox agent: " + cec.message());
+
+  json body = to_agent_json(call);
+  auto req = http::make_request(http::verb::post, "/process/exec", &body);
+  req.set(http::bhttp::field::accept, "text/event-stream");
+  stream.expires_after(std::chrono::seconds(10));
+  auto [wec, wn] = co_await http::bhttp::async_write(stream, req, use_tuple);
+  if (wec) co_return make_error(errc::unavailable, "write to the sandbox agent failed: " + wec.message());
+
+  beast::flat_buffer buffer;
+  http::bhttp::response_parser<http::bhttp::buffer_body> parser;
+  parser.body_limit(boost::none);
+  auto [hec, hn] = co_await http::bhttp::async_read_header(stream, buffer, parser, use_tuple);
+  if (hec) co_return make_error(errc::unavailable, "the sandbox agent did not answer: " + hec.message());
+  std::vector<char> chunk(64 * 1024);
+  std::string error_body;
+  // The command's own timeout ends the stream; this only catches an agent that went silent.
+  stream.expires_after(call.timeout + std::chrono::seconds(10));
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    auto [ec, n] = co_await http::bhttp::async_read_some(stream, buffer, parser, use_tuple);
+    if (ec && ec != http::bhttp::error::need_buffer) break;
+    std::string_view got(chunk.data(), chunk.size() - parser.get().body().size);
+    if (parser.get().result_int() != 200) {
+      error_body.append(got);
+      continue;
+    }
+    // Closing our end makes the agent kill the command: nobody is reading any more.
+    if (!got.empty() && !co_await sink.write(got)) co_return ok_t{};
+  }
+  if (parser.get().result_int() != 200) {
+    http::response res{parser.get().result(), 11};
+    res.body() = error_body;
+    co_return agent_error(res);
+  }
+  co_return ok_t{};
 }
 
 }  // namespace sandfort::sandbox

@@ -209,7 +209,7 @@ task<list_page> service::list(const std::string& org_id, const list_request& req
       if (match) page.items.push_back(std::move(view));
       if (page.items.size() == req.limit) break;
     }
-    if (rows->size() < filter.limit) {
+    if (rows->size() < filter.limit && (rows->empty() || filter.after_id == rows->back().id)) {
       filter.after_id.clear();
       break;
     }

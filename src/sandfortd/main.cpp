@@ -131,6 +131,7 @@ int serve(const config_flags& f) {
   options.header_timeout = std::chrono::seconds(cfg.header_timeout_s);
   options.idle_timeout = std::chrono::seconds(cfg.idle_timeout_s);
   http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk}));
+  server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk}));
 
   bool stopping = false;
   asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {

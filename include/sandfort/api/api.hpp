@@ -5,6 +5,7 @@
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/config.hpp"
 #include "sandfort/http/router.hpp"
+#include "sandfort/http/stream.hpp"
 #include "sandfort/sandbox/service.hpp"
 #include "sandfort/store/database.hpp"
 
@@ -19,5 +20,7 @@ struct dependencies {
 
 // The handler the HTTP server calls for every request.
 http::handler make_handler(dependencies deps);
+// The routes that stream (server-sent events, file bodies, WebSockets, agent forwarding).
+http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies deps);
 
 }  // namespace sandfort::api

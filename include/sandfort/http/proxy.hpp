@@ -15,6 +15,9 @@ struct proxy_target {
   std::string socket_path;
   std::string target;  // path and query on the upstream
   std::chrono::milliseconds connect_timeout{2'000};
+  // When the caller authenticated through Sec-WebSocket-Protocol: not forwarded (it carries
+  // the token), and echoed on the 101 answer as the protocol chosen.
+  std::string websocket_protocol;
 };
 
 // Returns whether the client connection may serve another request. An upstream that cannot be

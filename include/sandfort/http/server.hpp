@@ -21,6 +21,9 @@ struct server_options {
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
   std::string server_name = "sandfort";
+  // Take the caller's X-Request-Id (the agent does: its only caller is sandfortd, so one id
+  // follows a request through both).
+  bool trust_request_id = false;
 };
 
 class server {

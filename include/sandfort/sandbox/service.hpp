@@ -48,6 +48,13 @@ class service {
 
   task<exec_result> exec(const std::string& org_id, const std::string& id_or_name, exec_request req);
   task<exec_result> code_run(const std::string& org_id, const std::string& id_or_name, const code_run_request& req);
+  // The same, with output streamed to sink as server-sent events. An error means nothing
+  // was written to the sink.
+  task<void> exec_stream(const std::string& org_id, const std::string& id_or_name, exec_request req, byte_sink& sink);
+  task<void> code_run_stream(const std::string& org_id, const std::string& id_or_name, const code_run_request& req,
+                             byte_sink& sink);
+  // Where the agent of a started sandbox serves its own API (sessions, commands, files, PTY).
+  result<std::string> agent_endpoint(const std::string& org_id, const std::string& id_or_name);
 
   // Run once before serving: brings Docker's state and the database into agreement.
   task<reconcile_report> reconcile();
@@ -64,6 +71,8 @@ class service {
   void remove_host_dir(const std::string& sandbox_id);
   result<void> set_state(store::sandbox_record& rec, const std::string& state, const std::string& message = {});
   result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name);
+  result<agent_exec> prepare_exec(exec_request req) const;
+  task<exec_result> explain_unreachable_agent(store::sandbox_record& rec, error e);
   docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec) const;
   result<sandbox_spec> validate(const create_request& req) const;
 

@@ -1,0 +1,180 @@
+// Routes that stream: exec and code-run as server-sent events, and everything the agent
+// serves itself (sessions, background commands, files, ports, the PTY), forwarded to the
+// sandbox's agent with bodies in pieces and WebSockets spliced.
+#include <chrono>
+#include <spdlog/spdlog.h>
+
+#include "routes.hpp"
+#include "sandfort/http/proxy.hpp"
+
+namespace sandfort::api {
+
+namespace asio = boost::asio;
+using tcp_exchange = http::exchange<http::tcp_protocol>;
+using tcp_route = http::stream_route<http::tcp_protocol>;
+
+namespace {
+
+std::string field(const http::bhttp::request_header<>& h, http::bhttp::field f) {
+  auto it = h.find(f);
+  return it == h.end() ? std::string() : std::string(it->value());
+}
+
+// Browsers cannot set headers on a WebSocket: they offer `bearer.<token>` as a subprotocol
+// or put it in ?access_token=. Returns the Authorization value and the subprotocol to echo.
+std::pair<std::string, std::string> credentials(const tcp_exchange& ex) {
+  const auto& h = ex.parser.get();
+  if (auto auth = field(h, http::bhttp::field::authorization); !auth.empty()) return {auth, ""};
+  std::string offered = field(h, http::bhttp::field::sec_websocket_protocol);
+  for (std::size_t start = 0; start < offered.size();) {
+    auto comma = offered.find(',', start);
+    std::string one = offered.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    one.erase(0, one.find_first_not_of(' '));
+    one.erase(one.find_last_not_of(' ') + 1);
+    if (one.rfind("bearer.", 0) == 0) return {"Bearer " + one.substr(7), one};
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (auto it = ex.query.find("access_token"); it != ex.query.end()) return {"Bearer " + it->second, ""};
+  return {"", ""};
+}
+
+// The agent's path for a public one: what follows /v1/sandboxes/{id}, with the query string
+// (less any access_token, which is ours, not the agent's).
+std::string agent_target(const tcp_exchange& ex) {
+  std::string target(ex.parser.get().target());
+  auto q = target.find('?');
+  std::string path = target.substr(0, q);
+  std::string query = q == std::string::npos ? "" : target.substr(q + 1);
+  auto after = path.find('/', std::string("/v1/sandboxes/").size());
+  std::string rest = after == std::string::npos ? "/" : path.substr(after);
+  std::string kept;
+  for (std::size_t start = 0; start < query.size();) {
+    auto amp = query.find('&', start);
+    std::string pair = query.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
+    if (pair.rfind("access_token=", 0) != 0 && !pair.empty()) kept += (kept.empty() ? "" : "&") + pair;
+    if (amp == std::string::npos) break;
+    start = amp + 1;
+  }
+  return kept.empty() ? rest : rest + "?" + kept;
+}
+
+void log_exchange(const tcp_exchange& ex, const std::string& org, unsigned status_hint,
+                  std::chrono::steady_clock::time_point started) {
+  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  spdlog::info("{} {} stream {:.1f}ms org={} id={}{}", std::string(ex.parser.get().method_string()), ex.path, ms, org,
+               ex.request_id, status_hint ? " status=" + std::to_string(status_hint) : "");
+}
+
+// Output of exec/code-run as server-sent events: the response starts with the first byte, so
+// an error found before any output is still answered as a plain JSON error.
+class sse_sink final : public sandbox::byte_sink {
+ public:
+  explicit sse_sink(tcp_exchange& ex) : writer_(ex) {}
+  asio::awaitable<bool> write(std::string_view bytes) override {
+    // No co_await inside && or ?: — GCC 12 miscompiles those.
+    if (!started_) {
+      started_ = true;
+      const std::string content_type = "text/event-stream";
+      bool head_ok = co_await writer_.start(200, content_type);
+      ok_ = head_ok;
+    }
+    if (!ok_) co_return false;
+    bool wrote = co_await writer_.write(bytes);
+    ok_ = wrote;
+    co_return ok_;
+  }
+  bool started() const { return started_; }
+  asio::awaitable<bool> finish() {
+    if (!ok_) co_return false;
+    co_return co_await writer_.finish();
+  }
+
+ private:
+  http::chunked_writer<http::tcp_protocol> writer_;
+  bool started_ = false;
+  bool ok_ = true;
+};
+
+}  // namespace
+
+http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
+  auto deps = std::make_shared<dependencies>(d);
+
+  // Authenticates, then runs body(ex, principal); answers auth failures itself.
+  auto authed = [deps](auth::permission needs, auto body) -> http::stream_handler<http::tcp_protocol> {
+    return [deps, needs, body](tcp_exchange& ex) -> asio::awaitable<bool> {
+      auto started = std::chrono::steady_clock::now();
+      auto [bearer, subprotocol] = credentials(ex);
+      auto who = authorize(*deps, bearer, needs);
+      if (!who) {
+        log_exchange(ex, "", static_cast<unsigned>(http_status(who.err().code)), started);
+        co_return co_await http::respond_error(ex, who.err());
+      }
+      bool keep = co_await body(ex, *who, subprotocol);
+      log_exchange(ex, who->org_id, 0, started);
+      co_return keep;
+    };
+  };
+
+  auto stream_exec = [deps](bool code_run) {
+    return [deps, code_run](tcp_exchange& ex, const auth::principal& p, const std::string&) -> asio::awaitable<bool> {
+      auto raw = co_await http::read_small_body(ex, deps->cfg.max_body_bytes);
+      if (!raw) co_return co_await http::respond_error(ex, raw.err());
+      std::string id = ex.params["id"];
+      sse_sink sink(ex);
+      result<void> r = ok_t{};
+      if (code_run) {
+        auto req = parse_code_run(*raw);
+        if (!req) co_return co_await http::respond_error(ex, req.err());
+        r = co_await deps->sandboxes.code_run_stream(p.org_id, id, *req, sink);
+      } else {
+        auto req = parse_exec(*raw);
+        if (!req) co_return co_await http::respond_error(ex, req.err());
+        r = co_await deps->sandboxes.exec_stream(p.org_id, id, std::move(*req), sink);
+      }
+      if (!r && !sink.started()) co_return co_await http::respond_error(ex, r.err());
+      co_return co_await sink.finish();
+    };
+  };
+
+  auto forward = [deps](tcp_exchange& ex, const auth::principal& p, const std::string& subprotocol) -> asio::awaitable<bool> {
+    std::string id = ex.params["id"];
+    auto endpoint = deps->sandboxes.agent_endpoint(p.org_id, id);
+    if (!endpoint) co_return co_await http::respond_error(ex, endpoint.err());
+    http::proxy_target target{*endpoint, agent_target(ex)};
+    target.websocket_protocol = subprotocol;
+    co_return co_await http::proxy_to_unix(ex, std::move(target));
+  };
+
+  using http::verb;
+  using auth::permission;
+  auto sse = [](const http::bhttp::request_header<>& h) { return http::wants_event_stream(h); };
+  std::vector<tcp_route> routes = {
+      {verb::post, "/v1/sandboxes/{id}/process/exec", authed(permission::use_sandboxes, stream_exec(false)), sse},
+      {verb::post, "/v1/sandboxes/{id}/process/code-run", authed(permission::use_sandboxes, stream_exec(true)), sse},
+  };
+  // Forwarded to the agent: reading needs `read`, anything that acts needs `use_sandboxes`.
+  const std::pair<verb, const char*> agent_paths[] = {
+      {verb::post, "/exec"},
+      {verb::post, "/sessions"},          {verb::get, "/sessions"},
+      {verb::delete_, "/sessions/{name}"}, {verb::post, "/sessions/{name}/exec"},
+      {verb::post, "/commands"},          {verb::get, "/commands"},
+      {verb::get, "/commands/{cmd}"},     {verb::get, "/commands/{cmd}/logs"},
+      {verb::post, "/commands/{cmd}/stdin"}, {verb::post, "/commands/{cmd}/kill"},
+      {verb::put, "/files"},              {verb::get, "/files"},
+      {verb::delete_, "/files"},          {verb::get, "/files/list"},
+      {verb::get, "/files/stat"},         {verb::post, "/files/mkdir"},
+      {verb::post, "/files/move"},        {verb::put, "/files/archive"},
+      {verb::get, "/files/archive"},      {verb::get, "/ports"},
+  };
+  for (const auto& [method, suffix] : agent_paths) {
+    auto needs = method == verb::get ? permission::read : permission::use_sandboxes;
+    routes.push_back({method, std::string("/v1/sandboxes/{id}") + suffix, authed(needs, forward)});
+  }
+  // An interactive terminal acts, though it arrives as a GET.
+  routes.push_back({verb::get, "/v1/sandboxes/{id}/pty", authed(permission::use_sandboxes, forward)});
+  return http::make_stream_selector(std::move(routes));
+}
+
+}  // namespace sandfort::api
