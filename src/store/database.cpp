@@ -330,7 +330,7 @@ result<std::vector<sandbox_record>> database::list_sandboxes(const std::string& 
 result<void> database::update_sandbox(const sandbox_record& s) {
   auto st = statement::prepare(db_,
                                "UPDATE sandboxes SET state = ?3, container_id = ?4, error_message = ?5, "
-                               "updated_at = ?6 WHERE org_id = ?1 AND id = ?2");
+                               "updated_at = ?6 WHERE org_id = ?1 AND id = ?2 AND state <> 'deleted'");
   if (!st) return std::move(st).err();
   st->bind(1, s.org_id);
   st->bind(2, s.id);
@@ -338,12 +338,7 @@ result<void> database::update_sandbox(const sandbox_record& s) {
   st->bind(4, s.container_id);
   st->bind(5, s.error_message);
   st->bind(6, s.updated_at);
-  if (auto r = st->run(); !r) {
-    // Bringing a deleted row back to life while another sandbox holds its name.
-    if (r.err().code == errc::conflict)
-      return make_error(errc::conflict, "sandbox " + s.id + ": its name is already used by another sandbox");
-    return r;
-  }
+  if (auto r = st->run(); !r) return r;
   if (sqlite3_changes(db_) == 0) return make_error(errc::not_found, "sandbox " + s.id + " not found");
   return {};
 }

@@ -85,7 +85,8 @@ class database {
   // By id or by name; rows in state deleted are not found.
   result<sandbox_record> get_sandbox(const std::string& org_id, const std::string& id_or_name);
   result<std::vector<sandbox_record>> list_sandboxes(const std::string& org_id, const sandbox_filter& filter);
-  // Updates state, container_id, error_message and updated_at of one row.
+  // Updates state, container_id, error_message and updated_at of one row. A deleted row is
+  // final: updating it is not_found, so a stale copy held across an await cannot revive it.
   result<void> update_sandbox(const sandbox_record& s);
   // Daemon-wide, for reconciliation only: every row not deleted, of every organization.
   result<std::vector<sandbox_record>> list_live_sandboxes_all_orgs();

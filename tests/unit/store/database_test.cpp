@@ -339,11 +339,11 @@ TEST_CASE("sandbox names are unique per organization among live sandboxes") {
   REQUIRE(got);
   CHECK(got->id == second.id);
 
-  // The deleted row cannot come back while its name is in use.
+  // A deleted row is final: it cannot come back, whether or not its name is in use.
   first.state = "started";
   auto revived = db->update_sandbox(first);
   REQUIRE_FALSE(revived);
-  CHECK(revived.err().code == errc::conflict);
+  CHECK(revived.err().code == errc::not_found);
 }
 
 TEST_CASE("listing sandboxes filters by state and pages by id") {

@@ -1,0 +1,351 @@
+// The HTTP server over a real TCP socket on an ephemeral port, seen from a raw client: what is
+// on the wire, when the server closes, and how it stops.
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+#include "sandfort/core/ids.hpp"
+#include "sandfort/http/server.hpp"
+#include "support.hpp"
+
+using namespace sandfort;
+using namespace sandfort::http;
+using namespace sandfort::http::test;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A small application: plain answers, a handler that throws, a slow one, and one that
+// echoes the body size.
+struct app {
+  std::atomic<int> slow_started{0};
+  router routes;
+
+  app() {
+    routes.add({{verb::get, "/hello",
+                 [](context& ctx) -> asio::awaitable<response> {
+                   json body = {{"hello", "world"}, {"q", ctx.query}};
+                   co_return json_response(200, body);
+                 }},
+                {verb::get, "/throw",
+                 [](context&) -> asio::awaitable<response> {
+                   throw std::runtime_error("handler exploded");
+                   co_return empty_response(200);
+                 }},
+                {verb::get, "/slow",
+                 [this](context&) -> asio::awaitable<response> {
+                   ++slow_started;
+                   asio::steady_timer timer(co_await asio::this_coro::executor);
+                   timer.expires_after(300ms);
+                   co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+                   json body = {{"slow", "done"}};
+                   co_return json_response(200, body);
+                 }},
+                {verb::post, "/echo", [](context& ctx) -> asio::awaitable<response> {
+                   json body = {{"size", ctx.req.body().size()}};
+                   co_return json_response(200, body);
+                 }}});
+  }
+
+  handler root() {
+    return [this](context& ctx) { return routes.dispatch(ctx); };
+  }
+};
+
+server_options small_limits() {
+  server_options o;
+  o.body_limit = 1024;
+  o.header_timeout = 2s;
+  o.idle_timeout = 5s;
+  return o;
+}
+
+std::string post_request(const std::string& target, const std::string& body) {
+  return "POST " + target + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\n" +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+bool is_request_id(const std::string& s) { return is_id(s, "req-"); }
+
+}  // namespace
+
+TEST_CASE("http: server listen_tcp validates its address and returns the bound port", "[http][server]") {
+  asio::io_context ioc;
+  app a;
+  server srv(ioc, {}, a.root());
+  CHECK_FALSE(srv.listen_tcp("no-port").ok());
+  CHECK(srv.listen_tcp("not-an-ip:80").err().code == errc::invalid_argument);
+  CHECK(srv.listen_tcp("127.0.0.1:70000").err().code == errc::invalid_argument);
+  CHECK(srv.listen_tcp("127.0.0.1:abc").err().code == errc::invalid_argument);
+  auto port = srv.listen_tcp("127.0.0.1:0");
+  REQUIRE(port.ok());
+  CHECK(*port != 0);
+  srv.stop();
+}
+
+TEST_CASE("http: server keeps a connection alive across three requests", "[http][server]") {
+  app a;
+  running_server s(small_limits(), a.root());
+  raw_client c;
+  REQUIRE(c.connect(s.port()) == 0);
+  std::set<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    std::string target = "/hello?i=" + std::to_string(i);
+    REQUIRE(c.send_all(get_request(target)));
+    auto res = c.read_response();
+    REQUIRE(res);
+    CHECK(res->status == 200);
+    CHECK(json::parse(res->body)["q"]["i"] == std::to_string(i));
+    CHECK(res->header("connection") != "close");
+    CHECK(res->header("server") == "sandfort");
+    CHECK(is_request_id(res->header("x-request-id")));
+    ids.insert(res->header("x-request-id"));
+  }
+  CHECK(ids.size() == 3);
+  CHECK(s.on_server_thread([&] { return s.srv().active_connections(); }) == 1);
+}
+
+TEST_CASE("http: server puts a unique X-Request-Id on every response and in error bodies", "[http][server]") {
+  app a;
+  running_server s(small_limits(), a.root());
+  std::set<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    raw_client c;
+    REQUIRE(c.connect(s.port()) == 0);
+    REQUIRE(c.send_all(get_request("/missing", "Connection: close\r\n")));
+    auto res = c.read_response();
+    REQUIRE(res);
+    CHECK(res->status == 404);
+    CHECK(res->header("connection") == "close");
+    auto id = res->header("x-request-id");
+    CHECK(is_request_id(id));
+    CHECK(json::parse(res->body)["error"]["request_id"] == id);
+    ids.insert(id);
+    CHECK(c.closed_within(2s));
+  }
+  CHECK(ids.size() == 5);
+}
+
+TEST_CASE("http: server answers 405 for a known path with another verb", "[http][server]") {
+  app a;
+  running_server s(small_limits(), a.root());
+  raw_client c;
+  REQUIRE(c.connect(s.port()) == 0);
+  REQUIRE(c.send_all("DELETE /hello HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto res = c.read_response();
+  REQUIRE(res);
+  CHECK(res->status == 405);
+  CHECK(json::parse(res->body)["error"]["request_id"] == res->header("x-request-id"));
+}
+
+TEST_CASE("http: server reads a body within the limit", "[http][server]") {
+  app a;
+  running_server s(small_limits(), a.root());
+  raw_client c;
+  REQUIRE(c.connect(s.port()) == 0);
+  REQUIRE(c.send_all(post_request("/echo", std::string(1024, 'x'))));
+  auto res = c.read_response();
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(json::parse(res->body)["size"] == 1024);
+}
+
+TEST_CASE("http: server answers 413 to a Content-Length over the limit without reading the body", "[http][server]") {
+  app a;
+  running_server s(small_limits(), a.root());
+  raw_client c;
+  REQUIRE(c.connect(s.port()) == 0);
+  // Only the header: the answer must not wait for a body that never comes.
+  REQUIRE(c.send_all("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n"));
+  auto t0 = std::chrono::steady_clock::now();
+  auto res = c.read_response(3s);
+  REQUIRE(res);
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  CHECK(res->status == 413);
+  CHECK(res->header("connection") == "close");
+  auto body = json::parse(res->body);
+  CHECK(body["error"]["code"] == "payload_too_large");
+  CHECK(body["error"]["request_id"] == res->header("x-request-id"));
+}
+
+TEST_CASE("http: server answers 413 even when the client sends the whole oversized body", "[http][server]") {
+  app a;
+  running_server s(small_limits(), a.root());
+  raw_client c;
+  REQUIRE(c.connect(s.port()) == 0);
+  // Far more than the socket buffers hold: without lingering the server would reset us.
+  std::string body(4u << 20, 'y');
+  CHECK(c.send_all(post_request("/echo", body)));
+  auto res = c.read_response();
+  REQUIRE(res);
+  CHECK(res->status == 413);
+  CHECK(json::parse(res->body)["error"]["code"] == "payload_too_large");
+  c.shutdown_write();
+  CHECK(c.closed_within(5s));
+}
+
+TEST_CASE("http: server answers 413 to a chunked body that grows over the limit", "[http][server]") {
+  app a;
+  running_server s(small_limits(), a.root());
+  raw_client c;
+  REQUIRE(c.connect(s.port()) == 0);
+  std::string req = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 4; ++i) req += "200\r\n" + std::string(0x200, 'z') + "\r\n";  // 2 KiB in all
+  req += "0\r\n\r\n";
+  CHECK(c.send_all(req));
+  auto res = c.read_response();
+  REQUIRE(res);
+  CHECK(res->status == 413);
+  CHECK(is_request_id(res->header("x-request-id")));
+}
+
+TEST_CASE("http: server answers 400 to a malformed request line", "[http][server]") {
+  app a;
+  running_server s(small_limits(), a.root());
+  raw_client c;
+  REQUIRE(c.connect(s.port()) == 0);
+  REQUIRE(c.send_all("this is not http\r\n\r\n"));
+  auto res = c.read_response();
+  REQUIRE(res);
+  CHECK(res->status == 400);
+  CHECK(res->header("connection") == "close");
+  auto body = json::parse(res->body);
+  CHECK(body["error"]["code"] == "invalid_argument");
+  CHECK(body["error"]["message"].get<std::string>().find("malformed") != std::string::npos);
+  CHECK(body["error"]["request_id"] == res->header("x-request-id"));
+  c.shutdown_write();
+  CHECK(c.closed_within(5s));
+}
+
+TEST_CASE("http: server turns a throwing handler into 500 and keeps serving", "[http][server]") {
+  app a;
+  running_server s(small_limits(), a.root());
+  raw_client c;
+  REQUIRE(c.connect(s.port()) == 0);
+  REQUIRE(c.send_all(get_request("/throw")));
+  auto res = c.read_response();
+  REQUIRE(res);
+  CHECK(res->status == 500);
+  auto body = json::parse(res->body);
+  CHECK(body["error"]["code"] == "internal");
+  CHECK(body["error"]["message"].get<std::string>().find("handler exploded") != std::string::npos);
+  CHECK(body["error"]["request_id"] == res->header("x-request-id"));
+
+  // The same connection still works ...
+  REQUIRE(c.send_all(get_request("/hello")));
+  auto again = c.read_response();
+  REQUIRE(again);
+  CHECK(again->status == 200);
+
+  // ... and so does a new one.
+  raw_client d;
+  REQUIRE(d.connect(s.port()) == 0);
+  REQUIRE(d.send_all(get_request("/hello")));
+  auto other = d.read_response();
+  REQUIRE(other);
+  CHECK(other->status == 200);
+}
+
+TEST_CASE("http: server closes a connection that stays silent past the idle timeout", "[http][server]") {
+  app a;
+  auto options = small_limits();
+  options.idle_timeout = 200ms;
+  running_server s(options, a.root());
+
+  raw_client silent;
+  REQUIRE(silent.connect(s.port()) == 0);
+  CHECK(silent.closed_within(5s));
+
+  // Idle after one request on a kept-alive connection: closed the same way.
+  raw_client used;
+  REQUIRE(used.connect(s.port()) == 0);
+  REQUIRE(used.send_all(get_request("/hello")));
+  REQUIRE(used.read_response());
+  CHECK(used.closed_within(5s));
+  CHECK(s.on_server_thread([&] { return s.srv().active_connections(); }) == 0);
+}
+
+TEST_CASE("http: server closes a connection that sends half a header past the header timeout", "[http][server]") {
+  app a;
+  auto options = small_limits();
+  options.header_timeout = 200ms;
+  options.idle_timeout = 10s;
+  running_server s(options, a.root());
+  raw_client c;
+  REQUIRE(c.connect(s.port()) == 0);
+  REQUIRE(c.send_all("GET /hello HTTP/1.1\r\nHost: loc"));
+  // Well before the 10 s idle timeout: it is the header timeout that closes it.
+  CHECK(c.closed_within(5s));
+}
+
+TEST_CASE("http: server stop refuses new connections and lets an in-flight handler finish", "[http][server]") {
+  app a;
+  running_server s(small_limits(), a.root());
+
+  raw_client idle;  // connected, no request: stop closes it
+  REQUIRE(idle.connect(s.port()) == 0);
+  raw_client busy;
+  REQUIRE(busy.connect(s.port()) == 0);
+  REQUIRE(busy.send_all(get_request("/slow")));
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (a.slow_started == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  REQUIRE(a.slow_started == 1);
+
+  s.on_server_thread([&] { s.srv().stop(); });
+
+  raw_client late;
+  CHECK(late.connect(s.port()) == ECONNREFUSED);
+  CHECK(idle.closed_within(2s));
+
+  auto res = busy.read_response(3s);
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(json::parse(res->body)["slow"] == "done");
+  CHECK(res->header("connection") == "close");
+  CHECK(busy.closed_within(2s));
+
+  // drain() completes, with no connection left.
+  std::promise<std::size_t> drained;
+  auto left = drained.get_future();
+  s.on_server_thread([&] {
+    asio::co_spawn(s.ioc(), s.srv().drain(2s),
+                   [&](std::exception_ptr) { drained.set_value(s.srv().active_connections()); });
+  });
+  REQUIRE(left.wait_for(5s) == std::future_status::ready);
+  CHECK(left.get() == 0);
+}
+
+TEST_CASE("http: server drain waits for the slow handler to answer", "[http][server]") {
+  app a;
+  running_server s(small_limits(), a.root());
+  raw_client busy;
+  REQUIRE(busy.connect(s.port()) == 0);
+  REQUIRE(busy.send_all(get_request("/slow")));
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (a.slow_started == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  REQUIRE(a.slow_started == 1);
+
+  // stop and drain in one go, before the client reads anything.
+  std::promise<std::size_t> drained;
+  auto left = drained.get_future();
+  auto t0 = std::chrono::steady_clock::now();
+  s.on_server_thread([&] {
+    s.srv().stop();
+    asio::co_spawn(s.ioc(), s.srv().drain(5s),
+                   [&](std::exception_ptr) { drained.set_value(s.srv().active_connections()); });
+  });
+  REQUIRE(left.wait_for(6s) == std::future_status::ready);
+  CHECK(left.get() == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < 3s);  // the handler's 300 ms, not the deadline
+  auto res = busy.read_response(1s);
+  REQUIRE(res);
+  CHECK(res->status == 200);
+}

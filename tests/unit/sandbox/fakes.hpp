@@ -1,0 +1,307 @@
+#pragma once
+// Fakes at the sandbox service's two seams (the Docker engine and the agent connector), a
+// fixed clock, and one fixture wiring them to a real SQLite store in a temporary directory.
+// The real engine is covered by the docker tests and the integration suite.
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../store/temp_dir.hpp"
+#include "sandfort/core/clock.hpp"
+#include "sandfort/core/config.hpp"
+#include "sandfort/core/ids.hpp"
+#include "sandfort/sandbox/service.hpp"
+
+namespace sandfort::sandbox::test {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+inline asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  timer.expires_after(d);
+  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+class fixed_clock final : public sandfort::clock {
+ public:
+  time_point t = std::chrono::sys_days{std::chrono::year{2026} / 1 / 2} + std::chrono::hours(3);
+  time_point now() const override { return t; }
+};
+
+// Containers in memory, addressable by id or name like Docker's; every call recorded.
+class fake_engine final : public docker::engine {
+ public:
+  // Knobs.
+  bool version_ok = true;
+  std::set<std::string> images = {"sandfort/base:bookworm"};
+  std::chrono::milliseconds image_check_delay{0};
+  std::optional<error> pull_error;
+  std::function<void(const std::string&)> on_pull;  // runs while the pull is in progress
+  std::optional<error> create_error;
+  std::optional<error> remove_error;
+  std::optional<error> list_error;
+  std::chrono::milliseconds start_delay{0};
+  std::optional<int> exit_on_start;  // the container dies at once with this code
+  bool oom_on_start = false;
+
+  // Records.
+  std::vector<std::string> pulls;
+  std::vector<docker::container_spec> created;
+  std::vector<std::string> started, removed;
+  std::vector<std::pair<std::string, int>> stopped;
+  std::map<std::string, docker::container_info> containers;  // by id
+
+  docker::container_info* find(const std::string& id_or_name) {
+    for (auto& [id, c] : containers)
+      if (id == id_or_name || c.name == id_or_name) return &c;
+    return nullptr;
+  }
+
+  docker::container_info& add_container(const std::string& name, std::map<std::string, std::string> labels,
+                                        bool running, int exit_code = 0) {
+    docker::container_info c;
+    c.id = "ctr-" + random_hex(8);
+    c.name = name;
+    c.labels = std::move(labels);
+    c.running = running;
+    c.status = running ? "running" : "exited";
+    c.exit_code = exit_code;
+    return containers[c.id] = c;
+  }
+
+  docker::task<docker::version_info> version() override {
+    if (!version_ok) co_return make_error(errc::unavailable, "Docker is unreachable (fake)");
+    co_return docker::version_info{"20.10.24", "1.41", "1.12"};
+  }
+  docker::task<std::string> api_version() override { co_return std::string("1.41"); }
+
+  docker::task<bool> image_exists(const std::string& ref) override {
+    std::string image = ref;
+    if (image_check_delay.count() > 0) co_await sleep_for(image_check_delay);
+    co_return images.count(image) > 0;
+  }
+
+  docker::task<void> pull_image(const std::string& ref) override {
+    std::string image = ref;
+    pulls.push_back(image);
+    if (on_pull) on_pull(image);
+    if (pull_error) co_return *pull_error;
+    images.insert(image);
+    co_return ok_t{};
+  }
+
+  docker::task<std::string> create_container(const docker::container_spec& spec) override {
+    created.push_back(spec);
+    if (create_error) co_return *create_error;
+    if (find(spec.name)) co_return make_error(errc::conflict, "name " + spec.name + " is in use");
+    auto& c = add_container(spec.name, spec.labels, false);
+    c.status = "created";
+    co_return c.id;
+  }
+
+  docker::task<void> start_container(const std::string& id) override {
+    std::string key = id;
+    if (start_delay.count() > 0) co_await sleep_for(start_delay);
+    auto* c = find(key);
+    if (!c) co_return make_error(errc::not_found, "no such container " + key);
+    started.push_back(key);
+    if (exit_on_start) {
+      c->running = false;
+      c->status = "exited";
+      c->exit_code = *exit_on_start;
+      c->oom_killed = oom_on_start;
+    } else {
+      c->running = true;
+      c->status = "running";
+    }
+    co_return ok_t{};
+  }
+
+  docker::task<void> stop_container(const std::string& id, int timeout_s) override {
+    stopped.emplace_back(id, timeout_s);
+    auto* c = find(id);
+    if (!c) co_return make_error(errc::not_found, "no such container " + id);
+    c->running = false;
+    c->status = "exited";
+    co_return ok_t{};
+  }
+
+  docker::task<void> remove_container(const std::string& id) override {
+    if (remove_error) co_return *remove_error;
+    auto* c = find(id);
+    if (!c) co_return make_error(errc::not_found, "no such container " + id);
+    removed.push_back(id);
+    containers.erase(c->id);
+    co_return ok_t{};
+  }
+
+  docker::task<docker::container_info> inspect_container(const std::string& id) override {
+    auto* c = find(id);
+    if (!c) co_return make_error(errc::not_found, "no such container " + id);
+    co_return *c;
+  }
+
+  docker::task<std::vector<docker::container_info>> list_containers(
+      const std::vector<std::string>& label_filters) override {
+    if (list_error) co_return *list_error;
+    std::vector<docker::container_info> out;
+    for (const auto& [id, c] : containers) {
+      bool all = true;
+      for (const auto& f : label_filters) {
+        auto eq = f.find('=');
+        auto it = c.labels.find(f.substr(0, eq));
+        if (it == c.labels.end() || (eq != std::string::npos && it->second != f.substr(eq + 1))) all = false;
+      }
+      if (all) out.push_back(c);
+    }
+    co_return out;
+  }
+};
+
+class fake_connector final : public agent_connector {
+ public:
+  bool healthy = true;
+  int health_calls = 0;
+  std::vector<std::pair<std::string, agent_exec>> execs;
+  result<exec_result> exec_answer = exec_result{0, "hello\n", "", std::nullopt, std::nullopt, 3, false, false};
+
+  std::string endpoint(const std::string& sandbox_id) const override { return "/fake/" + sandbox_id + "/agent.sock"; }
+
+  asio::awaitable<result<void>> health(const std::string&, std::chrono::milliseconds) override {
+    ++health_calls;
+    if (!healthy) co_return make_error(errc::unavailable, "cannot connect to the agent (fake)");
+    co_return ok_t{};
+  }
+
+  asio::awaitable<result<exec_result>> exec(const std::string& sandbox_id, const agent_exec& call) override {
+    execs.emplace_back(sandbox_id, call);
+    co_return exec_answer;
+  }
+
+  // Streams: writes stream_chunks to the sink, then answers stream_answer.
+  std::vector<std::string> stream_chunks = {"event: stdout\ndata: hi\n\n", "event: exit\ndata: {\"exit_code\":0}\n\n"};
+  result<void> stream_answer = ok_t{};
+  asio::awaitable<result<void>> exec_stream(const std::string& sandbox_id, const agent_exec& call,
+                                            byte_sink& sink) override {
+    execs.emplace_back(sandbox_id, call);
+    if (!stream_answer) co_return stream_answer;
+    for (const auto& chunk : stream_chunks) {
+      std::string_view bytes = chunk;
+      if (!co_await sink.write(bytes)) break;
+    }
+    co_return ok_t{};
+  }
+};
+
+// Collects what a stream writes.
+class collecting_sink final : public byte_sink {
+ public:
+  std::string bytes;
+  int writes = 0;
+  asio::awaitable<bool> write(std::string_view b) override {
+    bytes.append(b);
+    ++writes;
+    co_return true;
+  }
+};
+
+// One service over the fakes, a real store and a temporary state directory. Everything runs
+// on one io_context, on the test's thread, as in sandfortd.
+struct fixture {
+  asio::io_context ioc;
+  sandfort::testing::temp_dir dir;
+  config cfg;
+  std::unique_ptr<store::database> db;
+  fixed_clock clk;
+  fake_engine engine;
+  fake_connector agent;
+  store::org org_a, org_b;
+  std::unique_ptr<service> svc;
+
+  fixture() {
+    cfg.state_dir = dir.file("state");
+    cfg.agent_path = "/opt/sandfort/libexec/sandfort-agent";
+    cfg.default_image = "sandfort/base:bookworm";
+    cfg.agent_start_timeout_s = 10;
+    cfg.stop_timeout_s = 7;
+    cfg.exec_default_timeout_s = 42;
+    cfg.exec_max_timeout_s = 100;
+    cfg.output_cap_bytes = 12345;
+    cfg.default_resources = {1.5, 768, 300};
+    cfg.max_resources = {4.0, 8192, 4096};
+    auto opened = store::database::open(dir.file("sandfort.db"));
+    if (!opened) throw std::runtime_error("cannot open the store: " + opened.err().message);
+    db = std::move(opened).value();
+    org_a = make_org("alpha");
+    org_b = make_org("beta");
+    svc = std::make_unique<service>(ioc.get_executor(), cfg, *db, engine, agent, clk);
+  }
+
+  store::org make_org(const std::string& name) {
+    auto o = db->create_org(name, false, format_time(clk.now()));
+    if (!o) throw std::runtime_error("create_org failed: " + o.err().message);
+    return *o;
+  }
+
+  // Runs work and everything it spawned (background provisioning included) until the
+  // io_context has nothing left; throws when that takes longer than limit.
+  template <typename T>
+  T run(asio::awaitable<T> work, std::chrono::milliseconds limit = 20s) {
+    std::optional<T> out;
+    std::exception_ptr failure;
+    asio::co_spawn(
+        ioc, [&]() -> asio::awaitable<void> { out.emplace(co_await std::move(work)); },
+        [&](std::exception_ptr e) { failure = e; });
+    ioc.restart();
+    ioc.run_for(limit);
+    if (failure) std::rethrow_exception(failure);
+    if (!out) throw std::runtime_error("the service call did not finish in time");
+    return std::move(*out);
+  }
+
+  result<sandbox_view> create(const std::string& org_id, const create_request& req) {
+    return run(svc->create(org_id, req));
+  }
+  // A started sandbox (wait: true), or a failed REQUIRE-style exception.
+  sandbox_view create_started(const create_request& req = {}) {
+    create_request r = req;
+    r.wait = true;
+    auto v = create(org_a.id, r);
+    if (!v) throw std::runtime_error("create failed: " + v.err().message);
+    return *v;
+  }
+  result<sandbox_view> get(const std::string& org_id, const std::string& id) { return run(svc->get(org_id, id)); }
+
+  // The row even when deleted, straight from the store.
+  std::optional<store::sandbox_record> row_any_state(const std::string& org_id, const std::string& id) {
+    for (const char* state : {"creating", "pulling", "started", "stopped", "error", "deleted"}) {
+      store::sandbox_filter f;
+      f.state = state;
+      f.limit = 1000;
+      auto rows = db->list_sandboxes(org_id, f);
+      if (!rows) continue;
+      for (auto& r : *rows)
+        if (r.id == id) return r;
+    }
+    return std::nullopt;
+  }
+
+  std::string host_dir(const std::string& id) const { return sandbox_host_dir(cfg.state_dir, id); }
+  std::string run_dir(const std::string& id) const { return sandbox_run_dir(cfg.state_dir, id); }
+};
+
+}  // namespace sandfort::sandbox::test

@@ -1,0 +1,234 @@
+// create(): what is refused before anything is stored, the defaults, and the container spec
+// handed to the engine.
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <functional>
+
+#include "fakes.hpp"
+
+using namespace sandfort;
+using namespace sandfort::sandbox;
+using namespace sandfort::sandbox::test;
+
+namespace {
+
+struct bad_case {
+  const char* what;
+  std::function<void(create_request&)> edit;
+  const char* field;  // must appear in the message
+};
+
+void require_rejected(fixture& f, const bad_case& c) {
+  INFO("case: " << c.what);
+  create_request req;
+  req.wait = true;
+  c.edit(req);
+  auto v = f.create(f.org_a.id, req);
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.err().code == errc::invalid_argument);
+  INFO("message: " << v.err().message);
+  CHECK(v.err().message.find(c.field) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("sandbox: create rejects each bad field with invalid_argument naming it", "[sandbox][validation]") {
+  fixture f;
+  const std::vector<bad_case> cases = {
+      {"name with a space", [](auto& r) { r.name = "my box"; }, "name"},
+      {"name like an id", [](auto& r) { r.name = "sbx-mine"; }, "name"},
+      {"name starting with a dash", [](auto& r) { r.name = "-x"; }, "name"},
+      {"name of 64 characters", [](auto& r) { r.name = std::string(64, 'a'); }, "name"},
+      {"snapshot starting with a dash", [](auto& r) { r.snapshot = "-image"; }, "snapshot"},
+      {"snapshot with a space", [](auto& r) { r.snapshot = "ubuntu 24.04"; }, "snapshot"},
+      {"env name starting with a digit", [](auto& r) { r.env = {{"1ABC", "x"}}; }, "env"},
+      {"env name with a dash", [](auto& r) { r.env = {{"A-B", "x"}}; }, "env"},
+      {"env name empty", [](auto& r) { r.env = {{"", "x"}}; }, "env"},
+      {"env value with NUL", [](auto& r) { r.env = {{"A", std::string("a\0b", 3)}}; }, "env"},
+      {"too many env variables",
+       [](auto& r) {
+         for (int i = 0; i < 257; ++i) r.env["V" + std::to_string(i)] = "x";
+       },
+       "env"},
+      {"label key with a space", [](auto& r) { r.labels = {{"a b", "x"}}; }, "label"},
+      {"label key empty", [](auto& r) { r.labels = {{"", "x"}}; }, "label"},
+      {"label value too long", [](auto& r) { r.labels = {{"k", std::string(256, 'v')}}; }, "label"},
+      {"cpus zero", [](auto& r) { r.cpus = 0.0; }, "resources.cpus"},
+      {"cpus negative", [](auto& r) { r.cpus = -1.0; }, "resources.cpus"},
+      {"memory below 64", [](auto& r) { r.memory_mb = 63; }, "resources.memory_mb"},
+      {"pids below 16", [](auto& r) { r.pids = 15; }, "resources.pids"},
+      {"egress host with a bang", [](auto& r) { r.egress_allowlist = {"example.com", "bad host!"}; },
+       "egress_allowlist"},
+      {"egress bare star-dot", [](auto& r) { r.egress_allowlist = {"*."}; }, "egress_allowlist"},
+      {"ttl zero", [](auto& r) { r.ttl_s = 0; }, "ttl_s"},
+      {"ttl over 30 days", [](auto& r) { r.ttl_s = 30LL * 24 * 3600 + 1; }, "ttl_s"},
+      {"user with a space", [](auto& r) { r.user = "root user"; }, "user"},
+      {"user too long", [](auto& r) { r.user = std::string(65, 'u'); }, "user"},
+      {"relative workdir", [](auto& r) { r.workdir = "work"; }, "workdir"},
+  };
+  for (const auto& c : cases) require_rejected(f, c);
+
+  // Nothing was stored and nothing reached the engine.
+  auto rows = f.db->list_live_sandboxes_all_orgs();
+  REQUIRE(rows);
+  CHECK(rows->empty());
+  CHECK(f.engine.created.empty());
+  store::sandbox_filter deleted;
+  deleted.state = "deleted";
+  auto gone = f.db->list_sandboxes(f.org_a.id, deleted);
+  REQUIRE(gone);
+  CHECK(gone->empty());
+}
+
+TEST_CASE("sandbox: create rejects resources beyond the configured maximum", "[sandbox][validation]") {
+  fixture f;
+  const std::vector<bad_case> cases = {
+      {"cpus", [](auto& r) { r.cpus = 4.01; }, "resources.cpus"},
+      {"memory", [](auto& r) { r.memory_mb = 8193; }, "resources.memory_mb"},
+      {"pids", [](auto& r) { r.pids = 4097; }, "resources.pids"},
+  };
+  for (const auto& c : cases) require_rejected(f, c);
+
+  // A lower maximum in the configuration is honoured, and its value is in the message.
+  f.cfg.max_resources.memory_mb = 256;
+  create_request req;
+  req.memory_mb = 512;
+  auto v = f.create(f.org_a.id, req);
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.err().code == errc::invalid_argument);
+  CHECK(v.err().message.find("256") != std::string::npos);
+  CHECK(f.engine.created.empty());
+}
+
+TEST_CASE("sandbox: create accepts resources exactly at the maximum", "[sandbox][validation]") {
+  fixture f;
+  create_request req;
+  req.cpus = 4.0;
+  req.memory_mb = 8192;
+  req.pids = 4096;
+  auto v = f.create_started(req);
+  CHECK(v.spec.limits.cpus == 4.0);
+  CHECK(v.spec.limits.memory_mb == 8192);
+  CHECK(v.spec.limits.pids == 4096);
+  REQUIRE(f.engine.created.size() == 1);
+  CHECK(f.engine.created[0].memory_bytes == 8192LL * 1024 * 1024);
+}
+
+TEST_CASE("sandbox: create applies the configured default resources", "[sandbox][validation]") {
+  fixture f;
+  auto v = f.create_started();
+  CHECK(v.spec.limits.cpus == 1.5);
+  CHECK(v.spec.limits.memory_mb == 768);
+  CHECK(v.spec.limits.pids == 300);
+  REQUIRE(f.engine.created.size() == 1);
+  const auto& c = f.engine.created[0];
+  CHECK(c.cpus == 1.5);
+  CHECK(c.memory_bytes == 768LL * 1024 * 1024);
+  CHECK(c.pids_limit == 300);
+  CHECK(c.image == "sandfort/base:bookworm");  // the default image
+
+  // One field given, the others defaulted.
+  create_request req;
+  req.pids = 64;
+  auto w = f.create_started(req);
+  CHECK(w.spec.limits.pids == 64);
+  CHECK(w.spec.limits.cpus == 1.5);
+  CHECK(w.spec.limits.memory_mb == 768);
+}
+
+TEST_CASE("sandbox: create hands the engine the container spec built from the allowlist", "[sandbox][spec]") {
+  fixture f;
+  ::setenv("SANDFORT_TEST_DAEMON_SECRET", "must-not-leak", 1);
+  f.cfg.runtime = "runsc";
+  create_request req;
+  req.snapshot = "python:3.12-slim";
+  req.env = {{"FOO", "bar"}, {"EMPTY", ""}, {"WITH_EQ", "a=b"}};
+  req.labels = {{"team", "infra"}};
+  req.cpus = 2.0;
+  req.memory_mb = 1024;
+  req.pids = 128;
+  req.user = "1000:1000";
+  req.workdir = "/work";
+  f.engine.images.insert("python:3.12-slim");
+  auto v = f.create_started(req);
+  ::unsetenv("SANDFORT_TEST_DAEMON_SECRET");
+
+  REQUIRE(f.engine.created.size() == 1);
+  const auto& c = f.engine.created[0];
+  CHECK(c.name == container_name(v.id));
+  CHECK(c.name == "sandfort-" + v.id);
+  CHECK(c.image == "python:3.12-slim");
+  CHECK(c.entrypoint == std::vector<std::string>{"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock"});
+  CHECK(c.cmd.empty());
+  // Exactly the caller's variables, K=V, nothing of the daemon's own environment.
+  CHECK(c.env == std::vector<std::string>{"EMPTY=", "FOO=bar", "WITH_EQ=a=b"});
+  // Caller labels stay in the spec; Docker gets only ours.
+  CHECK(c.labels == std::map<std::string, std::string>{{"io.sandfort.sandbox", v.id},
+                                                       {"io.sandfort.org", f.org_a.id},
+                                                       {"io.sandfort.instance", f.db->instance_id()}});
+  CHECK_FALSE(f.db->instance_id().empty());
+  CHECK(c.hostname == v.id);
+  CHECK(c.user == "1000:1000");
+  CHECK(c.workdir == "/work");
+  REQUIRE(c.binds.size() == 2);
+  CHECK(c.binds[0].host_path == "/opt/sandfort/libexec/sandfort-agent");
+  CHECK(c.binds[0].container_path == "/.sandfort/agent");
+  CHECK(c.binds[0].read_only);
+  CHECK(c.binds[1].host_path == f.run_dir(v.id));
+  CHECK(c.binds[1].container_path == "/run/sandfort");
+  CHECK_FALSE(c.binds[1].read_only);
+  CHECK(c.cap_add ==
+        std::vector<std::string>{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"});
+  CHECK(c.init);
+  CHECK(c.network_mode == "none");
+  CHECK(c.runtime == "runsc");
+  CHECK(c.stop_timeout_s == 7);
+  CHECK(c.cpus == 2.0);
+  CHECK(c.memory_bytes == 1024LL * 1024 * 1024);
+  CHECK(c.pids_limit == 128);
+
+  // The view keeps what the caller asked for.
+  CHECK(v.snapshot == "python:3.12-slim");
+  CHECK(v.spec.env == req.env);
+  CHECK(v.spec.labels == req.labels);
+  CHECK(v.spec.user == "1000:1000");
+  CHECK(v.spec.workdir == "/work");
+}
+
+TEST_CASE("sandbox: create accepts the valid edge forms of each field", "[sandbox][validation]") {
+  fixture f;
+  f.engine.images.insert("registry.example.com:5000/team/img@sha256:abc");
+  create_request req;
+  req.name = std::string(63, 'n');
+  req.snapshot = "registry.example.com:5000/team/img@sha256:abc";
+  req.env = {{"_UNDERSCORE", "v"}, {"A1", "x"}};
+  req.labels = {{"example.com/owner", std::string(255, 'v')}};
+  req.egress_allowlist = {"*", "*.example.com", "pypi.org"};
+  req.ttl_s = 30LL * 24 * 3600;
+  req.user = "root";
+  auto v = f.create_started(req);
+  CHECK(v.state == "started");
+  CHECK(v.name == req.name);
+  CHECK(v.spec.egress_allowlist == req.egress_allowlist);
+  REQUIRE(v.spec.ttl_s);
+  CHECK(*v.spec.ttl_s == 30LL * 24 * 3600);
+  REQUIRE(v.expires_at);
+  CHECK(*v.expires_at == format_time(f.clk.now() + std::chrono::hours(24 * 30)));
+}
+
+TEST_CASE("sandbox: create refuses a name already used in the organization", "[sandbox][validation]") {
+  fixture f;
+  create_request req;
+  req.name = "worker";
+  f.create_started(req);
+  req.wait = true;
+  auto again = f.create(f.org_a.id, req);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.err().code == errc::conflict);
+  // Another organization may use the same name.
+  auto other = f.create(f.org_b.id, req);
+  REQUIRE(other.ok());
+  CHECK(other->state == "started");
+}
