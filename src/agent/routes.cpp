@@ -2,8 +2,14 @@
 
 #include <unistd.h>
 
+#include "fs/routes.hpp"
+#include "ports/routes.hpp"
+#include "commands/routes.hpp"
 #include "process/exec_json.hpp"
+#include "process/exec_stream.hpp"
 #include "process/runner.hpp"
+#include "pty/routes.hpp"
+#include "session/routes.hpp"
 
 namespace sandfort::agent {
 namespace {
@@ -31,21 +37,21 @@ std::vector<http::route> routes() {
       {http::verb::post, "/process/exec", &exec},
   };
   // Each capability adds its own table here (one line each).
-  // [session routes]
-  // [command routes]
-  // [fs routes]
-  // [ports routes]
+  for (auto& r : session_routes()) all.push_back(std::move(r));
+  for (auto& r : command_routes()) all.push_back(std::move(r));
+  for (auto& r : fs::routes()) all.push_back(std::move(r));
+  for (auto& r : ports::routes()) all.push_back(std::move(r));
   return all;
 }
 
 std::vector<stream_route> stream_routes() {
   std::vector<stream_route> all;
   // Each capability adds its own table here (one line each).
-  // [process stream routes]
-  // [session stream routes]
-  // [command stream routes]
-  // [fs stream routes]
-  // [pty stream routes]
+  for (auto& r : process_stream_routes()) all.push_back(std::move(r));
+  for (auto& r : session_stream_routes()) all.push_back(std::move(r));
+  for (auto& r : command_stream_routes()) all.push_back(std::move(r));
+  for (auto& r : fs::stream_routes()) all.push_back(std::move(r));
+  for (auto& r : pty::stream_routes()) all.push_back(std::move(r));
   return all;
 }
 

@@ -7,6 +7,8 @@
 #include "routes.hpp"
 #include "sandfort/http/proxy.hpp"
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
 namespace sandfort::api {
 
 namespace asio = boost::asio;
@@ -96,6 +98,47 @@ class sse_sink final : public sandbox::byte_sink {
   bool ok_ = true;
 };
 
+// Runs while events are produced: a client that disconnects between events is noticed here,
+// not at the next write (which may never come), and the producer is abandoned at once.
+asio::awaitable<void> watch_client(tcp_exchange& ex, sse_sink& sink, const bool& finished) {
+  if (finished) co_return;  // the producer ended before it ever waited (bad input)
+  auto space = ex.buffer.prepare(4096);
+  auto [ec, n] = co_await ex.stream.socket().async_read_some(space, asio::as_tuple(asio::use_awaitable));
+  if (!ec) {
+    ex.buffer.commit(n);  // the client spoke (not a disconnect): keep its bytes, stop watching
+    co_return;
+  }
+  if (!finished && sink.abandon) sink.abandon();
+}
+
+struct exec_call {
+  dependencies& deps;
+  const auth::principal& who;
+  std::string sandbox_id;
+  bool code_run;
+  std::string body;
+};
+
+asio::awaitable<void> produce(exec_call& call, tcp_exchange& ex, sse_sink& sink, result<void>& outcome,
+                              bool& finished) {
+  if (call.code_run) {
+    auto req = parse_code_run(call.body);
+    if (!req)
+      outcome = std::move(req).err();
+    else
+      outcome = co_await call.deps.sandboxes.code_run_stream(call.who.org_id, call.sandbox_id, *req, sink);
+  } else {
+    auto req = parse_exec(call.body);
+    if (!req)
+      outcome = std::move(req).err();
+    else
+      outcome = co_await call.deps.sandboxes.exec_stream(call.who.org_id, call.sandbox_id, std::move(*req), sink);
+  }
+  finished = true;
+  boost::beast::error_code ignored;
+  ex.stream.socket().cancel(ignored);  // ends watch_client
+}
+
 }  // namespace
 
 http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
@@ -121,18 +164,12 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
     return [deps, code_run](tcp_exchange& ex, const auth::principal& p, const std::string&) -> asio::awaitable<bool> {
       auto raw = co_await http::read_small_body(ex, deps->cfg.max_body_bytes);
       if (!raw) co_return co_await http::respond_error(ex, raw.err());
-      std::string id = ex.params["id"];
+      exec_call call{*deps, p, ex.params["id"], code_run, std::move(*raw)};
       sse_sink sink(ex);
       result<void> r = ok_t{};
-      if (code_run) {
-        auto req = parse_code_run(*raw);
-        if (!req) co_return co_await http::respond_error(ex, req.err());
-        r = co_await deps->sandboxes.code_run_stream(p.org_id, id, *req, sink);
-      } else {
-        auto req = parse_exec(*raw);
-        if (!req) co_return co_await http::respond_error(ex, req.err());
-        r = co_await deps->sandboxes.exec_stream(p.org_id, id, std::move(*req), sink);
-      }
+      bool finished = false;
+      using namespace asio::experimental::awaitable_operators;
+      co_await (produce(call, ex, sink, r, finished) && watch_client(ex, sink, finished));
       if (!r && !sink.started()) co_return co_await http::respond_error(ex, r.err());
       co_return co_await sink.finish();
     };

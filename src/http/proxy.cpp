@@ -31,6 +31,9 @@ asio::awaitable<bool> relay_body(InStream& in, beast::flat_buffer& in_buffer, Pa
       if (ec == bhttp::error::need_buffer) ec = {};
       if (ec) co_return false;
       body.size = chunk.size() - body.size;
+      // Nothing for the body yet (only framing was read): an empty piece would be serialized
+      // as the last chunk, ending the message early.
+      if (body.size == 0 && !parser.is_done()) continue;
       body.data = chunk.data();
       body.more = !parser.is_done();
     } else {

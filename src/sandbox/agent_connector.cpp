@@ -120,6 +120,16 @@ boost::asio::awaitable<result<void>> unix_socket_connector::exec_stream(const st
   auto [wec, wn] = co_await http::bhttp::async_write(stream, req, use_tuple);
   if (wec) co_return make_error(errc::unavailable, "write to the sandbox agent failed: " + wec.message());
 
+  // If the reader leaves, closing our end makes the agent kill the command.
+  sink.abandon = [&stream] {
+    beast::error_code ignored;
+    stream.socket().close(ignored);
+  };
+  struct forget {
+    byte_sink& s;
+    ~forget() { s.abandon = nullptr; }
+  } on_exit{sink};
+
   beast::flat_buffer buffer;
   http::bhttp::response_parser<http::bhttp::buffer_body> parser;
   parser.body_limit(boost::none);

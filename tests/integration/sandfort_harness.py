@@ -195,3 +195,44 @@ def docker_containers_of_state(state_dir):
                 mine.append(c)
                 break
     return mine
+
+
+def read_sse(response_body):
+    """Parses a complete text/event-stream body into [(event, data-as-parsed-JSON)]."""
+    events = []
+    for block in response_body.decode().split("\n\n"):
+        name, data = None, []
+        for line in block.splitlines():
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+        if name:
+            events.append((name, json.loads("\n".join(data))))
+    return events
+
+
+class EventStream:
+    """Reads server-sent events as they arrive over a raw HTTP/1.1 connection."""
+
+    def __init__(self, port, key, path, body):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.conn.request("POST" if body is not None else "GET", path,
+                          body=json.dumps(body) if body is not None else None,
+                          headers={"Authorization": "Bearer " + key, "Accept": "text/event-stream",
+                                   "Content-Type": "application/json"})
+        self.response = self.conn.getresponse()
+        self.pending = b""
+
+    def next_event(self):
+        while b"\n\n" not in self.pending:
+            chunk = self.response.read1(65536)
+            if not chunk:
+                return None
+            self.pending += chunk
+        block, self.pending = self.pending.split(b"\n\n", 1)
+        parsed = read_sse(block + b"\n\n")
+        return parsed[0] if parsed else self.next_event()
+
+    def close(self):
+        self.conn.close()

@@ -5,6 +5,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,10 @@ class byte_sink {
  public:
   virtual ~byte_sink() = default;
   virtual boost::asio::awaitable<bool> write(std::string_view bytes) = 0;
+
+  // Set by the producer while it runs: the reader calls it when it goes away between writes
+  // (a command that prints nothing for minutes must still die with its reader).
+  std::function<void()> abandon;
 };
 
 class agent_connector {

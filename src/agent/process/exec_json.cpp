@@ -35,16 +35,6 @@ result<std::vector<std::string>> parse_argv(const json& v) {
   return argv;
 }
 
-result<std::map<std::string, std::string>> parse_env(const json& v) {
-  if (!v.is_object()) return invalid("env must be an object of strings");
-  std::map<std::string, std::string> env;
-  for (const auto& [key, value] : v.items()) {
-    if (!value.is_string()) return invalid("env." + key + " must be a string");
-    env[key] = value.get<std::string>();
-  }
-  return env;
-}
-
 result<void> parse_program(const json& j, exec_request& req) {
   bool has_argv = j.contains("argv");
   bool has_command = j.contains("command");
@@ -132,6 +122,37 @@ json to_json(const exec_result& r, bool binary) {
     j["stderr_b64"] = base64_encode(r.stderr_data);
   }
   return j;
+}
+
+result<std::map<std::string, std::string>> parse_env(const nlohmann::json& v) {
+  if (!v.is_object()) return invalid("env must be an object of strings");
+  std::map<std::string, std::string> env;
+  for (const auto& [key, value] : v.items()) {
+    if (!value.is_string()) return invalid("env." + key + " must be a string");
+    env[key] = value.get<std::string>();
+  }
+  return env;
+}
+
+result<nlohmann::json> parse_object(std::string_view body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return json::object();
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    if (auto bracket = what.find("] "); bracket != std::string::npos) what = what.substr(bracket + 2);
+    return invalid("request body is not valid JSON: " + what);
+  }
+  if (!j.is_object()) return invalid("request body must be a JSON object");
+  return j;
+}
+
+result<void> check_fields(const nlohmann::json& j, std::initializer_list<std::string_view> known) {
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) return invalid("unknown field '" + key + "'");
+  }
+  return {};
 }
 
 std::string base64_encode(std::string_view bytes) {

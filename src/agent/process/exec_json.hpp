@@ -2,6 +2,8 @@
 // The JSON of POST /exec: request body → exec_request, exec_result → response body.
 
 #include <nlohmann/json.hpp>
+#include <initializer_list>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -25,5 +27,13 @@ result<exec_call> parse_exec_call(std::string_view body);
 nlohmann::json to_json(const exec_result& r, bool binary);
 
 std::string base64_encode(std::string_view bytes);
+
+// Shared by the agent's other JSON routes. A body that is empty reads as {}; otherwise it
+// must be a JSON object (invalid_argument otherwise).
+result<nlohmann::json> parse_object(std::string_view body);
+// invalid_argument "unknown field 'x'" for a key not in known.
+result<void> check_fields(const nlohmann::json& j, std::initializer_list<std::string_view> known);
+// {"KEY": "value", ...}; invalid_argument naming the field otherwise.
+result<std::map<std::string, std::string>> parse_env(const nlohmann::json& v);
 
 }  // namespace sandfort::agent

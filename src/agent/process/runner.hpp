@@ -18,6 +18,8 @@
 
 namespace sandfort::agent {
 
+class output_sink;
+
 struct exec_request {
   // argv[0] without a '/' is looked up in the PATH of the merged environment.
   std::vector<std::string> argv;
@@ -26,6 +28,10 @@ struct exec_request {
   std::optional<std::string> stdin_data;    // nullopt: the child reads EOF at once
   std::chrono::milliseconds timeout{60'000};
   std::size_t max_output_bytes = std::size_t{10} << 20;  // per stream
+  // Streaming: output goes to the sink as it is read (still capped per stream) and the
+  // result's stdout/stderr stay empty. When the sink fails or reports its receiver gone, the
+  // command is killed at once (its whole session) and reaped. Must outlive the run.
+  output_sink* sink = nullptr;
 };
 
 struct exec_result {
@@ -37,6 +43,7 @@ struct exec_result {
   std::chrono::milliseconds duration{0};
   bool timed_out = false;
   bool truncated = false;  // some output beyond max_output_bytes was dropped
+  bool abandoned = false;  // the sink's receiver left; the command was killed
 };
 
 // Errors: invalid_argument (empty argv, NUL bytes, cwd missing or not a directory),

@@ -1,0 +1,112 @@
+#pragma once
+// The low-level pieces shared by everything in the agent that starts processes (one-shot
+// exec, persistent shells, background commands): descriptors, spawning in a new session,
+// exit notification without SIGCHLD or polling, and killing what a process left behind.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "process/runner.hpp"
+#include "sandfort/core/error.hpp"
+
+namespace sandfort::agent {
+
+std::string errno_text(int err);
+
+class unique_fd {
+ public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) : fd_(fd) {}
+  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  unique_fd& operator=(unique_fd&& other) noexcept {
+    reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  ~unique_fd() { reset(); }
+
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+struct pipe_ends {
+  unique_fd read;
+  unique_fd write;
+};
+
+// A close-on-exec pipe whose ends are both above 2 (see lift_fd).
+result<pipe_ends> make_pipe();
+
+// Moves fd to the lowest free descriptor >= minimum (close-on-exec), so that mapping
+// descriptors onto 0/1/2/3 in a child never clobbers another source.
+bool lift_fd(unique_fd& fd, int minimum);
+
+// The request checks of run(): argv, env, timeout and cwd.
+result<void> validate(const exec_request& req);
+
+// The agent's environment with overrides merged over it ("KEY=value" entries).
+std::vector<std::string> merged_environment(const std::map<std::string, std::string>& overrides);
+// PATH as the child will see it.
+std::string search_path(const std::map<std::string, std::string>& overrides);
+
+struct program {
+  std::string path;  // empty: not found, see error
+  int error = 0;
+};
+// Like execvp's search, but in the child's PATH. Relative entries are relative to cwd.
+program resolve_program(const std::string& name, const std::string& path_var, const std::string& cwd);
+
+struct spawn_spec {
+  std::string path;                 // what to execute
+  std::vector<std::string> argv;
+  std::vector<std::string> env;     // the whole environment
+  std::string cwd;                  // empty: the agent's
+  // Descriptors the child gets, by target number, in order (targets 0, 1, 2, then 3...).
+  // Sources must be above every target (use lift_fd). Everything else is closed.
+  std::vector<std::pair<int, int>> fds;  // {source, target}
+};
+
+// posix_spawn (vfork semantics) in a new session with default signal dispositions and an
+// empty mask: when it returns, the child has its own session and process group, so a kill of
+// the group can never race the setsid. Returns 0 or an errno.
+int spawn_process(const spawn_spec& spec, pid_t& pid);
+
+// A descriptor that becomes readable when pid exits, without reaping it: a pidfd, or where
+// the kernel or seccomp refuses pidfd_open, a pipe whose write end a thread closes once
+// waitid(WNOWAIT) returns. Neither needs a SIGCHLD handler or polling.
+result<unique_fd> exit_notifier(pid_t pid);
+
+// Waits for an exited (or SIGKILLed) child: 128+N when killed by signal N. -1 and errno on
+// failure.
+int reap(pid_t pid);
+
+// The session id of pid (from /proc), or -1.
+pid_t session_of(pid_t pid);
+// The process group of pid (from /proc, works for zombies too), or -1.
+pid_t process_group_of(pid_t pid);
+
+// SIGKILL to the process group sid, the process sid, and every process whose session is sid.
+// Call it while sid's leader is unreaped (or its session still has members), so the number
+// cannot have been reused.
+void kill_session(pid_t sid);
+
+// The direct children of pid (from /proc/pid/task/pid/children, or a scan of /proc).
+std::vector<pid_t> children_of(pid_t pid);
+// SIGKILL to pid and everything below it.
+void kill_tree(pid_t pid);
+
+namespace detail {
+bool pidfd_allowed();
+}
+
+}  // namespace sandfort::agent

@@ -1,0 +1,111 @@
+// Drives a sandbox's terminal through sandfortd with the project's own WebSocket client, the
+// way a person would: checks the size, resizes, types a command and reads it back, exits.
+// Run by test_pty.py:  pty_probe PORT SANDBOX_ID API_KEY header|subprotocol
+// Prints one line per step; exits 0 when every step saw what it expected.
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "sandfort/wsclient/client.hpp"
+#include "support/run_coroutine.hpp"
+
+namespace {
+
+using namespace sandfort;
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+// Reads terminal output until `want` appears (or an exit frame, or the deadline).
+asio::awaitable<bool> read_until(wsclient::client& ws, const std::string& want, std::string& seen) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (seen.find(want) == std::string::npos) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) co_return false;
+    auto f = co_await ws.read(left);
+    if (!f || f->is_close) co_return false;
+    seen += f->data;
+  }
+  co_return true;
+}
+
+asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string key, bool subprotocol) {
+  wsclient::options opts;
+  if (subprotocol)
+    opts.headers.emplace_back("Sec-WebSocket-Protocol", "bearer." + key);
+  else
+    opts.headers.emplace_back("Authorization", "Bearer " + key);
+  std::string target = "/v1/sandboxes/" + sandbox + "/pty?cols=80&rows=24";
+  auto ws = co_await wsclient::client::connect("127.0.0.1", port, target, opts);
+  if (!ws) {
+    std::printf("connect: FAILED %s\n", ws.err().message.c_str());
+    co_return 1;
+  }
+  if (subprotocol) {
+    auto chosen = ws->response_header("Sec-WebSocket-Protocol");
+    std::printf("subprotocol echoed: %s\n", chosen ? chosen->c_str() : "(none)");
+    if (!chosen || *chosen != "bearer." + key) co_return 1;
+  }
+  std::string seen;
+  int failures = 0;
+  auto step = [&](const char* name, bool ok) {
+    std::printf("%s: %s\n", name, ok ? "ok" : "FAILED");
+    if (!ok) ++failures;
+  };
+
+  const std::string size_cmd = "stty size\r";
+  (void)co_await ws->send_binary(size_cmd);
+  const std::string initial = "24 80";
+  step("initial size 24 80", co_await read_until(*ws, initial, seen));
+
+  const std::string resize = R"({"type":"resize","cols":100,"rows":30})";
+  (void)co_await ws->send_text(resize);
+  seen.clear();
+  (void)co_await ws->send_binary(size_cmd);
+  const std::string resized = "30 100";
+  step("resized to 30 100", co_await read_until(*ws, resized, seen));
+
+  seen.clear();
+  const std::string echo_cmd = "echo h''i\r";  // the echoed line shows h''i; only the output shows hi
+  (void)co_await ws->send_binary(echo_cmd);
+  const std::string echoed = "\nhi\r";
+  step("echo hi read back", co_await read_until(*ws, echoed, seen));
+
+  seen.clear();
+  const std::string sleeper = "sleep 100\r";
+  (void)co_await ws->send_binary(sleeper);
+  const std::string ctrl_c = "\x03";
+  (void)co_await ws->send_binary(ctrl_c);
+  const std::string after_cmd = "echo af''ter\r";
+  (void)co_await ws->send_binary(after_cmd);
+  const std::string after = "\nafter\r";
+  step("ctrl-c interrupted sleep", co_await read_until(*ws, after, seen));
+
+  const std::string exit_cmd = "exit 7\r";
+  (void)co_await ws->send_binary(exit_cmd);
+  bool exited = false;
+  for (int i = 0; i < 200 && !exited; ++i) {
+    auto f = co_await ws->read(milliseconds(10'000));
+    if (!f || f->is_close) break;
+    if (f->is_text && f->data.find("\"exit\"") != std::string::npos) {
+      exited = f->data.find("\"exit_code\":7") != std::string::npos;
+      std::printf("exit frame: %s\n", f->data.c_str());
+      break;
+    }
+  }
+  step("exit code 7 reported", exited);
+  co_return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: pty_probe PORT SANDBOX_ID API_KEY header|subprotocol\n");
+    return 2;
+  }
+  auto port = static_cast<std::uint16_t>(std::stoi(argv[1]));
+  bool subprotocol = std::string(argv[4]) == "subprotocol";
+  return sandfort::testing::run_coroutine(probe(port, argv[2], argv[3], subprotocol), std::chrono::seconds(60));
+}
