@@ -1,6 +1,7 @@
 #include "sandfort/http/proxy.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 
 namespace sandfort::http {
@@ -19,6 +20,9 @@ template <typename InStream, typename OutStream, typename Parser, typename Seria
 asio::awaitable<bool> relay_body(InStream& in, beast::flat_buffer& in_buffer, Parser& parser, OutStream& out,
                                  Serializer& sr) {
   std::vector<char> chunk(piece);
+  // Beast reads no more than the buffer has room for: without room, a body arrives 512 bytes
+  // at a time.
+  in_buffer.reserve(piece);
   auto [hec, hn] = co_await bhttp::async_write_header(out, sr, use_tuple);
   if (hec) co_return false;
   do {
@@ -83,6 +87,15 @@ asio::awaitable<bool> proxy_to_unix(exchange<tcp_protocol>& ex, proxy_target tar
 
   auto& req = ex.parser.get();
   bool upgrade = beast::websocket::is_upgrade(req);
+  // We relay the body ourselves: the client may send it now (the agent's interim answer would
+  // be mistaken for its final one).
+  if (auto expect = req.find(bhttp::field::expect);
+      expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
+    req.erase(bhttp::field::expect);
+    bhttp::response<bhttp::empty_body> go_on{bhttp::status::continue_, 11};
+    auto [ec, n] = co_await bhttp::async_write(ex.stream, go_on, use_tuple);
+    if (ec) co_return false;
+  }
   bool client_keep_alive = req.keep_alive();
   req.target(target.target);
   req.erase(bhttp::field::authorization);  // the agent never sees the caller's credentials

@@ -51,6 +51,11 @@ asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string 
   int failures = 0;
   auto step = [&](const char* name, bool ok) {
     std::printf("%s: %s\n", name, ok ? "ok" : "FAILED");
+    if (!ok) {
+      std::string shown;
+      for (char c : seen) shown += (c == '\r' ? std::string("\\r") : c == '\n' ? std::string("\\n") : std::string(1, c));
+      std::printf("  terminal said: %s\n", shown.c_str());
+    }
     if (!ok) ++failures;
   };
 
@@ -69,7 +74,7 @@ asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string 
   seen.clear();
   const std::string echo_cmd = "echo h''i\r";  // the echoed line shows h''i; only the output shows hi
   (void)co_await ws->send_binary(echo_cmd);
-  const std::string echoed = "\nhi\r";
+  const std::string echoed = "hi\r\n";
   step("echo hi read back", co_await read_until(*ws, echoed, seen));
 
   seen.clear();
@@ -79,7 +84,7 @@ asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string 
   (void)co_await ws->send_binary(ctrl_c);
   const std::string after_cmd = "echo af''ter\r";
   (void)co_await ws->send_binary(after_cmd);
-  const std::string after = "\nafter\r";
+  const std::string after = "after\r\n";
   step("ctrl-c interrupted sleep", co_await read_until(*ws, after, seen));
 
   const std::string exit_cmd = "exit 7\r";

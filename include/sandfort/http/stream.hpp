@@ -101,6 +101,7 @@ template <typename Protocol>
 boost::asio::awaitable<result<std::string>> read_small_body(exchange<Protocol>& ex, std::size_t limit) {
   std::string out;
   char chunk[16 * 1024];
+  ex.buffer.reserve(sizeof chunk);
   while (!ex.parser.is_done()) {
     ex.parser.get().body().data = chunk;
     ex.parser.get().body().size = sizeof chunk;
