@@ -4,6 +4,9 @@
 // Prints one line per step; exits 0 when every step saw what it expected.
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -78,8 +81,14 @@ asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string 
   step("echo hi read back", co_await read_until(*ws, echoed, seen));
 
   seen.clear();
-  const std::string sleeper = "sleep 100\r";
+  // Ctrl-C must reach `sleep`, not bash before it forks (the line discipline would then
+  // flush what was typed): wait until the line runs, and a moment more for the fork.
+  const std::string sleeper = "echo st''art; sleep 100\r";
   (void)co_await ws->send_binary(sleeper);
+  const std::string running = "start\r\n";
+  (void)co_await read_until(*ws, running, seen);
+  asio::steady_timer pause(co_await asio::this_coro::executor, milliseconds(300));
+  co_await pause.async_wait(asio::use_awaitable);
   const std::string ctrl_c = "\x03";
   (void)co_await ws->send_binary(ctrl_c);
   const std::string after_cmd = "echo af''ter\r";
