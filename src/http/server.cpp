@@ -207,6 +207,12 @@ asio::awaitable<void> accept_loop(std::shared_ptr<server::state> st, typename Pr
       if (ec == asio::error::operation_aborted || !acc->is_open()) break;
       continue;  // EMFILE and friends: keep serving the connections we have
     }
+    if constexpr (std::is_same_v<Protocol, tcp>) {
+      // Responses go out as header and body writes (and streams as many small ones): without
+      // this, Nagle plus the client's delayed ACK add 40 ms to each.
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+    }
     asio::co_spawn(st->ioc, run_session<Protocol>(st, std::move(socket)), asio::detached);
   }
 }
