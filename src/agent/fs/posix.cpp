@@ -7,13 +7,6 @@
 
 namespace sandfort::agent::fs {
 
-void unique_fd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
-std::string errno_text(int err) { return std::system_category().message(err); }
-
 error errno_error(int err, std::string_view what, std::string_view path) {
   errc code = errc::internal;
   switch (err) {

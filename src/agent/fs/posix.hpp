@@ -7,33 +7,13 @@
 #include <string_view>
 #include <utility>
 
+#include "process/fd.hpp"
 #include "sandfort/core/error.hpp"
 
 namespace sandfort::agent::fs {
 
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) : fd_(fd) {}
-  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& other) noexcept {
-    reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
-
-std::string errno_text(int err);
+using agent::errno_text;
+using agent::unique_fd;
 
 // "<what> <path>: <strerror>" with the class that errno stands for: ENOENT → not_found,
 // EEXIST/ENOTEMPTY/EBUSY → conflict, EACCES/EPERM/EROFS → permission_denied,

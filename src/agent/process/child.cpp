@@ -96,13 +96,6 @@ void for_each_process(Visit visit) {
 
 }  // namespace
 
-std::string errno_text(int err) { return std::system_category().message(err); }
-
-void unique_fd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
 bool lift_fd(unique_fd& fd, int minimum) {
   if (fd.get() >= minimum) return true;
   int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, minimum);

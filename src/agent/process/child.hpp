@@ -11,33 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "process/fd.hpp"
 #include "process/runner.hpp"
 #include "sandfort/core/error.hpp"
 
 namespace sandfort::agent {
 
-std::string errno_text(int err);
-
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) : fd_(fd) {}
-  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& other) noexcept {
-    reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  ~unique_fd() { reset(); }
-
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1);
-
- private:
-  int fd_ = -1;
-};
 
 struct pipe_ends {
   unique_fd read;
