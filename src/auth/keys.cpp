@@ -1,7 +1,5 @@
 #include "sandfort/auth/keys.hpp"
 
-#include <openssl/evp.h>
-
 #include <cctype>
 #include <stdexcept>
 #include <string_view>
@@ -76,14 +74,6 @@ bool allows(role r, bool superadmin_org, permission p) {
     case permission::superadmin: return r == role::admin && superadmin_org;
   }
   return false;
-}
-
-std::string sha256_hex(const std::string& data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  if (EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr) != 1)
-    throw std::runtime_error("EVP_Digest(sha256) failed");
-  return to_hex(std::string_view(reinterpret_cast<const char*>(digest), size));
 }
 
 std::string new_secret() { return std::string(secret_prefix) + random_hex(secret_random_bytes); }

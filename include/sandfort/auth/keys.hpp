@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sandfort/core/clock.hpp"
+#include "sandfort/core/digest.hpp"
 #include "sandfort/core/error.hpp"
 #include "sandfort/store/database.hpp"
 
@@ -27,7 +28,6 @@ struct principal {
   role key_role = role::viewer;
 };
 
-std::string sha256_hex(const std::string& data);
 std::string new_secret();  // "sfk_..."
 
 struct issued_key {
