@@ -86,6 +86,27 @@ result<void> read(const json& j, const char* key, std::map<std::string, std::str
   return {};
 }
 
+namespace {
+
+template <typename T>
+result<void> read_present(const json& j, const char* key, std::optional<T>& out) {
+  if (absent(j, key)) return {};
+  T value;
+  if (auto r = read(j, key, value); !r) return r;
+  out = std::move(value);
+  return {};
+}
+
+}  // namespace
+
+result<void> read(const json& j, const char* key, std::optional<std::vector<std::string>>& out) {
+  return read_present(j, key, out);
+}
+
+result<void> read(const json& j, const char* key, std::optional<std::map<std::string, std::string>>& out) {
+  return read_present(j, key, out);
+}
+
 result<std::optional<std::int64_t>> query_int(const http::context& ctx, const char* key) {
   auto it = ctx.query.find(key);
   if (it == ctx.query.end() || it->second.empty()) return std::optional<std::int64_t>{};

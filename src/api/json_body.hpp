@@ -26,6 +26,9 @@ result<void> read(const nlohmann::json& j, const char* key, std::optional<double
 result<void> read(const nlohmann::json& j, const char* key, std::optional<std::string>& out);
 result<void> read(const nlohmann::json& j, const char* key, std::vector<std::string>& out);
 result<void> read(const nlohmann::json& j, const char* key, std::map<std::string, std::string>& out);
+// For PATCH, where "absent" and "set to empty" differ.
+result<void> read(const nlohmann::json& j, const char* key, std::optional<std::vector<std::string>>& out);
+result<void> read(const nlohmann::json& j, const char* key, std::optional<std::map<std::string, std::string>>& out);
 
 // Query parameters that must be non-negative integers.
 result<std::optional<std::int64_t>> query_int(const http::context& ctx, const char* key);

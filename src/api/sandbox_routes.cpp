@@ -1,4 +1,6 @@
 // Sandboxes and the commands that run in them.
+#include <charconv>
+
 #include "json_body.hpp"
 #include "routes.hpp"
 
@@ -28,15 +30,16 @@ json sandbox_json(const sandbox::sandbox_view& v) {
              }()},
             {"user", v.spec.user.empty() ? json(nullptr) : json(v.spec.user)},
             {"workdir", v.spec.workdir.empty() ? json(nullptr) : json(v.spec.workdir)},
-            // Preview URLs arrive with the network work; until then there is no template to give.
-            {"preview_url_template", nullptr}};
+            {"public_preview", v.spec.public_preview},
+            {"preview_url_template", v.preview_url_template}};
   if (!v.error_message.empty()) j["error_message"] = v.error_message;
   return j;
 }
 
 json exec_json(const sandbox::exec_result& r) {
   json j = {{"exit_code", r.exit_code},       {"stdout", r.stdout_text}, {"stderr", r.stderr_text},
-            {"duration_ms", r.duration_ms},   {"timed_out", r.timed_out}, {"truncated", r.truncated}};
+            {"duration_ms", r.duration_ms},   {"timed_out", r.timed_out}, {"truncated", r.truncated},
+            {"oom_killed", r.oom_killed}};
   if (r.stdout_b64) j["stdout_b64"] = *r.stdout_b64;
   if (r.stderr_b64) j["stderr_b64"] = *r.stderr_b64;
   return j;
@@ -48,7 +51,6 @@ result<void> refuse_unbuilt(const json& body) {
   static const std::pair<const char*, const char*> unbuilt[] = {
       {"volumes", "volumes are not available yet"},
       {"idle_timeout_s", "idle_timeout_s is not enforced yet"},
-      {"public_preview", "preview URLs are not available yet"},
   };
   for (const auto& [key, why] : unbuilt)
     if (body.contains(key) && !body.at(key).is_null() && body.at(key) != json(false))
@@ -70,6 +72,7 @@ result<sandbox::create_request> parse_create(const http::request& req) {
   for (auto r : {read(j, "name", c.name), read(j, "snapshot", c.snapshot), read(j, "wait", c.wait),
                  read(j, "env", c.env), read(j, "labels", c.labels), read(j, "egress_allowlist", c.egress_allowlist),
                  read(j, "ttl_s", c.ttl_s), read(j, "user", c.user), read(j, "workdir", c.workdir),
+                 read(j, "public_preview", c.public_preview),
                  read(resources, "cpus", c.cpus), read(resources, "memory_mb", c.memory_mb),
                  read(resources, "pids", c.pids)})
     if (!r) return std::move(r).err();
@@ -77,6 +80,19 @@ result<sandbox::create_request> parse_create(const http::request& req) {
 }
 
 }  // namespace
+
+result<sandbox::update_request> parse_update(const http::request& req) {
+  auto body = parse_object(req);
+  if (!body) return std::move(body).err();
+  const json& j = *body;
+  for (const auto& [key, unused] : j.items())
+    if (key != "labels" && key != "ttl_s" && key != "egress_allowlist")
+      return make_error(errc::invalid_argument, "field '" + key + "' cannot be changed (labels, ttl_s, egress_allowlist can)");
+  sandbox::update_request u;
+  for (auto r : {read(j, "labels", u.labels), read(j, "ttl_s", u.ttl_s), read(j, "egress_allowlist", u.egress_allowlist)})
+    if (!r) return std::move(r).err();
+  return u;
+}
 
 result<sandbox::exec_request> parse_exec(std::string_view raw) {
   auto body = parse_object(raw);
@@ -166,6 +182,26 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          auto id = ctx.params["id"];
          auto r = co_await svc.get(p.org_id, id, wait_for, std::chrono::seconds(wait_s));
          co_return reply(r, ctx, 200, sandbox_json);
+       }},
+      {http::verb::patch, "/v1/sandboxes/{id}", permission::use_sandboxes,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto req = parse_update(ctx.req);
+         if (!req) co_return http::error_response(req.err(), ctx.request_id);
+         auto id = ctx.params["id"];
+         auto r = co_await svc.update(p.org_id, id, *req);
+         co_return reply(r, ctx, 200, sandbox_json);
+       }},
+      {http::verb::get, "/v1/sandboxes/{id}/preview/{port}", permission::read,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto id = ctx.params["id"];
+         int port = 0;
+         const std::string& text = ctx.params["port"];
+         auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+         if (ec != std::errc{} || end != text.data() + text.size()) port = 0;
+         auto r = svc.preview(p.org_id, id, port);
+         co_return reply(r, ctx, 200, [](const sandbox::preview_link& l) {
+           return json{{"url", l.url}, {"token", l.token.empty() ? json(nullptr) : json(l.token)}};
+         });
        }},
       {http::verb::post, "/v1/sandboxes/{id}/stop", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {

@@ -35,7 +35,20 @@ json to_json_tree(const config& c) {
               {"exec_max_timeout_s", c.exec_max_timeout_s},
               {"output_cap_bytes", c.output_cap_bytes},
               {"default_resources", limits(c.default_resources)},
-              {"max_resources", limits(c.max_resources)}};
+              {"max_resources", limits(c.max_resources)},
+              {"network",
+               {{"name", c.network.name},
+                {"subnet", c.network.subnet},
+                {"bridge", c.network.bridge},
+                {"host_firewall", c.network.host_firewall}}},
+              {"egress",
+               {{"proxy_port", c.egress.proxy_port},
+                {"allowed_ranges", c.egress.allowed_ranges},
+                {"connect_timeout_s", c.egress.connect_timeout_s},
+                {"idle_timeout_s", c.egress.idle_timeout_s},
+                {"max_tunnels_per_sandbox", c.egress.max_tunnels_per_sandbox}}},
+              {"preview",
+               {{"listen", c.preview.listen}, {"domain", c.preview.domain}, {"url_template", c.preview.url_template}}}};
 }
 
 config from_json_tree(const json& j) {
@@ -66,6 +79,16 @@ config from_json_tree(const json& j) {
   c.output_cap_bytes = j.at("output_cap_bytes").get<std::uint64_t>();
   c.default_resources = limits(j.at("default_resources"));
   c.max_resources = limits(j.at("max_resources"));
+  const json& n = j.at("network");
+  c.network = {n.at("name").get<std::string>(), n.at("subnet").get<std::string>(), n.at("bridge").get<std::string>(),
+               n.at("host_firewall").get<bool>()};
+  const json& e = j.at("egress");
+  c.egress = {e.at("proxy_port").get<int>(), e.at("allowed_ranges").get<std::string>(),
+              e.at("connect_timeout_s").get<int>(), e.at("idle_timeout_s").get<int>(),
+              e.at("max_tunnels_per_sandbox").get<int>()};
+  const json& p = j.at("preview");
+  c.preview = {p.at("listen").get<std::string>(), p.at("domain").get<std::string>(),
+               p.at("url_template").get<std::string>()};
   return c;
 }
 
@@ -192,6 +215,17 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
   if (c.state_dir.size() + sizeof("/sandboxes/sbx-0123456789abcdef/run/agent.sock") > 108)
     return make_error(errc::invalid_argument, "config: state_dir path is too long for unix sockets (" +
                                                   std::to_string(c.state_dir.size()) + " bytes)");
+  if (c.network.bridge.empty() || c.network.bridge.size() > 15)
+    return make_error(errc::invalid_argument, "config: network.bridge must be 1 to 15 characters (an interface name)");
+  if (c.network.name.empty()) return make_error(errc::invalid_argument, "config: network.name must not be empty");
+  if (c.egress.proxy_port <= 0 || c.egress.proxy_port > 65535)
+    return make_error(errc::invalid_argument, "config: egress.proxy_port must be 1 to 65535");
+  if (c.egress.connect_timeout_s <= 0 || c.egress.idle_timeout_s <= 0 || c.egress.max_tunnels_per_sandbox <= 0)
+    return make_error(errc::invalid_argument, "config: egress timeouts and max_tunnels_per_sandbox must be positive");
+  if (c.preview.listen.find(':') == std::string::npos)
+    return make_error(errc::invalid_argument, "config: preview.listen must be HOST:PORT");
+  if (c.preview.domain.empty() || c.preview.domain.front() == '.' || c.preview.domain.back() == '.')
+    return make_error(errc::invalid_argument, "config: preview.domain must be a domain name like preview.localhost");
   if (c.exec_default_timeout_s <= 0 || c.exec_max_timeout_s < c.exec_default_timeout_s)
     return make_error(errc::invalid_argument, "config: exec timeouts must satisfy 0 < default <= max");
   return {};

@@ -89,6 +89,12 @@ container_info info_from_inspect(const json& j) {
   if (member(state, "ExitCode").is_number_integer())
     info.exit_code = static_cast<int>(member(state, "ExitCode").get<std::int64_t>());
   info.oom_killed = member(state, "OOMKilled").is_boolean() && member(state, "OOMKilled").get<bool>();
+  const json& networks = member(member(j, "NetworkSettings"), "Networks");
+  if (networks.is_object())
+    for (const auto& [name, endpoint] : networks.items()) {
+      std::string address = string_of(member(endpoint, "IPAddress"));
+      if (!address.empty()) info.addresses.emplace(name, address);
+    }
   return info;
 }
 
@@ -279,6 +285,33 @@ task<std::vector<container_info>> unix_engine::list_containers(const std::vector
   out.reserve(body->size());
   for (const auto& entry : *body) out.push_back(info_from_list_entry(entry));
   co_return out;
+}
+
+task<network_info> unix_engine::inspect_network(const std::string& name) {
+  if (name.empty()) co_return make_error(errc::invalid_argument, "a network name must not be empty");
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto res = co_await exchange(options_.socket_path,
+                               http::make_request(verb::get, "/v" + *v + "/networks/" + detail::percent_encode(name)),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  std::string what = "inspect network " + name;
+  if (!is_status(*res, {200})) co_return error_of(*res, what);
+  auto body = parse_body(*res, what);
+  if (!body) co_return std::move(body).err();
+  co_return parse_network(*body);
+}
+
+task<network_info> unix_engine::create_network(const network_spec& spec) {
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto body = to_network_body(spec);
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, "/v" + *v + "/networks/create", &body),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  std::string what = "create network " + spec.name + " (" + spec.subnet + ")";
+  if (!is_status(*res, {201, 200})) co_return error_of(*res, what);
+  co_return co_await inspect_network(spec.name);
 }
 
 }  // namespace sandfort::docker

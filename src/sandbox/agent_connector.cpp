@@ -94,6 +94,7 @@ boost::asio::awaitable<result<exec_result>> unix_socket_connector::exec(const st
     out.duration_ms = j.value("duration_ms", std::int64_t{0});
     out.timed_out = j.value("timed_out", false);
     out.truncated = j.value("truncated", false);
+    out.oom_killed = j.value("oom_killed", false);
   } catch (const json::exception& e) {
     co_return make_error(errc::internal, std::string("agent sent a malformed exec result: ") + e.what());
   }

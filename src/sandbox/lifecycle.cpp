@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <spdlog/spdlog.h>
 
+#include "sandfort/core/digest.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/service.hpp"
 
@@ -47,6 +48,7 @@ result<void> service::set_state(store::sandbox_record& rec, const std::string& s
 task<sandbox_view> service::create(const std::string& org_id, const create_request& req) {
   auto spec = validate(req);
   if (!spec) co_return std::move(spec).err();
+  if (!network_) co_return make_error(errc::unavailable, "the sandbox network is not ready yet (is Docker running?)");
   store::sandbox_record rec;
   rec.id = new_id("sbx-");
   rec.org_id = org_id;
@@ -57,26 +59,30 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   auto now = clock_.now();
   rec.created_at = rec.updated_at = format_time(now);
   if (spec->ttl_s) rec.expires_at = format_time(now + std::chrono::seconds(*spec->ttl_s));
+  // The proxy credential's secret goes into the container's environment and nowhere else.
+  std::string proxy_secret = random_hex(24);
+  rec.proxy_secret_sha256 = sha256_hex(proxy_secret);
+  rec.preview_key = random_hex(32);
   // The row exists before any container does, so a crash at any later point leaves
   // something reconciliation can find by its labels.
   if (auto r = db_.insert_sandbox(rec); !r) co_return std::move(r).err();
   spdlog::info("sandbox {} creating (org {}, image {})", rec.id, org_id, rec.snapshot);
 
   if (!req.wait) {
-    asio::co_spawn(executor_, provision(rec), asio::detached);
-    co_return to_view(rec);
+    asio::co_spawn(executor_, provision(rec, std::move(proxy_secret)), asio::detached);
+    co_return view_of(rec);
   }
-  if (auto r = co_await provision(rec); !r) {
+  if (auto r = co_await provision(rec, std::move(proxy_secret)); !r) {
     // The caller gets the error instead of an id, so no row may outlive it.
     if (auto cur = db_.get_sandbox(org_id, rec.id)) (void)set_state(*cur, "deleted", r.err().message);
     co_return std::move(r).err();
   }
   auto cur = db_.get_sandbox(org_id, rec.id);
   if (!cur) co_return std::move(cur).err();
-  co_return to_view(*cur);
+  co_return view_of(*cur);
 }
 
-task<void> service::provision(store::sandbox_record rec) {
+task<void> service::provision(store::sandbox_record rec, std::string proxy_secret) {
   auto fail = [&](const error& e) -> asio::awaitable<result<void>> {
     spdlog::warn("sandbox {} failed to start: {}", rec.id, e.message);
     (void)co_await destroy_container(rec.id);
@@ -108,7 +114,7 @@ task<void> service::provision(store::sandbox_record rec) {
     co_return co_await fail(std::move(e));
   }
 
-  auto container = container_for(rec, spec_from_json(rec.spec_json));
+  auto container = container_for(rec, spec_from_json(rec.spec_json), proxy_secret);
   auto id = co_await engine_.create_container(container);
   if (!id) co_return co_await fail(std::move(id).err());
   if (deleted_meanwhile()) {
@@ -133,7 +139,8 @@ task<void> service::provision(store::sandbox_record rec) {
 task<void> service::start_and_wait(store::sandbox_record& rec) {
   auto name = container_name(rec.id);
   if (auto r = co_await engine_.start_container(name); !r) co_return r;
-  co_return co_await wait_for_agent(rec.id, name);
+  if (auto r = co_await wait_for_agent(rec.id, name); !r) co_return r;
+  co_return co_await refresh_address(rec);
 }
 
 task<void> service::wait_for_agent(const std::string& sandbox_id, const std::string& container) {
@@ -184,7 +191,7 @@ task<sandbox_view> service::get(const std::string& org_id, const std::string& id
     auto rec = db_.get_sandbox(org_id, id_or_name);
     if (!rec) co_return std::move(rec).err();
     bool settled = rec->state == wait_for || (wait_for == "started" && rec->state == "error");
-    if (wait_for.empty() || settled || std::chrono::steady_clock::now() >= until) co_return to_view(*rec);
+    if (wait_for.empty() || settled || std::chrono::steady_clock::now() >= until) co_return view_of(*rec);
     co_await wait_change(rec->id, until);
   }
 }
@@ -201,7 +208,7 @@ task<list_page> service::list(const std::string& org_id, const list_request& req
     if (!rows) co_return std::move(rows).err();
     for (const auto& r : *rows) {
       filter.after_id = r.id;
-      auto view = to_view(r);
+      auto view = view_of(r);
       bool match = std::all_of(req.labels.begin(), req.labels.end(), [&](const auto& kv) {
         auto it = view.spec.labels.find(kv.first);
         return it != view.spec.labels.end() && it->second == kv.second;
@@ -221,20 +228,22 @@ task<list_page> service::list(const std::string& org_id, const list_request& req
 task<sandbox_view> service::stop(const std::string& org_id, const std::string& id_or_name) {
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
-  if (rec->state == "stopped") co_return to_view(*rec);
+  if (rec->state == "stopped") co_return view_of(*rec);
   if (rec->state != "started")
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be stopped");
   auto name = container_name(rec->id);
   if (auto r = co_await engine_.stop_container(name, cfg_.stop_timeout_s); !r)
     co_return std::move(r).err();
+  rec->address.clear();
   if (auto r = set_state(*rec, "stopped"); !r) co_return std::move(r).err();
-  co_return to_view(*rec);
+  disconnect(rec->id);
+  co_return view_of(*rec);
 }
 
 task<sandbox_view> service::start(const std::string& org_id, const std::string& id_or_name) {
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
-  if (rec->state == "started") co_return to_view(*rec);
+  if (rec->state == "started") co_return view_of(*rec);
   if (rec->state != "stopped")
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be started");
   if (auto r = co_await start_and_wait(*rec); !r) {
@@ -242,7 +251,7 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
     co_return std::move(r).err();
   }
   if (auto r = set_state(*rec, "started"); !r) co_return std::move(r).err();
-  co_return to_view(*rec);
+  co_return view_of(*rec);
 }
 
 task<void> service::remove(const std::string& org_id, const std::string& id_or_name) {
@@ -250,7 +259,9 @@ task<void> service::remove(const std::string& org_id, const std::string& id_or_n
   if (!rec) co_return std::move(rec).err();
   // Container first: if Docker is unreachable the row stays, so nothing runs unaccounted for.
   if (auto r = co_await destroy_container(rec->id); !r) co_return r;
+  rec->address.clear();
   if (auto r = set_state(*rec, "deleted"); !r) co_return r;
+  disconnect(rec->id);
   remove_host_dir(rec->id);
   spdlog::info("sandbox {} deleted", rec->id);
   co_return ok_t{};

@@ -47,6 +47,9 @@ task<reconcile_report> service::reconcile() {
     } else if (!found->second.running && rec.state == "started") {
       (void)set_state(rec, "stopped", "the container was not running when sandfortd started");
       ++report.rows_marked_stopped;
+    } else if (rec.state == "started" && rec.address.empty()) {
+      // Started by a build without the sandbox network, or the address was never recorded.
+      if (auto r = co_await refresh_address(rec); r) (void)db_.update_sandbox(rec);
     }
   }
 

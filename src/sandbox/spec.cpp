@@ -85,8 +85,7 @@ result<sandbox_spec> service::validate(const create_request& req) const {
                " (the configured maximum)");
   if (spec.limits.pids < 16 || spec.limits.pids > max.pids)
     return bad("resources.pids must be between 16 and " + std::to_string(max.pids) + " (the configured maximum)");
-  for (const auto& h : req.egress_allowlist)
-    if (!valid_host_pattern(h)) return bad("egress_allowlist entry '" + h + "' must be a host name, '*.suffix' or '*'");
+  if (auto r = validate_allowlist(req.egress_allowlist); !r) return std::move(r).err();
   if (req.ttl_s && (*req.ttl_s <= 0 || *req.ttl_s > 30LL * 24 * 3600))
     return bad("ttl_s must be between 1 and 2592000 (30 days)");
   if (req.user.size() > 64 || req.user.find_first_of(" \t\n\"'") != std::string::npos)
@@ -99,15 +98,36 @@ result<sandbox_spec> service::validate(const create_request& req) const {
   spec.ttl_s = req.ttl_s;
   spec.user = req.user;
   spec.workdir = req.workdir;
+  spec.public_preview = req.public_preview;
   return spec;
 }
 
-docker::container_spec service::container_for(const store::sandbox_record& rec, const sandbox_spec& spec) const {
+result<void> validate_allowlist(const std::vector<std::string>& allowlist) {
+  if (allowlist.size() > 256) return bad("egress_allowlist has more than 256 entries");
+  for (const auto& h : allowlist)
+    if (!valid_host_pattern(h)) return bad("egress_allowlist entry '" + h + "' must be a host name, '*.suffix' or '*'");
+  return {};
+}
+
+std::vector<std::string> proxy_environment(const std::string& sandbox_id, const std::string& secret,
+                                           const std::string& gateway, int port) {
+  std::string url = "http://" + sandbox_id + ":" + secret + "@" + gateway + ":" + std::to_string(port);
+  // Both spellings: curl and Python read the lower-case ones, Go and others the upper-case.
+  return {"HTTP_PROXY=" + url, "HTTPS_PROXY=" + url, "http_proxy=" + url, "https_proxy=" + url,
+          "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1"};
+}
+
+docker::container_spec service::container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
+                                              const std::string& proxy_secret) const {
   docker::container_spec c;
   c.name = container_name(rec.id);
   c.image = rec.snapshot;
   c.entrypoint = {"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock"};
   for (const auto& [k, v] : spec.env) c.env.push_back(k + "=" + v);
+  // Appended last: Docker keeps the last of duplicate names, so a caller cannot point a
+  // sandbox at another proxy (it would have no route to it anyway).
+  for (auto& kv : proxy_environment(rec.id, proxy_secret, network_->gateway, cfg_.egress.proxy_port))
+    c.env.push_back(std::move(kv));
   c.labels = {{label_sandbox, rec.id}, {label_org, rec.org_id}, {label_instance, db_.instance_id()}};
   c.hostname = rec.id;
   c.user = spec.user;
@@ -121,8 +141,8 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
   // the rest of Docker's defaults are dropped.
   c.cap_add = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"};
   c.init = true;
-  // No network at all until the egress proxy exists (issue 4): strictly tighter than any allowlist.
-  c.network_mode = "none";
+  // The internal sandbox network: its only way out is the egress proxy on the gateway.
+  c.network_mode = network_->name;
   c.runtime = cfg_.runtime;
   c.stop_timeout_s = cfg_.stop_timeout_s;
   return c;
@@ -134,7 +154,8 @@ std::string spec_to_json(const sandbox_spec& spec) {
             {"resources", {{"cpus", spec.limits.cpus}, {"memory_mb", spec.limits.memory_mb}, {"pids", spec.limits.pids}}},
             {"egress_allowlist", spec.egress_allowlist},
             {"user", spec.user},
-            {"workdir", spec.workdir}};
+            {"workdir", spec.workdir},
+            {"public_preview", spec.public_preview}};
   if (spec.ttl_s) j["ttl_s"] = *spec.ttl_s;
   return j.dump();
 }
@@ -153,6 +174,7 @@ sandbox_spec spec_from_json(const std::string& text) {
   if (j.contains("ttl_s")) spec.ttl_s = j["ttl_s"].get<std::int64_t>();
   spec.user = j.value("user", "");
   spec.workdir = j.value("workdir", "");
+  spec.public_preview = j.value("public_preview", false);
   return spec;
 }
 

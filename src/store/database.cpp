@@ -91,7 +91,7 @@ result<void> migrate(sqlite3* db) {
 // Columns in the order read_sandbox expects.
 constexpr const char* sandbox_columns =
     "id, org_id, name, state, snapshot, spec_json, container_id, error_message, created_at, updated_at, "
-    "expires_at";
+    "expires_at, proxy_secret_sha256, preview_key, address";
 
 sandbox_record read_sandbox(const statement& st) {
   sandbox_record s;
@@ -106,6 +106,9 @@ sandbox_record read_sandbox(const statement& st) {
   s.created_at = st.column_text(8);
   s.updated_at = st.column_text(9);
   s.expires_at = st.column_optional_text(10);
+  s.proxy_secret_sha256 = st.column_text(11);
+  s.preview_key = st.column_text(12);
+  s.address = st.column_text(13);
   return s;
 }
 
@@ -275,7 +278,7 @@ result<void> database::revoke_api_key(const std::string& org_id, const std::stri
 
 result<void> database::insert_sandbox(const sandbox_record& s) {
   auto st = statement::prepare(db_, sql("INSERT INTO sandboxes (", sandbox_columns,
-                                        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"));
+                                        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"));
   if (!st) return std::move(st).err();
   st->bind(1, s.id);
   st->bind(2, s.org_id);
@@ -288,6 +291,9 @@ result<void> database::insert_sandbox(const sandbox_record& s) {
   st->bind(9, s.created_at);
   st->bind(10, s.updated_at);
   st->bind(11, s.expires_at);
+  st->bind(12, s.proxy_secret_sha256);
+  st->bind(13, s.preview_key);
+  st->bind(14, s.address);
   if (auto r = st->run(); !r) {
     if (r.err().code == errc::conflict) {
       // The primary key is the only other unique constraint; ids are random, so that is a bug.
@@ -330,7 +336,7 @@ result<std::vector<sandbox_record>> database::list_sandboxes(const std::string& 
 result<void> database::update_sandbox(const sandbox_record& s) {
   auto st = statement::prepare(db_,
                                "UPDATE sandboxes SET state = ?3, container_id = ?4, error_message = ?5, "
-                               "updated_at = ?6 WHERE org_id = ?1 AND id = ?2 AND state <> 'deleted'");
+                               "updated_at = ?6, address = ?7 WHERE org_id = ?1 AND id = ?2 AND state <> 'deleted'");
   if (!st) return std::move(st).err();
   st->bind(1, s.org_id);
   st->bind(2, s.id);
@@ -338,9 +344,32 @@ result<void> database::update_sandbox(const sandbox_record& s) {
   st->bind(4, s.container_id);
   st->bind(5, s.error_message);
   st->bind(6, s.updated_at);
+  st->bind(7, s.address);
   if (auto r = st->run(); !r) return r;
   if (sqlite3_changes(db_) == 0) return make_error(errc::not_found, "sandbox " + s.id + " not found");
   return {};
+}
+
+result<void> database::update_sandbox_spec(const sandbox_record& s) {
+  auto st = statement::prepare(db_,
+                               "UPDATE sandboxes SET spec_json = ?3, expires_at = ?4, updated_at = ?5 "
+                               "WHERE org_id = ?1 AND id = ?2 AND state <> 'deleted'");
+  if (!st) return std::move(st).err();
+  st->bind(1, s.org_id);
+  st->bind(2, s.id);
+  st->bind(3, s.spec_json);
+  st->bind(4, s.expires_at);
+  st->bind(5, s.updated_at);
+  if (auto r = st->run(); !r) return r;
+  if (sqlite3_changes(db_) == 0) return make_error(errc::not_found, "sandbox " + s.id + " not found");
+  return {};
+}
+
+result<sandbox_record> database::find_live_sandbox(const std::string& id) {
+  auto st = statement::prepare(db_, sql("SELECT ", sandbox_columns, " FROM sandboxes WHERE id = ?1 AND state <> 'deleted'"));
+  if (!st) return std::move(st).err();
+  st->bind(1, id);
+  return one<sandbox_record>(*st, read_sandbox, "sandbox " + id + " not found");
 }
 
 result<std::vector<sandbox_record>> database::list_live_sandboxes_all_orgs() {

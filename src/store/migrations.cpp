@@ -50,6 +50,14 @@ CREATE UNIQUE INDEX sandboxes_live_name ON sandboxes (org_id, name)
 CREATE INDEX sandboxes_by_org ON sandboxes (org_id, id);
 )sql";
 
+// The network: each sandbox's proxy credential (only its SHA-256), the key its preview tokens
+// are made with, and its address on the sandbox network (for the preview router).
+constexpr const char* v2_sql = R"sql(
+ALTER TABLE sandboxes ADD COLUMN proxy_secret_sha256 TEXT NOT NULL DEFAULT '';
+ALTER TABLE sandboxes ADD COLUMN preview_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE sandboxes ADD COLUMN address TEXT NOT NULL DEFAULT '';
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -62,6 +70,7 @@ result<void> seed_instance_id(sqlite3* db) {
 const std::vector<migration>& migrations() {
   static const std::vector<migration> all = {
       {1, v1_sql, &seed_instance_id},
+      {2, v2_sql},
   };
   return all;
 }

@@ -2,6 +2,7 @@
 against the machine's real Docker engine. Standard library only."""
 
 import http.client
+import ipaddress
 import json
 import os
 import shutil
@@ -83,6 +84,32 @@ class Client:
         return r.json()
 
 
+def free_subnet():
+    """A /24 under 10.213.0.0/16 that no Docker network uses yet: every test daemon gets its own
+    sandbox network (and bridge, and firewall chains), so daemons never share one."""
+    status, networks = docker("GET", "/networks")
+    assert status == 200, networks
+    used = set()
+    for n in networks:
+        for cfg in (n.get("IPAM") or {}).get("Config") or []:
+            if cfg.get("Subnet"):
+                used.add(ipaddress.ip_network(cfg["Subnet"], strict=False))
+    for third in range(16, 250):
+        candidate = ipaddress.ip_network(f"10.213.{third}.0/24")
+        if not any(candidate.overlaps(u) for u in used):
+            return str(candidate)
+    raise RuntimeError("no free /24 left under 10.213.0.0/16")
+
+
+def merge(base, extra):
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            merge(base[k], v)
+        else:
+            base[k] = v
+    return base
+
+
 class Daemon:
     """One sandfortd process. Start, stop (SIGTERM), kill (SIGKILL) and restart on the same state."""
 
@@ -90,10 +117,17 @@ class Daemon:
         # Short path: agent sockets live under it and unix socket paths are limited to 108 bytes.
         self.state_dir = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
         self.port = free_port()
+        self.preview_port = free_port()
         self.config_path = os.path.join(self.state_dir, "sandfort.json")
+        token = os.path.basename(self.state_dir)[3:].lower()
+        self.network = {"name": "sandfort-test-" + token, "subnet": free_subnet(),
+                        "bridge": ("sft" + "".join(c for c in token if c.isalnum()))[:15]}
+        self.gateway = str(next(ipaddress.ip_network(self.network["subnet"]).hosts()))
         config = {"listen": f"127.0.0.1:{self.port}", "state_dir": self.state_dir, "agent_path": AGENT,
-                  "log_format": "json"}
-        config.update(extra_config or {})
+                  "log_format": "json", "network": dict(self.network),
+                  "preview": {"listen": f"127.0.0.1:{self.preview_port}"}}
+        merge(config, extra_config or {})
+        self.config = config
         with open(self.config_path, "w") as f:
             json.dump(config, f)
         self.log_path = os.path.join(self.state_dir, "sandfortd.log")
@@ -146,11 +180,30 @@ class Daemon:
             self.proc.wait(10)
 
     def cleanup(self):
-        """Stops the daemon and removes every container it made, then its state."""
+        """Stops the daemon and removes every container it made, its network, the firewall
+        rules a killed daemon could not remove, then its state."""
         self.kill()
         for c in docker_containers_of_state(self.state_dir):
             docker("DELETE", f"/containers/{c['Id']}?force=true")
+        docker("DELETE", f"/networks/{self.network['name']}")
+        remove_firewall_rules(self.network["bridge"])
         shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def firewall_rules(bridge, tool="iptables"):
+    """The host firewall lines that mention bridge (its jumps and its chains' rules)."""
+    out = subprocess.run([tool, "-w", "-S"], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if bridge in line]
+
+
+def remove_firewall_rules(bridge):
+    for tool in ("iptables", "ip6tables"):
+        for parent, chain in (("INPUT", "SANDFORT-IN-" + bridge), ("FORWARD", "SANDFORT-FW-" + bridge)):
+            while subprocess.run([tool, "-w", "-D", parent, "-i", bridge, "-j", chain],
+                                 capture_output=True).returncode == 0:
+                pass
+            subprocess.run([tool, "-w", "-F", chain], capture_output=True)
+            subprocess.run([tool, "-w", "-X", chain], capture_output=True)
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):

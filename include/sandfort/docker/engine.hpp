@@ -67,6 +67,34 @@ struct container_spec {
 // The body of POST /containers/create for spec. Pure, so it is unit-tested.
 nlohmann::json to_create_body(const container_spec& spec);
 
+// A bridge network for sandboxes: sandfortd asks for exactly these properties.
+struct network_spec {
+  std::string name;
+  std::string subnet;   // "10.213.0.0/16"
+  std::string gateway;  // "10.213.0.1": the bridge's own address on the host
+  std::string bridge;   // host interface name, at most 15 characters
+  std::map<std::string, std::string> labels;
+};
+
+struct network_info {
+  std::string id;
+  std::string name;
+  std::string subnet;   // first IPv4 IPAM entry
+  std::string gateway;  // as configured, or the subnet's first host address when Docker left it implicit
+  std::string bridge;   // com.docker.network.bridge.name, or "br-<id prefix>" (Docker's default)
+  bool internal = false;
+  bool inter_container = true;  // com.docker.network.bridge.enable_icc
+  std::map<std::string, std::string> labels;
+  std::vector<std::string> containers;  // ids of attached containers
+};
+
+// The body of POST /networks/create: internal, no traffic between containers, no masquerade.
+nlohmann::json to_network_body(const network_spec& spec);
+// Reads GET /networks/{name}; pure, so it is unit-tested.
+result<network_info> parse_network(const nlohmann::json& body);
+// "10.213.0.0/16" → "10.213.0.1"; an error when it is not an IPv4 CIDR with room for hosts.
+result<std::string> first_host_address(const std::string& subnet);
+
 struct container_info {
   std::string id;
   std::string name;
@@ -75,6 +103,7 @@ struct container_info {
   bool running = false;
   int exit_code = 0;
   bool oom_killed = false;
+  std::map<std::string, std::string> addresses;  // network name → IPv4 address (inspect only)
 };
 
 class engine {
@@ -96,6 +125,10 @@ class engine {
   virtual task<container_info> inspect_container(const std::string& id) = 0;
   // Every container (running or not) carrying all of the given labels ("k" or "k=v").
   virtual task<std::vector<container_info>> list_containers(const std::vector<std::string>& label_filters) = 0;
+  // Absent is `not_found`.
+  virtual task<network_info> inspect_network(const std::string& name) = 0;
+  // A name already in use is `conflict`.
+  virtual task<network_info> create_network(const network_spec& spec) = 0;
 };
 
 struct unix_engine_options {
@@ -118,6 +151,8 @@ class unix_engine final : public engine {
   task<void> remove_container(const std::string& id) override;
   task<container_info> inspect_container(const std::string& id) override;
   task<std::vector<container_info>> list_containers(const std::vector<std::string>& label_filters) override;
+  task<network_info> inspect_network(const std::string& name) override;
+  task<network_info> create_network(const network_spec& spec) override;
 
  private:
   unix_engine_options options_;

@@ -7,7 +7,9 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +47,18 @@ class service {
   task<sandbox_view> stop(const std::string& org_id, const std::string& id_or_name);
   task<sandbox_view> start(const std::string& org_id, const std::string& id_or_name);
   task<void> remove(const std::string& org_id, const std::string& id_or_name);
+  // PATCH: labels, ttl_s, egress_allowlist (the proxy reads it on every new connection).
+  task<sandbox_view> update(const std::string& org_id, const std::string& id_or_name, const update_request& req);
+
+  // Creates the sandbox network, or adopts the one a previous run created; refuses a network of
+  // that name that is not internal or lets containers talk to each other. Run before reconcile:
+  // sandboxes cannot be created until it succeeded.
+  task<docker::network_info> prepare_network();
+  // The URL and token of one port's preview.
+  result<preview_link> preview(const std::string& org_id, const std::string& id_or_name, int port);
+  // Called with a sandbox's id when it stops or is deleted, so the egress proxy and the preview
+  // router close what that sandbox still has open.
+  void on_disconnect(std::function<void(const std::string&)> hook) { disconnect_hooks_.push_back(std::move(hook)); }
 
   task<exec_result> exec(const std::string& org_id, const std::string& id_or_name, exec_request req);
   task<exec_result> code_run(const std::string& org_id, const std::string& id_or_name, const code_run_request& req);
@@ -64,7 +78,7 @@ class service {
   task<void> ready();
 
  private:
-  task<void> provision(store::sandbox_record rec);
+  task<void> provision(store::sandbox_record rec, std::string proxy_secret);
   task<void> start_and_wait(store::sandbox_record& rec);
   task<void> wait_for_agent(const std::string& sandbox_id, const std::string& container);
   task<void> destroy_container(const std::string& sandbox_id);
@@ -73,8 +87,12 @@ class service {
   result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name);
   result<agent_exec> prepare_exec(exec_request req) const;
   task<exec_result> explain_unreachable_agent(store::sandbox_record& rec, error e);
-  docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec) const;
+  docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
+                                       const std::string& proxy_secret) const;
   result<sandbox_spec> validate(const create_request& req) const;
+  sandbox_view view_of(const store::sandbox_record& rec) const;
+  task<void> refresh_address(store::sandbox_record& rec);
+  void disconnect(const std::string& sandbox_id);
 
   // Wakes get(wait_for=...) callers without polling: each waits on a timer that a state
   // change cancels.
@@ -89,6 +107,8 @@ class service {
   const clock& clock_;
   std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> waiters_;
   bool reconciled_ = false;  // not ready until Docker and the store agree
+  std::optional<docker::network_info> network_;  // set by prepare_network
+  std::vector<std::function<void(const std::string&)>> disconnect_hooks_;
 };
 
 // Container names and labels that tie Docker objects back to rows.
@@ -96,6 +116,13 @@ std::string container_name(const std::string& sandbox_id);
 inline constexpr const char* label_sandbox = "io.sandfort.sandbox";
 inline constexpr const char* label_org = "io.sandfort.org";
 inline constexpr const char* label_instance = "io.sandfort.instance";
+inline constexpr const char* label_network = "io.sandfort.network";
+
+// Host patterns of an egress allowlist: "host", "*.suffix" or "*".
+result<void> validate_allowlist(const std::vector<std::string>& allowlist);
+// The environment that sends a sandbox's HTTP clients through the egress proxy.
+std::vector<std::string> proxy_environment(const std::string& sandbox_id, const std::string& secret,
+                                           const std::string& gateway, int port);
 
 // A stored row as callers see it.
 sandbox_view to_view(const store::sandbox_record& rec);

@@ -29,6 +29,14 @@ struct create_request {
   std::optional<std::int64_t> ttl_s;
   std::string user;
   std::string workdir;
+  bool public_preview = false;
+};
+
+// PATCH: only the fields present change.
+struct update_request {
+  std::optional<std::map<std::string, std::string>> labels;
+  std::optional<std::int64_t> ttl_s;
+  std::optional<std::vector<std::string>> egress_allowlist;
 };
 
 // The validated, defaulted request as stored with the sandbox.
@@ -40,6 +48,7 @@ struct sandbox_spec {
   std::optional<std::int64_t> ttl_s;
   std::string user;
   std::string workdir;
+  bool public_preview = false;
 };
 
 struct sandbox_view {
@@ -52,6 +61,12 @@ struct sandbox_view {
   std::optional<std::string> expires_at;
   std::string error_message;
   sandbox_spec spec;
+  std::string preview_url_template;  // "http://{port}-sbx-….preview.localhost:8081"
+};
+
+struct preview_link {
+  std::string url;
+  std::string token;  // empty when the sandbox's previews are public
 };
 
 struct list_request {
@@ -93,6 +108,7 @@ struct exec_result {
   std::int64_t duration_ms = 0;
   bool timed_out = false;
   bool truncated = false;
+  bool oom_killed = false;  // the kernel's OOM killer ended the process (the sandbox's memory limit)
 };
 
 }  // namespace sandfort::sandbox

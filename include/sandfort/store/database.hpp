@@ -45,6 +45,9 @@ struct sandbox_record {
   std::string created_at;
   std::string updated_at;
   std::optional<std::string> expires_at;
+  std::string proxy_secret_sha256;  // the egress proxy credential's secret, hashed
+  std::string preview_key;          // preview tokens are HMACs under this key
+  std::string address;              // IPv4 on the sandbox network while started, else empty
 };
 
 struct sandbox_filter {
@@ -85,9 +88,15 @@ class database {
   // By id or by name; rows in state deleted are not found.
   result<sandbox_record> get_sandbox(const std::string& org_id, const std::string& id_or_name);
   result<std::vector<sandbox_record>> list_sandboxes(const std::string& org_id, const sandbox_filter& filter);
-  // Updates state, container_id, error_message and updated_at of one row. A deleted row is
-  // final: updating it is not_found, so a stale copy held across an await cannot revive it.
+  // Updates state, container_id, error_message, address and updated_at of one row. A deleted
+  // row is final: updating it is not_found, so a stale copy held across an await cannot revive it.
   result<void> update_sandbox(const sandbox_record& s);
+  // Updates spec_json, expires_at and updated_at (PATCH), apart from the state so that neither
+  // overwrites the other with a stale copy.
+  result<void> update_sandbox_spec(const sandbox_record& s);
+  // Daemon-wide lookup by id for the egress proxy and the preview router, which are reached
+  // without an organization's key: rows in state deleted are not found.
+  result<sandbox_record> find_live_sandbox(const std::string& id);
   // Daemon-wide, for reconciliation only: every row not deleted, of every organization.
   result<std::vector<sandbox_record>> list_live_sandboxes_all_orgs();
 

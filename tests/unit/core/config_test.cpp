@@ -72,3 +72,28 @@ TEST_CASE("finalize derives paths and rejects unusable values") {
   REQUIRE(bad_format.ok());
   CHECK_FALSE(finalize_config(*bad_format, "/").ok());
 }
+
+TEST_CASE("network, egress and preview settings come from every layer") {
+  auto path = write_temp(R"({"network":{"subnet":"10.99.0.0/24","host_firewall":false},"preview":{"domain":"p.example"}})");
+  char env1[] = "SANDFORT_EGRESS_ALLOWED_RANGES=127.0.0.0/8,::1/128";
+  char* env[] = {env1, nullptr};
+  auto c = load_config(path, {{"egress.max_tunnels_per_sandbox", "3"}, {"network.bridge", "sfx0"}}, env);
+  REQUIRE(c.ok());
+  CHECK(c->network.subnet == "10.99.0.0/24");
+  CHECK_FALSE(c->network.host_firewall);
+  CHECK(c->network.bridge == "sfx0");
+  CHECK(c->network.name == "sandfort");
+  CHECK(c->egress.allowed_ranges == "127.0.0.0/8,::1/128");
+  CHECK(c->egress.max_tunnels_per_sandbox == 3);
+  CHECK(c->egress.proxy_port == 3128);
+  CHECK(c->preview.domain == "p.example");
+  CHECK(c->preview.listen == "127.0.0.1:8081");
+}
+
+TEST_CASE("an interface name longer than the kernel allows is refused") {
+  auto c = load_config("", {{"network.bridge", "sandfort-bridge-0"}}, nullptr);
+  REQUIRE(c.ok());
+  auto r = finalize_config(*c, "/tmp");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().message.find("network.bridge") != std::string::npos);
+}

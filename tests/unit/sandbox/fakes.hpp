@@ -110,6 +110,7 @@ class fake_engine final : public docker::engine {
     if (find(spec.name)) co_return make_error(errc::conflict, "name " + spec.name + " is in use");
     auto& c = add_container(spec.name, spec.labels, false);
     c.status = "created";
+    if (spec.network_mode != "none") c.addresses[spec.network_mode] = "10.213.0." + std::to_string(containers.size() + 1);
     co_return c.id;
   }
 
@@ -153,6 +154,19 @@ class fake_engine final : public docker::engine {
     auto* c = find(id);
     if (!c) co_return make_error(errc::not_found, "no such container " + id);
     co_return *c;
+  }
+
+  std::map<std::string, docker::network_info> networks;  // by name
+  docker::task<docker::network_info> inspect_network(const std::string& name) override {
+    auto it = networks.find(name);
+    if (it == networks.end()) co_return make_error(errc::not_found, "no such network " + name);
+    co_return it->second;
+  }
+  docker::task<docker::network_info> create_network(const docker::network_spec& spec) override {
+    if (networks.count(spec.name)) co_return make_error(errc::conflict, "network " + spec.name + " exists");
+    docker::network_info info{"net-" + random_hex(8), spec.name, spec.subnet, spec.gateway, spec.bridge,
+                              true, false, spec.labels, {}};
+    co_return networks[spec.name] = info;
   }
 
   docker::task<std::vector<docker::container_info>> list_containers(
@@ -249,6 +263,8 @@ struct fixture {
     org_a = make_org("alpha");
     org_b = make_org("beta");
     svc = std::make_unique<service>(ioc.get_executor(), cfg, *db, engine, agent, clk);
+    auto net = run(svc->prepare_network());
+    if (!net) throw std::runtime_error("prepare_network failed: " + net.err().message);
   }
 
   store::org make_org(const std::string& name) {

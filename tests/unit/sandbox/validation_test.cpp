@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "fakes.hpp"
+#include "sandfort/core/digest.hpp"
 
 using namespace sandfort;
 using namespace sandfort::sandbox;
@@ -162,8 +163,23 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
   CHECK(c.image == "python:3.12-slim");
   CHECK(c.entrypoint == std::vector<std::string>{"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock"});
   CHECK(c.cmd.empty());
-  // Exactly the caller's variables, K=V, nothing of the daemon's own environment.
-  CHECK(c.env == std::vector<std::string>{"EMPTY=", "FOO=bar", "WITH_EQ=a=b"});
+  // Exactly the caller's variables, K=V, then the egress proxy's; nothing of the daemon's own.
+  REQUIRE(c.env.size() == 9);
+  CHECK(std::vector<std::string>(c.env.begin(), c.env.begin() + 3) ==
+        std::vector<std::string>{"EMPTY=", "FOO=bar", "WITH_EQ=a=b"});
+  const std::string proxy_prefix = "HTTP_PROXY=http://" + v.id + ":";
+  REQUIRE(c.env[3].rfind(proxy_prefix, 0) == 0);
+  auto at = c.env[3].find('@');
+  REQUIRE(at != std::string::npos);
+  CHECK(c.env[3].substr(at) == "@10.213.0.1:3128");
+  // Only the secret's hash is stored.
+  std::string secret = c.env[3].substr(proxy_prefix.size(), at - proxy_prefix.size());
+  CHECK(secret.size() == 48);
+  auto row = f.db->find_live_sandbox(v.id);
+  REQUIRE(row.ok());
+  CHECK(row->proxy_secret_sha256 == sha256_hex(secret));
+  CHECK(row->spec_json.find(secret) == std::string::npos);
+  CHECK(c.env[8] == "no_proxy=localhost,127.0.0.1");
   // Caller labels stay in the spec; Docker gets only ours.
   CHECK(c.labels == std::map<std::string, std::string>{{"io.sandfort.sandbox", v.id},
                                                        {"io.sandfort.org", f.org_a.id},
@@ -182,7 +198,7 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
   CHECK(c.cap_add ==
         std::vector<std::string>{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"});
   CHECK(c.init);
-  CHECK(c.network_mode == "none");
+  CHECK(c.network_mode == "sandfort");
   CHECK(c.runtime == "runsc");
   CHECK(c.stop_timeout_s == 7);
   CHECK(c.cpus == 2.0);

@@ -13,7 +13,7 @@ using namespace sandfort::store;
 namespace {
 
 constexpr const char* t0 = "2026-01-01T00:00:00.000Z";
-constexpr int migration_count = 1;
+constexpr int migration_count = 2;
 
 std::unique_ptr<database> open_db(const std::string& path) {
   auto db = database::open(path);
@@ -419,6 +419,46 @@ TEST_CASE("update_sandbox changes state, container and error") {
 
   auto absent = sandbox(a.id, "never-inserted");
   CHECK(db->update_sandbox(absent).err().code == errc::not_found);
+}
+
+TEST_CASE("network columns: credential hash, preview key and address; spec updates apart from state") {
+  testing::temp_dir dir;
+  auto db = open_db(dir.file("s.db"));
+  auto a = make_org(*db, "a");
+  auto s = sandbox(a.id, "net", "started");
+  s.proxy_secret_sha256 = "ab12";
+  s.preview_key = "k3y";
+  REQUIRE(db->insert_sandbox(s));
+
+  // Found without an organization (the proxy and the preview router have none).
+  auto found = db->find_live_sandbox(s.id);
+  REQUIRE(found);
+  CHECK(found->org_id == a.id);
+  CHECK(found->proxy_secret_sha256 == "ab12");
+  CHECK(found->preview_key == "k3y");
+  CHECK(found->address.empty());
+
+  s.address = "10.213.0.7";
+  REQUIRE(db->update_sandbox(s));
+  CHECK(db->find_live_sandbox(s.id)->address == "10.213.0.7");
+
+  // A spec update leaves the state alone, and a state update leaves the spec alone.
+  auto patch = *found;
+  patch.spec_json = R"({"egress_allowlist":["x.org"]})";
+  patch.expires_at = "2026-02-01T00:00:00.000Z";
+  patch.state = "ignored";
+  REQUIRE(db->update_sandbox_spec(patch));
+  s.state = "stopped";
+  REQUIRE(db->update_sandbox(s));
+  auto got = db->find_live_sandbox(s.id);
+  CHECK(got->state == "stopped");
+  CHECK(got->spec_json == patch.spec_json);
+  CHECK(got->expires_at == patch.expires_at);
+
+  s.state = "deleted";
+  REQUIRE(db->update_sandbox(s));
+  CHECK(db->find_live_sandbox(s.id).err().code == errc::not_found);
+  CHECK(db->update_sandbox_spec(patch).err().code == errc::not_found);
 }
 
 TEST_CASE("list_live_sandboxes_all_orgs spans organizations and skips deleted rows") {

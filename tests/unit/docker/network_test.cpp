@@ -1,0 +1,104 @@
+// The sandbox network: the body we send, how Docker's description is read, and the whole
+// round trip on the real engine.
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include <catch2/catch.hpp>
+
+#include "sandfort/docker/engine.hpp"
+#include "support.hpp"
+
+using namespace sandfort;
+using namespace sandfort::docker;
+using test::run;
+
+TEST_CASE("the network body asks for an internal bridge without inter-container traffic", "[docker]") {
+  network_spec spec{"sandfort", "10.213.0.0/16", "10.213.0.1", "sandfort0", {{"io.sandfort.network", "1"}}};
+  auto body = to_network_body(spec);
+  CHECK(body["Internal"] == true);
+  CHECK(body["Driver"] == "bridge");
+  CHECK(body["EnableIPv6"] == false);
+  CHECK(body["Options"]["com.docker.network.bridge.enable_icc"] == "false");
+  CHECK(body["Options"]["com.docker.network.bridge.name"] == "sandfort0");
+  CHECK(body["IPAM"]["Config"][0]["Subnet"] == "10.213.0.0/16");
+  CHECK(body["IPAM"]["Config"][0]["Gateway"] == "10.213.0.1");
+  CHECK(body["Labels"]["io.sandfort.network"] == "1");
+}
+
+TEST_CASE("a network description is read back, with Docker's implicit gateway filled in", "[docker]") {
+  auto body = nlohmann::json::parse(R"({
+    "Name": "sf", "Id": "0123456789abcdef0123", "Internal": true,
+    "IPAM": {"Config": [{"Subnet": "fd00::/64"}, {"Subnet": "10.9.8.0/24"}]},
+    "Options": {"com.docker.network.bridge.enable_icc": "false"},
+    "Labels": {"a": "b"}, "Containers": {"c1": {}, "c2": {}}})");
+  auto info = parse_network(body);
+  REQUIRE(info.ok());
+  CHECK(info->subnet == "10.9.8.0/24");
+  CHECK(info->gateway == "10.9.8.1");
+  CHECK(info->bridge == "br-0123456789ab");
+  CHECK(info->internal);
+  CHECK_FALSE(info->inter_container);
+  CHECK(info->labels.at("a") == "b");
+  CHECK(info->containers.size() == 2);
+}
+
+TEST_CASE("first_host_address takes IPv4 CIDRs only", "[docker]") {
+  CHECK(*first_host_address("10.213.0.0/16") == "10.213.0.1");
+  CHECK(*first_host_address("192.168.7.64/26") == "192.168.7.65");
+  for (const char* bad : {"10.213.0.1/16", "10.0.0.0", "10.0.0.0/31", "10.0.0.0/4", "fd00::/64", "x/16", "10.0.0.0/16x"})
+    CHECK_FALSE(first_host_address(bad).ok());
+}
+
+TEST_CASE("a network is created, inspected and joined on the real engine", "[docker]") {
+  if (!test::docker_tests_enabled()) return;
+  unix_engine engine(unix_engine_options{});
+  std::string token = std::to_string(::getpid() % 100000);
+  network_spec spec{"sandfort-test-net-" + token, "10.213.251.0/24", "10.213.251.1", "sft" + token,
+                    {{test::test_label, token}}};
+  struct cleanup {
+    std::string name;
+    ~cleanup() { std::system(("docker network rm " + name + " >/dev/null 2>&1").c_str()); }
+  } guard{spec.name};
+  auto created = run(engine.create_network(spec));
+  REQUIRE(created.ok());
+  CHECK(created->internal);
+  CHECK_FALSE(created->inter_container);
+  CHECK(created->gateway == "10.213.251.1");
+  CHECK(created->bridge == spec.bridge);
+  CHECK(created->labels.at(test::test_label) == token);
+
+  auto again = run(engine.create_network(spec));
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.err().code == errc::conflict);
+
+  container_spec c;
+  c.name = "sandfort-test-net-member-" + token;
+  c.image = test::base_image;
+  c.entrypoint = {"sleep", "300"};
+  c.labels = {{test::test_label, token}};
+  c.network_mode = spec.name;
+  c.memory_bytes = 64ll << 20;
+  c.pids_limit = 64;
+  c.stop_timeout_s = 1;
+  auto id = run(engine.create_container(c));
+  REQUIRE(id.ok());
+  struct remove_container {
+    unix_engine& engine;
+    std::string id;
+    ~remove_container() { (void)run(engine.remove_container(id)); }
+  } container_guard{engine, *id};
+  REQUIRE(run(engine.start_container(*id)).ok());
+  auto inspected = run(engine.inspect_container(*id));
+  REQUIRE(inspected.ok());
+  REQUIRE(inspected->addresses.count(spec.name) == 1);
+  CHECK(inspected->addresses.at(spec.name).rfind("10.213.251.", 0) == 0);
+  auto with_member = run(engine.inspect_network(spec.name));
+  REQUIRE(with_member.ok());
+  CHECK(with_member->containers.size() == 1);
+
+  auto missing = run(engine.inspect_network("sandfort-test-no-such-net"));
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.err().code == errc::not_found);
+}
