@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "process/oom.hpp"
 #include "routes.hpp"
 #include "sandfort/http/server.hpp"
 
@@ -33,13 +34,16 @@ constexpr std::chrono::seconds shutdown_grace{2};
 struct options {
   std::string socket = "/run/sandfort/agent.sock";
   std::optional<mode_t> socket_mode;
+  std::string cgroup_root = "/sys/fs/cgroup";
 };
 
 constexpr const char* usage =
-    "usage: sandfort-agent [--socket PATH] [--socket-mode OCTAL]\n"
+    "usage: sandfort-agent [--socket PATH] [--socket-mode OCTAL] [--cgroup-root PATH]\n"
     "  --socket PATH        unix socket to serve on (default /run/sandfort/agent.sock);\n"
     "                       its directory is created if missing\n"
     "  --socket-mode OCTAL  chmod the socket after binding (default: as the umask leaves it)\n"
+    "  --cgroup-root PATH   where the sandbox's cgroup is mounted, to tell OOM kills apart\n"
+    "                       (default /sys/fs/cgroup)\n"
     "  --version            print the version and exit\n";
 
 // Returns an exit code when the process should stop here (help, version, bad flags).
@@ -61,7 +65,7 @@ std::optional<int> parse_flags(int argc, char** argv, options& opts) {
       std::printf("sandfort-agent %s\n", SANDFORT_AGENT_VERSION);
       return 0;
     }
-    if (flag != "--socket" && flag != "--socket-mode") {
+    if (flag != "--socket" && flag != "--socket-mode" && flag != "--cgroup-root") {
       std::fprintf(stderr, "sandfort-agent: unknown flag '%s'\n%s", argv[i], usage);
       return 2;
     }
@@ -78,6 +82,12 @@ std::optional<int> parse_flags(int argc, char** argv, options& opts) {
         return 2;
       }
       opts.socket = value;
+    } else if (flag == "--cgroup-root") {
+      if (value.empty()) {
+        std::fprintf(stderr, "sandfort-agent: --cgroup-root must not be empty\n");
+        return 2;
+      }
+      opts.cgroup_root = value;
     } else {
       char* end = nullptr;
       unsigned long mode = std::strtoul(value.c_str(), &end, 8);
@@ -118,6 +128,7 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   ::signal(SIGCHLD, SIG_DFL);
   ensure_standard_fds();
+  agent::set_cgroup_root(opts.cgroup_root);
 
   if (auto slash = opts.socket.rfind('/'); slash != std::string::npos && slash > 0) {
     std::string dir = opts.socket.substr(0, slash);

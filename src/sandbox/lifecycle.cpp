@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <spdlog/spdlog.h>
 
-#include "sandfort/core/digest.hpp"
+#include "sandfort/crypto/digest.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/service.hpp"
 

@@ -2,7 +2,7 @@
 // and egress settings that change while they run.
 #include <spdlog/spdlog.h>
 
-#include "sandfort/core/digest.hpp"
+#include "sandfort/crypto/digest.hpp"
 #include "sandfort/sandbox/service.hpp"
 
 namespace sandfort::sandbox {

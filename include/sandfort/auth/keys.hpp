@@ -4,7 +4,7 @@
 #include <string>
 
 #include "sandfort/core/clock.hpp"
-#include "sandfort/core/digest.hpp"
+#include "sandfort/crypto/digest.hpp"
 #include "sandfort/core/error.hpp"
 #include "sandfort/store/database.hpp"
 

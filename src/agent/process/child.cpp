@@ -230,14 +230,16 @@ result<unique_fd> exit_notifier(pid_t pid) {
   return std::move(p->read);
 }
 
-int reap(pid_t pid) {
+int reap(pid_t pid, int* signal) {
   siginfo_t info{};
   int rc = 0;
   do {
     rc = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED);
   } while (rc != 0 && errno == EINTR);
   if (rc != 0) return -1;
-  return info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+  bool exited = info.si_code == CLD_EXITED;
+  if (signal) *signal = exited ? 0 : info.si_status;
+  return exited ? info.si_status : 128 + info.si_status;
 }
 
 pid_t session_of(pid_t pid) { return static_cast<pid_t>(stat_field(pid, 3)); }

@@ -66,8 +66,9 @@ int spawn_process(const spawn_spec& spec, pid_t& pid);
 result<unique_fd> exit_notifier(pid_t pid);
 
 // Waits for an exited (or SIGKILLed) child: 128+N when killed by signal N. -1 and errno on
-// failure.
-int reap(pid_t pid);
+// failure. *signal, when given, gets N for a death by signal and 0 for an exit, which the
+// number alone cannot tell apart from exit(128+N).
+int reap(pid_t pid, int* signal = nullptr);
 
 // The session id of pid (from /proc), or -1.
 pid_t session_of(pid_t pid);

@@ -117,6 +117,7 @@ json to_json(const exec_result& r, bool binary) {
             {"duration_ms", r.duration.count()},
             {"timed_out", r.timed_out},
             {"truncated", r.truncated}};
+  if (r.oom_killed) j["oom_killed"] = *r.oom_killed;
   if (binary) {
     j["stdout_b64"] = base64_encode(r.stdout_data);
     j["stderr_b64"] = base64_encode(r.stderr_data);

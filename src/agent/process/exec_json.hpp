@@ -22,7 +22,8 @@ struct exec_call {
 // invalid_argument errors whose message names the field.
 result<exec_call> parse_exec_call(std::string_view body);
 
-// {"exit_code","stdout","stderr","duration_ms","timed_out","truncated"} (+ "*_b64" if binary).
+// {"exit_code","stdout","stderr","duration_ms","timed_out","truncated"}, "oom_killed" when the
+// result says (run() always does), "*_b64" too if binary.
 // Output is raw bytes: dump the result with error_handler_t::replace.
 nlohmann::json to_json(const exec_result& r, bool binary);
 

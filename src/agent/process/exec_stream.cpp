@@ -42,7 +42,8 @@ asio::awaitable<bool> exec_events(unix_exchange& ex) {
   nlohmann::json summary = {{"exit_code", done->exit_code},
                          {"timed_out", done->timed_out},
                          {"truncated", done->truncated},
-                         {"duration_ms", done->duration.count()}};
+                         {"duration_ms", done->duration.count()},
+                         {"oom_killed", done->oom_killed.value_or(false)}};
   if (!co_await events.send("exit", summary)) co_return false;
   co_return co_await events.finish();
 }

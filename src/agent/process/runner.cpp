@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <utility>
 
 #include "process/child.hpp"
+#include "process/oom.hpp"
 #include "process/output.hpp"
 
 namespace sandfort::agent {
@@ -35,6 +37,7 @@ std::chrono::milliseconds since(steady::time_point start) {
 exec_result not_executable(const exec_request& req, const program& prog, int err, steady::time_point start) {
   exec_result r;
   r.exit_code = err == ENOENT || err == ENOTDIR ? 127 : 126;
+  r.oom_killed = false;
   const std::string& name = req.argv[0];
   if (prog.path.empty() && err == ENOENT)
     r.stderr_data = "sandfort-agent: " + name + ": command not found\n";
@@ -101,7 +104,7 @@ struct execution {
   }
 
   void reap() {
-    int code = agent::reap(pid);
+    int code = agent::reap(pid, &killed_by);
     reaped = true;
     if (code < 0)
       reap_error = errno;
@@ -129,6 +132,7 @@ struct execution {
   bool reaped = false;
   int reap_error = 0;
   int exit_code = 0;
+  int killed_by = 0;  // the signal that ended the child, 0 when it exited
   bool timed_out = false;
   bool abandoned = false;
 };
@@ -186,6 +190,13 @@ asio::awaitable<void> supervise(execution& x, milliseconds timeout) {
   x.stop_io();
 }
 
+// Our own SIGKILLs (timeout, abandon) are not the OOM killer's, whatever the count says.
+bool killed_by_oom(const execution& x, std::optional<std::uint64_t> kills_before) {
+  if (x.killed_by != SIGKILL || x.timed_out || x.abandoned || !kills_before) return false;
+  auto kills_after = oom_kill_count(cgroup_root());
+  return kills_after && *kills_after > *kills_before;
+}
+
 }  // namespace
 
 asio::awaitable<result<exec_result>> run(exec_request req) {
@@ -204,6 +215,8 @@ asio::awaitable<result<exec_result>> run(exec_request req) {
 
   spawn_spec spec{prog.path, req.argv, std::move(env), req.cwd,
                   {{in->read.get(), 0}, {out->write.get(), 1}, {err->write.get(), 2}}};
+  // Read before the child exists, so that any OOM kill of it comes after.
+  auto oom_kills_before = oom_kill_count(cgroup_root());
   pid_t pid = -1;
   int spawn_error = spawn_process(spec, pid);
   if (spawn_error == EAGAIN || spawn_error == ENOMEM)
@@ -246,6 +259,7 @@ asio::awaitable<result<exec_result>> run(exec_request req) {
   r.timed_out = x.timed_out;
   r.abandoned = x.abandoned || x.stdout_capture.collector.sink_failed() || x.stderr_capture.collector.sink_failed();
   r.exit_code = x.timed_out ? 124 : x.exit_code;
+  r.oom_killed = killed_by_oom(x, oom_kills_before);
   r.truncated = x.stdout_capture.collector.truncated() || x.stderr_capture.collector.truncated();
   r.stdout_data = std::move(x.stdout_capture.collector.data());
   r.stderr_data = std::move(x.stderr_capture.collector.data());

@@ -44,6 +44,9 @@ struct exec_result {
   bool timed_out = false;
   bool truncated = false;  // some output beyond max_output_bytes was dropped
   bool abandoned = false;  // the sink's receiver left; the command was killed
+  // Died of SIGKILL while the cgroup's OOM-kill count went up (see oom.hpp). run() always
+  // sets it; nullopt where nobody watched (a session's command).
+  std::optional<bool> oom_killed;
 };
 
 // Errors: invalid_argument (empty argv, NUL bytes, cwd missing or not a directory),
@@ -52,6 +55,7 @@ struct exec_result {
 //
 // Returns once the child has exited: output that background processes (`cmd &`) write
 // after that is not waited for. A timeout sends SIGKILL to the child's whole process group.
+// The OOM-kill counter is read under cgroup_root() (oom.hpp).
 boost::asio::awaitable<result<exec_result>> run(exec_request req);
 
 namespace detail {

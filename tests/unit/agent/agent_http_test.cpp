@@ -8,6 +8,8 @@
 #include <spawn.h>
 #include <sys/stat.h>
 
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "sandfort/http/client.hpp"
@@ -24,8 +26,10 @@ namespace {
 
 class agent_process {
  public:
-  explicit agent_process(std::string socket) : socket_(std::move(socket)) {
+  explicit agent_process(std::string socket, std::vector<std::string> extra_flags = {})
+      : socket_(std::move(socket)) {
     std::vector<std::string> args = {SANDFORT_AGENT_PATH, "--socket", socket_};
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -47,6 +51,11 @@ class agent_process {
   // Sends SIGTERM and returns the exit status, or -1 if it did not exit within the limit.
   int terminate() {
     ::kill(pid_, SIGTERM);
+    return wait_exit();
+  }
+
+  // The exit status once it exits by itself, or -1 if it did not within the limit.
+  int wait_exit() {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < deadline) {
       int status = 0;
@@ -130,6 +139,7 @@ TEST_CASE("the agent binary serves /health and /exec on its unix socket") {
     CHECK(j["stderr"] == "oops\n");
     CHECK(j["timed_out"] == false);
     CHECK(j["truncated"] == false);
+    CHECK(j["oom_killed"] == false);
     CHECK(j["duration_ms"].is_number_integer());
   }
 
@@ -202,4 +212,41 @@ TEST_CASE("the agent binary serves /health and /exec on its unix socket") {
     struct stat st {};
     CHECK(::stat(agent.socket().c_str(), &st) != 0);  // the socket is removed
   }
+}
+
+TEST_CASE("the agent says oom_killed when the cgroup's OOM killer took the command") {
+  temp_dir dir;
+  std::filesystem::create_directories(dir / "cg/memory");
+  std::string counter = dir / "cg/memory/memory.oom_control";
+  std::ofstream(counter) << "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n";
+  agent_process agent(dir / "a.sock", {"--cgroup-root", dir / "cg"});
+  REQUIRE(wait_ready(agent.socket()));
+  auto exec = [&](const std::string& command) {
+    json body = {{"command", command}};
+    auto res = call_json(agent.socket(), http::verb::post, "/process/exec", &body);
+    REQUIRE(res.ok());
+    REQUIRE(res->result_int() == 200);
+    return body_of(*res);
+  };
+
+  json normal = exec("echo fine");
+  CHECK(normal["exit_code"] == 0);
+  CHECK(normal["oom_killed"] == false);
+
+  json plain_kill = exec("kill -9 $$");
+  CHECK(plain_kill["exit_code"] == 137);
+  CHECK(plain_kill["oom_killed"] == false);
+
+  // What the kernel does when the OOM killer picks it: count, then SIGKILL.
+  json oom = exec("printf 'oom_kill_disable 0\\nunder_oom 1\\noom_kill 1\\n' > " + counter + "; kill -9 $$");
+  CHECK(oom["exit_code"] == 137);
+  CHECK(oom["oom_killed"] == true);
+}
+
+TEST_CASE("the agent refuses an empty --cgroup-root") {
+  temp_dir dir;
+  agent_process agent(dir / "a.sock", {"--cgroup-root="});
+  int status = agent.wait_exit();
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
 }

@@ -93,6 +93,16 @@ TEST_CASE("results map to JSON; raw bytes need binary mode to survive") {
   CHECK_FALSE(plain.contains("stderr_b64"));
 }
 
+TEST_CASE("oom_killed is answered when the runner watched for it") {
+  exec_result r;
+  r.exit_code = 137;
+  CHECK_FALSE(to_json(r, false).contains("oom_killed"));  // a session's command: nobody watched
+  r.oom_killed = true;
+  CHECK(to_json(r, false)["oom_killed"] == true);
+  r.oom_killed = false;
+  CHECK(to_json(r, true)["oom_killed"] == false);
+}
+
 TEST_CASE("base64 follows RFC 4648") {
   CHECK(base64_encode("") == "");
   CHECK(base64_encode("f") == "Zg==");

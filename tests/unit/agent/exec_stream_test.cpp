@@ -1,5 +1,6 @@
 // POST /process/exec as server-sent events, through the real agent binary.
 
+#include <filesystem>
 #include <fstream>
 
 #include "session_support.hpp"
@@ -45,8 +46,36 @@ TEST_CASE("exec streams its output as events while the command runs") {
   CHECK(summary["exit_code"] == 4);
   CHECK(summary["timed_out"] == false);
   CHECK(summary["truncated"] == false);
+  CHECK(summary["oom_killed"] == false);
   CHECK(summary["duration_ms"].is_number_integer());
   CHECK_FALSE(c.next_event());
+}
+
+TEST_CASE("streamed exec: the exit event says when the OOM killer took the command") {
+  temp_dir dir;
+  std::filesystem::create_directories(dir / "cg/memory");
+  std::string counter = dir / "cg/memory/memory.oom_control";
+  std::ofstream(counter) << "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n";
+  agent_binary agent(dir / "a.sock", {"--cgroup-root", dir / "cg"});
+
+  auto exit_event = [&](const std::string& command) {
+    raw_client c(agent.socket());
+    c.post_json("/process/exec", json{{"command", command}}, true);
+    REQUIRE(c.read_head() == 200);
+    while (auto e = c.next_event()) {
+      if (e->name == "exit") return e->payload();
+    }
+    FAIL("no exit event");
+    return json();
+  };
+
+  json plain = exit_event("echo before; kill -9 $$");
+  CHECK(plain["exit_code"] == 137);
+  CHECK(plain["oom_killed"] == false);
+
+  json oom = exit_event("echo before; printf 'oom_kill 1\\n' > " + counter + "; kill -9 $$");
+  CHECK(oom["exit_code"] == 137);
+  CHECK(oom["oom_killed"] == true);
 }
 
 TEST_CASE("streamed exec: invalid UTF-8, split characters, binary, timeout") {

@@ -10,8 +10,11 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
+#include "process/oom.hpp"
 #include "process/runner.hpp"
 #include "support.hpp"
 
@@ -375,4 +378,104 @@ TEST_CASE("a cancelled run kills and reaps its child") {
   auto pids = read_pids(pid_file);
   REQUIRE(pids.size() == 1);
   CHECK(::kill(pids[0], 0) == -1);  // killed and reaped before run() finished
+}
+
+namespace {
+
+// A fake cgroup tree for the OOM counter; the real root comes back at the end of the test.
+class fake_cgroup {
+ public:
+  fake_cgroup() : old_root_(cgroup_root()) { set_cgroup_root(dir_.path()); }
+  ~fake_cgroup() { set_cgroup_root(old_root_); }
+  fake_cgroup(const fake_cgroup&) = delete;
+  fake_cgroup& operator=(const fake_cgroup&) = delete;
+
+  // cgroup v1: <root>/memory/memory.oom_control.
+  std::string v1_file() {
+    std::filesystem::create_directories(dir_ / "memory");
+    std::string file = dir_ / "memory/memory.oom_control";
+    std::ofstream(file) << "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n";
+    return file;
+  }
+  // cgroup v2: <root>/memory.events.
+  std::string v2_file() {
+    std::string file = dir_ / "memory.events";
+    std::ofstream(file) << "low 0\nhigh 0\nmax 3\noom 1\noom_kill 0\noom_group_kill 0\n";
+    return file;
+  }
+
+ private:
+  temp_dir dir_;
+  std::string old_root_;
+};
+
+// What the kernel does when its OOM killer picks the command: count, then SIGKILL it.
+std::string oom_killed_by_hand(const std::string& counter_file) {
+  return "printf 'oom_kill_disable 0\\nunder_oom 1\\noom_kill 1\\n' > " + counter_file + "; kill -9 $$";
+}
+
+}  // namespace
+
+TEST_CASE("a SIGKILL while the cgroup's OOM-kill count goes up is reported as an OOM kill") {
+  fake_cgroup cgroup;
+
+  SECTION("cgroup v1") {
+    auto r = must_run(shell(oom_killed_by_hand(cgroup.v1_file())));
+    CHECK(r.exit_code == 137);
+    CHECK(r.oom_killed == true);
+  }
+
+  SECTION("cgroup v2") {
+    std::string file = cgroup.v2_file();
+    auto r = must_run(shell("printf 'oom 2\\noom_kill 1\\n' > " + file + "; kill -9 $$"));
+    CHECK(r.exit_code == 137);
+    CHECK(r.oom_killed == true);
+  }
+}
+
+TEST_CASE("other deaths and exits are not OOM kills") {
+  fake_cgroup cgroup;
+  std::string file = cgroup.v1_file();
+
+  SECTION("a plain SIGKILL, the count unchanged") {
+    auto r = must_run(shell("kill -9 $$"));
+    CHECK(r.exit_code == 137);
+    CHECK(r.oom_killed == false);
+  }
+  SECTION("a normal exit") {
+    auto r = must_run(shell("echo fine"));
+    CHECK(r.exit_code == 0);
+    CHECK(r.oom_killed == false);
+  }
+  SECTION("exit 137 while the count goes up (a child was the victim, not the command)") {
+    auto r = must_run(shell("printf 'oom_kill 1\\n' > " + file + "; exit 137"));
+    CHECK(r.exit_code == 137);
+    CHECK(r.oom_killed == false);
+  }
+  SECTION("another signal while the count goes up") {
+    auto r = must_run(shell("printf 'oom_kill 1\\n' > " + file + "; kill -15 $$"));
+    CHECK(r.exit_code == 143);
+    CHECK(r.oom_killed == false);
+  }
+  SECTION("our own SIGKILL at the timeout") {
+    exec_request req = shell("printf 'oom_kill 1\\n' > " + file + "; sleep 30");
+    req.timeout = 300ms;
+    auto r = must_run(req);
+    CHECK(r.timed_out);
+    CHECK(r.oom_killed == false);
+  }
+  SECTION("a program that cannot be executed") {
+    exec_request req;
+    req.argv = {"sandfort-no-such-program"};
+    auto r = must_run(req);
+    CHECK(r.exit_code == 127);
+    CHECK(r.oom_killed == false);
+  }
+}
+
+TEST_CASE("without an OOM-kill counter, a SIGKILL is not an OOM kill") {
+  fake_cgroup cgroup;  // neither memory/memory.oom_control nor memory.events
+  auto r = must_run(shell("kill -9 $$"));
+  CHECK(r.exit_code == 137);
+  CHECK(r.oom_killed == false);
 }

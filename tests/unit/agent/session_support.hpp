@@ -26,8 +26,10 @@ using nlohmann::json;
 
 class agent_binary {
  public:
-  explicit agent_binary(std::string socket) : socket_(std::move(socket)) {
+  explicit agent_binary(std::string socket, std::vector<std::string> extra_flags = {})
+      : socket_(std::move(socket)) {
     std::vector<std::string> args = {SANDFORT_AGENT_PATH, "--socket", socket_};
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

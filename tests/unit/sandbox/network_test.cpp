@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "fakes.hpp"
-#include "sandfort/core/digest.hpp"
+#include "sandfort/crypto/digest.hpp"
 
 using namespace sandfort;
 using namespace sandfort::sandbox;

@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "fakes.hpp"
-#include "sandfort/core/digest.hpp"
+#include "sandfort/crypto/digest.hpp"
 
 using namespace sandfort;
 using namespace sandfort::sandbox;

@@ -1,4 +1,4 @@
-#include "sandfort/core/digest.hpp"
+#include "sandfort/crypto/digest.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
