@@ -203,6 +203,24 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
            return json{{"url", l.url}, {"token", l.token.empty() ? json(nullptr) : json(l.token)}};
          });
        }},
+      {http::verb::get, "/v1/sandboxes/{id}/ports", permission::read,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto id = ctx.params["id"];
+         auto r = co_await svc.ports(p.org_id, id);
+         co_return reply(r, ctx, 200, [](const std::vector<sandbox::listening_port>& ports) {
+           json items = json::array();
+           for (const auto& port : ports)
+             items.push_back({{"port", port.port},
+                              {"address", port.address},
+                              {"protocol", "tcp"},
+                              {"family", port.family},
+                              {"pid", port.pid ? json(*port.pid) : json(nullptr)},
+                              {"process", port.process ? json(*port.process) : json(nullptr)},
+                              {"url", port.url},
+                              {"previewable", port.previewable}});
+           return json{{"items", items}};
+         });
+       }},
       {http::verb::post, "/v1/sandboxes/{id}/stop", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto id = ctx.params["id"];

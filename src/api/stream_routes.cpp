@@ -1,5 +1,5 @@
 // Routes that stream: exec and code-run as server-sent events, and everything the agent
-// serves itself (sessions, background commands, files, ports, the PTY), forwarded to the
+// serves itself (sessions, background commands, files, the PTY), forwarded to the
 // sandbox's agent with bodies in pieces and WebSockets spliced.
 #include <chrono>
 #include <spdlog/spdlog.h>
@@ -203,7 +203,7 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
       {verb::delete_, "/files"},          {verb::get, "/files/list"},
       {verb::get, "/files/stat"},         {verb::post, "/files/mkdir"},
       {verb::post, "/files/move"},        {verb::put, "/files/archive"},
-      {verb::get, "/files/archive"},      {verb::get, "/ports"},
+      {verb::get, "/files/archive"},
   };
   for (const auto& [method, suffix] : agent_paths) {
     auto needs = method == verb::get ? permission::read : permission::use_sandboxes;

@@ -14,17 +14,20 @@ namespace {
 
 constexpr std::size_t piece = 64 * 1024;
 
+// Which side of a body relay gave up: a failing upstream may still have an answer to read.
+enum class relayed { whole, reader_failed, writer_failed };
+
 // Moves one message body from `in` (header already read into parser) to `out` (header about to
-// be written by sr), a piece at a time. Returns false when either side failed.
+// be written by sr), a piece at a time.
 template <typename InStream, typename OutStream, typename Parser, typename Serializer>
-asio::awaitable<bool> relay_body(InStream& in, beast::flat_buffer& in_buffer, Parser& parser, OutStream& out,
-                                 Serializer& sr) {
+asio::awaitable<relayed> relay_body(InStream& in, beast::flat_buffer& in_buffer, Parser& parser, OutStream& out,
+                                    Serializer& sr) {
   std::vector<char> chunk(piece);
   // Beast reads no more than the buffer has room for: without room, a body arrives 512 bytes
   // at a time.
   in_buffer.reserve(piece);
   auto [hec, hn] = co_await bhttp::async_write_header(out, sr, use_tuple);
-  if (hec) co_return false;
+  if (hec) co_return relayed::writer_failed;
   do {
     auto& body = parser.get().body();
     if (!parser.is_done()) {
@@ -33,7 +36,7 @@ asio::awaitable<bool> relay_body(InStream& in, beast::flat_buffer& in_buffer, Pa
       // read_some: a slow producer (events, logs) is passed on as soon as bytes arrive.
       auto [ec, n] = co_await bhttp::async_read_some(in, in_buffer, parser, use_tuple);
       if (ec == bhttp::error::need_buffer) ec = {};
-      if (ec) co_return false;
+      if (ec) co_return relayed::reader_failed;
       body.size = chunk.size() - body.size;
       // Nothing for the body yet (only framing was read): an empty piece would be serialized
       // as the last chunk, ending the message early.
@@ -47,9 +50,9 @@ asio::awaitable<bool> relay_body(InStream& in, beast::flat_buffer& in_buffer, Pa
     }
     auto [wec, wn] = co_await bhttp::async_write(out, sr, use_tuple);
     if (wec == bhttp::error::need_buffer) wec = {};
-    if (wec) co_return false;
+    if (wec) co_return relayed::writer_failed;
   } while (!parser.is_done() || !sr.is_done());
-  co_return true;
+  co_return relayed::whole;
 }
 
 // Copies bytes one way until EOF or an error, then shuts the other side's sending half.
@@ -74,66 +77,117 @@ asio::awaitable<bool> flush(Stream& to, beast::flat_buffer& leftover) {
   co_return !ec;
 }
 
-}  // namespace
+// We relay the body ourselves: the client may send it now (the upstream's interim answer would
+// be mistaken for its final one).
+asio::awaitable<bool> continue_if_expected(exchange<tcp_protocol>& ex) {
+  auto& req = ex.parser.get();
+  auto expect = req.find(bhttp::field::expect);
+  if (expect == req.end() || !beast::iequals(expect->value(), "100-continue")) co_return true;
+  req.erase(bhttp::field::expect);
+  bhttp::response<bhttp::empty_body> go_on{bhttp::status::continue_, 11};
+  auto [ec, n] = co_await bhttp::async_write(ex.stream, go_on, use_tuple);
+  co_return !ec;
+}
 
-asio::awaitable<bool> proxy_to_unix(exchange<tcp_protocol>& ex, proxy_target target) {
-  beast::basic_stream<unix_protocol> upstream(co_await asio::this_coro::executor);
-  upstream.expires_after(target.connect_timeout);
-  auto [cec] = co_await upstream.async_connect(unix_protocol::endpoint(target.socket_path), use_tuple);
-  if (cec)
-    co_return co_await respond_error(
-        ex, make_error(errc::unavailable, "the sandbox agent is not reachable: " + cec.message()));
-  upstream.expires_never();
+relay_result ended(bool keep_alive) {
+  relay_result r;
+  r.keep_alive = keep_alive;
+  return r;
+}
 
+relay_result unanswered(beast::error_code ec) {
+  relay_result r;
+  r.unanswered = true;
+  r.upstream_error = ec;
+  return r;
+}
+
+// From the 101 on it is the WebSocket's bytes, in both directions, until one side closes.
+template <typename Protocol>
+asio::awaitable<void> splice(exchange<tcp_protocol>& ex, beast::basic_stream<Protocol>& upstream,
+                             bhttp::response_parser<bhttp::buffer_body>& res_parser, beast::flat_buffer& up_buffer) {
+  bhttp::response_serializer<bhttp::buffer_body> sr{res_parser.get()};
+  auto [wec, wn] = co_await bhttp::async_write_header(ex.stream, sr, use_tuple);
+  if (wec) co_return;
+  if (!co_await flush(upstream, ex.buffer)) co_return;
+  if (!co_await flush(ex.stream, up_buffer)) co_return;
+  using namespace asio::experimental::awaitable_operators;
+  co_await (pump(ex.stream, upstream) && pump(upstream, ex.stream));
+}
+
+template <typename Protocol>
+asio::awaitable<relay_result> relay_exchange(exchange<tcp_protocol>& ex, beast::basic_stream<Protocol>& upstream,
+                                             relay_options options) {
   auto& req = ex.parser.get();
   bool upgrade = beast::websocket::is_upgrade(req);
-  // We relay the body ourselves: the client may send it now (the agent's interim answer would
-  // be mistaken for its final one).
-  if (auto expect = req.find(bhttp::field::expect);
-      expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
-    req.erase(bhttp::field::expect);
-    bhttp::response<bhttp::empty_body> go_on{bhttp::status::continue_, 11};
-    auto [ec, n] = co_await bhttp::async_write(ex.stream, go_on, use_tuple);
-    if (ec) co_return false;
-  }
+  if (!co_await continue_if_expected(ex)) co_return ended(false);
   bool client_keep_alive = req.keep_alive();
-  req.target(target.target);
-  req.erase(bhttp::field::authorization);  // the agent never sees the caller's credentials
-  req.erase(bhttp::field::cookie);
-  req.set(bhttp::field::host, "agent");
-  if (!target.websocket_protocol.empty()) req.erase(bhttp::field::sec_websocket_protocol);
-  req.set("X-Request-Id", ex.request_id);
+  if (options.stamp_request_id) req.set("X-Request-Id", ex.request_id);
   bhttp::request_serializer<bhttp::buffer_body> req_sr{req};
-  if (!co_await relay_body(ex.stream, ex.buffer, ex.parser, upstream, req_sr)) co_return false;
+  relayed sent = co_await relay_body(ex.stream, ex.buffer, ex.parser, upstream, req_sr);
+  if (sent == relayed::reader_failed) co_return ended(false);
+  // An upstream that stopped reading the body may still have answered it (413, 401): its
+  // answer is worth more to the client than a reset.
 
   beast::flat_buffer up_buffer;
   bhttp::response_parser<bhttp::buffer_body> res_parser;
   res_parser.body_limit(boost::none);
   auto [rec, rn] = co_await bhttp::async_read_header(upstream, up_buffer, res_parser, use_tuple);
-  if (rec)
-    co_return co_await respond_error(
-        ex, make_error(errc::unavailable, "the sandbox agent closed the connection: " + rec.message()));
+  if (rec) co_return unanswered(rec);
   auto& res = res_parser.get();
-  res.set("X-Request-Id", ex.request_id);
+  if (options.stamp_request_id) res.set("X-Request-Id", ex.request_id);
 
   if (upgrade && res.result() == bhttp::status::switching_protocols) {
-    if (!target.websocket_protocol.empty()) res.set(bhttp::field::sec_websocket_protocol, target.websocket_protocol);
-    bhttp::response_serializer<bhttp::buffer_body> sr{res};
-    auto [wec, wn] = co_await bhttp::async_write_header(ex.stream, sr, use_tuple);
-    if (wec) co_return false;
-    // From here on it is the WebSocket's bytes, in both directions, until one side closes.
-    if (!co_await flush(upstream, ex.buffer) || !co_await flush(ex.stream, up_buffer)) co_return false;
-    using namespace asio::experimental::awaitable_operators;
-    co_await (pump(ex.stream, upstream) && pump(upstream, ex.stream));
-    co_return false;
+    if (!options.websocket_protocol.empty()) res.set(bhttp::field::sec_websocket_protocol, options.websocket_protocol);
+    co_await splice(ex, upstream, res_parser, up_buffer);
+    co_return ended(false);
   }
 
-  // A body without a length ends with the connection: the client's must end too.
+  // A body without a length ends with the connection: the client's must end too. So must a
+  // connection whose request body was not read to its end.
   bool framed = res.chunked() || res.has_content_length() || res_parser.is_done();
-  res.keep_alive(client_keep_alive && framed);
+  res.keep_alive(client_keep_alive && framed && sent == relayed::whole);
   bhttp::response_serializer<bhttp::buffer_body> res_sr{res};
-  if (!co_await relay_body(upstream, up_buffer, res_parser, ex.stream, res_sr)) co_return false;
-  co_return res.keep_alive();
+  relayed answered = co_await relay_body(upstream, up_buffer, res_parser, ex.stream, res_sr);
+  co_return ended(answered == relayed::whole && res.keep_alive());
+}
+
+}  // namespace
+
+asio::awaitable<relay_result> relay(exchange<tcp_protocol>& ex, beast::basic_stream<tcp_protocol>& upstream,
+                                    relay_options options) {
+  return relay_exchange(ex, upstream, std::move(options));
+}
+
+asio::awaitable<relay_result> relay(exchange<tcp_protocol>& ex, beast::basic_stream<unix_protocol>& upstream,
+                                    relay_options options) {
+  return relay_exchange(ex, upstream, std::move(options));
+}
+
+asio::awaitable<bool> proxy_to_unix(exchange<tcp_protocol>& ex, proxy_target target) {
+  beast::basic_stream<unix_protocol> upstream(co_await asio::this_coro::executor);
+  upstream.expires_after(target.connect_timeout);
+  unix_protocol::endpoint agent(target.socket_path);
+  auto [cec] = co_await upstream.async_connect(agent, use_tuple);
+  if (cec) {
+    error unreachable = make_error(errc::unavailable, "the sandbox agent is not reachable: " + cec.message());
+    co_return co_await respond_error(ex, unreachable);
+  }
+  upstream.expires_never();
+
+  auto& req = ex.parser.get();
+  req.target(target.target);
+  req.erase(bhttp::field::authorization);  // the agent never sees the caller's credentials
+  req.erase(bhttp::field::cookie);
+  req.set(bhttp::field::host, "agent");
+  if (!target.websocket_protocol.empty()) req.erase(bhttp::field::sec_websocket_protocol);
+  relay_options options;
+  options.websocket_protocol = std::move(target.websocket_protocol);
+  relay_result relayed_answer = co_await relay(ex, upstream, std::move(options));
+  if (!relayed_answer.unanswered) co_return relayed_answer.keep_alive;
+  error closed = make_error(errc::unavailable,
+                            "the sandbox agent closed the connection: " + relayed_answer.upstream_error.message());
+  co_return co_await respond_error(ex, closed);
 }
 
 }  // namespace sandfort::http

@@ -101,6 +101,33 @@ boost::asio::awaitable<result<exec_result>> unix_socket_connector::exec(const st
   co_return out;
 }
 
+boost::asio::awaitable<result<std::vector<listening_port>>> unix_socket_connector::ports(
+    const std::string& sandbox_id) {
+  http::client_options options;
+  options.timeout = std::chrono::seconds(10);
+  auto res = co_await http::unix_request(socket_path(sandbox_id), http::make_request(http::verb::get, "/ports"), options);
+  if (!res) co_return std::move(res).err();
+  if (res->result_int() != 200) co_return agent_error(*res);
+  json j = json::parse(res->body(), nullptr, false);
+  if (!j.is_object() || !j.contains("items") || !j["items"].is_array())
+    co_return make_error(errc::internal, "agent sent a malformed port list");
+  std::vector<listening_port> out;
+  try {
+    for (const auto& item : j["items"]) {
+      listening_port p;
+      p.port = item.at("port").get<int>();
+      p.address = item.value("address", "");
+      p.family = item.value("family", "");
+      if (item.contains("pid") && item["pid"].is_number_integer()) p.pid = item["pid"].get<int>();
+      if (item.contains("process") && item["process"].is_string()) p.process = item["process"].get<std::string>();
+      out.push_back(std::move(p));
+    }
+  } catch (const json::exception& e) {
+    co_return make_error(errc::internal, std::string("agent sent a malformed port list: ") + e.what());
+  }
+  co_return out;
+}
+
 boost::asio::awaitable<result<void>> unix_socket_connector::exec_stream(const std::string& sandbox_id,
                                                                        const agent_exec& call, byte_sink& sink) {
   namespace asio = boost::asio;

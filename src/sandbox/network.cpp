@@ -2,7 +2,9 @@
 // and egress settings that change while they run.
 #include <spdlog/spdlog.h>
 
-#include "sandfort/crypto/digest.hpp"
+#include <charconv>
+
+#include "sandfort/preview/address.hpp"
 #include "sandfort/sandbox/service.hpp"
 
 namespace sandfort::sandbox {
@@ -15,7 +17,12 @@ std::string replace_all(std::string text, std::string_view what, std::string_vie
   return text;
 }
 
-std::string listen_port(const std::string& host_port) { return host_port.substr(host_port.rfind(':') + 1); }
+unsigned short listen_port(const std::string& host_port) {
+  auto text = host_port.substr(host_port.rfind(':') + 1);
+  unsigned short port = 0;
+  std::from_chars(text.data(), text.data() + text.size(), port);
+  return port;
+}
 
 }  // namespace
 
@@ -62,9 +69,10 @@ void service::disconnect(const std::string& sandbox_id) {
 
 sandbox_view service::view_of(const store::sandbox_record& rec) const {
   auto v = to_view(rec);
-  std::string tmpl = cfg_.preview.url_template;
-  if (tmpl.empty()) tmpl = "http://{port}-{id}." + cfg_.preview.domain + ":" + listen_port(cfg_.preview.listen);
-  v.preview_url_template = replace_all(tmpl, "{id}", rec.id);
+  const std::string& configured = cfg_.preview.url_template;
+  v.preview_url_template = configured.empty()
+                               ? preview::url_template(cfg_.preview.domain, rec.id, listen_port(cfg_.preview.listen))
+                               : replace_all(configured, "{id}", rec.id);
   return v;
 }
 
@@ -75,9 +83,22 @@ result<preview_link> service::preview(const std::string& org_id, const std::stri
   auto view = view_of(*rec);
   preview_link link;
   link.url = replace_all(view.preview_url_template, "{port}", std::to_string(port));
-  // The same derivation as preview::make_token, which checks it.
-  if (!view.spec.public_preview) link.token = hmac_sha256_hex(rec->preview_key, rec->id + ":" + std::to_string(port));
+  if (!view.spec.public_preview)
+    link.token = preview::make_token(rec->preview_key, rec->id, static_cast<unsigned short>(port));
   return link;
+}
+
+task<std::vector<listening_port>> service::ports(const std::string& org_id, const std::string& id_or_name) {
+  auto rec = require_started(org_id, id_or_name);
+  if (!rec) co_return std::move(rec).err();
+  auto found = co_await agent_.ports(rec->id);
+  if (!found) co_return std::move(found).err();
+  std::string tmpl = view_of(*rec).preview_url_template;
+  for (auto& p : *found) {
+    p.url = replace_all(tmpl, "{port}", std::to_string(p.port));
+    p.previewable = p.address != "127.0.0.1" && p.address != "::1";
+  }
+  co_return std::move(found).value();
 }
 
 task<sandbox_view> service::update(const std::string& org_id, const std::string& id_or_name, const update_request& req) {

@@ -16,8 +16,12 @@
 #include "sandfort/api/api.hpp"
 #include "sandfort/auth/keys.hpp"
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/firewall/host_firewall.hpp"
 #include "sandfort/http/server.hpp"
+#include "sandfort/preview/server.hpp"
+#include "sandfort/proxy/proxy.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
+#include "sandfort/sandbox/network_directory.hpp"
 #include "sandfort/sandbox/service.hpp"
 #include "sandfort/store/database.hpp"
 
@@ -101,6 +105,41 @@ asio::awaitable<void> reconcile_until_done(sandbox::service& svc) {
   }
 }
 
+// The sandbox network must exist before anything else about sandboxes; Docker may not be up yet.
+asio::awaitable<result<docker::network_info>> prepare_network_until_done(sandbox::service& svc) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    auto net = co_await svc.prepare_network();
+    // An unsafe network of our name is for the operator to fix, not to wait out.
+    if (net || net.err().code != errc::unavailable) co_return net;
+    spdlog::warn("sandbox network: {}; retrying in 5 s", net.err().message);
+    timer.expires_after(std::chrono::seconds(5));
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return std::move(net).err();
+  }
+}
+
+result<proxy::proxy_options> egress_options(const config& cfg) {
+  proxy::proxy_options o;
+  std::string_view rest = cfg.egress.allowed_ranges;
+  while (!rest.empty()) {
+    auto comma = rest.find(',');
+    std::string_view one = rest.substr(0, comma);
+    while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
+    while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
+    if (!one.empty()) {
+      auto range = proxy::parse_cidr(one);
+      if (!range) return make_error(errc::invalid_argument, "config: egress.allowed_ranges: " + range.err().message);
+      o.allowed_ranges.push_back(*range);
+    }
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  o.connect_timeout = std::chrono::seconds(cfg.egress.connect_timeout_s);
+  o.idle_timeout = std::chrono::seconds(cfg.egress.idle_timeout_s);
+  o.max_tunnels_per_sandbox = static_cast<std::size_t>(cfg.egress.max_tunnels_per_sandbox);
+  return o;
+}
+
 asio::awaitable<void> reap_forever(sandbox::service& svc, bool& stopping) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   while (!stopping) {
@@ -108,6 +147,19 @@ asio::awaitable<void> reap_forever(sandbox::service& svc, bool& stopping) {
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (!stopping) co_await svc.reap_expired();
   }
+}
+
+// Rules this process created go with it, but only when no sandbox is left on the network: a
+// sandbox that outlives the daemon must not find the host open.
+asio::awaitable<void> remove_firewall_if_unused(docker::engine& engine, const std::string& network,
+                                               std::optional<firewall::host_firewall>& fw) {
+  if (!fw || !fw->created()) co_return;
+  auto net = co_await engine.inspect_network(network);
+  if (net && !net->containers.empty()) {
+    spdlog::info("host firewall rules stay: {} sandbox containers remain on {}", net->containers.size(), network);
+    co_return;
+  }
+  if (auto r = fw->remove(); !r) spdlog::warn("host firewall: {}", r.err().message);
 }
 
 int serve(const config_flags& f) {
@@ -133,18 +185,67 @@ int serve(const config_flags& f) {
   http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk}));
   server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk}));
 
+  auto proxy_opts = egress_options(cfg);
+  if (!proxy_opts) throw std::runtime_error(proxy_opts.err().message);
+  sandbox::egress_lookup egress_directory(*db);
+  proxy::system_resolver resolver;
+  proxy::egress_proxy egress(ioc, *proxy_opts, egress_directory, resolver);
+  sandbox::preview_lookup preview_directory(*db);
+  preview::preview_options preview_opts;
+  preview_opts.domain = cfg.preview.domain;
+  preview::preview_server previews(ioc, preview_opts, preview_directory);
+  // A stopped or deleted sandbox's tunnels and preview relays close at once.
+  sandboxes.on_disconnect([&](const std::string& id) {
+    egress.disconnect(id);
+    previews.disconnect(id);
+  });
+  firewall::process_runner runner;
+  std::optional<firewall::host_firewall> host_firewall;
+  std::string network_name = cfg.network.name;
+
+  int exit_code = 0;
   bool stopping = false;
+  auto fatal = [&](const std::string& what) {
+    spdlog::critical("{}", what);
+    exit_code = 1;
+    ioc.stop();
+  };
   asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
       if (auto v = co_await engine.version(); v)
         spdlog::info("docker engine {} (API {})", v->version, v->api_version);
       else
         spdlog::warn("docker: {}", v.err().message);
+      auto net = co_await prepare_network_until_done(sandboxes);
+      if (!net) {
+        fatal("sandbox network: " + net.err().message);
+        co_return;
+      }
+      auto proxy_port = static_cast<unsigned short>(cfg.egress.proxy_port);
+      if (cfg.network.host_firewall) {
+        host_firewall.emplace(runner, firewall::rule_set{net->bridge, net->gateway, proxy_port});
+        if (auto r = host_firewall->install(); !r) {
+        fatal("host firewall: " + r.err().message);
+        co_return;
+      }
+        spdlog::info("host firewall: from {} only {}:{} answers", net->bridge, net->gateway, proxy_port);
+      } else {
+        spdlog::warn("network.host_firewall is off: sandboxes can reach every service listening on this host");
+      }
+      auto bound = egress.listen(net->gateway + ":" + std::to_string(proxy_port));
+      if (!bound) {
+        fatal("egress proxy: " + bound.err().message);
+        co_return;
+      }
+      spdlog::info("egress proxy listening on {}:{}", net->gateway, *bound);
       co_await reconcile_until_done(sandboxes);
   }, asio::detached);
 
   auto port = server.listen_tcp(cfg.listen);
   if (!port) throw std::runtime_error(port.err().message);
   spdlog::info("listening on {} (port {})", cfg.listen, *port);
+  auto preview_port = previews.listen(cfg.preview.listen);
+  if (!preview_port) throw std::runtime_error("preview listener: " + preview_port.err().message);
+  spdlog::info("preview listener on {} (port {}, *.{})", cfg.preview.listen, *preview_port, cfg.preview.domain);
   asio::co_spawn(ioc, reap_forever(sandboxes, stopping), asio::detached);
 
   asio::signal_set signals(ioc, SIGTERM, SIGINT);
@@ -153,15 +254,18 @@ int serve(const config_flags& f) {
     spdlog::info("signal {}: no new connections; finishing in-flight requests", sig);
     stopping = true;
     server.stop();
+    previews.stop();
+    egress.stop();
     asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
         co_await server.drain(std::chrono::seconds(cfg.shutdown_grace_s));
+        co_await remove_firewall_if_unused(engine, network_name, host_firewall);
         spdlog::info("stopped");
         ioc.stop();
     }, asio::detached);
   });
   ::signal(SIGPIPE, SIG_IGN);
   ioc.run();
-  return 0;
+  return exit_code;
 }
 
 }  // namespace

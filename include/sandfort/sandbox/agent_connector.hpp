@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sandfort/core/error.hpp"
 #include "sandfort/sandbox/types.hpp"
@@ -47,6 +48,8 @@ class agent_connector {
   // sink as they happen. An error means nothing was written.
   virtual boost::asio::awaitable<result<void>> exec_stream(const std::string& sandbox_id, const agent_exec& call,
                                                            byte_sink& sink) = 0;
+  // TCP ports listening inside the sandbox (url and previewable are left for the service).
+  virtual boost::asio::awaitable<result<std::vector<listening_port>>> ports(const std::string& sandbox_id) = 0;
 };
 
 class unix_socket_connector final : public agent_connector {
@@ -60,6 +63,7 @@ class unix_socket_connector final : public agent_connector {
   boost::asio::awaitable<result<exec_result>> exec(const std::string& sandbox_id, const agent_exec& call) override;
   boost::asio::awaitable<result<void>> exec_stream(const std::string& sandbox_id, const agent_exec& call,
                                                    byte_sink& sink) override;
+  boost::asio::awaitable<result<std::vector<listening_port>>> ports(const std::string& sandbox_id) override;
 
  private:
   std::string state_dir_;

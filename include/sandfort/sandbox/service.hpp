@@ -54,6 +54,8 @@ class service {
   // that name that is not internal or lets containers talk to each other. Run before reconcile:
   // sandboxes cannot be created until it succeeded.
   task<docker::network_info> prepare_network();
+  // Ports listening inside a started sandbox, each with its preview URL.
+  task<std::vector<listening_port>> ports(const std::string& org_id, const std::string& id_or_name);
   // The URL and token of one port's preview.
   result<preview_link> preview(const std::string& org_id, const std::string& id_or_name, int port);
   // Called with a sandbox's id when it stops or is deleted, so the egress proxy and the preview

@@ -64,6 +64,18 @@ struct sandbox_view {
   std::string preview_url_template;  // "http://{port}-sbx-….preview.localhost:8081"
 };
 
+// A TCP port listening inside a sandbox, as the agent sees it in /proc/net/tcp{,6}.
+struct listening_port {
+  int port = 0;
+  std::string address;  // "0.0.0.0", "127.0.0.1", "::"
+  std::string family;   // ipv4 | ipv6
+  std::optional<int> pid;
+  std::optional<std::string> process;
+  std::string url;  // its preview URL
+  // The preview reaches the sandbox's own address: a listener bound to loopback only is not.
+  bool previewable = false;
+};
+
 struct preview_link {
   std::string url;
   std::string token;  // empty when the sandbox's previews are public

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "sandfort/http/server.hpp"
+#include "support/raw_client.hpp"
 
 namespace sandfort::http::test {
 
@@ -90,137 +91,8 @@ class running_server {
   asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(ioc_);
 };
 
-struct raw_response {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // names lowercased
-  std::string body;
-  std::string header(const std::string& name) const {
-    auto it = headers.find(name);
-    return it == headers.end() ? "" : it->second;
-  }
-};
-
-// A blocking TCP client with explicit deadlines on every read.
-class raw_client {
- public:
-  raw_client() = default;
-  ~raw_client() { close(); }
-  raw_client(const raw_client&) = delete;
-  raw_client& operator=(const raw_client&) = delete;
-
-  // Returns 0, or the errno of a failed connect (ECONNREFUSED, ...).
-  int connect(unsigned short port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) return errno;
-    timeval tv{10, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      int err = errno;
-      close();
-      return err;
-    }
-    return 0;
-  }
-
-  // False when the peer stopped accepting bytes (reset, closed, or blocked past SO_SNDTIMEO).
-  bool send_all(const std::string& data) {
-    std::size_t off = 0;
-    while (off < data.size()) {
-      auto n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      off += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
-
-  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
-
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
-  // Reads one response with a Content-Length body; nullopt on EOF, reset or timeout.
-  std::optional<raw_response> read_response(std::chrono::milliseconds limit = std::chrono::seconds(5)) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    std::size_t end;
-    while ((end = pending_.find("\r\n\r\n")) == std::string::npos)
-      if (!fill(deadline)) return std::nullopt;
-    raw_response res;
-    std::string head = pending_.substr(0, end);
-    pending_.erase(0, end + 4);
-    auto line_end = head.find("\r\n");
-    std::string status_line = head.substr(0, line_end);
-    if (status_line.size() < 12) return std::nullopt;
-    res.status = std::stoi(status_line.substr(9, 3));
-    std::size_t pos = line_end == std::string::npos ? head.size() : line_end + 2;
-    while (pos < head.size()) {
-      auto next = head.find("\r\n", pos);
-      if (next == std::string::npos) next = head.size();
-      std::string line = head.substr(pos, next - pos);
-      auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string name = line.substr(0, colon);
-        for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        std::string value = line.substr(colon + 1);
-        value.erase(0, value.find_first_not_of(' '));
-        res.headers[name] = value;
-      }
-      pos = next + 2;
-    }
-    std::size_t length = res.headers.count("content-length") ? std::stoul(res.headers["content-length"]) : 0;
-    while (pending_.size() < length)
-      if (!fill(deadline)) return std::nullopt;
-    res.body = pending_.substr(0, length);
-    pending_.erase(0, length);
-    return res;
-  }
-
-  // True when the peer closes (EOF or reset) within limit without sending anything more;
-  // false on a timeout or unexpected bytes.
-  bool closed_within(std::chrono::milliseconds limit) {
-    if (!pending_.empty()) return false;
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    while (true) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      int r = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return false;
-      char buf[4096];
-      auto n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n == 0) return true;
-      if (n < 0) return errno == ECONNRESET;
-      return false;
-    }
-  }
-
- private:
-  bool fill(std::chrono::steady_clock::time_point deadline) {
-    while (true) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      int r = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return false;
-      char buf[16384];
-      auto n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return false;
-      pending_.append(buf, static_cast<std::size_t>(n));
-      return true;
-    }
-  }
-
-  int fd_ = -1;
-  std::string pending_;
-};
+using sandfort::testing::raw_client;
+using sandfort::testing::raw_response;
 
 inline std::string get_request(const std::string& target, const std::string& extra_headers = "") {
   return "GET " + target + " HTTP/1.1\r\nHost: localhost\r\n" + extra_headers + "\r\n";

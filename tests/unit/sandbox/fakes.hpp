@@ -206,6 +206,10 @@ class fake_connector final : public agent_connector {
     co_return exec_answer;
   }
 
+  std::vector<listening_port> listening = {{8080, "0.0.0.0", "ipv4", 7, "python3", "", false},
+                                           {5432, "127.0.0.1", "ipv4", std::nullopt, std::nullopt, "", false}};
+  asio::awaitable<result<std::vector<listening_port>>> ports(const std::string&) override { co_return listening; }
+
   // Streams: writes stream_chunks to the sink, then answers stream_answer.
   std::vector<std::string> stream_chunks = {"event: stdout\ndata: hi\n\n", "event: exit\ndata: {\"exit_code\":0}\n\n"};
   result<void> stream_answer = ok_t{};

@@ -134,3 +134,18 @@ TEST_CASE("sandbox network: preview links carry a per-port token unless previews
   auto pub = f.create_started(open);
   CHECK(f.svc->preview(f.org_a.id, pub.id, 3000)->token.empty());
 }
+
+TEST_CASE("sandbox network: ports come with their preview URLs", "[sandbox][network]") {
+  fixture f;
+  auto v = f.create_started();
+  auto ports = f.run(f.svc->ports(f.org_a.id, v.id));
+  REQUIRE(ports.ok());
+  REQUIRE(ports->size() == 2);
+  CHECK((*ports)[0].url == "http://8080-" + v.id + ".preview.localhost:8081");
+  CHECK((*ports)[0].previewable);
+  CHECK((*ports)[1].url == "http://5432-" + v.id + ".preview.localhost:8081");
+  CHECK_FALSE((*ports)[1].previewable);
+  CHECK(f.run(f.svc->ports(f.org_b.id, v.id)).err().code == errc::not_found);
+  REQUIRE(f.run(f.svc->stop(f.org_a.id, v.id)).ok());
+  CHECK(f.run(f.svc->ports(f.org_a.id, v.id)).err().code == errc::conflict);
+}

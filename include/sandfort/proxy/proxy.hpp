@@ -1,0 +1,127 @@
+#pragma once
+// The egress proxy: the only way out of a sandbox. Each connection carries exactly one request
+// (CONNECT or an absolute-form http:// request) with the sandbox's credential. The proxy checks
+// the credential (407), the host against that sandbox's allowlist (403), resolves the name
+// itself, drops every address the policy refuses (403 when none is left), and dials exactly the
+// addresses it checked — never a second resolution, so DNS rebinding cannot move the tunnel.
+// A forwarded request goes upstream with Connection: close and is relayed until the upstream is
+// done, so nothing a client sends later on that connection reaches an unchecked address.
+//
+// Everything runs on the io_context's one thread and nothing blocks it; call every member on
+// that thread (or before it runs).
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sandfort/core/error.hpp"
+#include "sandfort/proxy/policy.hpp"
+
+namespace sandfort::proxy {
+
+// What the proxy needs to know about a sandbox (the sandbox service implements the directory).
+struct sandbox_egress {
+  std::string sandbox_id;
+  std::string org_id;
+  std::string secret_sha256_hex;  // SHA-256 of the proxy secret, hex
+  std::vector<std::string> allowlist;
+};
+
+class egress_directory {
+ public:
+  virtual ~egress_directory() = default;
+  // The live sandbox with this id, or nullopt (deleted/unknown). Called once per connection, so
+  // an allowlist changed by PATCH applies to the next connection.
+  virtual std::optional<sandbox_egress> find(const std::string& sandbox_id) = 0;
+};
+
+// Name resolution is a seam so tests map names to addresses without /etc/hosts. An
+// implementation should finish promptly when its coroutine is cancelled (the proxy stops or
+// the sandbox is deleted while a lookup is pending).
+class name_resolver {
+ public:
+  virtual ~name_resolver() = default;
+  virtual boost::asio::awaitable<result<std::vector<boost::asio::ip::address>>> resolve(const std::string& host) = 0;
+};
+
+// getaddrinfo through asio's async_resolve, so IP literals in every spelling it accepts
+// ("0x7f.1", "2130706433", "::ffff:127.0.0.1") come back as the address they mean. No flags:
+// AI_ADDRCONFIG would turn "[::1]" into a resolution failure instead of a refused loopback.
+class system_resolver final : public name_resolver {
+ public:
+  boost::asio::awaitable<result<std::vector<boost::asio::ip::address>>> resolve(const std::string& host) override;
+};
+
+// One per decision: also the seam for the audit log and metrics to come.
+struct egress_event {
+  // The credential's sandbox. When the credential was refused (407): the id it claimed, if it
+  // could be read, and the org only if that sandbox exists.
+  std::string sandbox_id;
+  std::string org_id;
+  std::string host;  // normalized; empty when the request had no valid target
+  unsigned short port = 0;
+  std::string decision;  // "allow" | "deny"
+  // deny: why. allow: how the tunnel ended ("closed", "reset", "idle timeout",
+  // "sandbox disconnected", "proxy stopped").
+  std::string reason;
+  int status = 0;               // what the client got (for a forwarded request: the upstream's)
+  std::uint64_t bytes_in = 0;   // upstream → sandbox
+  std::uint64_t bytes_out = 0;  // sandbox → upstream (for forwarding: the rewritten head too)
+  std::chrono::milliseconds duration{0};
+  std::string address;  // allow: the address dialed
+};
+
+struct proxy_options {
+  std::vector<cidr> allowed_ranges;  // addresses an operator allowed despite their class
+  std::chrono::milliseconds connect_timeout{10'000};  // per address
+  std::chrono::milliseconds idle_timeout{300'000};    // no byte either way: the tunnel closes
+  std::chrono::milliseconds header_timeout{10'000};   // to read the whole request head
+  std::size_t max_tunnels_per_sandbox = 64;           // concurrent, per sandbox (→ 429)
+  std::size_t header_limit = 8192;                    // request head bytes (→ 400)
+  std::size_t max_addresses = 8;  // at most this many checked addresses are dialed, in order
+};
+
+class egress_proxy {
+ public:
+  // The directory and the resolver must outlive every connection: keep them until the
+  // io_context has run after stop().
+  egress_proxy(boost::asio::io_context& ioc, proxy_options options, egress_directory& directory,
+               name_resolver& resolver);
+  ~egress_proxy();  // stops, and reports nothing more to on_decision
+  egress_proxy(const egress_proxy&) = delete;
+  egress_proxy& operator=(const egress_proxy&) = delete;
+
+  // "10.213.0.1:3128" or "[fd00::1]:3128" (an IP literal); port 0 picks a free one. Returns the
+  // bound port. May be called once per address to listen on.
+  result<unsigned short> listen(const std::string& host_port);
+  // Stops accepting and closes every connection; their coroutines end on the next run of the
+  // io_context.
+  void stop();
+  // The sandbox was deleted: close its tunnels (and pending requests) now, and forget its
+  // traffic counters.
+  void disconnect(const std::string& sandbox_id);
+  void on_decision(std::function<void(const egress_event&)> callback);
+
+  struct traffic {
+    std::uint64_t bytes_in = 0, bytes_out = 0, allowed = 0, denied = 0;
+  };
+  // Counted when a decision is reported: for an allowed tunnel, when it ends.
+  traffic totals() const;
+  std::optional<traffic> sandbox_traffic(const std::string& sandbox_id) const;
+  // Connections being served right now (all stages, all sandboxes).
+  std::size_t active_connections() const;
+
+  struct state;
+
+ private:
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace sandfort::proxy

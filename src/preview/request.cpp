@@ -1,0 +1,64 @@
+#include "sandfort/preview/request.hpp"
+
+#include "sandfort/http/message.hpp"
+
+namespace sandfort::preview {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Calls fn(piece) for each piece of s between separators, empty ones included.
+template <typename Fn>
+void for_each_piece(std::string_view s, char separator, Fn fn) {
+  for (std::size_t start = 0;;) {
+    auto end = s.find(separator, start);
+    fn(s.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    if (end == std::string_view::npos) return;
+    start = end + 1;
+  }
+}
+
+}  // namespace
+
+query_split take_query_parameter(std::string_view target, std::string_view name) {
+  query_split out;
+  auto question = target.find('?');
+  out.target = std::string(target.substr(0, question));
+  if (question == std::string_view::npos) return out;
+  std::string kept;
+  for_each_piece(target.substr(question + 1), '&', [&](std::string_view pair) {
+    auto equals = pair.find('=');
+    std::string key = http::percent_decode(pair.substr(0, equals));
+    if (key != name) {
+      kept += (kept.empty() ? "" : "&") + std::string(pair);
+      return;
+    }
+    out.value = equals == std::string_view::npos ? std::string() : http::percent_decode(pair.substr(equals + 1));
+  });
+  if (!kept.empty()) out.target += "?" + kept;
+  return out;
+}
+
+cookie_split take_cookie(std::string_view cookie_header, std::string_view name) {
+  cookie_split out;
+  for_each_piece(cookie_header, ';', [&](std::string_view raw) {
+    std::string_view pair = trim(raw);
+    if (pair.empty()) return;
+    auto equals = pair.find('=');
+    if (trim(pair.substr(0, equals)) != name) {
+      out.rest += (out.rest.empty() ? "" : "; ") + std::string(pair);
+      return;
+    }
+    std::string_view value = equals == std::string_view::npos ? std::string_view() : trim(pair.substr(equals + 1));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+    out.values.emplace_back(value);
+  });
+  return out;
+}
+
+}  // namespace sandfort::preview

@@ -1,0 +1,81 @@
+#pragma once
+// What the proxy's coroutines share: the options, the live connections (so stop() and
+// disconnect() can close them) and the counters. One thread touches it, so no locks.
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <chrono>
+#include <functional>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sandfort/proxy/proxy.hpp"
+
+namespace sandfort::proxy {
+
+namespace detail {
+
+// One client connection and, once dialed, its upstream.
+class connection {
+ public:
+  explicit connection(boost::asio::ip::tcp::socket socket);
+
+  boost::beast::tcp_stream client;
+  boost::beast::tcp_stream upstream;
+  boost::beast::flat_buffer buffer;  // bytes read past the request head go upstream first
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::string sandbox_id;            // set once authenticated: disconnect() finds it by this
+  bool forget_traffic = false;       // the sandbox was disconnected: count only the totals
+  bool linger = false;               // answered early: drain the client's input before closing
+
+  // Closes both sockets and wakes any wait; `why` becomes the end reason of an open tunnel.
+  void close(std::string why);
+  bool closing() const { return closed_because_.has_value(); }
+  const std::optional<std::string>& closed_because() const { return closed_because_; }
+  // A wait that completes when close() is called; for waits that are on no socket.
+  boost::asio::awaitable<void> until_closed();
+
+ private:
+  boost::asio::steady_timer closed_signal_;  // never expires: close() cancels it
+  std::optional<std::string> closed_because_;
+};
+
+}  // namespace detail
+
+struct egress_proxy::state {
+  boost::asio::io_context& ioc;
+  proxy_options options;
+  egress_policy policy;
+  egress_directory& directory;
+  name_resolver& resolver;
+  std::function<void(const egress_event&)> on_decision;
+  bool stopping = false;
+  std::vector<std::shared_ptr<boost::asio::ip::tcp::acceptor>> acceptors;
+  std::list<detail::connection*> connections;
+  std::unordered_map<std::string, std::size_t> open_per_sandbox;  // for the 429 limit
+  traffic total;
+  std::unordered_map<std::string, traffic> per_sandbox;
+
+  state(boost::asio::io_context& io, proxy_options o, egress_directory& d, name_resolver& r)
+      : ioc(io), options(std::move(o)), policy(options.allowed_ranges), directory(d), resolver(r) {}
+};
+
+namespace detail {
+
+// Serves one accepted connection to its end: one request, one decision.
+boost::asio::awaitable<void> serve(std::shared_ptr<egress_proxy::state> st, boost::asio::ip::tcp::socket socket);
+
+// Logs the decision, counts it and hands it to on_decision.
+void report(egress_proxy::state& st, const connection& c, egress_event& ev);
+
+}  // namespace detail
+
+}  // namespace sandfort::proxy

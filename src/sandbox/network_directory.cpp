@@ -1,0 +1,22 @@
+#include "sandfort/sandbox/network_directory.hpp"
+
+#include "sandfort/sandbox/service.hpp"
+
+namespace sandfort::sandbox {
+
+std::optional<proxy::sandbox_egress> egress_lookup::find(const std::string& sandbox_id) {
+  auto rec = db_.find_live_sandbox(sandbox_id);
+  // A row without a credential (made before the sandbox network existed) can never authenticate.
+  if (!rec || rec->proxy_secret_sha256.empty()) return std::nullopt;
+  return proxy::sandbox_egress{rec->id, rec->org_id, rec->proxy_secret_sha256,
+                               spec_from_json(rec->spec_json).egress_allowlist};
+}
+
+std::optional<preview::preview_target> preview_lookup::find(const std::string& sandbox_id) {
+  auto rec = db_.find_live_sandbox(sandbox_id);
+  if (!rec) return std::nullopt;
+  return preview::preview_target{rec->id, rec->state, rec->address, spec_from_json(rec->spec_json).public_preview,
+                                 rec->preview_key};
+}
+
+}  // namespace sandfort::sandbox
