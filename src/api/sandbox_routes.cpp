@@ -203,6 +203,21 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
            return json{{"url", l.url}, {"token", l.token.empty() ? json(nullptr) : json(l.token)}};
          });
        }},
+      {http::verb::get, "/v1/sandboxes/{id}/metrics", permission::read,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto id = ctx.params["id"];
+         auto r = co_await svc.metrics(p.org_id, id);
+         co_return reply(r, ctx, 200, [](const sandbox::sandbox_metrics& m) {
+           return json{{"cpu_percent", m.cpu_percent},
+                       {"memory_bytes", m.memory_bytes},
+                       {"memory_limit_bytes", m.memory_limit_bytes},
+                       {"pids", m.pids},
+                       {"egress_bytes_in", m.egress_bytes_in},
+                       {"egress_bytes_out", m.egress_bytes_out},
+                       {"egress_allowed", m.egress_allowed},
+                       {"egress_denied", m.egress_denied}};
+         });
+       }},
       {http::verb::get, "/v1/sandboxes/{id}/ports", permission::read,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto id = ctx.params["id"];

@@ -287,6 +287,21 @@ task<std::vector<container_info>> unix_engine::list_containers(const std::vector
   co_return out;
 }
 
+task<container_stats> unix_engine::stats(const std::string& id) {
+  auto path = container_path(id, "/stats?stream=false");
+  if (!path) co_return std::move(path).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::get, "/v" + *v + *path),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  std::string what = "read the resource use of container " + id;
+  if (!is_status(*res, {200})) co_return error_of(*res, what);
+  auto body = parse_body(*res, what);
+  if (!body) co_return std::move(body).err();
+  co_return parse_stats(*body);
+}
+
 task<network_info> unix_engine::inspect_network(const std::string& name) {
   if (name.empty()) co_return make_error(errc::invalid_argument, "a network name must not be empty");
   auto v = co_await api_version();

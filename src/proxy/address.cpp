@@ -188,6 +188,22 @@ result<cidr> parse_cidr(std::string_view text) {
   return cidr{addr, len};
 }
 
+result<std::vector<cidr>> parse_cidr_list(std::string_view text) {
+  std::vector<cidr> out;
+  while (!text.empty()) {
+    auto comma = text.find(',');
+    auto one = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
+    while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
+    if (one.empty()) continue;
+    auto range = parse_cidr(one);
+    if (!range) return std::move(range).err();
+    out.push_back(*range);
+  }
+  return out;
+}
+
 egress_policy::egress_policy(std::vector<cidr> allowed_ranges) : allowed_ranges_(std::move(allowed_ranges)) {}
 
 std::optional<std::string> egress_policy::refuse_reason(const ip::address& a) const {

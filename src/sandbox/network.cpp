@@ -88,6 +88,23 @@ result<preview_link> service::preview(const std::string& org_id, const std::stri
   return link;
 }
 
+task<sandbox_metrics> service::metrics(const std::string& org_id, const std::string& id_or_name) {
+  auto rec = require_started(org_id, id_or_name);
+  if (!rec) co_return std::move(rec).err();
+  std::string id = rec->id;
+  auto sample = co_await engine_.stats(container_name(id));
+  if (!sample) co_return std::move(sample).err();
+  sandbox_metrics m{sample->cpu_percent, sample->memory_bytes, sample->memory_limit_bytes, sample->pids};
+  if (egress_meter_) {
+    auto t = egress_meter_(id);
+    m.egress_bytes_in = t.bytes_in;
+    m.egress_bytes_out = t.bytes_out;
+    m.egress_allowed = t.allowed;
+    m.egress_denied = t.denied;
+  }
+  co_return m;
+}
+
 task<std::vector<listening_port>> service::ports(const std::string& org_id, const std::string& id_or_name) {
   auto rec = require_started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();

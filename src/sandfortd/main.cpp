@@ -121,19 +121,9 @@ asio::awaitable<result<docker::network_info>> prepare_network_until_done(sandbox
 
 result<proxy::proxy_options> egress_options(const config& cfg) {
   proxy::proxy_options o;
-  std::string_view rest = cfg.egress.allowed_ranges;
-  while (!rest.empty()) {
-    auto comma = rest.find(',');
-    std::string_view one = rest.substr(0, comma);
-    while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
-    while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
-    if (!one.empty()) {
-      auto range = proxy::parse_cidr(one);
-      if (!range) return make_error(errc::invalid_argument, "config: egress.allowed_ranges: " + range.err().message);
-      o.allowed_ranges.push_back(*range);
-    }
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-  }
+  auto ranges = proxy::parse_cidr_list(cfg.egress.allowed_ranges);
+  if (!ranges) return make_error(errc::invalid_argument, "config: egress.allowed_ranges: " + ranges.err().message);
+  o.allowed_ranges = std::move(ranges).value();
   o.connect_timeout = std::chrono::seconds(cfg.egress.connect_timeout_s);
   o.idle_timeout = std::chrono::seconds(cfg.egress.idle_timeout_s);
   o.max_tunnels_per_sandbox = static_cast<std::size_t>(cfg.egress.max_tunnels_per_sandbox);
@@ -198,6 +188,10 @@ int serve(const config_flags& f) {
   sandboxes.on_disconnect([&](const std::string& id) {
     egress.disconnect(id);
     previews.disconnect(id);
+  });
+  sandboxes.set_egress_meter([&](const std::string& id) {
+    auto t = egress.sandbox_traffic(id);
+    return t ? sandbox::egress_traffic{t->bytes_in, t->bytes_out, t->allowed, t->denied} : sandbox::egress_traffic{};
   });
   firewall::process_runner runner;
   std::optional<firewall::host_firewall> host_firewall;

@@ -191,9 +191,9 @@ class Daemon:
 
 
 def firewall_rules(bridge, tool="iptables"):
-    """The host firewall lines that mention bridge (its jumps and its chains' rules)."""
+    """sandfortd's host firewall lines for bridge: its jumps, chains and their rules (not Docker's)."""
     out = subprocess.run([tool, "-w", "-S"], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if bridge in line]
+    return [line for line in out.stdout.splitlines() if "SANDFORT" in line and bridge in line]
 
 
 def remove_firewall_rules(bridge):

@@ -281,3 +281,21 @@ def test_empty_allowlist_means_no_egress(member, sandbox, upstream):
     r = member.exec(sandbox["id"], command=f"curl -sS -m 10 -o /dev/null -w '%{{http_code}}' http://example.com/",
                     env=THROUGH_PROXY, timeout_s=30)
     assert r["stdout"] == "403", r
+
+
+def test_metrics_count_egress_and_resources(egress_member, upstream):
+    sbx = egress_member.create_sandbox(egress_allowlist=["localhost"], resources={"memory_mb": 256})
+    try:
+        r = curl(egress_member, sbx, f"-p -o /dev/null http://localhost:{upstream.port}/metered")
+        assert r["exit_code"] == 0, r
+        curl(egress_member, sbx, f"-p -o /dev/null http://127.0.0.1:{upstream.port}/denied")
+        m = egress_member.get(f"/v1/sandboxes/{sbx['id']}/metrics").json()
+        assert m["memory_limit_bytes"] == 256 << 20
+        assert 0 < m["memory_bytes"] < m["memory_limit_bytes"]
+        assert m["pids"] >= 1
+        assert m["cpu_percent"] >= 0
+        assert m["egress_bytes_in"] > len("upstream says hi\n")
+        assert m["egress_bytes_out"] > 0
+        assert m["egress_allowed"] == 1 and m["egress_denied"] == 1, m
+    finally:
+        egress_member.delete(f"/v1/sandboxes/{sbx['id']}")

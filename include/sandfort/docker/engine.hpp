@@ -95,6 +95,17 @@ result<network_info> parse_network(const nlohmann::json& body);
 // "10.213.0.0/16" → "10.213.0.1"; an error when it is not an IPv4 CIDR with room for hosts.
 result<std::string> first_host_address(const std::string& subnet);
 
+// One sample of a running container's resource use, as `docker stats` computes it.
+struct container_stats {
+  double cpu_percent = 0;  // of one CPU: 2 busy CPUs read 200
+  std::int64_t memory_bytes = 0;        // without the reclaimable page cache
+  std::int64_t memory_limit_bytes = 0;
+  std::int64_t pids = 0;
+};
+
+// Reads GET /containers/{id}/stats?stream=false; pure, so it is unit-tested.
+container_stats parse_stats(const nlohmann::json& body);
+
 struct container_info {
   std::string id;
   std::string name;
@@ -125,6 +136,8 @@ class engine {
   virtual task<container_info> inspect_container(const std::string& id) = 0;
   // Every container (running or not) carrying all of the given labels ("k" or "k=v").
   virtual task<std::vector<container_info>> list_containers(const std::vector<std::string>& label_filters) = 0;
+  // One sample; the engine takes about a second, measuring CPU use over an interval.
+  virtual task<container_stats> stats(const std::string& id) = 0;
   // Absent is `not_found`.
   virtual task<network_info> inspect_network(const std::string& name) = 0;
   // A name already in use is `conflict`.
@@ -151,6 +164,7 @@ class unix_engine final : public engine {
   task<void> remove_container(const std::string& id) override;
   task<container_info> inspect_container(const std::string& id) override;
   task<std::vector<container_info>> list_containers(const std::vector<std::string>& label_filters) override;
+  task<container_stats> stats(const std::string& id) override;
   task<network_info> inspect_network(const std::string& name) override;
   task<network_info> create_network(const network_spec& spec) override;
 

@@ -65,6 +65,8 @@ struct cidr {
 // The prefix length is required; host bits must be zero ("10.0.0.1/8" is refused: in an
 // allowlist of ranges a typo should fail loudly, not widen or narrow silently).
 result<cidr> parse_cidr(std::string_view text);
+// "10.1.0.0/16, fd00::/8": the operator's setting. Empty entries are skipped; any bad one fails.
+result<std::vector<cidr>> parse_cidr_list(std::string_view text);
 
 class egress_policy {
  public:

@@ -54,6 +54,10 @@ class service {
   // that name that is not internal or lets containers talk to each other. Run before reconcile:
   // sandboxes cannot be created until it succeeded.
   task<docker::network_info> prepare_network();
+  // Resource use of a started sandbox and its egress through the proxy.
+  task<sandbox_metrics> metrics(const std::string& org_id, const std::string& id_or_name);
+  // Where metrics() reads egress counts (the proxy, wired by sandfortd).
+  void set_egress_meter(std::function<egress_traffic(const std::string&)> meter) { egress_meter_ = std::move(meter); }
   // Ports listening inside a started sandbox, each with its preview URL.
   task<std::vector<listening_port>> ports(const std::string& org_id, const std::string& id_or_name);
   // The URL and token of one port's preview.
@@ -111,6 +115,7 @@ class service {
   bool reconciled_ = false;  // not ready until Docker and the store agree
   std::optional<docker::network_info> network_;  // set by prepare_network
   std::vector<std::function<void(const std::string&)>> disconnect_hooks_;
+  std::function<egress_traffic(const std::string&)> egress_meter_;
 };
 
 // Container names and labels that tie Docker objects back to rows.

@@ -76,6 +76,25 @@ struct listening_port {
   bool previewable = false;
 };
 
+struct sandbox_metrics {
+  double cpu_percent = 0;
+  std::int64_t memory_bytes = 0;
+  std::int64_t memory_limit_bytes = 0;
+  std::int64_t pids = 0;
+  std::uint64_t egress_bytes_in = 0;   // through the egress proxy since the sandbox started
+  std::uint64_t egress_bytes_out = 0;
+  std::uint64_t egress_allowed = 0;    // proxy decisions since the sandbox started
+  std::uint64_t egress_denied = 0;
+};
+
+// What a sandbox did through the egress proxy (connections counted when they end).
+struct egress_traffic {
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+  std::uint64_t allowed = 0;
+  std::uint64_t denied = 0;
+};
+
 struct preview_link {
   std::string url;
   std::string token;  // empty when the sandbox's previews are public

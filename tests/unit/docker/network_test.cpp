@@ -44,6 +44,27 @@ TEST_CASE("a network description is read back, with Docker's implicit gateway fi
   CHECK(info->containers.size() == 2);
 }
 
+TEST_CASE("stats are computed as the docker CLI does, on cgroup v1 and v2 answers", "[docker]") {
+  auto v1 = nlohmann::json::parse(R"({
+    "pids_stats": {"current": 7},
+    "cpu_stats": {"cpu_usage": {"total_usage": 3000, "percpu_usage": [1, 2]}, "system_cpu_usage": 20000},
+    "precpu_stats": {"cpu_usage": {"total_usage": 1000}, "system_cpu_usage": 10000},
+    "memory_stats": {"usage": 5000, "limit": 100000, "stats": {"total_inactive_file": 1000, "cache": 3000}}})");
+  auto s = parse_stats(v1);
+  CHECK(s.cpu_percent == Approx(40.0));  // 2000 / 10000 * 2 CPUs
+  CHECK(s.memory_bytes == 4000);
+  CHECK(s.memory_limit_bytes == 100000);
+  CHECK(s.pids == 7);
+  auto v2 = nlohmann::json::parse(R"({
+    "cpu_stats": {"cpu_usage": {"total_usage": 500}, "system_cpu_usage": 1000, "online_cpus": 4},
+    "precpu_stats": {"cpu_usage": {"total_usage": 500}, "system_cpu_usage": 500},
+    "memory_stats": {"usage": 800, "stats": {"inactive_file": 900}}})");
+  auto t = parse_stats(v2);
+  CHECK(t.cpu_percent == 0);
+  CHECK(t.memory_bytes == 800);  // never negative
+  CHECK(parse_stats(nlohmann::json::object()).pids == 0);
+}
+
 TEST_CASE("first_host_address takes IPv4 CIDRs only", "[docker]") {
   CHECK(*first_host_address("10.213.0.0/16") == "10.213.0.1");
   CHECK(*first_host_address("192.168.7.64/26") == "192.168.7.65");

@@ -262,3 +262,16 @@ TEST_CASE("proxy: parse_authority refuses bad ports and hostile hosts", "[proxy]
   CHECK_FALSE(parse_authority(std::string("exa\0mple.com:80", 16)).ok());
   CHECK_FALSE(parse_authority(std::string(300, 'a') + ":80").ok());
 }
+
+TEST_CASE("proxy: parse_cidr_list reads the operator's comma-separated ranges", "[proxy][policy]") {
+  auto ranges = parse_cidr_list(" 10.1.0.0/16, fd00::/8,,127.0.0.1/32 ");
+  REQUIRE(ranges.ok());
+  REQUIRE(ranges->size() == 3);
+  CHECK((*ranges)[0].to_string() == "10.1.0.0/16");
+  CHECK((*ranges)[1].to_string() == "fd00::/8");
+  CHECK((*ranges)[2].to_string() == "127.0.0.1/32");
+  CHECK(parse_cidr_list("")->empty());
+  auto bad = parse_cidr_list("10.0.0.0/8,10.0.0.1/8");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.err().message.find("10.0.0.1/8") != std::string::npos);
+}

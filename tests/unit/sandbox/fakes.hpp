@@ -156,6 +156,12 @@ class fake_engine final : public docker::engine {
     co_return *c;
   }
 
+  docker::container_stats sample{12.5, 64 << 20, 1024 << 20, 3};
+  docker::task<docker::container_stats> stats(const std::string& id) override {
+    if (!find(id)) co_return make_error(errc::not_found, "no such container " + id);
+    co_return sample;
+  }
+
   std::map<std::string, docker::network_info> networks;  // by name
   docker::task<docker::network_info> inspect_network(const std::string& name) override {
     auto it = networks.find(name);

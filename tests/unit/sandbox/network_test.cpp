@@ -149,3 +149,25 @@ TEST_CASE("sandbox network: ports come with their preview URLs", "[sandbox][netw
   REQUIRE(f.run(f.svc->stop(f.org_a.id, v.id)).ok());
   CHECK(f.run(f.svc->ports(f.org_a.id, v.id)).err().code == errc::conflict);
 }
+
+TEST_CASE("sandbox network: metrics join Docker's sample and the proxy's byte counts", "[sandbox][network]") {
+  fixture f;
+  auto v = f.create_started();
+  std::vector<std::string> asked;
+  f.svc->set_egress_meter([&](const std::string& id) {
+    asked.push_back(id);
+    return egress_traffic{1000, 200, 4, 2};
+  });
+  auto m = f.run(f.svc->metrics(f.org_a.id, v.id));
+  REQUIRE(m.ok());
+  CHECK(m->cpu_percent == 12.5);
+  CHECK(m->memory_bytes == 64 << 20);
+  CHECK(m->memory_limit_bytes == 1024 << 20);
+  CHECK(m->pids == 3);
+  CHECK(m->egress_bytes_in == 1000);
+  CHECK(m->egress_bytes_out == 200);
+  CHECK(m->egress_allowed == 4);
+  CHECK(m->egress_denied == 2);
+  CHECK(asked == std::vector<std::string>{v.id});
+  CHECK(f.run(f.svc->metrics(f.org_b.id, v.id)).err().code == errc::not_found);
+}
