@@ -62,7 +62,7 @@ def docker_call(method, path, body=None):
     return r.status, json.loads(data) if data else None
 
 
-def bench_create(api):
+def bench_create(api, network):
     print("create -> started")
     ours, theirs = [], []
     for _ in range(N_CREATE):
@@ -73,7 +73,8 @@ def bench_create(api):
         api.call("DELETE", f"/v1/sandboxes/{sbx['id']}")
     for _ in range(N_CREATE):
         t = time.perf_counter()
-        cid = subprocess.run(["docker", "run", "-d", "--init", "--network", "none", IMAGE, "sleep", "300"],
+        # On the sandboxes' own network: both sides pay for the same veth and address.
+        cid = subprocess.run(["docker", "run", "-d", "--init", "--network", network, IMAGE, "sleep", "300"],
                              check=True, capture_output=True, text=True).stdout.strip()
         theirs.append((time.perf_counter() - t) * 1000)
         subprocess.run(["docker", "rm", "-f", cid], check=True, capture_output=True)
@@ -166,7 +167,7 @@ def main():
         engine = docker_call("GET", "/version")[1]
         print(f"sandfort bench: image {IMAGE}, Docker {engine['Version']} (API {engine['ApiVersion']}), "
               f"{os.cpu_count()} cores{' (quick)' if QUICK else ''}\n")
-        bench_create(api)
+        bench_create(api, d.network["name"])
         status, sbx = api.call("POST", "/v1/sandboxes", {"snapshot": IMAGE, "wait": True})
         bench_exec(api, sbx["id"])
         agent_memory(d, sbx["id"])
