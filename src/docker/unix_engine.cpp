@@ -249,36 +249,35 @@ task<void> unix_engine::remove_container(const std::string& id) {
   co_return ok_t{};
 }
 
+task<json> unix_engine::get_json(const std::string& path, const std::string& what) {
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::get, "/v" + *v + path),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {200})) co_return error_of(*res, what);
+  co_return parse_body(*res, what);
+}
+
 task<container_info> unix_engine::inspect_container(const std::string& id) {
   auto path = container_path(id, "/json");
   if (!path) co_return std::move(path).err();
-  auto v = co_await api_version();
-  if (!v) co_return std::move(v).err();
-  auto res = co_await exchange(options_.socket_path, http::make_request(verb::get, "/v" + *v + *path),
-                               client_options(options_.timeout));
-  if (!res) co_return std::move(res).err();
   std::string what = "inspect container " + id;
-  if (!is_status(*res, {200})) co_return error_of(*res, what);
-  auto body = parse_body(*res, what);
+  auto body = co_await get_json(*path, what);
   if (!body) co_return std::move(body).err();
   co_return info_from_inspect(*body);
 }
 
 task<std::vector<container_info>> unix_engine::list_containers(const std::vector<std::string>& label_filters) {
-  auto v = co_await api_version();
-  if (!v) co_return std::move(v).err();
-  std::string target = "/v" + *v + "/containers/json";
+  std::string target = "/containers/json";
   if (label_filters.empty()) {
     target += detail::query_string({{"all", "true"}});
   } else {
     auto filters = json{{"label", label_filters}}.dump(-1, ' ', false, json::error_handler_t::replace);
     target += detail::query_string({{"all", "true"}, {"filters", filters}});
   }
-  auto res = co_await exchange(options_.socket_path, http::make_request(verb::get, target),
-                               client_options(options_.timeout));
-  if (!res) co_return std::move(res).err();
-  if (!is_status(*res, {200})) co_return error_of(*res, "list containers");
-  auto body = parse_body(*res, "list containers");
+  std::string what = "list containers";
+  auto body = co_await get_json(target, what);
   if (!body) co_return std::move(body).err();
   if (!body->is_array()) co_return make_error(errc::internal, "list containers: Docker's answer is not a JSON array");
   std::vector<container_info> out;
@@ -290,29 +289,17 @@ task<std::vector<container_info>> unix_engine::list_containers(const std::vector
 task<container_stats> unix_engine::stats(const std::string& id) {
   auto path = container_path(id, "/stats?stream=false");
   if (!path) co_return std::move(path).err();
-  auto v = co_await api_version();
-  if (!v) co_return std::move(v).err();
-  auto res = co_await exchange(options_.socket_path, http::make_request(verb::get, "/v" + *v + *path),
-                               client_options(options_.timeout));
-  if (!res) co_return std::move(res).err();
   std::string what = "read the resource use of container " + id;
-  if (!is_status(*res, {200})) co_return error_of(*res, what);
-  auto body = parse_body(*res, what);
+  auto body = co_await get_json(*path, what);
   if (!body) co_return std::move(body).err();
   co_return parse_stats(*body);
 }
 
 task<network_info> unix_engine::inspect_network(const std::string& name) {
   if (name.empty()) co_return make_error(errc::invalid_argument, "a network name must not be empty");
-  auto v = co_await api_version();
-  if (!v) co_return std::move(v).err();
-  auto res = co_await exchange(options_.socket_path,
-                               http::make_request(verb::get, "/v" + *v + "/networks/" + detail::percent_encode(name)),
-                               client_options(options_.timeout));
-  if (!res) co_return std::move(res).err();
+  std::string path = "/networks/" + detail::percent_encode(name);
   std::string what = "inspect network " + name;
-  if (!is_status(*res, {200})) co_return error_of(*res, what);
-  auto body = parse_body(*res, what);
+  auto body = co_await get_json(path, what);
   if (!body) co_return std::move(body).err();
   co_return parse_network(*body);
 }

@@ -56,7 +56,8 @@ task<docker::network_info> service::prepare_network() {
 }
 
 task<void> service::refresh_address(store::sandbox_record& rec) {
-  auto info = co_await engine_.inspect_container(container_name(rec.id));
+  std::string name = container_name(rec.id);
+  auto info = co_await engine_.inspect_container(name);
   if (!info) co_return std::move(info).err();
   auto it = network_ ? info->addresses.find(network_->name) : info->addresses.end();
   rec.address = it == info->addresses.end() ? std::string{} : it->second;
@@ -92,7 +93,8 @@ task<sandbox_metrics> service::metrics(const std::string& org_id, const std::str
   auto rec = require_started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   std::string id = rec->id;
-  auto sample = co_await engine_.stats(container_name(id));
+  std::string name = container_name(id);
+  auto sample = co_await engine_.stats(name);
   if (!sample) co_return std::move(sample).err();
   sandbox_metrics m{sample->cpu_percent, sample->memory_bytes, sample->memory_limit_bytes, sample->pids};
   if (egress_meter_) {

@@ -109,23 +109,7 @@ class raw_client {
 
   // True when the peer closes (EOF or reset) within limit without sending anything more;
   // false on a timeout or unexpected bytes.
-  bool closed_within(std::chrono::milliseconds limit) {
-    if (!pending_.empty()) return false;
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    while (true) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      int r = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return false;
-      char buf[4096];
-      auto n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n == 0) return true;
-      if (n < 0) return errno == ECONNRESET;
-      return false;
-    }
-  }
+  bool closed_within(std::chrono::milliseconds limit) { return pending_.empty() && closes(limit, true); }
 
   // Exactly n bytes (after any response already read), or what arrived before the deadline.
   std::string read_exact(std::size_t n, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
@@ -138,37 +122,41 @@ class raw_client {
   }
 
   // True when the peer closes (EOF or reset) within limit, ignoring bytes still arriving.
-  bool closes_after_draining(std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
+  bool closes_after_draining(std::chrono::milliseconds limit = std::chrono::seconds(10)) { return closes(limit, false); }
+
+ private:
+  // Waits until a read would not block; false at the deadline.
+  bool wait_readable(std::chrono::steady_clock::time_point deadline) {
     for (;;) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
       pollfd p{fd_, POLLIN, 0};
       int r = ::poll(&p, 1, static_cast<int>(left.count()));
       if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return false;
+      return r > 0;
+    }
+  }
+
+  // strict: a byte before the close is a failure; otherwise bytes are read and dropped.
+  bool closes(std::chrono::milliseconds limit, bool strict) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      if (!wait_readable(deadline)) return false;
       char buf[4096];
       auto got = ::recv(fd_, buf, sizeof buf, 0);
       if (got == 0) return true;
       if (got < 0) return errno == ECONNRESET;
+      if (strict) return false;
     }
   }
 
- private:
   bool fill(std::chrono::steady_clock::time_point deadline) {
-    while (true) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      int r = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return false;
-      char buf[16384];
-      auto n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return false;
-      pending_.append(buf, static_cast<std::size_t>(n));
-      return true;
-    }
+    if (!wait_readable(deadline)) return false;
+    char buf[16384];
+    auto n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) return false;
+    pending_.append(buf, static_cast<std::size_t>(n));
+    return true;
   }
 
   int fd_ = -1;

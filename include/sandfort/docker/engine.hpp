@@ -169,6 +169,9 @@ class unix_engine final : public engine {
   task<network_info> create_network(const network_spec& spec) override;
 
  private:
+  // GET of a versioned path whose 200 answer is JSON; `what` names the call in errors.
+  task<nlohmann::json> get_json(const std::string& path, const std::string& what);
+
   unix_engine_options options_;
   std::string api_version_;  // "" until negotiated
 };
