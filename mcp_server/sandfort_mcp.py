@@ -1,0 +1,848 @@
+#!/usr/bin/env python3
+"""Sandfort MCP server: Model Context Protocol over stdio, Python standard library only.
+
+Configure an MCP client with:
+
+    {"mcpServers": {"sandfort": {"command": ".venv/bin/python",
+                                 "args": ["mcp_server/sandfort_mcp.py"],
+                                 "env": {"SANDFORT_BASE_URL": "http://127.0.0.1:8080",
+                                         "SANDFORT_API_KEY": "sfk_..."}}}}
+
+stdout carries only JSON-RPC messages (one per line); every log line goes to stderr.
+See docs/mcp.md for the tools and their behaviour.
+"""
+
+import http.client
+import json
+import os
+import re
+import sys
+import threading
+import time
+import urllib.parse
+
+SERVER_NAME = "sandfort"
+SERVER_VERSION = "0.1.0"
+# Newest first. The client's version is answered when it is one of these; otherwise the newest.
+SUPPORTED_PROTOCOL_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+DEFAULT_IMAGE = "sandfort/base:bookworm"
+DEFAULT_EXEC_TIMEOUT_S = 60
+DOWNLOAD_DEFAULT_MAX_BYTES = 1 << 20  # 1 MiB of text into a model's context is already a lot
+DOWNLOAD_HARD_MAX_BYTES = 8 << 20
+
+# JSON-RPC error codes
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+
+def log(msg):
+    """Everything that is not protocol goes to stderr."""
+    sys.stderr.write(f"sandfort-mcp: {msg}\n")
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------------------------
+# The REST API
+# --------------------------------------------------------------------------------------------
+
+class PlatformError(Exception):
+    """The platform failed (HTTP error from sandfortd, or sandfortd unreachable)."""
+
+    def __init__(self, message, status=None, code=None, request_id=None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.request_id = request_id
+
+    def text(self):
+        if self.status is None:
+            return f"Sandfort error: {self.message}"
+        parts = [f"Sandfort API error {self.status}"]
+        if self.code:
+            parts.append(f" {self.code}")
+        parts.append(f": {self.message}")
+        if self.request_id:
+            parts.append(f" (request_id {self.request_id})")
+        return "".join(parts)
+
+
+class SandfortAPI:
+    def __init__(self, base_url, api_key):
+        self.base_url = (base_url or "").strip()
+        self.api_key = (api_key or "").strip()
+
+    def _target(self):
+        if not self.base_url:
+            raise PlatformError("SANDFORT_BASE_URL is not set in the MCP server's environment")
+        if not self.api_key:
+            raise PlatformError("SANDFORT_API_KEY is not set in the MCP server's environment")
+        u = urllib.parse.urlsplit(self.base_url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise PlatformError(f"SANDFORT_BASE_URL must be an http(s) URL, got {self.base_url!r}")
+        return u
+
+    def request(self, method, path, query=None, body=None, raw_body=None, timeout=60,
+                max_response_bytes=None):
+        """Returns (status, headers, bytes, truncated). Raises PlatformError for HTTP >= 400
+        and for transport failures."""
+        u = self._target()
+        full_path = u.path.rstrip("/") + path
+        if query:
+            q = {k: v for k, v in query.items() if v is not None}
+            if q:
+                full_path += "?" + urllib.parse.urlencode(q)
+        headers = {"Authorization": f"Bearer {self.api_key}", "Accept": "application/json",
+                   "User-Agent": f"sandfort-mcp/{SERVER_VERSION}"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        elif raw_body is not None:
+            data = raw_body
+            headers["Content-Type"] = "application/octet-stream"
+        if data is not None or method in ("POST", "PUT", "PATCH"):
+            headers["Content-Length"] = str(len(data or b""))
+        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        conn = cls(u.hostname, u.port, timeout=timeout)
+        try:
+            try:
+                conn.request(method, full_path, body=data, headers=headers)
+                resp = conn.getresponse()
+                truncated = False
+                if max_response_bytes is not None and resp.status < 400:
+                    payload = resp.read(max_response_bytes + 1)
+                    if len(payload) > max_response_bytes:
+                        payload = payload[:max_response_bytes]
+                        truncated = True
+                else:
+                    payload = resp.read()
+            except (OSError, http.client.HTTPException) as e:
+                reason = str(e) or type(e).__name__
+                raise PlatformError(f"cannot reach sandfortd at {self.base_url}: {reason}")
+            if resp.status >= 400:
+                raise self._error(resp, payload)
+            return resp.status, resp.headers, payload, truncated
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _error(resp, payload):
+        request_id = resp.headers.get("X-Request-Id")
+        code = None
+        message = None
+        try:
+            doc = json.loads(payload.decode("utf-8"))
+            err = doc.get("error") if isinstance(doc, dict) else None
+            if isinstance(err, dict):
+                code = err.get("code")
+                message = err.get("message")
+                request_id = err.get("request_id") or request_id
+        except (ValueError, UnicodeDecodeError):
+            pass
+        if not message:
+            text = payload.decode("utf-8", "replace").strip()
+            message = text[:500] or (resp.reason or "request failed")
+        return PlatformError(message, status=resp.status, code=code, request_id=request_id)
+
+    def json(self, method, path, query=None, body=None, timeout=60):
+        status, _headers, payload, _ = self.request(method, path, query=query, body=body,
+                                                    timeout=timeout)
+        if not payload:
+            return None
+        try:
+            return json.loads(payload.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            raise PlatformError(f"sandfortd answered {status} with a body that is not JSON")
+
+
+def sbx_path(sandbox_id, suffix=""):
+    return "/v1/sandboxes/" + urllib.parse.quote(sandbox_id, safe="") + suffix
+
+
+# --------------------------------------------------------------------------------------------
+# Argument validation (the subset of JSON Schema the tools below use)
+# --------------------------------------------------------------------------------------------
+
+class ArgumentError(Exception):
+    pass
+
+
+_TYPES = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
+    or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+}
+
+
+def validate(value, schema, where):
+    t = schema.get("type")
+    if t and not _TYPES[t](value):
+        raise ArgumentError(f"{where} must be of type {t}")
+    if "enum" in schema and value not in schema["enum"]:
+        raise ArgumentError(f"{where} must be one of {', '.join(map(str, schema['enum']))}")
+    if t in ("integer", "number"):
+        if "minimum" in schema and value < schema["minimum"]:
+            raise ArgumentError(f"{where} must be >= {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            raise ArgumentError(f"{where} must be <= {schema['maximum']}")
+    if t == "string":
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            raise ArgumentError(f"{where} must not be empty" if schema["minLength"] == 1
+                                else f"{where} must be at least {schema['minLength']} characters")
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            raise ArgumentError(f"{where} must match {schema['pattern']}")
+    if t == "array" and "items" in schema:
+        for i, item in enumerate(value):
+            validate(item, schema["items"], f"{where}[{i}]")
+    if t == "object":
+        props = schema.get("properties", {})
+        for key in schema.get("required", []):
+            if key not in value:
+                raise ArgumentError(f"missing required argument {where}.{key}"
+                                    if where != "arguments" else
+                                    f"missing required argument '{key}'")
+        for key, item in value.items():
+            sub = f"'{key}'" if where == "arguments" else f"{where}.{key}"
+            if key in props:
+                validate(item, props[key], sub)
+            else:
+                extra = schema.get("additionalProperties", True)
+                if extra is False:
+                    raise ArgumentError(f"unknown argument {sub}")
+                if isinstance(extra, dict):
+                    validate(item, extra, sub)
+
+
+# --------------------------------------------------------------------------------------------
+# Tools
+# --------------------------------------------------------------------------------------------
+
+SANDBOX_ID = {"type": "string", "minLength": 1,
+              "description": "The sandbox's id (sbx-…) or its name."}
+STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+TIMEOUT = {"type": "integer", "minimum": 1, "maximum": 3600,
+           "description": f"Seconds before the whole process group is killed (default "
+                          f"{DEFAULT_EXEC_TIMEOUT_S}); a timeout gives exit_code 124 and timed_out "
+                          f"true. The daemon caps it at its exec_max_timeout_s."}
+
+EXEC_OUTPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "exit_code": {"type": "integer"},
+        "stdout": {"type": "string"},
+        "stderr": {"type": "string"},
+        "timed_out": {"type": "boolean"},
+        "truncated": {"type": "boolean"},
+        "duration_ms": {"type": "integer"},
+    },
+    "required": ["exit_code", "stdout", "stderr", "timed_out", "truncated"],
+}
+
+SANDBOX_OUTPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "name": {"type": ["string", "null"]},
+        "state": {"type": "string"},
+        "snapshot": {"type": "string"},
+    },
+    "required": ["id", "state"],
+}
+
+
+def _sandbox_summary(s):
+    keys = ("id", "name", "state", "snapshot", "created_at", "expires_at", "resources",
+            "egress_allowlist", "labels", "env_keys", "preview_url_template", "error_message")
+    return {k: s[k] for k in keys if k in s}
+
+
+def tool_create_sandbox(api, a):
+    body = {"snapshot": a.get("image") or DEFAULT_IMAGE, "wait": True}
+    for key in ("name", "env", "labels", "ttl_s", "egress_allowlist", "workdir"):
+        if key in a:
+            body[key] = a[key]
+    resources = {k: a[k] for k in ("cpus", "memory_mb") if k in a}
+    if resources:
+        body["resources"] = resources
+    # Creating may pull an image: give it time.
+    s = api.json("POST", "/v1/sandboxes", body=body, timeout=600)
+    summary = _sandbox_summary(s)
+    text = (f"Created sandbox {s.get('id')}"
+            + (f" (name {s['name']})" if s.get("name") else "")
+            + f" from {s.get('snapshot')}, state {s.get('state')}.\n"
+            + "Use its id as sandbox_id in the other tools; delete it with delete_sandbox "
+              "when done.\n" + json.dumps(summary, indent=2))
+    return text, summary
+
+
+def _exec_result(r):
+    out = {
+        "exit_code": int(r.get("exit_code", -1)),
+        "stdout": r.get("stdout", ""),
+        "stderr": r.get("stderr", ""),
+        "timed_out": bool(r.get("timed_out", False)),
+        "truncated": bool(r.get("truncated", False)),
+    }
+    if isinstance(r.get("duration_ms"), int):
+        out["duration_ms"] = r["duration_ms"]
+    lines = [f"exit_code: {out['exit_code']}"]
+    if out["timed_out"]:
+        lines.append("timed_out: true (the process group was killed)")
+    if out["truncated"]:
+        lines.append("truncated: true (output beyond the cap was dropped)")
+    lines.append("stdout:" + ("\n" + out["stdout"] if out["stdout"] else " (empty)"))
+    lines.append("stderr:" + ("\n" + out["stderr"] if out["stderr"] else " (empty)"))
+    return "\n".join(lines), out
+
+
+def _http_timeout(a):
+    return int(a.get("timeout_s", DEFAULT_EXEC_TIMEOUT_S)) + 30
+
+
+def tool_run_command(api, a):
+    body = {"command": a["command"]}
+    for key in ("cwd", "env", "stdin", "timeout_s"):
+        if key in a:
+            body[key] = int(a[key]) if key == "timeout_s" else a[key]
+    r = api.json("POST", sbx_path(a["sandbox_id"], "/process/exec"), body=body,
+                 timeout=_http_timeout(a))
+    return _exec_result(r)
+
+
+def tool_run_code(api, a):
+    body = {"language": a.get("language", "python"), "code": a["code"]}
+    for key in ("argv", "env", "timeout_s"):
+        if key in a:
+            body[key] = int(a[key]) if key == "timeout_s" else a[key]
+    r = api.json("POST", sbx_path(a["sandbox_id"], "/process/code-run"), body=body,
+                 timeout=_http_timeout(a))
+    return _exec_result(r)
+
+
+def tool_upload_text_file(api, a):
+    data = a["content"].encode("utf-8")
+    query = {"path": a["path"], "mode": a.get("mode")}
+    _status, _h, payload, _ = api.request("PUT", sbx_path(a["sandbox_id"], "/files"),
+                                          query=query, raw_body=data, timeout=120)
+    try:
+        info = json.loads(payload.decode("utf-8")) if payload else {}
+    except (ValueError, UnicodeDecodeError):
+        info = {}
+    result = {"path": info.get("path", a["path"]), "size": info.get("size", len(data))}
+    if "mode" in info:
+        result["mode"] = info["mode"]
+    text = f"Wrote {result['size']} bytes to {result['path']}" + (
+        f" (mode {result['mode']})" if "mode" in result else "") + "."
+    return text, result
+
+
+def _utf8_prefix(data):
+    """Decodes data as UTF-8, allowing a character cut at the very end (truncation)."""
+    for cut in range(0, 4):
+        try:
+            return data[:len(data) - cut].decode("utf-8")
+        except UnicodeDecodeError as e:
+            if e.start < len(data) - 4:
+                raise
+    return data.decode("utf-8")
+
+
+def tool_download_text_file(api, a):
+    max_bytes = int(a.get("max_bytes", DOWNLOAD_DEFAULT_MAX_BYTES))
+    _status, _h, payload, truncated = api.request(
+        "GET", sbx_path(a["sandbox_id"], "/files"), query={"path": a["path"]}, timeout=120,
+        max_response_bytes=max_bytes)
+    try:
+        content = _utf8_prefix(payload) if truncated else payload.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolFailure(f"{a['path']} is not UTF-8 text ({len(payload)} bytes read); "
+                          "download_text_file only returns text files")
+    result = {"path": a["path"], "content": content, "size": len(payload),
+              "truncated": truncated}
+    return content, result
+
+
+def tool_list_sandboxes(api, a):
+    query = {k: a.get(k) for k in ("state", "label", "limit", "cursor")}
+    if query["limit"] is not None:
+        query["limit"] = int(query["limit"])
+    doc = api.json("GET", "/v1/sandboxes", query=query)
+    items = [_sandbox_summary(s) for s in doc.get("items", [])]
+    result = {"sandboxes": items, "next_cursor": doc.get("next_cursor")}
+    if not items:
+        text = "No sandboxes."
+    else:
+        lines = [f"{len(items)} sandbox(es):"]
+        for s in items:
+            lines.append(f"- {s.get('id')}  state={s.get('state')}  name={s.get('name') or '-'}"
+                         f"  image={s.get('snapshot')}  created_at={s.get('created_at')}")
+        text = "\n".join(lines)
+    if result["next_cursor"]:
+        text += f"\nMore: call again with cursor={result['next_cursor']}"
+    return text, result
+
+
+def tool_delete_sandbox(api, a):
+    api.request("DELETE", sbx_path(a["sandbox_id"]), timeout=120)
+    return f"Deleted sandbox {a['sandbox_id']}.", {"deleted": a["sandbox_id"]}
+
+
+class ToolFailure(Exception):
+    """A failure of a tool that is not a platform error (reported with isError)."""
+
+
+TOOLS = [
+    {
+        "name": "create_sandbox",
+        "title": "Create sandbox",
+        "description": (
+            "Create a new isolated Linux sandbox (a container) and wait until it is ready. "
+            f"The default image {DEFAULT_IMAGE} has python3, node and bash. Returns the sandbox "
+            "id to pass as sandbox_id to the other tools. The sandbox keeps running until "
+            "delete_sandbox (or ttl_s) ends it; it has no network access unless "
+            "egress_allowlist allows hosts."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "image": {"type": "string", "minLength": 1,
+                          "description": f"Image reference (default {DEFAULT_IMAGE})."},
+                "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
+                         "description": "Optional unique name (1-63 of A-Za-z0-9_.-, not "
+                                        "starting with sbx-); usable instead of the id."},
+                "env": dict(STRING_MAP, description="Environment variables for every process."),
+                "labels": dict(STRING_MAP, description="Labels (key/value) for filtering."),
+                "ttl_s": {"type": "integer", "minimum": 1, "maximum": 2592000,
+                          "description": "Delete the sandbox automatically after this many "
+                                         "seconds."},
+                "egress_allowlist": {"type": "array", "items": {"type": "string"},
+                                     "description": "Hosts the sandbox may reach through its "
+                                                    "proxy: 'example.com', '*.example.com' or "
+                                                    "'*'. Empty (default): no egress."},
+                "cpus": {"type": "number", "description": "CPU limit (e.g. 1.0)."},
+                "memory_mb": {"type": "integer", "minimum": 64,
+                              "description": "Memory limit in MiB."},
+                "workdir": {"type": "string", "description": "Absolute default working "
+                                                              "directory."},
+            },
+            "additionalProperties": False,
+        },
+        "outputSchema": SANDBOX_OUTPUT_SCHEMA,
+        "annotations": {"readOnlyHint": False, "destructiveHint": False,
+                        "idempotentHint": False, "openWorldHint": False},
+        "handler": tool_create_sandbox,
+    },
+    {
+        "name": "run_command",
+        "title": "Run shell command",
+        "description": (
+            "Run a shell command in a sandbox (as /bin/sh -c COMMAND, a fresh process each "
+            "call: cd and exported variables do not carry over; use cwd, env or '&&'). Waits "
+            "for it to finish and returns exit_code, stdout and stderr. A command that fails "
+            "(non-zero exit_code) is a normal result, not an error."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "sandbox_id": SANDBOX_ID,
+                "command": {"type": "string", "minLength": 1,
+                            "description": "The shell command line, e.g. 'ls -la /tmp'."},
+                "cwd": {"type": "string", "description": "Absolute working directory."},
+                "env": dict(STRING_MAP, description="Extra environment variables."),
+                "stdin": {"type": "string", "description": "Text written to the command's "
+                                                           "stdin (default: none, EOF)."},
+                "timeout_s": TIMEOUT,
+            },
+            "required": ["sandbox_id", "command"],
+            "additionalProperties": False,
+        },
+        "outputSchema": EXEC_OUTPUT_SCHEMA,
+        "annotations": {"readOnlyHint": False, "destructiveHint": True,
+                        "idempotentHint": False, "openWorldHint": False},
+        "handler": tool_run_command,
+    },
+    {
+        "name": "run_code",
+        "title": "Run code",
+        "description": (
+            "Run a snippet of code in a sandbox: python (python3 -c), node (node -e), bash or "
+            "sh. Returns exit_code, stdout and stderr; an exception or non-zero exit is a "
+            "normal result with its exit_code. Print what you want to see."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "sandbox_id": SANDBOX_ID,
+                "code": {"type": "string", "minLength": 1, "description": "The source code."},
+                "language": {"type": "string", "enum": ["python", "node", "bash", "sh"],
+                             "default": "python", "description": "Default python."},
+                "argv": {"type": "array", "items": {"type": "string"},
+                         "description": "Arguments: sys.argv[1:] / process.argv[1:] / $1…"},
+                "env": dict(STRING_MAP, description="Extra environment variables."),
+                "timeout_s": TIMEOUT,
+            },
+            "required": ["sandbox_id", "code"],
+            "additionalProperties": False,
+        },
+        "outputSchema": EXEC_OUTPUT_SCHEMA,
+        "annotations": {"readOnlyHint": False, "destructiveHint": True,
+                        "idempotentHint": False, "openWorldHint": False},
+        "handler": tool_run_code,
+    },
+    {
+        "name": "upload_text_file",
+        "title": "Write text file",
+        "description": (
+            "Write a UTF-8 text file into a sandbox at an absolute path, creating parent "
+            "directories and replacing any existing file."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "sandbox_id": SANDBOX_ID,
+                "path": {"type": "string", "pattern": "^/",
+                         "description": "Absolute path in the sandbox, e.g. /tmp/app/main.py."},
+                "content": {"type": "string", "description": "The file's text."},
+                "mode": {"type": "string", "pattern": "^0?[0-7]{3}$",
+                         "description": "Octal permissions (default 0644), e.g. 0755."},
+            },
+            "required": ["sandbox_id", "path", "content"],
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "size": {"type": "integer"},
+                           "mode": {"type": "string"}},
+            "required": ["path", "size"],
+        },
+        "annotations": {"readOnlyHint": False, "destructiveHint": True,
+                        "idempotentHint": True, "openWorldHint": False},
+        "handler": tool_upload_text_file,
+    },
+    {
+        "name": "download_text_file",
+        "title": "Read text file",
+        "description": (
+            "Read a UTF-8 text file from a sandbox (absolute path). Returns its content; files "
+            "longer than max_bytes are cut (truncated: true). Binary files are refused."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "sandbox_id": SANDBOX_ID,
+                "path": {"type": "string", "pattern": "^/",
+                         "description": "Absolute path in the sandbox."},
+                "max_bytes": {"type": "integer", "minimum": 1,
+                              "maximum": DOWNLOAD_HARD_MAX_BYTES,
+                              "description": f"Read at most this many bytes (default "
+                                             f"{DOWNLOAD_DEFAULT_MAX_BYTES})."},
+            },
+            "required": ["sandbox_id", "path"],
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"},
+                           "size": {"type": "integer"}, "truncated": {"type": "boolean"}},
+            "required": ["path", "content", "size", "truncated"],
+        },
+        "annotations": {"readOnlyHint": True, "openWorldHint": False},
+        "handler": tool_download_text_file,
+    },
+    {
+        "name": "list_sandboxes",
+        "title": "List sandboxes",
+        "description": "List this organization's sandboxes with their id, name, state and image.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "state": {"type": "string",
+                          "enum": ["creating", "pulling", "started", "stopped", "error"],
+                          "description": "Only sandboxes in this state."},
+                "label": {"type": "string",
+                          "description": "Only sandboxes with these labels: 'k:v' or "
+                                         "'k:v,k2:v2'."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 1000,
+                          "description": "Page size (default 100)."},
+                "cursor": {"type": "string", "description": "next_cursor of a previous call."},
+            },
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {"sandboxes": {"type": "array", "items": SANDBOX_OUTPUT_SCHEMA},
+                           "next_cursor": {"type": ["string", "null"]}},
+            "required": ["sandboxes"],
+        },
+        "annotations": {"readOnlyHint": True, "openWorldHint": False},
+        "handler": tool_list_sandboxes,
+    },
+    {
+        "name": "delete_sandbox",
+        "title": "Delete sandbox",
+        "description": ("Delete a sandbox: its container, files and preview URLs are gone for "
+                        "good."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {"sandbox_id": SANDBOX_ID},
+            "required": ["sandbox_id"],
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {"deleted": {"type": "string"}},
+            "required": ["deleted"],
+        },
+        "annotations": {"readOnlyHint": False, "destructiveHint": True,
+                        "idempotentHint": True, "openWorldHint": False},
+        "handler": tool_delete_sandbox,
+    },
+    # create_snapshot is not advertised: sandfortd has no snapshot endpoint yet
+    # (POST /v1/snapshots answers 404 "no route"). Add it here when it exists.
+]
+TOOLS_BY_NAME = {t["name"]: t for t in TOOLS}
+
+
+# --------------------------------------------------------------------------------------------
+# JSON-RPC / MCP
+# --------------------------------------------------------------------------------------------
+
+class RpcError(Exception):
+    def __init__(self, code, message, data=None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+def _version_at_least(version, other):
+    return version >= other  # ISO dates compare as strings
+
+
+class Server:
+    def __init__(self, api, out=None):
+        self.api = api
+        self.out = out or sys.stdout
+        self.write_lock = threading.Lock()
+        self.protocol_version = SUPPORTED_PROTOCOL_VERSIONS[0]
+        self.cancelled = set()
+        self.cancel_lock = threading.Lock()
+        self.workers = []
+
+    # -- output ------------------------------------------------------------------------------
+    def send(self, msg):
+        line = json.dumps(msg, ensure_ascii=False, separators=(",", ":"))
+        with self.write_lock:
+            self.out.write(line + "\n")
+            self.out.flush()
+
+    @staticmethod
+    def error_response(id_, code, message, data=None):
+        err = {"code": code, "message": message}
+        if data is not None:
+            err["data"] = data
+        return {"jsonrpc": "2.0", "id": id_, "error": err}
+
+    # -- input -------------------------------------------------------------------------------
+    def handle_line(self, line):
+        line = line.strip()
+        if not line:
+            return
+        try:
+            msg = json.loads(line)
+        except ValueError as e:
+            self.send(self.error_response(None, PARSE_ERROR, f"Parse error: {e}"))
+            return
+        if isinstance(msg, list):  # JSON-RPC batch (allowed by 2025-03-26)
+            if not msg:
+                self.send(self.error_response(None, INVALID_REQUEST, "Invalid Request: empty batch"))
+                return
+            responses = [r for r in (self.dispatch(m, inline=True) for m in msg) if r]
+            if responses:
+                self.send(responses)
+            return
+        response = self.dispatch(msg, inline=False)
+        if response:
+            self.send(response)
+
+    def dispatch(self, msg, inline):
+        """Returns a response to send now, or None (notification, a response to us, or a
+        request handed to a worker thread, which sends its own answer)."""
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+            return self.error_response(msg.get("id") if isinstance(msg, dict) else None,
+                                       INVALID_REQUEST, "Invalid Request: not JSON-RPC 2.0")
+        method = msg.get("method")
+        has_id = "id" in msg
+        id_ = msg.get("id")
+        if method is None:
+            if "result" in msg or "error" in msg:
+                return None  # a response to a request we never send; ignore
+            return self.error_response(id_, INVALID_REQUEST, "Invalid Request: no method")
+        if not isinstance(method, str) or (has_id and not isinstance(id_, (str, int))):
+            return self.error_response(id_ if isinstance(id_, (str, int)) else None,
+                                       INVALID_REQUEST, "Invalid Request")
+        params = msg.get("params", {})
+        if params is None:
+            params = {}
+        if not has_id:
+            self.notification(method, params)
+            return None
+        if not isinstance(params, dict):
+            return self.error_response(id_, INVALID_PARAMS, "Invalid params: must be an object")
+        if method == "tools/call" and not inline:
+            # Tool calls can take minutes: run them beside the reader so that pings and
+            # cancellations are still answered.
+            t = threading.Thread(target=self._worker, args=(id_, method, params), daemon=True)
+            self.workers.append(t)
+            t.start()
+            return None
+        return self.respond(id_, method, params)
+
+    def _worker(self, id_, method, params):
+        response = self.respond(id_, method, params)
+        with self.cancel_lock:
+            if id_ in self.cancelled:
+                self.cancelled.discard(id_)
+                return  # cancelled: the spec says not to answer
+        self.send(response)
+
+    def respond(self, id_, method, params):
+        try:
+            result = self.call(method, params)
+            return {"jsonrpc": "2.0", "id": id_, "result": result}
+        except RpcError as e:
+            return self.error_response(id_, e.code, e.message, e.data)
+        except Exception as e:  # a bug of ours: answer it, log it, keep serving
+            log(f"internal error in {method}: {type(e).__name__}: {e}")
+            return self.error_response(id_, INTERNAL_ERROR, f"Internal error: {e}")
+
+    def notification(self, method, params):
+        if method == "notifications/cancelled" and isinstance(params, dict):
+            rid = params.get("requestId")
+            if isinstance(rid, (str, int)):
+                with self.cancel_lock:
+                    self.cancelled.add(rid)
+            return
+        # notifications/initialized and anything else: nothing to do.
+
+    # -- methods -----------------------------------------------------------------------------
+    def call(self, method, params):
+        if method == "initialize":
+            return self.initialize(params)
+        if method == "ping":
+            return {}
+        if method == "tools/list":
+            return {"tools": self.tool_list()}
+        if method == "tools/call":
+            return self.tools_call(params)
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def initialize(self, params):
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise RpcError(INVALID_PARAMS, "Invalid params: protocolVersion must be a string")
+        if requested in SUPPORTED_PROTOCOL_VERSIONS:
+            self.protocol_version = requested
+        else:
+            self.protocol_version = SUPPORTED_PROTOCOL_VERSIONS[0]
+        client = params.get("clientInfo") or {}
+        log(f"initialize from {client.get('name', '?')} {client.get('version', '')}: "
+            f"requested {requested}, using {self.protocol_version}")
+        return {
+            "protocolVersion": self.protocol_version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": SERVER_NAME, "title": "Sandfort", "version": SERVER_VERSION},
+            "instructions": (
+                "Sandfort runs code in isolated Linux sandboxes. create_sandbox first and use "
+                "the returned id as sandbox_id; run_command / run_code execute and return "
+                "exit_code, stdout and stderr (a non-zero exit_code is a normal result); "
+                "upload_text_file / download_text_file move text files; delete_sandbox when "
+                "done."),
+        }
+
+    def _structured(self):
+        return _version_at_least(self.protocol_version, "2025-06-18")
+
+    def tool_list(self):
+        tools = []
+        for t in TOOLS:
+            d = {k: v for k, v in t.items() if k != "handler"}
+            if not self._structured():
+                d.pop("outputSchema", None)
+                d.pop("title", None)
+            tools.append(d)
+        return tools
+
+    def tools_call(self, params):
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError(INVALID_PARAMS, "Invalid params: 'name' must be a string")
+        tool = TOOLS_BY_NAME.get(name)
+        if tool is None:
+            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        args = params.get("arguments", {})
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object")
+        try:
+            validate(args, tool["inputSchema"], "arguments")
+        except ArgumentError as e:
+            # 2025-11-25 asks for input validation errors as tool execution errors (so the model
+            # can correct itself); earlier versions list them as protocol errors.
+            if _version_at_least(self.protocol_version, "2025-11-25"):
+                return self.tool_error(f"Invalid arguments for {name}: {e}")
+            raise RpcError(INVALID_PARAMS, f"Invalid arguments for {name}: {e}")
+        started = time.monotonic()
+        try:
+            text, structured = tool["handler"](self.api, args)
+        except PlatformError as e:
+            log(f"{name}: {e.text()}")
+            return self.tool_error(e.text())
+        except ToolFailure as e:
+            return self.tool_error(str(e))
+        log(f"{name}: ok in {time.monotonic() - started:.2f}s")
+        result = {"content": [{"type": "text", "text": text}], "isError": False}
+        if self._structured() and structured is not None:
+            result["structuredContent"] = structured
+        return result
+
+    @staticmethod
+    def tool_error(text):
+        return {"content": [{"type": "text", "text": text}], "isError": True}
+
+    # -- main loop ---------------------------------------------------------------------------
+    def serve(self, inp=None):
+        inp = inp or sys.stdin
+        for line in inp:
+            self.handle_line(line)
+        # stdin closed: let running tool calls finish so their answers are not lost.
+        for t in self.workers:
+            t.join(timeout=5)
+
+
+def main():
+    # The protocol is UTF-8 JSON lines whatever the locale says.
+    stdin = open(sys.stdin.fileno(), "r", encoding="utf-8", errors="replace", newline="\n",
+                 closefd=False)
+    stdout = open(sys.stdout.fileno(), "w", encoding="utf-8", newline="\n", closefd=False)
+    sys.stdout = sys.stderr  # a stray print() must never corrupt the protocol stream
+    api = SandfortAPI(os.environ.get("SANDFORT_BASE_URL"), os.environ.get("SANDFORT_API_KEY"))
+    if not api.base_url or not api.api_key:
+        log("warning: SANDFORT_BASE_URL and SANDFORT_API_KEY must be set; tool calls will fail")
+    else:
+        log(f"serving over stdio; Sandfort at {api.base_url}")
+    try:
+        Server(api, out=stdout).serve(stdin)
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

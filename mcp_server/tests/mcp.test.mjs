@@ -1,0 +1,236 @@
+// The Sandfort MCP server (mcp_server/sandfort_mcp.py) driven by the official MCP TypeScript
+// SDK client over stdio, against a live sandfortd. Run through tests/integration/with_daemon.py,
+// which exports SANDFORT_BASE_URL and SANDFORT_API_KEY:
+//
+//   cd mcp_server/tests && npm ci
+//   /usr/bin/python3 tests/integration/with_daemon.py -- node --test mcp_server/tests/
+//
+// The server is spawned exactly as docs/mcp.md configures it: command ".venv/bin/python",
+// args ["mcp_server/sandfort_mcp.py"], from a directory holding a venv made by
+// `/usr/bin/python3 -m venv .venv` (works offline) and a link to this repository's mcp_server/.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { EmptyResultSchema, McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const mcpDir = path.resolve(here, '..');
+const BASE_URL = process.env.SANDFORT_BASE_URL;
+const API_KEY = process.env.SANDFORT_API_KEY;
+const EXPECTED_TOOLS = [
+  'create_sandbox', 'delete_sandbox', 'download_text_file', 'list_sandboxes', 'run_code',
+  'run_command', 'upload_text_file',
+];
+
+let workDir;
+let client;
+let transport;
+let stderrText = '';
+let sandboxId;
+const transportErrors = [];
+
+async function api(method, p, body) {
+  const res = await fetch(BASE_URL + p, {
+    method,
+    headers: { Authorization: `Bearer ${API_KEY}`, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+function textOf(result) {
+  return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+}
+
+before(async () => {
+  assert.ok(BASE_URL && API_KEY, 'SANDFORT_BASE_URL and SANDFORT_API_KEY must be set (run via with_daemon.py)');
+  workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'sandfort-mcp-test-'));
+  execFileSync('/usr/bin/python3', ['-m', 'venv', '.venv'], { cwd: workDir, stdio: 'inherit' });
+  fs.symlinkSync(mcpDir, path.join(workDir, 'mcp_server'));
+  transport = new StdioClientTransport({
+    command: '.venv/bin/python',
+    args: ['mcp_server/sandfort_mcp.py'],
+    cwd: workDir,
+    env: { SANDFORT_BASE_URL: BASE_URL, SANDFORT_API_KEY: API_KEY },
+    stderr: 'pipe',
+  });
+  transport.stderr.on('data', (chunk) => { stderrText += chunk.toString(); });
+  client = new Client({ name: 'sandfort-mcp-test', version: '1.0.0' });
+  client.onerror = (e) => transportErrors.push(String(e));
+  await client.connect(transport); // initialize + notifications/initialized
+});
+
+after(async () => {
+  if (client) await client.close();
+  if (sandboxId) await api('DELETE', `/v1/sandboxes/${sandboxId}`).catch(() => {});
+  if (workDir) fs.rmSync(workDir, { recursive: true, force: true });
+  if (process.env.SANDFORT_MCP_TEST_VERBOSE) process.stderr.write(stderrText);
+});
+
+test('initialize: server info, tools capability, logs only on stderr', () => {
+  const info = client.getServerVersion();
+  assert.equal(info.name, 'sandfort');
+  assert.ok(info.version);
+  assert.deepEqual(client.getServerCapabilities().tools, { listChanged: false });
+  assert.match(client.getInstructions(), /create_sandbox/);
+  assert.match(stderrText, /sandfort-mcp: initialize from sandfort-mcp-test/);
+});
+
+test('tools/list: exactly the seven tools, each with an object inputSchema; no create_snapshot', async () => {
+  const { tools } = await client.listTools();
+  assert.deepEqual(tools.map((t) => t.name).sort(), EXPECTED_TOOLS);
+  assert.ok(!tools.some((t) => t.name === 'create_snapshot'));
+  for (const t of tools) {
+    assert.equal(t.inputSchema.type, 'object', t.name);
+    assert.ok(t.description && t.description.length > 40, `${t.name} has a description`);
+    assert.equal(t.outputSchema?.type, 'object', `${t.name} has an outputSchema`);
+  }
+  const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+  assert.deepEqual(byName.run_command.inputSchema.required, ['sandbox_id', 'command']);
+  assert.deepEqual(byName.run_code.inputSchema.required, ['sandbox_id', 'code']);
+  assert.deepEqual(byName.run_code.inputSchema.properties.language.enum, ['python', 'node', 'bash', 'sh']);
+  assert.deepEqual(byName.upload_text_file.inputSchema.required, ['sandbox_id', 'path', 'content']);
+  assert.deepEqual(byName.download_text_file.inputSchema.required, ['sandbox_id', 'path']);
+  assert.deepEqual(byName.delete_sandbox.inputSchema.required, ['sandbox_id']);
+});
+
+test('create_sandbox: a started sandbox of the default image', async () => {
+  const r = await client.callTool({ name: 'create_sandbox', arguments: { labels: { suite: 'mcp' } } });
+  assert.ok(!r.isError, textOf(r));
+  assert.match(r.structuredContent.id, /^sbx-[0-9a-f]{16}$/);
+  assert.equal(r.structuredContent.state, 'started');
+  assert.equal(r.structuredContent.snapshot, 'sandfort/base:bookworm');
+  assert.match(textOf(r), new RegExp(r.structuredContent.id));
+  sandboxId = r.structuredContent.id;
+});
+
+test('run_command: a failing command is a normal result with its exit code', async () => {
+  const r = await client.callTool({
+    name: 'run_command',
+    arguments: { sandbox_id: sandboxId, command: 'echo out; echo err >&2; exit 3' },
+  });
+  assert.ok(!r.isError, textOf(r));
+  assert.equal(r.structuredContent.exit_code, 3);
+  assert.equal(r.structuredContent.stdout, 'out\n');
+  assert.equal(r.structuredContent.stderr, 'err\n');
+  assert.equal(r.structuredContent.timed_out, false);
+  assert.match(textOf(r), /exit_code: 3/);
+  assert.match(textOf(r), /out/);
+});
+
+test('run_command: cwd, env and stdin are passed', async () => {
+  const r = await client.callTool({
+    name: 'run_command',
+    arguments: { sandbox_id: sandboxId, command: 'pwd; echo "$GREETING"; cat', cwd: '/tmp',
+      env: { GREETING: 'hi' }, stdin: 'from stdin' },
+  });
+  assert.ok(!r.isError, textOf(r));
+  assert.equal(r.structuredContent.exit_code, 0);
+  assert.equal(r.structuredContent.stdout, '/tmp\nhi\nfrom stdin');
+});
+
+test('run_code: python prints 42; node and bash run too', async () => {
+  let r = await client.callTool({ name: 'run_code', arguments: { sandbox_id: sandboxId, language: 'python', code: 'print(6 * 7)' } });
+  assert.ok(!r.isError, textOf(r));
+  assert.equal(r.structuredContent.exit_code, 0);
+  assert.equal(r.structuredContent.stdout, '42\n');
+  r = await client.callTool({ name: 'run_code', arguments: { sandbox_id: sandboxId, language: 'node', code: 'console.log(process.argv[1])', argv: ['arg1'] } });
+  assert.equal(r.structuredContent.stdout, 'arg1\n');
+  r = await client.callTool({ name: 'run_code', arguments: { sandbox_id: sandboxId, language: 'bash', code: 'echo $((40+2)); exit 5' } });
+  assert.equal(r.structuredContent.stdout, '42\n');
+  assert.equal(r.structuredContent.exit_code, 5);
+  r = await client.callTool({ name: 'run_code', arguments: { sandbox_id: sandboxId, code: 'raise SystemExit("boom")' } });
+  assert.ok(!r.isError, 'a Python exception is a normal result');
+  assert.equal(r.structuredContent.exit_code, 1);
+  assert.match(r.structuredContent.stderr, /boom/);
+});
+
+test('upload_text_file / download_text_file: a UTF-8 round trip', async () => {
+  const content = 'line one\nünïcödé ✓ 日本\n\ttabbed\n';
+  let r = await client.callTool({
+    name: 'upload_text_file',
+    arguments: { sandbox_id: sandboxId, path: '/tmp/mcp/dir/hello.txt', content, mode: '0600' },
+  });
+  assert.ok(!r.isError, textOf(r));
+  assert.equal(r.structuredContent.path, '/tmp/mcp/dir/hello.txt');
+  assert.equal(r.structuredContent.size, Buffer.byteLength(content));
+  r = await client.callTool({ name: 'download_text_file', arguments: { sandbox_id: sandboxId, path: '/tmp/mcp/dir/hello.txt' } });
+  assert.ok(!r.isError, textOf(r));
+  assert.equal(r.structuredContent.content, content);
+  assert.equal(r.structuredContent.truncated, false);
+  assert.equal(textOf(r), content);
+  // The file is really there, with its mode.
+  r = await client.callTool({ name: 'run_command', arguments: { sandbox_id: sandboxId, command: 'stat -c %a /tmp/mcp/dir/hello.txt; wc -l < /tmp/mcp/dir/hello.txt' } });
+  assert.equal(r.structuredContent.stdout, '600\n3\n');
+  // max_bytes cuts the text.
+  r = await client.callTool({ name: 'download_text_file', arguments: { sandbox_id: sandboxId, path: '/tmp/mcp/dir/hello.txt', max_bytes: 4 } });
+  assert.equal(r.structuredContent.content, 'line');
+  assert.equal(r.structuredContent.truncated, true);
+  // A missing file is a platform error carrying the API's message.
+  r = await client.callTool({ name: 'download_text_file', arguments: { sandbox_id: sandboxId, path: '/tmp/nope.txt' } });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /404 not_found/);
+});
+
+test('list_sandboxes: the new sandbox is listed', async () => {
+  const r = await client.callTool({ name: 'list_sandboxes', arguments: {} });
+  assert.ok(!r.isError, textOf(r));
+  const found = r.structuredContent.sandboxes.find((s) => s.id === sandboxId);
+  assert.ok(found, textOf(r));
+  assert.equal(found.state, 'started');
+  assert.match(textOf(r), new RegExp(sandboxId));
+  const filtered = await client.callTool({ name: 'list_sandboxes', arguments: { label: 'suite:mcp', state: 'started' } });
+  assert.deepEqual(filtered.structuredContent.sandboxes.map((s) => s.id), [sandboxId]);
+});
+
+test('platform error: run_command on an unknown sandbox is isError with the API message, code and request id', async () => {
+  const unknown = 'sbx-0000000000000000';
+  const direct = await api('POST', `/v1/sandboxes/${unknown}/process/exec`, { command: 'true' });
+  assert.equal(direct.status, 404);
+  const r = await client.callTool({ name: 'run_command', arguments: { sandbox_id: unknown, command: 'true' } });
+  assert.equal(r.isError, true);
+  const text = textOf(r);
+  assert.ok(text.includes(direct.body.error.message), `${text} includes the API's message "${direct.body.error.message}"`);
+  assert.match(text, /Sandfort API error 404 not_found: /);
+  assert.match(text, /\(request_id req-[0-9a-f]{16}\)/);
+  assert.equal(r.structuredContent, undefined);
+});
+
+test('JSON-RPC errors: unknown method, unknown tool; bad arguments are a tool error', async () => {
+  await assert.rejects(client.request({ method: 'no/such/method', params: {} }, EmptyResultSchema),
+    (e) => e instanceof McpError && e.code === ErrorCode.MethodNotFound);
+  await assert.rejects(client.callTool({ name: 'create_snapshot', arguments: { sandbox_id: sandboxId } }),
+    (e) => e instanceof McpError && e.code === ErrorCode.InvalidParams && /Unknown tool/.test(e.message));
+  // The SDK negotiates 2025-11-25, where input validation errors are tool execution errors.
+  const r = await client.callTool({ name: 'run_command', arguments: { sandbox_id: sandboxId } });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /missing required argument 'command'/);
+  const pong = await client.ping();
+  assert.deepEqual(pong, {});
+});
+
+test('delete_sandbox: deletes; a second delete is a platform error', async () => {
+  let r = await client.callTool({ name: 'delete_sandbox', arguments: { sandbox_id: sandboxId } });
+  assert.ok(!r.isError, textOf(r));
+  assert.equal(r.structuredContent.deleted, sandboxId);
+  const gone = await api('GET', `/v1/sandboxes/${sandboxId}`);
+  assert.equal(gone.status, 404);
+  r = await client.callTool({ name: 'list_sandboxes', arguments: {} });
+  assert.ok(!r.structuredContent.sandboxes.some((s) => s.id === sandboxId));
+  r = await client.callTool({ name: 'delete_sandbox', arguments: { sandbox_id: sandboxId } });
+  assert.equal(r.isError, true);
+  assert.match(textOf(r), /404 not_found/);
+  sandboxId = undefined;
+});
+
+test('stdout carried only protocol: nothing but JSON-RPC reached the client', () => {
+  // The SDK's ReadBuffer rejects any non-JSON line on stdout with a transport error; none came.
+  assert.equal(transportErrors.length, 0, transportErrors.join('\n'));
+});

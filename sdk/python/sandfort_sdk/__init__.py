@@ -1,0 +1,31 @@
+"""Sandfort Python SDK (standard library only).
+
+    from sandfort_sdk import Client
+    client = Client()                      # SANDFORT_BASE_URL / SANDFORT_API_KEY
+    with client.create_sandbox() as sbx:   # deleted on exit
+        r = sbx.process_exec("echo hi; exit 7")
+        assert r.exit_code == 7            # a value, not an exception
+"""
+
+from .client import Client, Command, FileSystem, Process, Sandbox, Session
+from .errors import (APIConnectionError, APIError, AuthenticationError, ConfigurationError, ConflictError,
+                     InternalServerError, InvalidArgumentError, NotFoundError, PayloadTooLargeError,
+                     PermissionDeniedError, QuotaExceededError, RateLimitedError, SandfortError, StreamError,
+                     UnavailableError)
+from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, Metrics,
+                     Organization, PortInfo, PreviewLink, Resources, SandboxInfo, SessionInfo, StreamEvent,
+                     UploadResult, WhoAmI)
+from ._transport import ExecStream
+from .pty import PtySession
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "Sandbox", "Process", "Session", "Command", "FileSystem", "ExecStream", "PtySession",
+    "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError",
+    "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",
+    "PayloadTooLargeError", "QuotaExceededError", "RateLimitedError", "InternalServerError", "UnavailableError",
+    "ApiKey", "ArchiveResult", "CommandInfo", "CommandLogs", "ExecResult", "FileInfo", "Metrics",
+    "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "StreamEvent",
+    "UploadResult", "WhoAmI", "__version__",
+]

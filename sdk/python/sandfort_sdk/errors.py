@@ -1,0 +1,125 @@
+"""Typed exceptions for Sandfort API errors.
+
+Every HTTP error answer of the API (``{"error": {"code", "message", "request_id"}}``) is raised
+as a subclass of :class:`APIError` carrying ``status``, ``code``, ``message`` and ``request_id``.
+A command that exits non-zero is *not* an error: it is an ``ExecResult`` with that exit code.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, Mapping, Optional, Type
+
+
+class SandfortError(Exception):
+    """Base class of every exception raised by this SDK."""
+
+
+class ConfigurationError(SandfortError, ValueError):
+    """The client lacks a base URL or an API key."""
+
+
+class APIConnectionError(SandfortError):
+    """The daemon could not be reached, or the connection broke mid-answer."""
+
+
+class StreamError(SandfortError):
+    """A stream ended without its final ``exit`` event, or sent ``event: error``."""
+
+
+class APIError(SandfortError):
+    """An HTTP error answered by the API."""
+
+    def __init__(self, status: int, code: str, message: str, request_id: Optional[str],
+                 retry_after: Optional[float] = None) -> None:
+        super().__init__(f"{status} {code}: {message} (request_id={request_id})")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+        self.retry_after = retry_after
+
+
+class InvalidArgumentError(APIError):
+    """400 ``invalid_argument``."""
+
+
+class AuthenticationError(APIError):
+    """401 ``unauthenticated``: missing, unknown, revoked or expired key."""
+
+
+class PermissionDeniedError(APIError):
+    """403 ``permission_denied``: the key's role does not allow the call."""
+
+
+class NotFoundError(APIError):
+    """404 ``not_found`` (also: another organization's resource)."""
+
+
+class ConflictError(APIError):
+    """409 ``conflict``: e.g. the sandbox is not started, a name is taken."""
+
+
+class PayloadTooLargeError(APIError):
+    """413 ``payload_too_large``."""
+
+
+class QuotaExceededError(APIError):
+    """429 (or 403) ``quota_exceeded``: e.g. the sandbox's disk is full."""
+
+
+class RateLimitedError(APIError):
+    """429 ``rate_limited``; ``retry_after`` holds the ``Retry-After`` seconds when sent."""
+
+
+class InternalServerError(APIError):
+    """500 ``internal``."""
+
+
+class UnavailableError(APIError):
+    """503 ``unavailable``: Docker or a registry cannot be reached."""
+
+
+_BY_CODE: Dict[str, Type[APIError]] = {
+    "invalid_argument": InvalidArgumentError,
+    "unauthenticated": AuthenticationError,
+    "permission_denied": PermissionDeniedError,
+    "not_found": NotFoundError,
+    "conflict": ConflictError,
+    "payload_too_large": PayloadTooLargeError,
+    "quota_exceeded": QuotaExceededError,
+    "rate_limited": RateLimitedError,
+    "internal": InternalServerError,
+    "unavailable": UnavailableError,
+}
+
+_BY_STATUS: Dict[int, Type[APIError]] = {
+    400: InvalidArgumentError, 401: AuthenticationError, 403: PermissionDeniedError,
+    404: NotFoundError, 409: ConflictError, 413: PayloadTooLargeError, 429: RateLimitedError,
+    500: InternalServerError, 503: UnavailableError,
+}
+
+
+def error_from_response(status: int, headers: Mapping[str, str], body: bytes) -> APIError:
+    """Builds the typed exception for an error answer (tolerates bodies that are not JSON)."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    request_id = lower.get("x-request-id")
+    code = ""
+    message = body.decode("utf-8", "replace").strip()[:500] or f"HTTP {status}"
+    try:
+        err = json.loads(body)["error"]
+        code = str(err.get("code") or "")
+        message = str(err.get("message") or message)
+        request_id = err.get("request_id") or request_id
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass
+    cls = _BY_CODE.get(code) or _BY_STATUS.get(status) or APIError
+    if not code:
+        code = {v: k for k, v in _BY_CODE.items()}.get(cls, "unknown")
+    retry_after: Optional[float] = None
+    if "retry-after" in lower:
+        try:
+            retry_after = float(lower["retry-after"])
+        except ValueError:
+            retry_after = None
+    return cls(status, code, message, request_id, retry_after)

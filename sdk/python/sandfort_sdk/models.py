@@ -1,0 +1,318 @@
+"""Result types: plain dataclasses built from the API's JSON.
+
+Every dataclass keeps the whole JSON object it came from in ``raw`` so fields added by a newer
+daemon stay reachable.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+def _b64(value: Any) -> Optional[bytes]:
+    return base64.b64decode(value) if isinstance(value, str) else None
+
+
+@dataclass
+class Resources:
+    cpus: Optional[float] = None
+    memory_mb: Optional[int] = None
+    pids: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, d: Optional[Dict[str, Any]]) -> "Resources":
+        d = d or {}
+        return cls(cpus=d.get("cpus"), memory_mb=d.get("memory_mb"), pids=d.get("pids"))
+
+
+@dataclass
+class SandboxInfo:
+    """The sandbox object of the API."""
+    id: str
+    state: str
+    name: Optional[str] = None
+    snapshot: Optional[str] = None
+    created_at: Optional[str] = None
+    updated_at: Optional[str] = None
+    expires_at: Optional[str] = None
+    resources: Resources = field(default_factory=Resources)
+    egress_allowlist: List[str] = field(default_factory=list)
+    labels: Dict[str, str] = field(default_factory=dict)
+    env_keys: List[str] = field(default_factory=list)
+    user: Optional[str] = None
+    workdir: Optional[str] = None
+    public_preview: bool = False
+    preview_url_template: Optional[str] = None
+    error_message: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":
+        return cls(id=d["id"], state=d.get("state", ""), name=d.get("name"), snapshot=d.get("snapshot"),
+                   created_at=d.get("created_at"), updated_at=d.get("updated_at"),
+                   expires_at=d.get("expires_at"), resources=Resources.from_json(d.get("resources")),
+                   egress_allowlist=list(d.get("egress_allowlist") or []),
+                   labels=dict(d.get("labels") or {}), env_keys=list(d.get("env_keys") or []),
+                   user=d.get("user"), workdir=d.get("workdir"),
+                   public_preview=bool(d.get("public_preview", False)),
+                   preview_url_template=d.get("preview_url_template"),
+                   error_message=d.get("error_message"), raw=d)
+
+
+@dataclass
+class ExecResult:
+    """The result of a command. A non-zero ``exit_code`` is a value, never an exception.
+
+    ``stdout``/``stderr`` are exactly what the command wrote (UTF-8, invalid bytes replaced by
+    U+FFFD) — the SDK does not strip the trailing newline: ``print(42)`` gives ``"42\\n"``.
+    ``stdout_bytes``/``stderr_bytes`` hold the exact bytes when ``binary=True`` was asked for.
+    """
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    duration_ms: Optional[int] = None
+    timed_out: bool = False
+    truncated: bool = False
+    session_restarted: Optional[bool] = None
+    stdout_bytes: Optional[bytes] = field(default=None, repr=False)
+    stderr_bytes: Optional[bytes] = field(default=None, repr=False)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0."""
+        return self.exit_code == 0
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "ExecResult":
+        return cls(exit_code=int(d.get("exit_code", -1)), stdout=d.get("stdout", "") or "",
+                   stderr=d.get("stderr", "") or "", duration_ms=d.get("duration_ms"),
+                   timed_out=bool(d.get("timed_out", False)), truncated=bool(d.get("truncated", False)),
+                   session_restarted=d.get("session_restarted"),
+                   stdout_bytes=_b64(d.get("stdout_b64")), stderr_bytes=_b64(d.get("stderr_b64")), raw=d)
+
+
+@dataclass
+class StreamEvent:
+    """One server-sent event: ``type`` is ``stdout``, ``stderr``, ``exit`` or ``error``.
+
+    For ``stdout``/``stderr`` ``data`` is the text chunk (``data_bytes`` the exact bytes when the
+    server sent ``data_b64``); for ``exit`` ``result`` is the final :class:`ExecResult` (its
+    stdout/stderr hold everything streamed); ``payload`` is the decoded JSON of the event.
+    """
+    type: str
+    data: str = ""
+    data_bytes: Optional[bytes] = field(default=None, repr=False)
+    result: Optional[ExecResult] = None
+    payload: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class SessionInfo:
+    name: str
+    created_at: Optional[str] = None
+    pid: Optional[int] = None
+    busy: Optional[bool] = None
+    waiting: Optional[int] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "SessionInfo":
+        return cls(name=d["name"], created_at=d.get("created_at"), pid=d.get("pid"),
+                   busy=d.get("busy"), waiting=d.get("waiting"), raw=d)
+
+
+@dataclass
+class CommandInfo:
+    """A background command: ``state`` is ``running`` or ``exited``."""
+    id: str
+    state: str
+    pid: Optional[int] = None
+    command: Optional[str] = None
+    exit_code: Optional[int] = None
+    started_at: Optional[str] = None
+    ended_at: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "CommandInfo":
+        return cls(id=d["id"], state=d.get("state", ""), pid=d.get("pid"), command=d.get("command"),
+                   exit_code=d.get("exit_code"), started_at=d.get("started_at"),
+                   ended_at=d.get("ended_at"), raw=d)
+
+
+@dataclass
+class CommandLogs:
+    stdout: str = ""
+    stderr: str = ""
+    dropped_bytes: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "CommandLogs":
+        dropped = d.get("dropped_bytes", 0)
+        if isinstance(dropped, dict):  # tolerate a per-stream form
+            dropped = sum(int(v or 0) for v in dropped.values())
+        return cls(stdout=d.get("stdout", "") or "", stderr=d.get("stderr", "") or "",
+                   dropped_bytes=int(dropped or 0), raw=d)
+
+
+@dataclass
+class FileInfo:
+    """An entry of a listing or a stat: ``type`` is ``file``, ``dir``, ``symlink`` or ``other``."""
+    name: str
+    path: str
+    type: str
+    size: int = 0
+    mode: Optional[str] = None
+    mtime: Optional[Any] = None
+    target: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "dir"
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "FileInfo":
+        return cls(name=d.get("name", ""), path=d.get("path", ""), type=d.get("type", ""),
+                   size=int(d.get("size") or 0), mode=d.get("mode"), mtime=d.get("mtime"),
+                   target=d.get("target"), raw=d)
+
+
+@dataclass
+class UploadResult:
+    path: str
+    size: int
+    mode: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "UploadResult":
+        return cls(path=d.get("path", ""), size=int(d.get("size") or 0), mode=d.get("mode"), raw=d)
+
+
+@dataclass
+class ArchiveResult:
+    """What a tar upload extracted: ``entries`` written, ``skipped`` (device entries) listed."""
+    path: str
+    entries: int = 0
+    skipped: List[Any] = field(default_factory=list)
+    skipped_count: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "ArchiveResult":
+        return cls(path=d.get("path", ""), entries=int(d.get("entries") or 0),
+                   skipped=list(d.get("skipped") or []), skipped_count=int(d.get("skipped_count") or 0), raw=d)
+
+
+@dataclass
+class PreviewLink:
+    """``token`` is None for a ``public_preview`` sandbox. Send it as ``X-Sandfort-Preview-Token``."""
+    url: str
+    token: Optional[str]
+    port: int
+
+    @property
+    def headers(self) -> Dict[str, str]:
+        return {"X-Sandfort-Preview-Token": self.token} if self.token else {}
+
+    @property
+    def url_with_token(self) -> str:
+        """The URL with ``?sandfort_token=`` (a browser gets a cookie and a redirect)."""
+        return f"{self.url}/?sandfort_token={self.token}" if self.token else self.url
+
+
+@dataclass
+class PortInfo:
+    port: int
+    address: Optional[str] = None
+    protocol: str = "tcp"
+    family: Optional[str] = None
+    pid: Optional[int] = None
+    process: Optional[str] = None
+    url: Optional[str] = None
+    previewable: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "PortInfo":
+        return cls(port=int(d["port"]), address=d.get("address"), protocol=d.get("protocol", "tcp"),
+                   family=d.get("family"), pid=d.get("pid"), process=d.get("process"), url=d.get("url"),
+                   previewable=bool(d.get("previewable", False)), raw=d)
+
+
+@dataclass
+class Metrics:
+    cpu_percent: float = 0.0
+    memory_bytes: int = 0
+    memory_limit_bytes: int = 0
+    pids: int = 0
+    egress_bytes_in: int = 0
+    egress_bytes_out: int = 0
+    egress_allowed: Optional[int] = None
+    egress_denied: Optional[int] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Metrics":
+        return cls(cpu_percent=float(d.get("cpu_percent") or 0), memory_bytes=int(d.get("memory_bytes") or 0),
+                   memory_limit_bytes=int(d.get("memory_limit_bytes") or 0), pids=int(d.get("pids") or 0),
+                   egress_bytes_in=int(d.get("egress_bytes_in") or 0),
+                   egress_bytes_out=int(d.get("egress_bytes_out") or 0),
+                   egress_allowed=d.get("egress_allowed"), egress_denied=d.get("egress_denied"), raw=d)
+
+
+@dataclass
+class WhoAmI:
+    org: str
+    principal: str
+    role: str
+    auth: str
+    org_id: Optional[str] = None
+    principal_name: Optional[str] = None
+    superadmin: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "WhoAmI":
+        return cls(org=d.get("org", ""), principal=d.get("principal", ""), role=d.get("role", ""),
+                   auth=d.get("auth", ""), org_id=d.get("org_id"), principal_name=d.get("principal_name"),
+                   superadmin=bool(d.get("superadmin", False)), raw=d)
+
+
+@dataclass
+class ApiKey:
+    """An API key; ``key`` (the secret) is only set in the answer that created it."""
+    id: str
+    name: str
+    role: str
+    org_id: Optional[str] = None
+    created_at: Optional[str] = None
+    expires_at: Optional[str] = None
+    revoked_at: Optional[str] = None
+    key: Optional[str] = field(default=None, repr=False)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "ApiKey":
+        return cls(id=d["id"], name=d.get("name", ""), role=d.get("role", ""), org_id=d.get("org_id"),
+                   created_at=d.get("created_at"), expires_at=d.get("expires_at"),
+                   revoked_at=d.get("revoked_at"), key=d.get("key"), raw=d)
+
+
+@dataclass
+class Organization:
+    id: str
+    name: str
+    superadmin: bool = False
+    created_at: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Organization":
+        return cls(id=d["id"], name=d.get("name", ""), superadmin=bool(d.get("superadmin", False)),
+                   created_at=d.get("created_at"), raw=d)

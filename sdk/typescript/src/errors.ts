@@ -1,0 +1,73 @@
+/**
+ * Every failure of the platform (an HTTP error answer, an unreachable daemon, a missing
+ * configuration) is a SandfortError. A command that exits non-zero is NOT an error: it is a
+ * result with a non-zero `exitCode`.
+ */
+export class SandfortError extends Error {
+  /** The API's error code (`not_found`, `invalid_argument`, `conflict`, …), or a client-side
+   *  code: `connection_error` (daemon unreachable), `timeout`, `config`, `protocol`. */
+  readonly code: string;
+  /** The HTTP status; 0 when no HTTP answer was received. */
+  readonly status: number;
+  /** The daemon's request id (`X-Request-Id`), when there was an answer. */
+  readonly requestId: string | null;
+  /** The parsed error body, when there was one. */
+  readonly body: unknown;
+
+  constructor(
+    message: string,
+    opts: { code: string; status?: number; requestId?: string | null; body?: unknown; cause?: unknown },
+  ) {
+    super(message, opts.cause !== undefined ? { cause: opts.cause } : undefined);
+    this.name = "SandfortError";
+    this.code = opts.code;
+    this.status = opts.status ?? 0;
+    this.requestId = opts.requestId ?? null;
+    this.body = opts.body;
+  }
+
+  get isNotFound(): boolean {
+    return this.status === 404;
+  }
+}
+
+const CODE_BY_STATUS: Record<number, string> = {
+  400: "invalid_argument",
+  401: "unauthenticated",
+  403: "permission_denied",
+  404: "not_found",
+  405: "invalid_argument",
+  409: "conflict",
+  413: "payload_too_large",
+  429: "rate_limited",
+  500: "internal",
+  502: "unavailable",
+  503: "unavailable",
+  504: "unavailable",
+};
+
+/** Builds a SandfortError from an HTTP error answer (body already read as text). */
+export function errorFromResponse(status: number, headers: Headers, text: string): SandfortError {
+  const headerId = headers.get("x-request-id");
+  let body: unknown = text;
+  let code = CODE_BY_STATUS[status] ?? (status >= 500 ? "internal" : "unknown");
+  let message = text.trim() || `HTTP ${status}`;
+  let requestId = headerId;
+  try {
+    const parsed = JSON.parse(text) as { error?: { code?: string; message?: string; request_id?: string } };
+    body = parsed;
+    if (parsed && typeof parsed === "object" && parsed.error && typeof parsed.error === "object") {
+      if (typeof parsed.error.code === "string") code = parsed.error.code;
+      if (typeof parsed.error.message === "string") message = parsed.error.message;
+      if (typeof parsed.error.request_id === "string") requestId = parsed.error.request_id;
+    }
+  } catch {
+    /* not JSON: keep the text */
+  }
+  return new SandfortError(`${message} (${code}, HTTP ${status}${requestId ? `, request ${requestId}` : ""})`, {
+    code,
+    status,
+    requestId,
+    body,
+  });
+}

@@ -1,0 +1,197 @@
+export type SandboxState = "creating" | "pulling" | "started" | "stopped" | "error" | "deleted" | string;
+
+export interface Resources {
+  cpus?: number;
+  memoryMb?: number;
+  pids?: number;
+}
+
+export interface SandboxInfo {
+  id: string;
+  name: string | null;
+  state: SandboxState;
+  snapshot: string;
+  createdAt: string;
+  updatedAt: string | null;
+  expiresAt: string | null;
+  resources: Resources;
+  egressAllowlist: string[];
+  labels: Record<string, string>;
+  envKeys: string[];
+  user: string | null;
+  workdir: string | null;
+  publicPreview: boolean;
+  previewUrlTemplate: string | null;
+  errorMessage: string | null;
+}
+
+export interface CreateSandboxOptions {
+  /** Image reference (or snapshot name); the daemon's default image when absent. */
+  snapshot?: string;
+  name?: string;
+  /** Wait until the sandbox is started (default true). */
+  wait?: boolean;
+  env?: Record<string, string>;
+  labels?: Record<string, string>;
+  resources?: Resources;
+  egressAllowlist?: string[];
+  ttlS?: number;
+  user?: string;
+  workdir?: string;
+  publicPreview?: boolean;
+}
+
+export interface UpdateSandboxOptions {
+  labels?: Record<string, string>;
+  ttlS?: number;
+  egressAllowlist?: string[];
+}
+
+/** The result of a finished command. A non-zero exit is a value, never an exception. */
+export interface CommandResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  durationMs: number;
+  timedOut: boolean;
+  truncated: boolean;
+  /** Exact bytes, with `binary: true`. */
+  stdoutBytes?: Uint8Array;
+  stderrBytes?: Uint8Array;
+  /** Session exec only: the shell ended (e.g. `exit 3`) and the next call gets a fresh one. */
+  sessionRestarted?: boolean;
+}
+
+export type StreamEvent =
+  | { type: "stdout"; data: string }
+  | { type: "stderr"; data: string }
+  | { type: "exit"; exitCode: number; timedOut: boolean; truncated: boolean; durationMs: number }
+  | { type: "error"; code: string; message: string };
+
+export interface OutputHandlers {
+  /** Called with each stdout chunk as it is produced (switches the call to streaming). */
+  onStdout?: (chunk: string) => void;
+  /** Called with each stderr chunk as it is produced (switches the call to streaming). */
+  onStderr?: (chunk: string) => void;
+  signal?: AbortSignal;
+}
+
+export interface RunOptions extends OutputHandlers {
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Written to the command's stdin, then closed. */
+  stdin?: string;
+  /** Seconds (default 60 on the daemon). On expiry the process group is killed: exitCode 124, timedOut. */
+  timeoutS?: number;
+  /** Also return exact output bytes (`stdoutBytes`/`stderrBytes`). */
+  binary?: boolean;
+}
+
+export interface CodeRunOptions extends OutputHandlers {
+  argv?: string[];
+  env?: Record<string, string>;
+  timeoutS?: number;
+}
+
+export type CodeLanguage = "python" | "node" | "bash" | "sh";
+
+export interface CommandInfo {
+  id: string;
+  pid: number;
+  state: "running" | "exited" | string;
+  command: string;
+  exitCode: number | null;
+  startedAt: string;
+  endedAt: string | null;
+}
+
+export interface CommandLogs {
+  stdout: string;
+  stderr: string;
+  droppedBytes: number;
+}
+
+export type Signal = "TERM" | "KILL" | "INT" | "HUP" | "QUIT" | "USR1" | "USR2" | number;
+
+export interface SessionInfo {
+  name: string;
+  createdAt: string;
+  pid: number;
+  busy: boolean;
+  waiting: number;
+}
+
+export interface FileInfo {
+  name: string;
+  path: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+  mode: string;
+  mtime: string;
+  /** Symlinks (stat): where the link points. */
+  target?: string;
+}
+
+export interface WriteInfo {
+  path: string;
+  size: number;
+  mode: string;
+}
+
+export interface ArchiveResult {
+  path: string;
+  entries: number;
+  skipped: string[];
+  skippedCount: number;
+}
+
+export interface PreviewLink {
+  url: string;
+  /** Null when the sandbox is public_preview. Send as header `X-Sandfort-Preview-Token`. */
+  token: string | null;
+}
+
+export interface PortInfo {
+  port: number;
+  address: string;
+  protocol: string;
+  family: string;
+  pid: number | null;
+  process: string | null;
+  url: string;
+  previewable: boolean;
+}
+
+export interface SandboxMetrics {
+  cpuPercent: number;
+  memoryBytes: number;
+  memoryLimitBytes: number;
+  pids: number;
+  egressBytesIn: number;
+  egressBytesOut: number;
+  egressAllowed?: number;
+  egressDenied?: number;
+}
+
+export interface WhoAmI {
+  org: string;
+  orgId: string;
+  principal: string;
+  principalName: string;
+  role: string;
+  superadmin: boolean;
+  auth: string;
+}
+
+export interface ListSandboxesOptions {
+  state?: string;
+  /** `{team: "x"}` → `label=team:x`. */
+  labels?: Record<string, string>;
+  limit?: number;
+  cursor?: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
