@@ -1,0 +1,238 @@
+#include "api_client.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
+#include <chrono>
+
+#include "failure.hpp"
+#include "transport.hpp"
+
+namespace sandfort::cli {
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+const char* const not_reachable_hint =
+    "is sandfortd running there? Check SANDFORT_BASE_URL or run `sandfort login`";
+
+}  // namespace
+
+api_client::api_client(std::string base_url, std::string api_key)
+    : base_url_(std::move(base_url)), api_key_(std::move(api_key)) {
+  std::string_view rest = base_url_;
+  tls_ = rest.starts_with("https://");
+  if (!tls_ && !rest.starts_with("http://"))
+    throw failure("the base URL must start with http:// or https:// (got \"" + base_url_ +
+                  "\"); run `sandfort login` or fix SANDFORT_BASE_URL");
+  rest.remove_prefix(tls_ ? 8 : 7);
+  auto slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  prefix_ = slash == std::string_view::npos ? "" : std::string(rest.substr(slash));
+  while (!prefix_.empty() && prefix_.back() == '/') prefix_.pop_back();
+  auto colon = authority.rfind(':');
+  if (colon != std::string_view::npos && authority.find(']', colon) == std::string_view::npos) {
+    host_ = std::string(authority.substr(0, colon));
+    port_ = std::string(authority.substr(colon + 1));
+  } else {
+    host_ = std::string(authority);
+    port_ = tls_ ? "443" : "80";
+  }
+  if (host_.size() > 2 && host_.front() == '[' && host_.back() == ']') host_ = host_.substr(1, host_.size() - 2);
+  if (host_.empty() || port_.empty()) throw failure("cannot read the base URL \"" + base_url_ + "\"");
+}
+
+namespace {
+
+// Sends the request: a string body at once, or a body_source in pieces (Content-Length when
+// its size is known, chunked otherwise), so an upload never has to fit in memory.
+template <class Stream>
+void write_request(Stream& stream, const request_spec& spec, const http::request_header<>& head,
+                   const std::string& base_url) {
+  boost::system::error_code ec;
+  auto broke = [&] { throw failure("sending the request to " + base_url + " failed: " + ec.message()); };
+  if (!spec.body_source) {
+    http::request<http::string_body> req{head};
+    req.body() = spec.body;
+    req.prepare_payload();
+    http::write(stream, req, ec);
+    if (ec) broke();
+    return;
+  }
+  http::request<http::buffer_body> req{head};
+  if (spec.body_size)
+    req.content_length(*spec.body_size);
+  else
+    req.chunked(true);
+  http::request_serializer<http::buffer_body> serializer{req};
+  http::write_header(stream, serializer, ec);
+  if (ec) broke();
+  std::string piece(64 * 1024, '\0');
+  for (;;) {
+    std::size_t n = spec.body_source(piece.data(), piece.size());
+    req.body().data = n > 0 ? piece.data() : nullptr;
+    req.body().size = n;
+    req.body().more = n > 0;
+    http::write(stream, serializer, ec);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) broke();
+    if (n == 0) break;
+  }
+}
+
+template <class Stream>
+response exchange(Stream& stream, const request_spec& spec, const http::request_header<>& head,
+                  const std::string& base_url) {
+  write_request(stream, spec, head, base_url);
+  boost::system::error_code ec;
+  boost::beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);
+  http::read_header(stream, buffer, parser, ec);
+  if (ec) throw failure("no answer from " + base_url + ": " + ec.message() + "; " + not_reachable_hint);
+
+  response out;
+  out.status = parser.get().result_int();
+  out.request_id = std::string(parser.get()["X-Request-Id"]);
+  bool stream_body = out.status / 100 == 2 && spec.on_chunk;
+  std::string piece(64 * 1024, '\0');
+  while (!parser.is_done()) {
+    parser.get().body().data = piece.data();
+    parser.get().body().size = piece.size();
+    http::read(stream, buffer, parser, ec);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) throw failure("the connection to " + base_url + " broke: " + ec.message());
+    std::size_t n = piece.size() - parser.get().body().size;
+    if (n == 0) continue;
+    if (stream_body)
+      spec.on_chunk(std::string_view(piece.data(), n));
+    else
+      out.body.append(piece.data(), n);
+  }
+  return out;
+}
+
+}  // namespace
+
+response api_client::send(const request_spec& spec) {
+  http::request_header<> req;
+  req.method(spec.method);
+  req.target(prefix_ + spec.target);
+  req.version(11);
+  req.set(http::field::host, host_ + ":" + port_);
+  req.set(http::field::user_agent, "sandfort-cli/0.1");
+  req.set(http::field::authorization, "Bearer " + api_key_);
+  req.set(http::field::accept, spec.accept);
+  if (!spec.content_type.empty()) req.set(http::field::content_type, spec.content_type);
+
+  net::io_context ioc;
+  boost::beast::tcp_stream tcp_conn(ioc);
+  connect_tcp(ioc, tcp_conn, host_, port_, base_url_);
+  boost::system::error_code ec;
+  if (!tls_) {
+    response out = exchange(tcp_conn, spec, req, base_url_);
+    tcp_conn.socket().shutdown(tcp::socket::shutdown_both, ec);
+    return out;
+  }
+  auto ctx = make_tls_context();
+  tls_stream tls(std::move(tcp_conn), ctx);
+  tls_handshake(ioc, tls, host_, base_url_);
+  response out = exchange(tls, spec, req, base_url_);
+  tls.next_layer().socket().shutdown(tcp::socket::shutdown_both, ec);
+  return out;
+}
+
+nlohmann::json api_client::call(verb method, const std::string& target, const nlohmann::json* body) {
+  request_spec spec;
+  spec.method = method;
+  spec.target = target;
+  if (body) {
+    spec.body = body->dump();
+    spec.content_type = "application/json";
+  }
+  response r = send(spec);
+  if (r.status / 100 != 2) throw_api_error(r);
+  if (r.body.empty()) return nullptr;
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_discarded()) throw failure("the API answered something that is not JSON (status " + std::to_string(r.status) + ")");
+  return j;
+}
+
+void throw_api_error(const response& r) {
+  std::string message, code, request_id = r.request_id;
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    const auto& e = j["error"];
+    message = e.value("message", "");
+    code = e.value("code", "");
+    if (e.contains("request_id") && e["request_id"].is_string()) request_id = e["request_id"].get<std::string>();
+  } else {
+    message = r.body.empty() ? "HTTP " + std::to_string(r.status) : r.body;
+  }
+  std::string text = "error: " + message + " (";
+  text += code.empty() ? "HTTP " + std::to_string(r.status) : code;
+  if (!request_id.empty()) text += ", request " + request_id;
+  text += ")";
+  if (r.status == 401) text += "\nhint: the API key was refused; run `sandfort login` or set SANDFORT_API_KEY";
+  throw failure(text);
+}
+
+std::string url_encode(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+void sse_parser::feed(std::string_view bytes) {
+  pending_.append(bytes);
+  std::size_t start = 0;
+  for (;;) {
+    auto nl = pending_.find('\n', start);
+    if (nl == std::string::npos) break;
+    std::string_view l(pending_.data() + start, nl - start);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    line(l);
+    start = nl + 1;
+  }
+  pending_.erase(0, start);
+}
+
+void sse_parser::line(std::string_view l) {
+  if (l.empty()) {
+    if (!event_.empty() || !data_.empty()) on_event_(event_.empty() ? "message" : event_, data_);
+    event_.clear();
+    data_.clear();
+    return;
+  }
+  auto field = [&](std::string_view name) -> std::optional<std::string_view> {
+    if (!l.starts_with(name) || l.size() <= name.size() || l[name.size()] != ':') return std::nullopt;
+    std::string_view v = l.substr(name.size() + 1);
+    if (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+    return v;
+  };
+  if (auto v = field("event")) {
+    event_ = std::string(*v);
+  } else if (auto d = field("data")) {
+    if (!data_.empty()) data_ += '\n';
+    data_ += *d;
+  }
+}
+
+}  // namespace sandfort::cli

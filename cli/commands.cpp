@@ -1,0 +1,337 @@
+#include "commands.hpp"
+
+#include <termios.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "api_client.hpp"
+#include "config.hpp"
+#include "failure.hpp"
+
+namespace sandfort::cli {
+using nlohmann::json;
+
+namespace {
+
+api_client connect() {
+  settings s = require_settings();
+  return api_client(s.base_url, s.api_key);
+}
+
+std::string sandbox_path(const std::string& id) { return "/v1/sandboxes/" + url_encode(id); }
+
+std::string text_of(const json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return "-";
+  if (j[key].is_string()) return j[key].get<std::string>();
+  return j[key].dump();
+}
+
+void print_json(const json& j) { std::cout << j.dump(2) << "\n"; }
+
+void print_sandbox(const json& s) {
+  for (const char* key : {"id", "name", "state", "snapshot", "created_at", "updated_at", "expires_at", "resources",
+                          "egress_allowlist", "labels", "env_keys", "preview_url_template", "error_message"}) {
+    if (!s.contains(key)) continue;
+    std::cout << key << ": " << text_of(s, key) << "\n";
+  }
+}
+
+std::string prompt_line(const std::string& prompt, bool secret) {
+  std::cerr << prompt << std::flush;
+  termios saved{};
+  bool hide = secret && ::isatty(STDIN_FILENO) && ::tcgetattr(STDIN_FILENO, &saved) == 0;
+  if (hide) {
+    termios quiet = saved;
+    quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+    ::tcsetattr(STDIN_FILENO, TCSANOW, &quiet);
+  }
+  std::string line;
+  bool got = static_cast<bool>(std::getline(std::cin, line));
+  if (hide) {
+    ::tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+    std::cerr << "\n";
+  }
+  if (!got) throw failure("no input: login reads the base URL and then the API key from stdin");
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  while (!line.empty() && line.front() == ' ') line.erase(0, 1);
+  return line;
+}
+
+// Runs a streamed command (SSE) and copies its output as it comes; returns its exit status.
+int stream_command(api_client& client, const std::string& target, const json& body) {
+  std::optional<int> exit_code;
+  std::string error_text;
+  sse_parser parser([&](const std::string& event, const std::string& data) {
+    auto j = json::parse(data, nullptr, false);
+    if (event == "stdout" || event == "stderr") {
+      std::string chunk = j.is_object() && j.contains("data") && j["data"].is_string() ? j["data"].get<std::string>() : data;
+      std::FILE* out = event == "stdout" ? stdout : stderr;
+      std::fwrite(chunk.data(), 1, chunk.size(), out);
+      std::fflush(out);
+    } else if (event == "exit") {
+      exit_code = j.is_object() && j.contains("exit_code") && j["exit_code"].is_number_integer() ? j["exit_code"].get<int>() : 1;
+      if (j.is_object() && j.value("timed_out", false)) std::cerr << "sandfort: the command timed out\n";
+      if (j.is_object() && j.value("truncated", false)) std::cerr << "sandfort: output was truncated\n";
+    } else if (event == "error") {
+      if (j.is_object() && j.contains("error") && j["error"].is_object())
+        error_text = "error: " + j["error"].value("message", data);
+      else if (j.is_object() && j.contains("message"))
+        error_text = "error: " + j.value("message", data);
+      else
+        error_text = "error: " + data;
+    }
+  });
+  request_spec spec;
+  spec.method = verb::post;
+  spec.target = target;
+  spec.body = body.dump();
+  spec.content_type = "application/json";
+  spec.accept = "text/event-stream";
+  spec.on_chunk = [&](std::string_view piece) { parser.feed(piece); };
+  response r = client.send(spec);
+  if (r.status / 100 != 2) throw_api_error(r);
+  if (!error_text.empty()) throw failure(error_text);
+  if (!exit_code) throw failure("the stream ended without the command's exit status");
+  return *exit_code;
+}
+
+json create_body(const create_options& o) {
+  json body = {{"wait", o.wait}};
+  if (!o.name.empty()) body["name"] = o.name;
+  if (!o.snapshot.empty()) body["snapshot"] = o.snapshot;
+  if (!o.egress.empty()) body["egress_allowlist"] = o.egress;
+  if (!o.env.empty()) {
+    json env = json::object();
+    for (const auto& kv : o.env) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) throw failure("--env takes KEY=VALUE, got \"" + kv + "\"", 2);
+      env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    body["env"] = env;
+  }
+  if (o.cpus || o.memory_mb) {
+    json res = json::object();
+    if (o.cpus) res["cpus"] = *o.cpus;
+    if (o.memory_mb) res["memory_mb"] = *o.memory_mb;
+    body["resources"] = res;
+  }
+  return body;
+}
+
+std::string current_or(const std::string& id) {
+  if (!id.empty()) return id;
+  if (auto cur = current_sandbox()) return *cur;
+  throw failure("no current sandbox: run `sandfort new` first or pass --id");
+}
+
+}  // namespace
+
+int cmd_login() {
+  settings old = load_settings();
+  std::string default_url = old.base_url.empty() ? "http://127.0.0.1:8080" : old.base_url;
+  std::string url = prompt_line("Base URL [" + default_url + "]: ", false);
+  if (url.empty()) url = default_url;
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  std::string key = prompt_line("API key: ", true);
+  if (key.empty()) throw failure("an API key is needed (ask your organization's admin for one)");
+  api_client client(url, key);
+  json who = client.call(verb::get, "/v1/whoami");
+  save_settings({url, key});
+  std::cout << "Logged in to " << url << " as " << text_of(who, "principal_name") << " (" << text_of(who, "role")
+            << " in " << text_of(who, "org") << "); credentials saved in " << config_file().string() << "\n";
+  return 0;
+}
+
+int cmd_logout() {
+  bool removed = remove_settings();
+  std::cout << (removed ? "Logged out: removed " + config_file().string() : std::string("Not logged in: no saved credentials"))
+            << "\n";
+  if (std::getenv("SANDFORT_API_KEY")) std::cerr << "note: SANDFORT_API_KEY is still set in the environment\n";
+  return 0;
+}
+
+int cmd_whoami(bool as_json) {
+  api_client client = connect();
+  json who = client.call(verb::get, "/v1/whoami");
+  if (as_json) {
+    print_json(who);
+    return 0;
+  }
+  std::cout << "url: " << client.base_url() << "\n";
+  for (const char* key : {"org", "org_id", "principal", "principal_name", "role", "superadmin"})
+    if (who.contains(key)) std::cout << key << ": " << text_of(who, key) << "\n";
+  return 0;
+}
+
+int cmd_sandbox_create(const create_options& o) {
+  api_client client = connect();
+  json body = create_body(o);
+  json sbx = client.call(verb::post, "/v1/sandboxes", &body);
+  if (o.json)
+    print_json(sbx);
+  else
+    std::cout << text_of(sbx, "id") << "\n";
+  return 0;
+}
+
+int cmd_sandbox_ls(bool as_json) {
+  api_client client = connect();
+  json all = json::array();
+  std::string cursor;
+  for (;;) {
+    std::string target = "/v1/sandboxes?limit=1000";
+    if (!cursor.empty()) target += "&cursor=" + url_encode(cursor);
+    json page = client.call(verb::get, target);
+    for (auto& item : page["items"]) all.push_back(item);
+    if (!page.contains("next_cursor") || !page["next_cursor"].is_string()) break;
+    cursor = page["next_cursor"].get<std::string>();
+  }
+  if (as_json) {
+    print_json(json{{"items", all}});
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "SNAPSHOT", "CREATED"}};
+  for (const auto& s : all)
+    rows.push_back({text_of(s, "id"), text_of(s, "name"), text_of(s, "state"), text_of(s, "snapshot"), text_of(s, "created_at")});
+  std::vector<std::size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  }
+  return 0;
+}
+
+int cmd_sandbox_get(const std::string& id, bool as_json) {
+  api_client client = connect();
+  json sbx = client.call(verb::get, sandbox_path(id));
+  if (as_json)
+    print_json(sbx);
+  else
+    print_sandbox(sbx);
+  return 0;
+}
+
+int cmd_sandbox_rm(const std::vector<std::string>& ids) {
+  api_client client = connect();
+  for (const auto& id : ids) {
+    client.call(verb::delete_, sandbox_path(id));
+    if (current_sandbox() == id) clear_current_sandbox();
+    std::cout << "deleted " << id << "\n";
+  }
+  return 0;
+}
+
+int cmd_sandbox_stop_start(const std::string& id, bool start, bool as_json) {
+  api_client client = connect();
+  json sbx = client.call(verb::post, sandbox_path(id) + (start ? "/start" : "/stop"));
+  if (as_json)
+    print_json(sbx);
+  else
+    std::cout << text_of(sbx, "id") << " " << text_of(sbx, "state") << "\n";
+  return 0;
+}
+
+int cmd_exec(std::vector<std::string> args, std::optional<int> timeout_s, const std::string& cwd, bool send_stdin) {
+  if (!args.empty() && args.front() == "--") args.erase(args.begin());
+  if (args.empty()) throw failure("usage: sandfort exec SANDBOX COMMAND [ARGS...]", 2);
+  std::string id = args.front();
+  args.erase(args.begin());
+  if (!args.empty() && args.front() == "--") args.erase(args.begin());
+  if (args.empty()) throw failure("usage: sandfort exec SANDBOX COMMAND [ARGS...] (no command given)", 2);
+  api_client client = connect();
+  json body = {{"argv", args}};
+  if (timeout_s) body["timeout_s"] = *timeout_s;
+  if (!cwd.empty()) body["cwd"] = cwd;
+  if (send_stdin) {
+    std::ostringstream input;
+    input << std::cin.rdbuf();
+    body["stdin"] = input.str();
+  }
+  return stream_command(client, sandbox_path(id) + "/process/exec", body);
+}
+
+int cmd_new(const create_options& o) {
+  api_client client = connect();
+  create_options waited = o;
+  waited.wait = true;
+  json body = create_body(waited);
+  json sbx = client.call(verb::post, "/v1/sandboxes", &body);
+  std::string id = text_of(sbx, "id");
+  set_current_sandbox(id);
+  std::cout << id << "\n";
+  return 0;
+}
+
+int cmd_run(const std::string& id_option, const std::vector<std::string>& words, std::optional<int> timeout_s) {
+  std::vector<std::string> w = words;
+  if (!w.empty() && w.front() == "--") w.erase(w.begin());
+  if (w.empty()) throw failure("usage: sandfort run [--id ID] \"COMMAND\"", 2);
+  std::string command;
+  for (const auto& word : w) command += (command.empty() ? "" : " ") + word;
+  std::string id = current_or(id_option);
+  api_client client = connect();
+  json body = {{"command", command}};
+  if (timeout_s) body["timeout_s"] = *timeout_s;
+  return stream_command(client, sandbox_path(id) + "/exec", body);
+}
+
+int cmd_rm_current(const std::string& id_option) {
+  std::string id = current_or(id_option);
+  return cmd_sandbox_rm({id});
+}
+
+int cmd_logs(const std::string& id, const std::string& command_id, bool follow) {
+  api_client client = connect();
+  std::string target = sandbox_path(id) + "/commands/" + url_encode(command_id) + "/logs";
+  if (!follow) {
+    json logs = client.call(verb::get, target);
+    std::cout << logs.value("stdout", "") << std::flush;
+    std::cerr << logs.value("stderr", "") << std::flush;
+    return 0;
+  }
+  std::optional<int> exit_code;
+  sse_parser parser([&](const std::string& event, const std::string& data) {
+    auto j = json::parse(data, nullptr, false);
+    if (event == "stdout" || event == "stderr") {
+      std::string chunk = j.is_object() && j.contains("data") && j["data"].is_string() ? j["data"].get<std::string>() : data;
+      std::FILE* out = event == "stdout" ? stdout : stderr;
+      std::fwrite(chunk.data(), 1, chunk.size(), out);
+      std::fflush(out);
+    } else if (event == "exit" && j.is_object() && j.contains("exit_code") && j["exit_code"].is_number_integer()) {
+      exit_code = j["exit_code"].get<int>();
+    }
+  });
+  request_spec spec;
+  spec.target = target + "?follow=true";
+  spec.accept = "text/event-stream";
+  spec.on_chunk = [&](std::string_view piece) { parser.feed(piece); };
+  response r = client.send(spec);
+  if (r.status / 100 != 2) throw_api_error(r);
+  return exit_code.value_or(0);
+}
+
+int cmd_preview(const std::string& id, int port, bool as_json) {
+  api_client client = connect();
+  json p = client.call(verb::get, sandbox_path(id) + "/preview/" + std::to_string(port));
+  if (as_json) {
+    print_json(p);
+    return 0;
+  }
+  std::cout << "url: " << text_of(p, "url") << "\n";
+  std::cout << "token: " << text_of(p, "token") << "\n";
+  if (p.contains("token") && p["token"].is_string())
+    std::cout << "header: X-Sandfort-Preview-Token: " << p["token"].get<std::string>() << "\n";
+  return 0;
+}
+
+}  // namespace sandfort::cli

@@ -1,0 +1,47 @@
+#pragma once
+// One function per CLI command. Each returns the process's exit status or throws failure.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sandfort::cli {
+
+struct create_options {
+  std::string name;
+  std::string snapshot;
+  bool wait = false;
+  std::vector<std::string> egress;
+  std::vector<std::string> env;  // K=V
+  std::optional<double> cpus;
+  std::optional<int> memory_mb;
+  bool json = false;
+};
+
+int cmd_login();
+int cmd_logout();
+int cmd_whoami(bool json);
+
+int cmd_sandbox_create(const create_options& o);
+int cmd_sandbox_ls(bool json);
+int cmd_sandbox_get(const std::string& id, bool json);
+int cmd_sandbox_rm(const std::vector<std::string>& ids);
+int cmd_sandbox_stop_start(const std::string& id, bool start, bool json);
+
+// args[0] is the sandbox, the rest the command's argv.
+// With send_stdin, all of this process's stdin is read first and handed to the command.
+int cmd_exec(std::vector<std::string> args, std::optional<int> timeout_s, const std::string& cwd, bool send_stdin);
+
+int cmd_new(const create_options& o);
+int cmd_run(const std::string& id, const std::vector<std::string>& words, std::optional<int> timeout_s);
+int cmd_rm_current(const std::string& id);
+
+int cmd_cp(const std::string& src, const std::string& dst);
+int cmd_logs(const std::string& id, const std::string& command_id, bool follow);
+// An interactive terminal (PTY over WebSocket); command empty means the login shell.
+int cmd_shell(const std::string& id, const std::string& command);
+// A bash or zsh completion script on stdout.
+int cmd_completion(const std::string& shell);
+int cmd_preview(const std::string& id, int port, bool json);
+
+}  // namespace sandfort::cli

@@ -1,0 +1,68 @@
+// `sandfort completion bash|zsh`: a completion script (zsh runs the bash one through
+// bashcompinit). Sandbox ids and names come from `sandfort sandbox ls` at completion time.
+#include <iostream>
+
+#include "commands.hpp"
+#include "failure.hpp"
+
+namespace sandfort::cli {
+
+namespace {
+
+const char* const bash_script = R"BASH(# sandfort bash completion: eval "$(sandfort completion bash)"
+_sandfort_sandboxes() {
+  command sandfort sandbox ls 2>/dev/null | awk 'NR > 1 { print $1; if ($2 != "-") print $2 }'
+}
+_sandfort() {
+  local cur="${COMP_WORDS[COMP_CWORD]}" cmd="${COMP_WORDS[1]}" sub="${COMP_WORDS[2]}"
+  if [[ $COMP_CWORD -eq 1 ]]; then
+    COMPREPLY=($(compgen -W "login logout whoami sandbox exec new run rm cp logs preview shell completion --help" -- "$cur"))
+    return
+  fi
+  case "$cmd" in
+    sandbox)
+      if [[ $COMP_CWORD -eq 2 ]]; then
+        COMPREPLY=($(compgen -W "create ls get rm stop start --help" -- "$cur"))
+        return
+      fi
+      case "$sub" in
+        create) COMPREPLY=($(compgen -W "--wait --snapshot --egress --env --cpus --memory --json --help" -- "$cur")) ;;
+        ls) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        get|rm|stop|start) COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --json --help" -- "$cur")) ;;
+      esac ;;
+    exec)
+      if [[ $COMP_CWORD -eq 2 || "${COMP_WORDS[COMP_CWORD-1]}" == --* && $COMP_CWORD -eq 3 ]]; then
+        COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --timeout --cwd --help" -- "$cur"))
+      else
+        compopt -o default 2>/dev/null; COMPREPLY=()
+      fi ;;
+    shell|logs|preview)
+      if [[ $COMP_CWORD -eq 2 ]]; then COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --help" -- "$cur")); fi ;;
+    run) COMPREPLY=($(compgen -W "--id --timeout --help" -- "$cur")) ;;
+    rm) COMPREPLY=($(compgen -W "--id --help" -- "$cur")) ;;
+    new) COMPREPLY=($(compgen -W "--name --snapshot --egress --env --cpus --memory --help" -- "$cur")) ;;
+    whoami) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+    cp) compopt -o default 2>/dev/null; COMPREPLY=($(compgen -W "$(_sandfort_sandboxes)" -- "$cur")) ;;
+    completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
+  esac
+}
+complete -F _sandfort sandfort
+)BASH";
+
+}  // namespace
+
+int cmd_completion(const std::string& shell) {
+  if (shell == "bash") {
+    std::cout << bash_script;
+  } else if (shell == "zsh") {
+    std::cout << "# sandfort zsh completion: eval \"$(sandfort completion zsh)\"\n"
+                 "autoload -U +X compinit && compinit\n"
+                 "autoload -U +X bashcompinit && bashcompinit\n"
+              << bash_script;
+  } else {
+    throw failure("completion is available for bash and zsh, not \"" + shell + "\"", 2);
+  }
+  return 0;
+}
+
+}  // namespace sandfort::cli

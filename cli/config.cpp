@@ -1,0 +1,124 @@
+#include "config.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "failure.hpp"
+
+namespace sandfort::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+std::optional<std::string> read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Written to a temporary file created 0600 and renamed, so the secret is never readable by
+// others, not even for a moment, and a crash leaves the old file whole.
+void write_private_file(const fs::path& p, const std::string& content) {
+  fs::path dir = p.parent_path();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw failure("cannot create " + dir.string() + ": " + ec.message());
+  ::chmod(dir.c_str(), 0700);
+  fs::path tmp = p;
+  tmp += ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw failure("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  ::fchmod(fd, 0600);
+  const char* data = content.data();
+  std::size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, data, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      throw failure("cannot write " + tmp.string() + ": " + std::strerror(err));
+    }
+    data += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), p.c_str()) != 0) throw failure("cannot write " + p.string() + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+fs::path config_dir() {
+  std::string xdg = env_or_empty("XDG_CONFIG_HOME");
+  if (!xdg.empty()) return fs::path(xdg) / "sandfort";
+  std::string home = env_or_empty("HOME");
+  if (home.empty()) throw failure("neither XDG_CONFIG_HOME nor HOME is set: cannot find the config directory");
+  return fs::path(home) / ".config" / "sandfort";
+}
+
+fs::path config_file() { return config_dir() / "config.json"; }
+
+settings load_settings() {
+  settings s;
+  if (auto text = read_file(config_file())) {
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_object()) {
+      s.base_url = j.value("base_url", "");
+      s.api_key = j.value("api_key", "");
+    }
+  }
+  if (auto url = env_or_empty("SANDFORT_BASE_URL"); !url.empty()) s.base_url = url;
+  if (auto key = env_or_empty("SANDFORT_API_KEY"); !key.empty()) s.api_key = key;
+  return s;
+}
+
+settings require_settings() {
+  settings s = load_settings();
+  if (s.base_url.empty() || s.api_key.empty())
+    throw failure("not logged in: run `sandfort login`, or set SANDFORT_BASE_URL and SANDFORT_API_KEY");
+  return s;
+}
+
+void save_settings(const settings& s) {
+  nlohmann::json j = {{"base_url", s.base_url}, {"api_key", s.api_key}};
+  write_private_file(config_file(), j.dump(2) + "\n");
+}
+
+bool remove_settings() {
+  std::error_code ec;
+  bool removed = fs::remove(config_file(), ec);
+  if (ec) throw failure("cannot remove " + config_file().string() + ": " + ec.message());
+  return removed;
+}
+
+std::optional<std::string> current_sandbox() {
+  auto text = read_file(config_dir() / "current");
+  if (!text) return std::nullopt;
+  while (!text->empty() && (text->back() == '\n' || text->back() == ' ')) text->pop_back();
+  if (text->empty()) return std::nullopt;
+  return text;
+}
+
+void set_current_sandbox(const std::string& id) { write_private_file(config_dir() / "current", id + "\n"); }
+
+void clear_current_sandbox() {
+  std::error_code ec;
+  fs::remove(config_dir() / "current", ec);
+}
+
+}  // namespace sandfort::cli

@@ -1,0 +1,417 @@
+"""The `sandfort` CLI end to end: the real binary against a live sandfortd."""
+
+import fcntl
+import hashlib
+import http.client
+import json
+import os
+import pty
+import select
+import signal
+import socket
+import ssl
+import stat
+import struct
+import subprocess
+import threading
+import termios
+import time
+import urllib.parse
+
+import pytest
+from conftest import CLI
+
+
+# --- configuration: login / whoami / logout ---------------------------------------------------
+
+def test_login_whoami_logout_with_config_file(cli):
+    r = cli.run("login", with_credentials=False, input=f"{cli.base_url}\n{cli.api_key}\n")
+    assert r.returncode == 0, r.stderr
+    config = os.path.join(cli.home, "xdg", "sandfort", "config.json")
+    assert stat.S_IMODE(os.stat(config).st_mode) == 0o600
+    saved = json.load(open(config))
+    assert saved == {"base_url": cli.base_url, "api_key": cli.api_key}
+
+    who = cli.json("whoami", with_credentials=False)
+    assert who["role"] == "admin" and who["auth"] == "api_key"
+    assert "principal_name: bootstrap" in cli.ok("whoami", with_credentials=False).stdout
+
+    cli.ok("logout", with_credentials=False)
+    assert not os.path.exists(config)
+    r = cli.run("whoami", with_credentials=False)
+    assert r.returncode == 1
+    assert "sandfort login" in r.stderr and "SANDFORT_BASE_URL" in r.stderr
+
+
+def test_config_under_home_when_xdg_unset(cli):
+    env_home = {"XDG_CONFIG_HOME": ""}
+    r = cli.run("login", with_credentials=False, input=f"{cli.base_url}\n{cli.api_key}\n", **env_home)
+    assert r.returncode == 0, r.stderr
+    config = os.path.join(cli.home, ".config", "sandfort", "config.json")
+    assert stat.S_IMODE(os.stat(config).st_mode) == 0o600
+
+
+def test_environment_overrides_the_config_file(cli):
+    cli.ok("login", with_credentials=False, input=f"{cli.base_url}\n{cli.api_key}\n")
+    r = cli.run("whoami", with_credentials=False, SANDFORT_API_KEY="sfk_wrong")
+    assert r.returncode == 1
+    assert "request req-" in r.stderr
+
+
+def test_login_refuses_a_bad_key_and_stores_nothing(cli):
+    r = cli.run("login", with_credentials=False, input=f"{cli.base_url}\nsfk_not_a_key\n")
+    assert r.returncode == 1
+    assert "error:" in r.stderr and "request req-" in r.stderr
+    assert not os.path.exists(os.path.join(cli.home, "xdg", "sandfort", "config.json"))
+
+
+def test_bad_key_prints_api_message(cli):
+    r = cli.run("sandbox", "ls", SANDFORT_API_KEY="sfk_bogus")
+    assert r.returncode == 1
+    assert "unauthenticated" in r.stderr and "req-" in r.stderr and "sandfort login" in r.stderr
+
+
+def test_unreachable_daemon_says_what_to_do(cli):
+    r = cli.run("whoami", SANDFORT_BASE_URL="http://127.0.0.1:1")
+    assert r.returncode == 1
+    assert "SANDFORT_BASE_URL" in r.stderr
+
+
+def test_usage_errors_exit_2(cli):
+    assert cli.run().returncode == 2
+    assert cli.run("sandbox", "get").returncode == 2
+    assert cli.run("exec").returncode == 2
+    assert cli.run("cp", "a", "b").returncode == 2
+
+
+def test_help_everywhere(cli):
+    for args in [(), ("sandbox",), ("sandbox", "create"), ("exec",), ("run",), ("cp",)]:
+        r = cli.run(*args, "--help", with_credentials=False)
+        assert r.returncode == 0, args
+        assert "Usage" in r.stdout or "USAGE" in r.stdout.upper()
+
+
+# --- exec ---------------------------------------------------------------------------------------
+
+def test_exec_seed_line_prints_42(cli, sandbox):
+    r = cli.run("exec", sandbox, "python3", "-c", "print(21 * 2)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "42\n"
+
+
+def test_exec_propagates_exit_status_and_stderr(cli, sandbox):
+    r = cli.run("exec", sandbox, "sh", "-c", "echo out; echo err >&2; exit 7")
+    assert r.returncode == 7
+    assert r.stdout == "out\n" and r.stderr == "err\n"
+
+
+def test_exec_options_after_the_id_belong_to_the_command(cli, sandbox):
+    r = cli.run("exec", sandbox, "ls", "-la", "/")
+    assert r.returncode == 0, r.stderr
+    assert "total" in r.stdout and " etc" in r.stdout
+    r = cli.run("exec", sandbox, "--", "echo", "--help", "--json")
+    assert r.stdout == "--help --json\n"
+    r = cli.run("exec", "--cwd", "/tmp", sandbox, "pwd")
+    assert r.stdout == "/tmp\n"
+    r = cli.run("exec", sandbox, "echo", "--help", "-i", "--timeout", "1")
+    assert r.stdout == "--help -i --timeout 1\n"
+    r = cli.run("run", f"--id={sandbox}", "echo", "--help")
+    assert r.stdout == "--help\n"
+
+
+def test_exec_stdin_and_timeout(cli, sandbox):
+    r = cli.run("exec", "-i", sandbox, "wc", "-c", input="hello\n")
+    assert r.returncode == 0 and r.stdout.strip() == "6"
+    r = cli.run("exec", "--timeout", "1", sandbox, "sleep", "5")
+    assert r.returncode == 124 and "timed out" in r.stderr
+
+
+def test_exec_unknown_sandbox_prints_api_message(cli):
+    r = cli.run("exec", "sbx-0000000000000000", "true")
+    assert r.returncode == 1
+    assert "not found" in r.stderr and "req-" in r.stderr
+
+
+# --- sandbox create / ls / get / stop / start / rm -----------------------------------------------
+
+def test_sandbox_lifecycle_with_json(cli):
+    sbx = cli.json("sandbox", "create", "--wait", "--env", "FOO=bar", "--egress", "example.com", "cli-life",
+                   "--egress", "*.example.org", "--memory", "256")
+    sid = sbx["id"]
+    try:
+        assert sbx["state"] == "started" and sbx["name"] == "cli-life"
+        assert sbx["env_keys"] == ["FOO"] and sbx["egress_allowlist"] == ["example.com", "*.example.org"]
+        assert sbx["resources"]["memory_mb"] == 256
+        assert cli.run("exec", sid, "sh", "-c", "echo $FOO").stdout == "bar\n"
+
+        assert sid in [s["id"] for s in cli.json("sandbox", "ls")["items"]]
+        assert sid in cli.ok("sandbox", "ls").stdout
+        assert cli.json("sandbox", "get", "cli-life")["id"] == sid
+        assert "state: started" in cli.ok("sandbox", "get", sid).stdout
+
+        assert cli.json("sandbox", "stop", sid)["state"] == "stopped"
+        assert cli.ok("sandbox", "start", sid).stdout.strip() == f"{sid} started"
+    finally:
+        cli.ok("sandbox", "rm", sid)
+    r = cli.run("sandbox", "get", sid)
+    assert r.returncode == 1 and "not found" in r.stderr and "req-" in r.stderr
+
+
+def test_sandbox_create_rejects_bad_env(cli):
+    r = cli.run("sandbox", "create", "--env", "NOEQUALS")
+    assert r.returncode == 2
+
+
+# --- new / run / rm with the current sandbox -----------------------------------------------------
+
+def test_new_run_rm(cli):
+    sid = cli.ok("new").stdout.strip()
+    assert sid.startswith("sbx-")
+    assert open(os.path.join(cli.home, "xdg", "sandfort", "current")).read().strip() == sid
+    try:
+        assert cli.ok("run", "cd /tmp && export X=5").stdout == ""
+        r = cli.run("run", "pwd; echo $X")
+        assert r.returncode == 0 and r.stdout == "/tmp\n5\n"
+        assert cli.run("run", "echo", "two", "words").stdout == "two words\n"
+        assert cli.run("run", "exit 3").returncode == 3
+        assert cli.run("run", f"--id={sid}", "echo hi").stdout == "hi\n"
+    finally:
+        r = cli.run("rm")
+    assert r.returncode == 0, r.stderr
+    assert not os.path.exists(os.path.join(cli.home, "xdg", "sandfort", "current"))
+    r = cli.run("run", "true")
+    assert r.returncode == 1 and "sandfort new" in r.stderr
+
+
+# --- cp -------------------------------------------------------------------------------------------
+
+def test_cp_file_both_ways(cli, sandbox, tmp_path):
+    src = tmp_path / "in.bin"
+    data = bytes(range(256)) * 1000
+    src.write_bytes(data)
+    os.chmod(src, 0o750)
+    cli.ok("cp", str(src), f"{sandbox}:/tmp/cp/in.bin")
+    assert cli.run("exec", sandbox, "stat", "-c", "%s %a", "/tmp/cp/in.bin").stdout == f"{len(data)} 750\n"
+
+    out = tmp_path / "out.bin"
+    cli.ok("cp", f"{sandbox}:/tmp/cp/in.bin", str(out))
+    assert out.read_bytes() == data
+
+    into = tmp_path / "into"
+    into.mkdir()
+    cli.ok("cp", f"{sandbox}:/tmp/cp/in.bin", str(into))
+    assert (into / "in.bin").read_bytes() == data
+    assert stat.S_IMODE(os.stat(into / "in.bin").st_mode) == 0o750
+    r = cli.run("cp", f"{sandbox}:/tmp/cp/missing", str(out))
+    assert r.returncode == 1 and "req-" in r.stderr
+
+
+def test_cp_streams_a_file_larger_than_the_body_limit(cli, sandbox, tmp_path):
+    big = tmp_path / "big.bin"
+    block = hashlib.sha256(b"sandfort").digest() * 4096  # 128 KiB, deterministic
+    big.write_bytes(block * 192)  # 24 MiB, above the API's 16 MiB JSON body limit
+    digest = hashlib.sha256(big.read_bytes()).hexdigest()
+    cli.ok("cp", str(big), f"{sandbox}:/tmp/big/")
+    assert cli.run("exec", sandbox, "sha256sum", "/tmp/big/big.bin").stdout.split()[0] == digest
+    back = tmp_path / "back.bin"
+    cli.ok("cp", f"{sandbox}:/tmp/big/big.bin", str(back))
+    assert hashlib.sha256(back.read_bytes()).hexdigest() == digest
+
+
+def test_cp_directory_both_ways(cli, sandbox, tmp_path):
+    (tmp_path / "tree" / "sub").mkdir(parents=True)
+    (tmp_path / "tree" / "sub" / "a.txt").write_text("alpha\n")
+    cli.ok("cp", str(tmp_path / "tree"), f"{sandbox}:/tmp/tree")
+    assert cli.run("exec", sandbox, "cat", "/tmp/tree/sub/a.txt").stdout == "alpha\n"
+    cli.ok("cp", f"{sandbox}:/tmp/tree", str(tmp_path / "back"))
+    assert (tmp_path / "back" / "sub" / "a.txt").read_text() == "alpha\n"
+    assert cli.ok("cp", f"{sandbox}:/tmp/tree/sub/a.txt", "-").stdout == "alpha\n"
+
+
+# --- preview / logs -------------------------------------------------------------------------------
+
+def test_preview_prints_url_and_token(cli, sandbox):
+    p = cli.json("preview", sandbox, "8000")
+    assert sandbox in p["url"] and p["token"]
+    out = cli.ok("preview", sandbox, "8000").stdout
+    assert p["url"] in out and p["token"] in out
+    assert cli.run("preview", sandbox, "70000").returncode == 2
+
+
+def start_background(cli, sandbox, command):
+    url = urllib.parse.urlparse(cli.base_url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    conn.request("POST", f"/v1/sandboxes/{sandbox}/commands", body=json.dumps({"command": command}),
+                 headers={"Authorization": "Bearer " + cli.api_key, "Content-Type": "application/json"})
+    r = conn.getresponse()
+    body = json.loads(r.read())
+    assert r.status == 201, body
+    return body["id"]
+
+
+def test_logs_and_follow(cli, sandbox):
+    cmd = start_background(cli, sandbox, "echo one; echo two >&2; sleep 1; echo three; exit 4")
+    r = cli.run("logs", sandbox, cmd, "-f")
+    assert r.returncode == 4, r.stderr
+    assert r.stdout == "one\nthree\n" and r.stderr == "two\n"
+    r = cli.ok("logs", sandbox, cmd)
+    assert r.stdout == "one\nthree\n" and r.stderr == "two\n"
+    r = cli.run("logs", sandbox, "cmd-unknown")
+    assert r.returncode == 1 and "req-" in r.stderr
+
+
+# --- shell (PTY over WebSocket) -------------------------------------------------------------------
+
+def test_shell_with_piped_input_returns_exit_status(cli, sandbox):
+    r = cli.run("shell", sandbox, input="echo hi-$((2+3))\nexit 5\n", timeout=60)
+    assert r.returncode == 5, r.stderr
+    assert "hi-5" in r.stdout
+    r = cli.run("shell", sandbox, input="echo only\n", timeout=60)
+    assert r.returncode == 0 and "only" in r.stdout
+    r = cli.run("shell", "sbx-0000000000000000", input="", timeout=60)
+    assert r.returncode == 1 and "not found" in r.stderr
+
+
+def _read_until(fd, needle, timeout=20):
+    out = b""
+    deadline = time.monotonic() + timeout
+    while needle not in out and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out
+
+
+def test_shell_in_a_terminal_resizes_and_restores_it(cli, sandbox):
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(CLI, [CLI, "shell", sandbox], cli.env())
+    try:
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+        assert b"# " in _read_until(fd, b"# ")
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))
+        os.kill(pid, signal.SIGWINCH)
+        time.sleep(0.5)
+        os.write(fd, b"stty size\r")
+        assert b"33 111" in _read_until(fd, b"33 111")
+        os.write(fd, b"exit 6\r")
+        _read_until(fd, b"\x00", timeout=5)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 6
+        lflag = termios.tcgetattr(fd)[3]
+        assert lflag & termios.ECHO and lflag & termios.ICANON, "terminal left in raw mode"
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)
+
+
+def test_host_names_resolve_in_the_static_binary(cli):
+    url = cli.base_url.replace("127.0.0.1", "localhost")
+    r = cli.run("whoami", SANDFORT_BASE_URL=url)
+    assert r.returncode == 0, r.stderr
+
+
+# --- https (TLS) ----------------------------------------------------------------------------------
+
+class TlsProxy:
+    """Terminates TLS on a local port and splices each connection to the plain-HTTP daemon."""
+
+    def __init__(self, target_port, cert, key):
+        self.target_port = target_port
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                raw, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
+
+    def _serve(self, raw):
+        try:
+            tls = self.ctx.wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError):
+            raw.close()
+            return
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+
+        def pump(src, dst):
+            try:
+                while True:
+                    data = src.recv(65536)
+                    if not data:
+                        break
+                    dst.sendall(data)
+            except OSError:
+                pass
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        threading.Thread(target=pump, args=(upstream, tls), daemon=True).start()
+        pump(tls, upstream)
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.fixture
+def tls_proxy(cli, tmp_path):
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    proxy = TlsProxy(urllib.parse.urlparse(cli.base_url).port, cert, key)
+    yield proxy, cert
+    proxy.close()
+
+
+def test_https_verifies_the_server_and_works_end_to_end(cli, sandbox, tls_proxy):
+    proxy, cert = tls_proxy
+    url = f"https://localhost:{proxy.port}"
+    r = cli.run("whoami", SANDFORT_BASE_URL=url)
+    assert r.returncode == 1 and "TLS handshake" in r.stderr  # self-signed: refused by default
+
+    trusted = {"SANDFORT_BASE_URL": url, "SSL_CERT_FILE": cert}
+    assert cli.json("whoami", **trusted)["role"] == "admin"
+    r = cli.run("exec", sandbox, "python3", "-c", "print(21 * 2)", **trusted)
+    assert r.returncode == 0 and r.stdout == "42\n", r.stderr
+    r = cli.run("shell", sandbox, input="exit 4\n", timeout=60, **trusted)
+    assert r.returncode == 4, r.stderr
+
+
+# --- completion -----------------------------------------------------------------------------------
+
+def _complete(cli, words):
+    script = (f'eval "$({CLI} completion bash)"; PATH="{os.path.dirname(CLI)}:$PATH"; '
+              f'COMP_WORDS=({" ".join(words)}); COMP_CWORD={len(words) - 1}; _sandfort; '
+              'printf "%s\\n" "${COMPREPLY[@]}"')
+    r = subprocess.run(["bash", "-c", script], env=cli.env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+def test_bash_completion_offers_commands_and_sandboxes(cli, sandbox):
+    assert {"sandbox", "shell"} <= set(_complete(cli, ["sandfort", "s"]))
+    assert _complete(cli, ["sandfort", "sandbox", "cr"]) == ["create"]
+    assert sandbox in _complete(cli, ["sandfort", "sandbox", "get", "sbx-"])
+    assert cli.run("completion", "fish").returncode == 2
+    zsh = cli.ok("completion", "zsh").stdout
+    assert "bashcompinit" in zsh and "complete -F _sandfort sandfort" in zsh
