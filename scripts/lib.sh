@@ -10,6 +10,9 @@ SF_DOCKER_SOCK=${SF_DOCKER_SOCK:-/var/run/docker.sock}
 SF_DOCKER_PIDFILE=${SF_DOCKER_PIDFILE:-/var/run/docker.pid}
 # shellcheck disable=SC2034 # used by the scripts that source this file
 SF_BASE_IMAGE=sandfort/base:bookworm # the default sandbox image
+# Raised whenever build-base-image changes what goes in, so setup rebuilds older images.
+SF_BASE_IMAGE_LABEL=io.sandfort.base-image-version
+SF_BASE_IMAGE_VERSION=2
 
 # sf_log PREFIX MESSAGE... — one short progress line on stdout, "PREFIX: MESSAGE".
 sf_log() {

@@ -100,3 +100,10 @@ def test_parallel_execs_have_unmixed_output(member, sandbox):
     with concurrent.futures.ThreadPoolExecutor(10) as pool:
         for i, r in pool.map(one, range(20)):
             assert r["stdout"] == f"{i}-1\n{i}-2\n{i}-3\n"
+
+
+def test_the_default_image_has_the_usual_tools(member, sandbox):
+    r = member.exec(sandbox["id"], command="python -c 'print(1)' && python3 -c 'print(2)' && node -e 'console.log(3)' "
+                                          "&& git --version >/dev/null && curl --version >/dev/null && echo ok")
+    assert r["exit_code"] == 0, r
+    assert r["stdout"] == "1\n2\n3\nok\n"
