@@ -30,23 +30,6 @@ std::atomic<bool> pidfd_enabled{true};
 
 bool has_nul(const std::string& s) { return s.find('\0') != std::string::npos; }
 
-class spawn_setup {
- public:
-  spawn_setup() {
-    ::posix_spawn_file_actions_init(&actions_);
-    ::posix_spawnattr_init(&attr_);
-  }
-  ~spawn_setup() {
-    ::posix_spawn_file_actions_destroy(&actions_);
-    ::posix_spawnattr_destroy(&attr_);
-  }
-  spawn_setup(const spawn_setup&) = delete;
-  spawn_setup& operator=(const spawn_setup&) = delete;
-
-  posix_spawn_file_actions_t actions_;
-  posix_spawnattr_t attr_;
-};
-
 std::string read_small_file(const std::string& path) {
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return {};
@@ -189,21 +172,21 @@ int spawn_process(const spawn_spec& spec, pid_t& pid) {
   spawn_setup s;
   int highest = -1;
   for (const auto& [source, target] : spec.fds) {
-    ::posix_spawn_file_actions_adddup2(&s.actions_, source, target);
+    ::posix_spawn_file_actions_adddup2(&s.actions, source, target);
     highest = std::max(highest, target);
   }
-  if (!spec.cwd.empty()) ::posix_spawn_file_actions_addchdir_np(&s.actions_, spec.cwd.c_str());
-  ::posix_spawn_file_actions_addclosefrom_np(&s.actions_, highest + 1);
+  if (!spec.cwd.empty()) ::posix_spawn_file_actions_addchdir_np(&s.actions, spec.cwd.c_str());
+  ::posix_spawn_file_actions_addclosefrom_np(&s.actions, highest + 1);
 
   // The agent ignores SIGPIPE and handles SIGTERM; the child starts from the defaults.
   sigset_t all, none;
   ::sigfillset(&all);
   ::sigemptyset(&none);
-  ::posix_spawnattr_setsigdefault(&s.attr_, &all);
-  ::posix_spawnattr_setsigmask(&s.attr_, &none);
-  ::posix_spawnattr_setflags(&s.attr_, static_cast<short>(POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF |
+  ::posix_spawnattr_setsigdefault(&s.attr, &all);
+  ::posix_spawnattr_setsigmask(&s.attr, &none);
+  ::posix_spawnattr_setflags(&s.attr, static_cast<short>(POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF |
                                                           POSIX_SPAWN_SETSIGMASK));
-  return ::posix_spawn(&pid, spec.path.c_str(), &s.actions_, &s.attr_, argv.data(), envp.data());
+  return ::posix_spawn(&pid, spec.path.c_str(), &s.actions, &s.attr, argv.data(), envp.data());
 }
 
 result<unique_fd> exit_notifier(pid_t pid) {

@@ -3,6 +3,7 @@
 // exec, persistent shells, background commands): descriptors, spawning in a new session,
 // exit notification without SIGCHLD or polling, and killing what a process left behind.
 
+#include <spawn.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -16,6 +17,24 @@
 #include "sandfort/core/error.hpp"
 
 namespace sandfort::agent {
+
+// posix_spawn's attribute and file-action objects, destroyed with this (every spawn of the agent
+// builds one: processes, sessions, terminals).
+struct spawn_setup {
+  spawn_setup() {
+    ::posix_spawn_file_actions_init(&actions);
+    ::posix_spawnattr_init(&attr);
+  }
+  ~spawn_setup() {
+    ::posix_spawn_file_actions_destroy(&actions);
+    ::posix_spawnattr_destroy(&attr);
+  }
+  spawn_setup(const spawn_setup&) = delete;
+  spawn_setup& operator=(const spawn_setup&) = delete;
+
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+};
 
 
 struct pipe_ends {

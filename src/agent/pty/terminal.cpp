@@ -20,6 +20,8 @@
 #include <thread>
 #include <utility>
 
+#include "process/child.hpp"
+
 extern char** environ;
 
 namespace sandfort::agent::pty {
@@ -115,23 +117,6 @@ result<pty_pair> open_pty(window_size size) {
   }
   return pty_pair{std::move(master), name};
 }
-
-class spawn_setup {
- public:
-  spawn_setup() {
-    ::posix_spawn_file_actions_init(&actions);
-    ::posix_spawnattr_init(&attr);
-  }
-  ~spawn_setup() {
-    ::posix_spawn_file_actions_destroy(&actions);
-    ::posix_spawnattr_destroy(&attr);
-  }
-  spawn_setup(const spawn_setup&) = delete;
-  spawn_setup& operator=(const spawn_setup&) = delete;
-
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-};
 
 // posix_spawn runs the child's setsid before its file actions, so the slave it opens (without
 // O_NOCTTY) becomes the controlling terminal of the new session: job control and Ctrl-C work.

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "sandfort/http/client.hpp"
+#include "agent_process.hpp"
 #include "support/run_coroutine.hpp"
 
 extern char** environ;
@@ -37,47 +38,6 @@ extern char** environ;
 namespace sandfort::agent::test {
 
 namespace bhttp = boost::beast::http;
-
-class agent_binary {
- public:
-  explicit agent_binary(std::string socket) : socket_(std::move(socket)) {
-    std::vector<std::string> args = {SANDFORT_AGENT_PATH, "--socket", socket_};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (::posix_spawn(&pid_, SANDFORT_AGENT_PATH, nullptr, nullptr, argv.data(), environ) != 0)
-      throw std::runtime_error("cannot start " SANDFORT_AGENT_PATH);
-    if (!wait_ready()) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-      throw std::runtime_error("the agent did not answer /health");
-    }
-  }
-  ~agent_binary() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  agent_binary(const agent_binary&) = delete;
-  agent_binary& operator=(const agent_binary&) = delete;
-
-  pid_t pid() const { return pid_; }
-  const std::string& socket() const { return socket_; }
-
- private:
-  bool wait_ready() {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto res = sandfort::testing::run_coroutine(
-          http::unix_request(socket_, http::make_request(http::verb::get, "/health"), http::client_options{}));
-      if (res.ok() && res->result_int() == 200) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-
-  std::string socket_;
-  pid_t pid_ = -1;
-};
 
 inline std::string url_encode(std::string_view s) {
   static constexpr char hex[] = "0123456789ABCDEF";

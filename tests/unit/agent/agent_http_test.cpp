@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sandfort/http/client.hpp"
+#include "agent_process.hpp"
 #include "support.hpp"
 
 extern char** environ;
@@ -24,55 +25,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-class agent_process {
- public:
-  explicit agent_process(std::string socket, std::vector<std::string> extra_flags = {})
-      : socket_(std::move(socket)) {
-    std::vector<std::string> args = {SANDFORT_AGENT_PATH, "--socket", socket_};
-    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (::posix_spawn(&pid_, SANDFORT_AGENT_PATH, nullptr, nullptr, argv.data(), environ) != 0)
-      throw std::runtime_error("cannot start " SANDFORT_AGENT_PATH);
-  }
-  ~agent_process() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  agent_process(const agent_process&) = delete;
-  agent_process& operator=(const agent_process&) = delete;
-
-  pid_t pid() const { return pid_; }
-  const std::string& socket() const { return socket_; }
-
-  // Sends SIGTERM and returns the exit status, or -1 if it did not exit within the limit.
-  int terminate() {
-    ::kill(pid_, SIGTERM);
-    return wait_exit();
-  }
-
-  // The exit status once it exits by itself, or -1 if it did not within the limit.
-  int wait_exit() {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return status;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -1;
-  }
-
- private:
-  std::string socket_;
-  pid_t pid_ = -1;
-};
-
 result<http::response> call(const std::string& socket, http::request req) {
   return run_coroutine(http::unix_request(socket, std::move(req), http::client_options{}));
 }
@@ -80,17 +32,6 @@ result<http::response> call(const std::string& socket, http::request req) {
 result<http::response> call_json(const std::string& socket, http::verb method, const std::string& target,
                                  const json* body = nullptr) {
   return call(socket, http::make_request(method, target, body));
-}
-
-// Polls /health, the agent's one readiness signal, as sandfortd does.
-bool wait_ready(const std::string& socket) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto res = call_json(socket, http::verb::get, "/health");
-    if (res.ok() && res->result_int() == 200) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
 }
 
 json body_of(const http::response& res) { return json::parse(res.body()); }
@@ -115,7 +56,7 @@ TEST_CASE("the agent binary serves /health and /exec on its unix socket") {
   temp_dir dir;
   // The socket's directory does not exist yet: the agent creates it.
   agent_process agent(dir / "run/agent.sock");
-  REQUIRE(wait_ready(agent.socket()));
+  REQUIRE(wait_healthy(agent.socket()));
 
   SECTION("health") {
     auto res = call_json(agent.socket(), http::verb::get, "/health");
@@ -220,7 +161,7 @@ TEST_CASE("the agent says oom_killed when the cgroup's OOM killer took the comma
   std::string counter = dir / "cg/memory/memory.oom_control";
   std::ofstream(counter) << "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n";
   agent_process agent(dir / "a.sock", {"--cgroup-root", dir / "cg"});
-  REQUIRE(wait_ready(agent.socket()));
+  REQUIRE(wait_healthy(agent.socket()));
   auto exec = [&](const std::string& command) {
     json body = {{"command", command}};
     auto res = call_json(agent.socket(), http::verb::post, "/process/exec", &body);

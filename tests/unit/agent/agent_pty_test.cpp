@@ -22,6 +22,7 @@
 
 #include "sandfort/http/client.hpp"
 #include "sandfort/wsclient/client.hpp"
+#include "agent_process.hpp"
 #include "support.hpp"
 
 extern char** environ;
@@ -35,58 +36,6 @@ using steady = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 namespace {
-
-class agent_process {
- public:
-  explicit agent_process(std::string socket) : socket_(std::move(socket)) {
-    std::vector<std::string> args = {SANDFORT_AGENT_PATH, "--socket", socket_};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (::posix_spawn(&pid_, SANDFORT_AGENT_PATH, nullptr, nullptr, argv.data(), environ) != 0)
-      throw std::runtime_error("cannot start " SANDFORT_AGENT_PATH);
-  }
-  ~agent_process() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-
-  // Sends SIGTERM and returns the exit status, or -1 if it did not exit within the limit.
-  int terminate(milliseconds limit) {
-    ::kill(pid_, SIGTERM);
-    auto deadline = steady::now() + limit;
-    while (steady::now() < deadline) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return status;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return -1;
-  }
-  agent_process(const agent_process&) = delete;
-  agent_process& operator=(const agent_process&) = delete;
-
-  pid_t pid() const { return pid_; }
-  const std::string& socket() const { return socket_; }
-
- private:
-  std::string socket_;
-  pid_t pid_ = -1;
-};
-
-// Polls /health, the agent's one readiness signal, as sandfortd does.
-bool wait_ready(const std::string& socket) {
-  auto deadline = steady::now() + 10s;
-  while (steady::now() < deadline) {
-    auto res = run_coroutine(http::unix_request(socket, http::make_request(http::verb::get, "/health"), {}));
-    if (res.ok() && res->result_int() == 200) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
 
 std::string percent_encode(std::string_view s) {
   std::string out;
@@ -293,7 +242,7 @@ bool on_path(const std::string& program) {
 }
 
 struct agent_fixture {
-  agent_fixture() : agent(dir / "agent.sock") { REQUIRE(wait_ready(agent.socket())); }
+  agent_fixture() : agent(dir / "agent.sock") { REQUIRE(wait_healthy(agent.socket())); }
   temp_dir dir;
   agent_process agent;
 };

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sandfort/http/client.hpp"
+#include "agent_process.hpp"
 #include "support.hpp"
 
 extern char** environ;
@@ -23,47 +24,6 @@ extern char** environ;
 namespace sandfort::agent::test {
 
 using nlohmann::json;
-
-class agent_binary {
- public:
-  explicit agent_binary(std::string socket, std::vector<std::string> extra_flags = {})
-      : socket_(std::move(socket)) {
-    std::vector<std::string> args = {SANDFORT_AGENT_PATH, "--socket", socket_};
-    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (::posix_spawn(&pid_, SANDFORT_AGENT_PATH, nullptr, nullptr, argv.data(), environ) != 0)
-      throw std::runtime_error("cannot start " SANDFORT_AGENT_PATH);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto res = run_coroutine(http::unix_request(socket_, http::make_request(http::verb::get, "/health"), {}));
-      if (res.ok() && res->result_int() == 200) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    throw std::runtime_error("the agent did not become ready");
-  }
-  ~agent_binary() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);  // it kills its shells and commands on the way out
-      int status = 0;
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (::waitpid(pid_, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, WNOHANG);
-    }
-  }
-  agent_binary(const agent_binary&) = delete;
-  agent_binary& operator=(const agent_binary&) = delete;
-
-  const std::string& socket() const { return socket_; }
-  pid_t pid() const { return pid_; }
-
- private:
-  std::string socket_;
-  pid_t pid_ = -1;
-};
 
 struct reply {
   int status = 0;
