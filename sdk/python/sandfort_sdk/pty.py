@@ -221,7 +221,10 @@ class PtySession:
         deadline = time.monotonic() + timeout
         seen = b""
         while want not in seen:
-            chunk = self.recv(timeout=max(0.0, deadline - time.monotonic()))
+            try:
+                chunk = self.recv(timeout=max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                raise TimeoutError(f"pty: {needle!r} did not appear in {timeout} s; output: {seen[-500:]!r}") from None
             if chunk is None:
                 raise SandfortError(f"pty closed before {needle!r} appeared; output: {seen[-500:]!r}")
             seen += chunk
