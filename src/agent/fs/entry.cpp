@@ -26,19 +26,6 @@ entry from_stat(std::string name, std::string path, const struct stat& st) {
   return e;
 }
 
-std::optional<std::string> read_link_at(int dirfd, const char* name) {
-  std::string buf(256, '\0');
-  while (true) {
-    ssize_t n = ::readlinkat(dirfd, name, buf.data(), buf.size());
-    if (n < 0) return std::nullopt;
-    if (static_cast<std::size_t>(n) < buf.size()) {
-      buf.resize(static_cast<std::size_t>(n));
-      return buf;
-    }
-    buf.resize(buf.size() * 2);
-  }
-}
-
 }  // namespace
 
 std::string_view to_string(file_type type) noexcept {

@@ -56,4 +56,17 @@ result<std::size_t> read_some(int fd, char* data, std::size_t size, std::string_
   }
 }
 
+std::optional<std::string> read_link_at(int dirfd, const char* name) {
+  std::string buf(256, '\0');
+  while (true) {
+    ssize_t n = ::readlinkat(dirfd, name, buf.data(), buf.size());
+    if (n < 0) return std::nullopt;
+    if (static_cast<std::size_t>(n) < buf.size()) {
+      buf.resize(static_cast<std::size_t>(n));
+      return buf;
+    }
+    buf.resize(buf.size() * 2);
+  }
+}
+
 }  // namespace sandfort::agent::fs

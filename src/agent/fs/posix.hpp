@@ -3,6 +3,7 @@
 // errno to the API's error classes, and writes that survive short counts and signals.
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,5 +26,9 @@ result<void> write_all(int fd, const char* data, std::size_t size, std::string_v
 
 // Reads up to size bytes, retrying on EINTR; 0 at the end of the file.
 result<std::size_t> read_some(int fd, char* data, std::size_t size, std::string_view path);
+
+// The target of the symlink name (relative to dirfd), whatever its length; nullopt if it is
+// not a symlink or cannot be read.
+std::optional<std::string> read_link_at(int dirfd, const char* name);
 
 }  // namespace sandfort::agent::fs

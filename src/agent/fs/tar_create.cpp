@@ -114,19 +114,6 @@ std::vector<std::string> sorted_names(int dirfd) {
   return names;
 }
 
-std::optional<std::string> link_target(int dirfd, const char* name) {
-  std::string buf(256, '\0');
-  while (true) {
-    ssize_t n = ::readlinkat(dirfd, name, buf.data(), buf.size());
-    if (n < 0) return std::nullopt;
-    if (static_cast<std::size_t>(n) < buf.size()) {
-      buf.resize(static_cast<std::size_t>(n));
-      return buf;
-    }
-    buf.resize(buf.size() * 2);
-  }
-}
-
 member member_of(std::string name, const struct stat& st) {
   member m;
   m.name = std::move(name);
@@ -215,7 +202,7 @@ struct tar_writer::impl {
       }
       member m = member_of(archive_name, st);
       if (S_ISLNK(st.st_mode)) {
-        auto target = link_target(top.fd.get(), name.c_str());
+        auto target = read_link_at(top.fd.get(), name.c_str());
         if (!target) continue;
         m.type = '2';
         m.link = std::move(*target);

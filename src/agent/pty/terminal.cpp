@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -16,8 +15,6 @@
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
-#include <system_error>
-#include <thread>
 #include <utility>
 
 #include "process/child.hpp"
@@ -146,31 +143,6 @@ int spawn(const std::vector<std::string>& args, const std::string& cwd, const st
   ::posix_spawnattr_setflags(&s.attr, static_cast<short>(POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF |
                                                          POSIX_SPAWN_SETSIGMASK));
   return ::posix_spawn(&pid, argv[0], &s.actions, &s.attr, argv.data(), envp.data());
-}
-
-// A descriptor that becomes readable when pid exits, without reaping it: a pidfd, or where the
-// kernel or seccomp refuses pidfd_open, a pipe whose write end a thread closes once
-// waitid(WNOWAIT) returns. (The same scheme as process/runner.cpp.)
-result<unique_fd> exit_notifier(pid_t pid) {
-  long fd = ::syscall(SYS_pidfd_open, pid, 0);
-  if (fd >= 0) return unique_fd(static_cast<int>(fd));
-  if (errno != ENOSYS && errno != EPERM) return make_error(errc::unavailable, "pidfd_open failed: " + errno_text(errno));
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return make_error(errc::unavailable, "cannot create a pipe: " + errno_text(errno));
-  unique_fd read_end(fds[0]);
-  int write_end = fds[1];
-  try {
-    std::thread([pid, write_end] {
-      siginfo_t info{};
-      while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
-      }
-      ::close(write_end);
-    }).detach();
-  } catch (const std::system_error& e) {
-    ::close(write_end);
-    return make_error(errc::unavailable, std::string("cannot start an exit watcher: ") + e.what());
-  }
-  return read_end;
 }
 
 pid_t session_of(pid_t pid) {
