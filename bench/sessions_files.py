@@ -33,8 +33,15 @@ def rss_kib(pid):
     return 0
 
 
+def container_of(sandbox_id):
+    """The Docker id of a sandbox's container: names are opaque, the label says which it is."""
+    out = subprocess.run(["docker", "ps", "-aq", "--no-trunc", "--filter", f"label=io.sandfort.sandbox={sandbox_id}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return out[0]
+
+
 def agent_pid(sandbox_id):
-    out = subprocess.run(["docker", "top", f"sandfort-{sandbox_id}", "-o", "pid,comm"], capture_output=True,
+    out = subprocess.run(["docker", "top", container_of(sandbox_id), "-o", "pid,comm"], capture_output=True,
                          text=True, check=True).stdout.splitlines()[1:]
     for line in out:
         pid, comm = line.split(None, 1)
@@ -105,11 +112,11 @@ def bench_files(d, api, sid):
     down = time.perf_counter() - t
     assert got == BIG
     t = time.perf_counter()
-    subprocess.run(["docker", "cp", src.name, f"sandfort-{sid}:/tmp/cp.bin"], check=True)
+    subprocess.run(["docker", "cp", src.name, f"{container_of(sid)}:/tmp/cp.bin"], check=True)
     cp_in = time.perf_counter() - t
     out = tempfile.mkdtemp()
     t = time.perf_counter()
-    subprocess.run(["docker", "cp", f"sandfort-{sid}:/tmp/cp.bin", out + "/cp.bin"], check=True)
+    subprocess.run(["docker", "cp", f"{container_of(sid)}:/tmp/cp.bin", out + "/cp.bin"], check=True)
     cp_out = time.perf_counter() - t
     os.unlink(src.name)
     subprocess.run(["rm", "-rf", out])

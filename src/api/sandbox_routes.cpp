@@ -36,13 +36,23 @@ json sandbox_json(const sandbox::sandbox_view& v) {
   return j;
 }
 
-json exec_json(const sandbox::exec_result& r) {
-  json j = {{"exit_code", r.exit_code},       {"stdout", r.stdout_text}, {"stderr", r.stderr_text},
-            {"duration_ms", r.duration_ms},   {"timed_out", r.timed_out}, {"truncated", r.truncated},
+// Takes the result apart: output may be megabytes, and it is moved, not copied, into the answer.
+json exec_json(sandbox::exec_result&& r) {
+  json j = {{"exit_code", r.exit_code},
+            {"stdout", std::move(r.stdout_text)},
+            {"stderr", std::move(r.stderr_text)},
+            {"duration_ms", r.duration_ms},
+            {"timed_out", r.timed_out},
+            {"truncated", r.truncated},
             {"oom_killed", r.oom_killed}};
-  if (r.stdout_b64) j["stdout_b64"] = *r.stdout_b64;
-  if (r.stderr_b64) j["stderr_b64"] = *r.stderr_b64;
+  if (r.stdout_b64) j["stdout_b64"] = std::move(*r.stdout_b64);
+  if (r.stderr_b64) j["stderr_b64"] = std::move(*r.stderr_b64);
   return j;
+}
+
+http::response exec_reply(result<sandbox::exec_result>& r, const http::context& ctx) {
+  if (!r) return http::error_response(r.err(), ctx.request_id);
+  return http::json_response(200, exec_json(std::move(*r)));
 }
 
 // Fields the contract names but this build does not provide yet are refused, not ignored:
@@ -261,7 +271,7 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
          auto r = co_await svc.exec(p.org_id, id, std::move(*req));
-         co_return reply(r, ctx, 200, exec_json);
+         co_return exec_reply(r, ctx);
        }},
       {http::verb::post, "/v1/sandboxes/{id}/process/code-run", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
@@ -269,7 +279,7 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
          auto r = co_await svc.code_run(p.org_id, id, *req);
-         co_return reply(r, ctx, 200, exec_json);
+         co_return exec_reply(r, ctx);
        }},
   };
 }

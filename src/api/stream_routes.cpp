@@ -177,11 +177,14 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
 
   auto forward = [deps](tcp_exchange& ex, const auth::principal& p, const std::string& subprotocol) -> asio::awaitable<bool> {
     std::string id = ex.params["id"];
-    auto endpoint = deps->sandboxes.agent_endpoint(p.org_id, id);
-    if (!endpoint) co_return co_await http::respond_error(ex, endpoint.err());
-    http::proxy_target target{*endpoint, agent_target(ex)};
-    target.websocket_protocol = subprotocol;
-    co_return co_await http::proxy_to_unix(ex, std::move(target));
+    auto agent = co_await deps->sandboxes.connect_agent(p.org_id, id);
+    if (!agent) co_return co_await http::respond_error(ex, agent.err());
+    http::forward_options target{agent_target(ex), subprotocol};
+    // The agent is untrusted: its answer must start within the longest command a caller may
+    // run, and a body that is not an event stream must keep moving.
+    target.answer_timeout = std::chrono::seconds(deps->cfg.exec_max_timeout_s + 60);
+    target.idle_timeout = std::chrono::seconds(deps->cfg.agent_idle_timeout_s);
+    co_return co_await http::forward(ex, *agent, std::move(target));
   };
 
   using http::verb;

@@ -1,5 +1,6 @@
 #include "sandfort/core/config.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +28,7 @@ json to_json_tree(const config& c) {
               {"header_timeout_s", c.header_timeout_s},
               {"idle_timeout_s", c.idle_timeout_s},
               {"shutdown_grace_s", c.shutdown_grace_s},
+              {"max_connections", c.max_connections},
               {"agent_start_timeout_s", c.agent_start_timeout_s},
               {"stop_timeout_s", c.stop_timeout_s},
               {"docker_timeout_s", c.docker_timeout_s},
@@ -34,6 +36,8 @@ json to_json_tree(const config& c) {
               {"exec_default_timeout_s", c.exec_default_timeout_s},
               {"exec_max_timeout_s", c.exec_max_timeout_s},
               {"output_cap_bytes", c.output_cap_bytes},
+              {"agent_idle_timeout_s", c.agent_idle_timeout_s},
+              {"agent_response_budget_mb", c.agent_response_budget_mb},
               {"default_resources", limits(c.default_resources)},
               {"max_resources", limits(c.max_resources)},
               {"network",
@@ -46,9 +50,14 @@ json to_json_tree(const config& c) {
                 {"allowed_ranges", c.egress.allowed_ranges},
                 {"connect_timeout_s", c.egress.connect_timeout_s},
                 {"idle_timeout_s", c.egress.idle_timeout_s},
-                {"max_tunnels_per_sandbox", c.egress.max_tunnels_per_sandbox}}},
+                {"max_tunnels_per_sandbox", c.egress.max_tunnels_per_sandbox},
+                {"max_pending_per_source", c.egress.max_pending_per_source},
+                {"max_pending", c.egress.max_pending},
+                {"max_tunnels", c.egress.max_tunnels}}},
               {"preview",
-               {{"listen", c.preview.listen}, {"domain", c.preview.domain}, {"url_template", c.preview.url_template}}}};
+               {{"listen", c.preview.listen}, {"domain", c.preview.domain}, {"url_template", c.preview.url_template},
+                {"max_connections", c.preview.max_connections}}},
+              {"images", {{"allowed_registries", c.images.allowed_registries}}}};
 }
 
 config from_json_tree(const json& j) {
@@ -70,6 +79,7 @@ config from_json_tree(const json& j) {
   c.header_timeout_s = j.at("header_timeout_s").get<int>();
   c.idle_timeout_s = j.at("idle_timeout_s").get<int>();
   c.shutdown_grace_s = j.at("shutdown_grace_s").get<int>();
+  c.max_connections = j.at("max_connections").get<int>();
   c.agent_start_timeout_s = j.at("agent_start_timeout_s").get<int>();
   c.stop_timeout_s = j.at("stop_timeout_s").get<int>();
   c.docker_timeout_s = j.at("docker_timeout_s").get<int>();
@@ -77,6 +87,8 @@ config from_json_tree(const json& j) {
   c.exec_default_timeout_s = j.at("exec_default_timeout_s").get<int>();
   c.exec_max_timeout_s = j.at("exec_max_timeout_s").get<int>();
   c.output_cap_bytes = j.at("output_cap_bytes").get<std::uint64_t>();
+  c.agent_idle_timeout_s = j.at("agent_idle_timeout_s").get<int>();
+  c.agent_response_budget_mb = j.at("agent_response_budget_mb").get<std::uint64_t>();
   c.default_resources = limits(j.at("default_resources"));
   c.max_resources = limits(j.at("max_resources"));
   const json& n = j.at("network");
@@ -86,9 +98,14 @@ config from_json_tree(const json& j) {
   c.egress = {e.at("proxy_port").get<int>(), e.at("allowed_ranges").get<std::string>(),
               e.at("connect_timeout_s").get<int>(), e.at("idle_timeout_s").get<int>(),
               e.at("max_tunnels_per_sandbox").get<int>()};
+  c.egress.max_pending_per_source = e.at("max_pending_per_source").get<int>();
+  c.egress.max_pending = e.at("max_pending").get<int>();
+  c.egress.max_tunnels = e.at("max_tunnels").get<int>();
   const json& p = j.at("preview");
   c.preview = {p.at("listen").get<std::string>(), p.at("domain").get<std::string>(),
                p.at("url_template").get<std::string>()};
+  c.preview.max_connections = p.at("max_connections").get<int>();
+  c.images.allowed_registries = j.at("images").at("allowed_registries").get<std::vector<std::string>>();
   return c;
 }
 
@@ -96,6 +113,18 @@ config from_json_tree(const json& j) {
 result<json> parse_as(const json& like, const std::string& key, const std::string& text) {
   try {
     if (like.is_string()) return json(text);
+    if (like.is_array()) {  // a list from the environment or --set: "a, b"
+      json list = json::array();
+      for (std::size_t start = 0; start <= text.size();) {
+        auto comma = std::min(text.find(',', start), text.size());
+        auto item = text.substr(start, comma - start);
+        item.erase(0, item.find_first_not_of(' '));
+        item.erase(item.find_last_not_of(' ') + 1);
+        if (!item.empty()) list.push_back(item);
+        start = comma + 1;
+      }
+      return list;
+    }
     if (like.is_boolean()) {
       if (text == "true" || text == "1") return json(true);
       if (text == "false" || text == "0") return json(false);
@@ -123,7 +152,9 @@ result<void> overlay(json& dst, const json& src, const std::string& prefix) {
     if (slot.is_object()) {
       if (auto r = overlay(slot, it.value(), key); !r) return r;
     } else if (slot.is_string() != it.value().is_string() || slot.is_number() != it.value().is_number() ||
-               slot.is_boolean() != it.value().is_boolean()) {
+               slot.is_boolean() != it.value().is_boolean() || slot.is_array() != it.value().is_array() ||
+               (slot.is_array() && !std::all_of(it.value().begin(), it.value().end(),
+                                                [](const json& e) { return e.is_string(); }))) {
       return make_error(errc::invalid_argument, "config: wrong type for " + key);
     } else {
       slot = it.value();
@@ -211,10 +242,10 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
     return make_error(errc::invalid_argument, "config: log_format must be text or json");
   if (c.listen.find(':') == std::string::npos)
     return make_error(errc::invalid_argument, "config: listen must be HOST:PORT");
-  // Per-sandbox agent sockets live under state_dir; a unix socket path must fit in 108 bytes.
-  if (c.state_dir.size() + sizeof("/sandboxes/sbx-0123456789abcdef/run/agent.sock") > 108)
-    return make_error(errc::invalid_argument, "config: state_dir path is too long for unix sockets (" +
-                                                  std::to_string(c.state_dir.size()) + " bytes)");
+  if (c.agent_idle_timeout_s <= 0) return make_error(errc::invalid_argument, "config: agent_idle_timeout_s must be positive");
+  // An answer of the largest allowed output must fit, or such commands could never succeed.
+  if (c.agent_response_budget_mb * (1u << 20) < 4 * c.output_cap_bytes)
+    return make_error(errc::invalid_argument, "config: agent_response_budget_mb must hold at least 4 × output_cap_bytes");
   if (c.network.bridge.empty() || c.network.bridge.size() > 15)
     return make_error(errc::invalid_argument, "config: network.bridge must be 1 to 15 characters (an interface name)");
   if (c.network.name.empty()) return make_error(errc::invalid_argument, "config: network.name must not be empty");
@@ -228,6 +259,15 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
     return make_error(errc::invalid_argument, "config: preview.domain must be a domain name like preview.localhost");
   if (c.exec_default_timeout_s <= 0 || c.exec_max_timeout_s < c.exec_default_timeout_s)
     return make_error(errc::invalid_argument, "config: exec timeouts must satisfy 0 < default <= max");
+  if (c.max_connections <= 0 || c.preview.max_connections <= 0)
+    return make_error(errc::invalid_argument, "config: max_connections and preview.max_connections must be positive");
+  if (c.egress.max_pending_per_source <= 0 || c.egress.max_pending <= 0 || c.egress.max_tunnels <= 0)
+    return make_error(errc::invalid_argument,
+                      "config: egress.max_pending_per_source, max_pending and max_tunnels must be positive");
+  for (const auto& r : c.images.allowed_registries)
+    if (r.empty() || r.size() > 255 || r.find_first_of("/@ \t\r\n") != std::string::npos)
+      return make_error(errc::invalid_argument, "config: images.allowed_registries entry '" + r +
+                                                    "' must be a registry host[:port] or '*'");
   return {};
 }
 

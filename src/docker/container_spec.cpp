@@ -1,6 +1,7 @@
 #include "sandfort/docker/engine.hpp"
 
 #include <cmath>
+#include <cstdio>
 
 #include "spec_validation.hpp"
 
@@ -26,12 +27,21 @@ void set_if_not_empty(nlohmann::json& j, const char* key, const Container& value
   if (!values.empty()) j[key] = values;
 }
 
+std::string tmpfs_options(const tmpfs_mount& t) {
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%o", t.mode & 07777);
+  return "rw,nosuid,nodev,noexec,size=" + std::to_string(t.size_bytes) + ",mode=" + mode;
+}
+
 nlohmann::json host_config(const container_spec& spec) {
   nlohmann::json binds = nlohmann::json::array();
   for (const auto& b : spec.binds) binds.push_back(bind_string(b));
+  nlohmann::json tmpfs = nlohmann::json::object();
+  for (const auto& t : spec.tmpfs) tmpfs[t.container_path] = tmpfs_options(t);
   nlohmann::json hc = {
       {"Init", spec.init},
       {"Binds", std::move(binds)},
+      {"Tmpfs", std::move(tmpfs)},
       {"NanoCpus", nano_cpus(spec.cpus)},
       {"Memory", spec.memory_bytes},
       {"MemorySwap", spec.memory_bytes},  // equal to Memory: the container gets no swap
@@ -95,6 +105,11 @@ result<void> validate_spec(const container_spec& spec) {
     if (!path_is_safe_for_binds(b.host_path) || !path_is_safe_for_binds(b.container_path))
       return make_error(errc::invalid_argument, "bind mount \"" + b.host_path + "\" -> \"" + b.container_path +
                                                     "\": both paths must be absolute and contain no ':' or ','");
+  }
+  for (const auto& t : spec.tmpfs) {
+    if (!path_is_safe_for_binds(t.container_path) || t.size_bytes <= 0)
+      return make_error(errc::invalid_argument, "tmpfs \"" + t.container_path +
+                                                    "\": the path must be absolute without ':' or ',', the size positive");
   }
   if (spec.memory_bytes < 0 || spec.pids_limit < 0 || spec.stop_timeout_s < 0 || !(spec.cpus >= 0))
     return make_error(errc::invalid_argument, "container limits must not be negative");

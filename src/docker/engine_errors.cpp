@@ -4,12 +4,14 @@
 #include <array>
 #include <cctype>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 namespace sandfort::docker::detail {
 
 namespace {
 
 constexpr std::size_t max_raw_body = 300;
+constexpr std::size_t max_logged = 1000;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -20,6 +22,14 @@ std::string_view trim(std::string_view s) {
 std::string lower(std::string_view s) {
   std::string out(s);
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// Text from outside (a registry may write anything) made safe for one log line.
+std::string loggable(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, max_logged)) out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);
+  if (s.size() > max_logged) out += "...";
   return out;
 }
 
@@ -51,6 +61,23 @@ errc class_of_status(unsigned status) {
   }
 }
 
+std::string_view words_of_status(unsigned status) {
+  switch (status) {
+    case 400: return "refused the request";
+    case 404: return "not found";
+    case 409: return "conflict";
+    case 502:
+    case 503:
+    case 504: return "unavailable";
+    default: return "engine error";
+  }
+}
+
+template <std::size_t N>
+bool mentions(const std::string& text, const std::array<std::string_view, N>& markers) {
+  return std::any_of(markers.begin(), markers.end(), [&](std::string_view m) { return text.find(m) != std::string::npos; });
+}
+
 }  // namespace
 
 std::string engine_message(std::string_view body) {
@@ -63,8 +90,11 @@ std::string engine_message(std::string_view body) {
 }
 
 error status_error(unsigned status, std::string_view body, std::string_view what) {
-  return make_error(class_of_status(status), std::string(what) + ": " + engine_message(body) + " (Docker answered HTTP " +
-                                                 std::to_string(status) + ")");
+  auto e = make_error(class_of_status(status), std::string(what) + ": Docker answered HTTP " + std::to_string(status) +
+                                                   " (" + std::string(words_of_status(status)) + ")");
+  auto level = status >= 500 ? spdlog::level::warn : spdlog::level::info;
+  spdlog::log(level, "docker: {}: HTTP {}: {}", loggable(what), status, loggable(engine_message(body)));
+  return e;
 }
 
 error transport_error(const std::string& socket_path, const error& cause) {
@@ -83,16 +113,53 @@ std::string pull_failure_reason(std::string_view stream) {
   return {};
 }
 
-error pull_error(std::string_view ref, std::string_view reason) {
-  static constexpr std::array<std::string_view, 7> absent_markers = {
-      "not found",          "manifest unknown", "repository does not exist", "pull access denied",
-      "name unknown",       "no such image",    "does not exist",
+std::string_view to_string(pull_failure f) noexcept {
+  switch (f) {
+    case pull_failure::not_found: return "not found";
+    case pull_failure::unauthorized: return "unauthorized";
+    case pull_failure::registry_unreachable: return "registry unreachable";
+    case pull_failure::timed_out: return "timed out";
+    case pull_failure::docker_unreachable: return "Docker unreachable";
+    case pull_failure::invalid_reference: return "invalid reference";
+    case pull_failure::registry_error: return "registry error";
+  }
+  return "registry error";
+}
+
+pull_failure classify_pull_failure(std::string_view reason) {
+  // Order matters: Docker Hub answers "pull access denied ... does not exist" for a missing
+  // repository, and a transport timeout reads "Docker is unreachable at …: no answer … within".
+  static constexpr std::array<std::string_view, 7> absent = {
+      "not found",    "manifest unknown", "repository does not exist", "pull access denied",
+      "name unknown", "no such image",    "does not exist",
   };
+  static constexpr std::array<std::string_view, 5> timeout = {"timeout", "timed out", "deadline exceeded",
+                                                              "no answer from", "context canceled"};
+  static constexpr std::array<std::string_view, 5> auth = {"unauthorized", "authentication required", "denied",
+                                                           "forbidden", "no basic auth credentials"};
+  static constexpr std::array<std::string_view, 11> unreachable = {
+      "connection refused", "no such host",  "dial tcp",    "network is unreachable", "no route to host",
+      "connection reset",   "http response to https client", "tls:", "x509", "certificate", "server misbehaving"};
   auto r = lower(reason);
-  bool absent = std::any_of(absent_markers.begin(), absent_markers.end(),
-                            [&](std::string_view m) { return r.find(m) != std::string::npos; });
-  return make_error(absent ? errc::not_found : errc::unavailable,
-                    "image \"" + std::string(ref) + "\" could not be pulled: " + std::string(reason));
+  if (r.rfind("docker is unreachable", 0) == 0)
+    return mentions(r, timeout) ? pull_failure::timed_out : pull_failure::docker_unreachable;
+  if (r.find("invalid reference format") != std::string::npos) return pull_failure::invalid_reference;
+  if (mentions(r, absent)) return pull_failure::not_found;
+  if (mentions(r, timeout)) return pull_failure::timed_out;
+  if (mentions(r, auth)) return pull_failure::unauthorized;
+  if (mentions(r, unreachable)) return pull_failure::registry_unreachable;
+  return pull_failure::registry_error;
+}
+
+error pull_error(std::string_view ref, std::string_view reason) {
+  auto cls = classify_pull_failure(reason);
+  errc code = errc::unavailable;
+  if (cls == pull_failure::not_found) code = errc::not_found;
+  if (cls == pull_failure::unauthorized) code = errc::permission_denied;
+  if (cls == pull_failure::invalid_reference) code = errc::invalid_argument;
+  spdlog::warn("docker: pull of image \"{}\" failed ({}): {}", loggable(ref), to_string(cls), loggable(reason));
+  return make_error(code, "image \"" + std::string(ref) + "\" could not be pulled: " + std::string(to_string(cls)) +
+                              " (details in sandfortd's log)");
 }
 
 }  // namespace sandfort::docker::detail

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "sandfort/core/error.hpp"
+#include "sandfort/docker/image_ref.hpp"  // the full grammar, for deciding which registry a reference names
 
 namespace sandfort::docker::detail {
 

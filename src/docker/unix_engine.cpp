@@ -89,6 +89,8 @@ container_info info_from_inspect(const json& j) {
   if (member(state, "ExitCode").is_number_integer())
     info.exit_code = static_cast<int>(member(state, "ExitCode").get<std::int64_t>());
   info.oom_killed = member(state, "OOMKilled").is_boolean() && member(state, "OOMKilled").get<bool>();
+  if (info.running && member(state, "Pid").is_number_integer())
+    info.pid = static_cast<int>(member(state, "Pid").get<std::int64_t>());
   const json& networks = member(member(j, "NetworkSettings"), "Networks");
   if (networks.is_object())
     for (const auto& [name, endpoint] : networks.items()) {

@@ -18,14 +18,16 @@ constexpr std::size_t piece = 64 * 1024;
 enum class relayed { whole, reader_failed, writer_failed };
 
 // Moves one message body from `in` (header already read into parser) to `out` (header about to
-// be written by sr), a piece at a time.
-template <typename InStream, typename OutStream, typename Parser, typename Serializer>
+// be written by sr), a piece at a time. arm() runs before every read and write: it sets the
+// upstream's deadline for the next step.
+template <typename InStream, typename OutStream, typename Parser, typename Serializer, typename Arm>
 asio::awaitable<relayed> relay_body(InStream& in, beast::flat_buffer& in_buffer, Parser& parser, OutStream& out,
-                                    Serializer& sr) {
+                                    Serializer& sr, Arm arm) {
   std::vector<char> chunk(piece);
   // Beast reads no more than the buffer has room for: without room, a body arrives 512 bytes
   // at a time.
   in_buffer.reserve(piece);
+  arm();
   auto [hec, hn] = co_await bhttp::async_write_header(out, sr, use_tuple);
   if (hec) co_return relayed::writer_failed;
   do {
@@ -34,6 +36,7 @@ asio::awaitable<relayed> relay_body(InStream& in, beast::flat_buffer& in_buffer,
       body.data = chunk.data();
       body.size = chunk.size();
       // read_some: a slow producer (events, logs) is passed on as soon as bytes arrive.
+      arm();
       auto [ec, n] = co_await bhttp::async_read_some(in, in_buffer, parser, use_tuple);
       if (ec == bhttp::error::need_buffer) ec = {};
       if (ec) co_return relayed::reader_failed;
@@ -48,6 +51,7 @@ asio::awaitable<relayed> relay_body(InStream& in, beast::flat_buffer& in_buffer,
       body.size = 0;
       body.more = false;  // the default (true) would have the serializer wait for more forever
     }
+    arm();
     auto [wec, wn] = co_await bhttp::async_write(out, sr, use_tuple);
     if (wec == bhttp::error::need_buffer) wec = {};
     if (wec) co_return relayed::writer_failed;
@@ -123,8 +127,11 @@ asio::awaitable<relay_result> relay_exchange(exchange<tcp_protocol>& ex, beast::
   if (!co_await continue_if_expected(ex)) co_return ended(false);
   bool client_keep_alive = req.keep_alive();
   if (options.stamp_request_id) req.set("X-Request-Id", ex.request_id);
+  auto idle = [&] {
+    if (options.idle_timeout.count() > 0) upstream.expires_after(options.idle_timeout);
+  };
   bhttp::request_serializer<bhttp::buffer_body> req_sr{req};
-  relayed sent = co_await relay_body(ex.stream, ex.buffer, ex.parser, upstream, req_sr);
+  relayed sent = co_await relay_body(ex.stream, ex.buffer, ex.parser, upstream, req_sr, idle);
   if (sent == relayed::reader_failed) co_return ended(false);
   // An upstream that stopped reading the body may still have answered it (413, 401): its
   // answer is worth more to the client than a reset.
@@ -132,7 +139,10 @@ asio::awaitable<relay_result> relay_exchange(exchange<tcp_protocol>& ex, beast::
   beast::flat_buffer up_buffer;
   bhttp::response_parser<bhttp::buffer_body> res_parser;
   res_parser.body_limit(boost::none);
+  res_parser.header_limit(16 * 1024);
+  if (options.answer_timeout.count() > 0) upstream.expires_after(options.answer_timeout);
   auto [rec, rn] = co_await bhttp::async_read_header(upstream, up_buffer, res_parser, use_tuple);
+  upstream.expires_never();
   if (rec) co_return unanswered(rec);
   auto& res = res_parser.get();
   if (options.stamp_request_id) res.set("X-Request-Id", ex.request_id);
@@ -147,8 +157,17 @@ asio::awaitable<relay_result> relay_exchange(exchange<tcp_protocol>& ex, beast::
   // connection whose request body was not read to its end.
   bool framed = res.chunked() || res.has_content_length() || res_parser.is_done();
   res.keep_alive(client_keep_alive && framed && sent == relayed::whole);
+  // An event stream lives as long as its reader; anything else must keep moving.
+  auto type = res.find(bhttp::field::content_type);
+  bool events = type != res.end() && beast::iequals(type->value().substr(0, 17), "text/event-stream");
+  auto arm = [&] {
+    if (events)
+      upstream.expires_never();
+    else
+      idle();
+  };
   bhttp::response_serializer<bhttp::buffer_body> res_sr{res};
-  relayed answered = co_await relay_body(upstream, up_buffer, res_parser, ex.stream, res_sr);
+  relayed answered = co_await relay_body(upstream, up_buffer, res_parser, ex.stream, res_sr, arm);
   co_return ended(answered == relayed::whole && res.keep_alive());
 }
 
@@ -164,17 +183,8 @@ asio::awaitable<relay_result> relay(exchange<tcp_protocol>& ex, beast::basic_str
   return relay_exchange(ex, upstream, std::move(options));
 }
 
-asio::awaitable<bool> proxy_to_unix(exchange<tcp_protocol>& ex, proxy_target target) {
-  beast::basic_stream<unix_protocol> upstream(co_await asio::this_coro::executor);
-  upstream.expires_after(target.connect_timeout);
-  unix_protocol::endpoint agent(target.socket_path);
-  auto [cec] = co_await upstream.async_connect(agent, use_tuple);
-  if (cec) {
-    error unreachable = make_error(errc::unavailable, "the sandbox agent is not reachable: " + cec.message());
-    co_return co_await respond_error(ex, unreachable);
-  }
-  upstream.expires_never();
-
+asio::awaitable<bool> forward(exchange<tcp_protocol>& ex, beast::basic_stream<unix_protocol>& upstream,
+                              forward_options target) {
   auto& req = ex.parser.get();
   req.target(target.target);
   req.erase(bhttp::field::authorization);  // the agent never sees the caller's credentials
@@ -183,6 +193,8 @@ asio::awaitable<bool> proxy_to_unix(exchange<tcp_protocol>& ex, proxy_target tar
   if (!target.websocket_protocol.empty()) req.erase(bhttp::field::sec_websocket_protocol);
   relay_options options;
   options.websocket_protocol = std::move(target.websocket_protocol);
+  options.answer_timeout = target.answer_timeout;
+  options.idle_timeout = target.idle_timeout;
   relay_result relayed_answer = co_await relay(ex, upstream, std::move(options));
   if (!relayed_answer.unanswered) co_return relayed_answer.keep_alive;
   error closed = make_error(errc::unavailable,

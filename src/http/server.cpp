@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
+#include <cerrno>
 #include <list>
 #include <type_traits>
 #include <unistd.h>
@@ -24,15 +25,25 @@ using unix_socket = asio::local::stream_protocol;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 struct server::state {
+  // One open connection, as stop() and abort() see it.
+  struct session_entry {
+    std::function<void(bool)> cut;  // false: cancel its wait; true: shut the socket down too
+    bool busy = false;              // a request's header has been read: stop() lets it finish
+  };
+
   asio::io_context& ioc;
   server_options options;
   handler root;
   bool stopping = false;
-  std::list<std::function<void()>> closers;  // closes one idle connection each
+  std::list<session_entry> sessions;
   std::size_t connections = 0;
   std::vector<std::function<void()>> acceptor_closers;
   stream_selector<tcp_protocol> tcp_streams;
   stream_selector<unix_protocol> unix_streams;
+  accept_backoff backoff;
+  // Never expires: a connection that ends cancels it, which wakes acceptors paused at the cap.
+  // (Its expiry is set once; setting it again would cancel the other acceptors' waits.)
+  asio::steady_timer slot_freed;
 
   template <typename Protocol>
   const stream_selector<Protocol>& streams() const {
@@ -42,7 +53,12 @@ struct server::state {
       return unix_streams;
   }
 
-  state(asio::io_context& io, server_options o, handler h) : ioc(io), options(std::move(o)), root(std::move(h)) {}
+  state(asio::io_context& io, server_options o, handler h)
+      : ioc(io),
+        options(std::move(o)),
+        root(std::move(h)),
+        backoff(options.listener_name, options.log_warning),
+        slot_freed(io, asio::steady_timer::time_point::max()) {}
 };
 
 namespace {
@@ -80,28 +96,34 @@ asio::awaitable<void> discard_input(Stream& stream) {
   }
 }
 
+// The accept loop counted the connection in; this counts it out and wakes a paused acceptor.
 template <typename Protocol>
 asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Protocol::socket socket) {
-  ++st->connections;
   struct release {
     server::state& s;
-    ~release() { --s.connections; }
+    ~release() {
+      --s.connections;
+      s.slot_freed.cancel();
+    }
   } on_exit{*st};
 
   stream_t<Protocol> stream(std::move(socket));
   beast::flat_buffer buffer;
-  auto closer = st->closers.insert(st->closers.end(), [&stream] {
-    beast::error_code ignored;
-    stream.socket().cancel(ignored);
-  });
+  auto entry = st->sessions.insert(st->sessions.end(), server::state::session_entry{[&stream](bool force) {
+                                     beast::error_code ignored;
+                                     if (force) stream.socket().shutdown(Protocol::socket::shutdown_both, ignored);
+                                     stream.socket().cancel(ignored);
+                                   }});
   struct unregister {
     server::state& s;
-    std::list<std::function<void()>>::iterator it;
-    ~unregister() { s.closers.erase(it); }
-  } drop{*st, closer};
+    std::list<server::state::session_entry>::iterator it;
+    ~unregister() { s.sessions.erase(it); }
+  } drop{*st, entry};
 
   bool linger = false;  // we answered before reading the whole request
   while (!st->stopping) {
+    // Between requests the connection is idle: stop() closes it.
+    entry->busy = false;
     if (buffer.size() == 0 && !co_await wait_readable(stream.socket(), st->options.idle_timeout)) break;
     if (st->stopping) break;
 
@@ -113,6 +135,8 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
 
     stream.expires_after(st->options.header_timeout);
     auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, head_parser, use_tuple);
+    // From its complete header on, a request is in flight: stop() lets it finish.
+    entry->busy = !hec;
     if (!hec && st->options.trust_request_id) {
       if (auto given = head_parser.get().find("X-Request-Id"); given != head_parser.get().end() &&
                                                                given->value().size() <= 64 && !given->value().empty())
@@ -202,10 +226,17 @@ asio::awaitable<void> accept_loop(std::shared_ptr<server::state> st, typename Pr
     acc->close(ignored);
   });
   while (!st->stopping) {
+    if (st->connections >= st->options.max_connections) {
+      st->backoff.warn_limited(std::to_string(st->connections) +
+                               " connections open (max_connections): accepting paused until one closes");
+      co_await st->slot_freed.async_wait(use_tuple);
+      continue;
+    }
     auto [ec, socket] = co_await acc->async_accept(use_tuple);
     if (ec) {
-      if (ec == asio::error::operation_aborted || !acc->is_open()) break;
-      continue;  // EMFILE and friends: keep serving the connections we have
+      if (ec == asio::error::operation_aborted || !acc->is_open() || st->stopping) break;
+      co_await st->backoff.after(ec);
+      continue;
     }
     if constexpr (std::is_same_v<Protocol, tcp>) {
       // Responses go out as header and body writes (and streams as many small ones): without
@@ -213,9 +244,23 @@ asio::awaitable<void> accept_loop(std::shared_ptr<server::state> st, typename Pr
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
     }
+    ++st->connections;  // now, not when the session first runs: the cap must see it at once
     asio::co_spawn(st->ioc, run_session<Protocol>(st, std::move(socket)), asio::detached);
   }
 }
+
+asio::awaitable<void> wait_until_idle(std::shared_ptr<server::state> st, std::chrono::milliseconds limit) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (st->connections > 0 && std::chrono::steady_clock::now() < until) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    co_await timer.async_wait(use_tuple);
+  }
+}
+
+// After abort(), how long the cut connections get to run their clean-up (a streamed exec
+// kills its command when its client goes).
+constexpr std::chrono::milliseconds unwind_time{1'000};
 
 }  // namespace
 
@@ -271,19 +316,82 @@ void server::stop() {
   if (state_->stopping) return;
   state_->stopping = true;
   for (auto& close : state_->acceptor_closers) close();
-  // Only connections waiting for a request are cancelled; one inside a handler finishes it.
-  for (auto& close : state_->closers) close();
+  state_->slot_freed.cancel();  // an acceptor paused at the cap
+  // Only connections waiting for a request are cancelled; one inside a request (streamed or
+  // not) finishes it, and drain()'s deadline is what ends it otherwise.
+  for (auto& session : state_->sessions)
+    if (!session.busy) session.cut(false);
+}
+
+void server::abort() {
+  stop();
+  for (auto& session : state_->sessions) session.cut(true);
 }
 
 std::size_t server::active_connections() const { return state_->connections; }
 
+std::uint64_t server::accept_failures() const { return state_->backoff.failures(); }
+
 asio::awaitable<void> server::drain(std::chrono::milliseconds deadline) {
-  asio::steady_timer timer(co_await asio::this_coro::executor);
-  auto until = std::chrono::steady_clock::now() + deadline;
-  while (state_->connections > 0 && std::chrono::steady_clock::now() < until) {
-    timer.expires_after(std::chrono::milliseconds(20));
-    co_await timer.async_wait(use_tuple);
+  auto st = state_;
+  co_await wait_until_idle(st, deadline);
+  if (st->connections == 0) co_return;
+  if (st->options.log_warning)
+    st->options.log_warning(st->options.listener_name + ": " + std::to_string(st->connections) +
+                            " connections still busy at the shutdown deadline: cutting them");
+  for (auto& session : st->sessions) session.cut(true);
+  co_await wait_until_idle(st, unwind_time);
+}
+
+bool out_of_resources(const boost::system::error_code& ec) {
+  if (ec.category() != boost::system::system_category()) return false;
+  int v = ec.value();
+  return v == EMFILE || v == ENFILE || v == ENOBUFS || v == ENOMEM;
+}
+
+accept_backoff::accept_backoff(std::string listener, warning_log log, std::chrono::milliseconds pause,
+                               std::chrono::milliseconds log_period)
+    : listener_(std::move(listener)), log_(std::move(log)), pause_(pause), log_period_(log_period) {}
+
+namespace {
+
+// accept(2): these mean the one connection failed (the client gave up, a protocol error on its
+// way in); the next one may be fine, so retry at once.
+bool connection_failed_alone(const boost::system::error_code& ec) {
+  if (ec == asio::error::connection_aborted) return true;
+  if (ec.category() != boost::system::system_category()) return false;
+  switch (ec.value()) {
+    case EPROTO: case ENOPROTOOPT: case EHOSTDOWN: case ENONET: case EHOSTUNREACH: case EOPNOTSUPP:
+    case ENETUNREACH: case ENETDOWN: case EPERM: case EINTR: case EAGAIN:
+      return true;
+    default:
+      return false;
   }
+}
+
+}  // namespace
+
+void accept_backoff::warn_limited(const std::string& what) {
+  auto now = std::chrono::steady_clock::now();
+  if (last_limit_line_ && now - *last_limit_line_ < log_period_) return;
+  last_limit_line_ = now;
+  if (log_) log_(listener_ + ": " + what);
+}
+
+asio::awaitable<void> accept_backoff::after(const boost::system::error_code& ec) {
+  ++failures_;
+  if (connection_failed_alone(ec)) co_return;
+  ++unlogged_;
+  auto now = std::chrono::steady_clock::now();
+  if (!last_line_ || now - *last_line_ >= log_period_) {
+    last_line_ = now;
+    if (log_)
+      log_(listener_ + ": accept failed (" + ec.message() + "), " + std::to_string(unlogged_) +
+           " time(s) since the last report: pausing " + std::to_string(pause_.count()) + " ms between attempts");
+    unlogged_ = 0;
+  }
+  asio::steady_timer timer(co_await asio::this_coro::executor, pause_);
+  co_await timer.async_wait(use_tuple);
 }
 
 }  // namespace sandfort::http

@@ -150,6 +150,9 @@ verdict decide(state& st, const bhttp::request_header<>& req) {
   auto found = st.directory.find(id);
   if (!found) return page(404, "There is no sandbox " + id + ".");
   if (found->state != "started") return page(503, "Sandbox " + id + " is " + found->state + ", not started.");
+  // No address: its container left the sandbox network (or died and the row was cleared). Never
+  // relay to an address the sandbox's container does not hold now.
+  if (found->address.empty()) return page(503, "Sandbox " + id + " has no address on the sandbox network.");
 
   upstream up{id, found->address, address->port, std::string(req.target())};
   std::string expected = found->key.empty() ? std::string() : make_token(found->key, id, address->port);
@@ -285,6 +288,9 @@ preview_server::preview_server(asio::io_context& ioc, preview_options options, p
   http::server_options http_options;
   http_options.header_timeout = options.header_timeout;
   http_options.idle_timeout = options.idle_timeout;
+  http_options.max_connections = options.max_connections;
+  http_options.listener_name = "preview";
+  http_options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
   state_ = std::make_shared<state>(ioc, std::move(options), directory, std::move(http_options), &stopping);
   state_->http.set_stream_selector(claim_everything(state_));
 }

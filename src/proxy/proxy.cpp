@@ -5,6 +5,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <charconv>
+#include <spdlog/spdlog.h>
 
 #include "state.hpp"
 
@@ -16,23 +17,41 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 namespace {
 
-// How long to wait before accepting again after a failure such as EMFILE, instead of spinning.
-constexpr std::chrono::milliseconds accept_backoff{50};
+// Closed at once with a reset: the flood's peer learns nothing, and our side keeps no
+// TIME_WAIT socket for it.
+void refuse(egress_proxy::state& st, tcp::socket& socket, const asio::ip::address& source, detail::refusal why) {
+  boost::system::error_code ignored;
+  socket.set_option(asio::socket_base::linger(true, 0), ignored);
+  socket.close(ignored);
+  if (auto line = st.admission.note_refusal(source, why, std::chrono::steady_clock::now())) spdlog::warn("{}", *line);
+}
 
 asio::awaitable<void> accept_loop(std::shared_ptr<egress_proxy::state> st, std::shared_ptr<tcp::acceptor> acceptor) {
   while (!st->stopping) {
     auto [ec, socket] = co_await acceptor->async_accept(use_tuple);
     if (st->stopping || !acceptor->is_open() || ec == asio::error::operation_aborted) break;
     if (ec) {
-      asio::steady_timer pause(st->ioc, accept_backoff);
-      co_await pause.async_wait(use_tuple);
+      co_await st->backoff.after(ec);
+      continue;
+    }
+    boost::system::error_code peer_ec;
+    auto peer = socket.remote_endpoint(peer_ec);
+    if (peer_ec) continue;  // gone already; the socket closes here
+    // Accepted and closed rather than left in the backlog: the backlog drains, and a flood
+    // costs a descriptor for a moment, not for the header timeout.
+    if (auto why = st->admission.admit(peer.address()); why != detail::refusal::none) {
+      refuse(*st, socket, peer.address(), why);
       continue;
     }
     // We write what we read, as soon as we read it: Nagle would only add latency.
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    asio::co_spawn(st->ioc, detail::serve(st, std::move(socket)), asio::detached);
+    asio::co_spawn(st->ioc, detail::serve(st, std::move(socket), peer.address()), asio::detached);
   }
+}
+
+detail::admission_limits limits_of(const proxy_options& o) {
+  return {o.max_pending_per_source, o.max_pending, o.max_tunnels, o.max_tunnels_per_sandbox, o.refusal_log_period};
 }
 
 // "ip:port" or "[ipv6]:port", port 0..65535.
@@ -53,6 +72,15 @@ result<tcp::endpoint> parse_listen_address(const std::string& host_port) {
 }
 
 }  // namespace
+
+egress_proxy::state::state(asio::io_context& io, proxy_options o, egress_directory& d, name_resolver& r)
+    : ioc(io),
+      options(std::move(o)),
+      policy(options.allowed_ranges),
+      directory(d),
+      resolver(r),
+      admission(limits_of(options)),
+      backoff("egress proxy", [](const std::string& line) { spdlog::warn("{}", line); }) {}
 
 egress_proxy::egress_proxy(asio::io_context& ioc, proxy_options options, egress_directory& directory,
                            name_resolver& resolver)
@@ -110,5 +138,10 @@ std::optional<egress_proxy::traffic> egress_proxy::sandbox_traffic(const std::st
 }
 
 std::size_t egress_proxy::active_connections() const { return state_->connections.size(); }
+
+egress_proxy::admissions egress_proxy::admission_counts() const {
+  const auto& a = state_->admission;
+  return {a.pending(), a.tunnels(), a.refused_per_source(), a.refused_pending(), state_->backoff.failures()};
+}
 
 }  // namespace sandfort::proxy

@@ -12,6 +12,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <spdlog/spdlog.h>
 #include <cctype>
+#include <utility>
 #include <variant>
 
 #include "sandfort/crypto/digest.hpp"
@@ -110,9 +111,20 @@ std::optional<denial> parse_head(connection& c, std::size_t length, head_parser&
   return std::nullopt;
 }
 
+// Whether the connection comes from where the sandbox's container is now (see sandbox_egress).
+bool from_current_address(connection& c, const sandbox_egress& sandbox) {
+  if (sandbox.state != "started" || sandbox.address.empty()) return false;
+  boost::system::error_code ec;
+  auto peer = c.client.socket().remote_endpoint(ec).address();
+  if (ec) return false;
+  if (peer.is_v6() && peer.to_v6().is_v4_mapped()) peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
+  auto expected = asio::ip::make_address(sandbox.address, ec);
+  return !ec && peer == expected;
+}
+
 // The sandbox the credential names (407 otherwise). Unknown ids and wrong secrets take the same
 // path, hashing included, so neither is told apart by the answer.
-result<sandbox_egress> authenticate(state& st, const bhttp::request_header<>& head, egress_event& ev) {
+result<sandbox_egress> authenticate(state& st, connection& c, const bhttp::request_header<>& head, egress_event& ev) {
   auto field = head.find(bhttp::field::proxy_authorization);
   if (field == head.end()) return make_error(errc::unauthenticated, "no credential");
   if (head.count(bhttp::field::proxy_authorization) > 1) return make_error(errc::unauthenticated, "two credentials");
@@ -127,6 +139,7 @@ result<sandbox_egress> authenticate(state& st, const bhttp::request_header<>& he
   for (auto& ch : expected) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));  // as sha256_hex
   if (!constant_time_equal(given, expected))
     return make_error(errc::unauthenticated, "wrong secret");
+  if (!from_current_address(c, *found)) return make_error(errc::unauthenticated, "source address");
   return std::move(*found);
 }
 
@@ -230,26 +243,11 @@ asio::awaitable<void> relay(state& st, connection& c, egress_event& ev, const eg
   report(st, c, ev);
 }
 
-// From the authenticated request on: the per-sandbox limit, the allowlist, the addresses. A
+// From the authenticated request holding its tunnel slot on: the allowlist, the addresses. A
 // denial, or nullopt once the allowed tunnel has been relayed and reported.
 asio::awaitable<std::optional<denial>> proceed(state& st, connection& c, egress_event& ev,
                                                const sandbox_egress& sandbox, const egress_target& target,
                                                const bhttp::request_header<>& head) {
-  auto& open = st.open_per_sandbox[sandbox.sandbox_id];
-  if (open >= st.options.max_tunnels_per_sandbox) {
-    if (open == 0) st.open_per_sandbox.erase(sandbox.sandbox_id);
-    co_return denial{429, "too many open tunnels", "too many open connections for this sandbox"};
-  }
-  ++open;
-  struct release {
-    state& st;
-    std::string id;
-    ~release() {
-      if (auto it = st.open_per_sandbox.find(id); it != st.open_per_sandbox.end() && --it->second == 0)
-        st.open_per_sandbox.erase(it);
-    }
-  } slot{st, sandbox.sandbox_id};
-
   if (!host_allowed(sandbox.allowlist, target.host))
     co_return denial{403, "host not in the allowlist", "this sandbox may not reach " + target.host};
   auto checking = checked_addresses(st, c, target.host);
@@ -262,6 +260,18 @@ asio::awaitable<std::optional<denial>> proceed(state& st, connection& c, egress_
   auto relaying = relay(st, c, ev, target, head);
   co_await std::move(relaying);
   co_return std::nullopt;
+}
+
+// The authenticated connection trades its pending slot for a tunnel slot, or is refused
+// (429/503) and keeps the pending slot while its answer goes out.
+std::optional<denial> take_tunnel_slot(state& st, connection& c) {
+  int status = st.admission.take_tunnel(c.sandbox_id);
+  if (status == 429) return denial{429, "too many open tunnels", "too many open connections for this sandbox"};
+  if (status != 0)
+    return denial{503, "too many open tunnels on the proxy", "the proxy has too many open connections; try again"};
+  c.holds_tunnel = true;
+  if (c.pending_source) st.admission.release_pending(*std::exchange(c.pending_source, std::nullopt));
+  return std::nullopt;
 }
 
 // The request head, read and checked up to its target. A denial, or nullopt when there is
@@ -280,9 +290,10 @@ asio::awaitable<std::optional<denial>> handle(state& st, connection& c, egress_e
   // what a forwarded request carries upstream.
   if (!header_values_clean(head))
     co_return denial{400, "control character in a header value", "malformed header value"};
-  auto sandbox = authenticate(st, head, ev);
+  auto sandbox = authenticate(st, c, head, ev);
   if (!sandbox) co_return denial{407, sandbox.err().message, "proxy authentication required"};
   c.sandbox_id = sandbox->sandbox_id;
+  if (auto full = take_tunnel_slot(st, c)) co_return full;
   auto target = parse_request_target(head.method() == bhttp::verb::connect, head.target());
   if (!target) co_return denial{400, target.err().message, target.err().message};
   ev.host = target->host;
@@ -343,14 +354,20 @@ void report(state& st, const connection& c, egress_event& ev) {
   }
 }
 
-asio::awaitable<void> serve(std::shared_ptr<state> st, tcp::socket socket) {
+asio::awaitable<void> serve(std::shared_ptr<state> st, tcp::socket socket, asio::ip::address source) {
   connection c(std::move(socket));
+  c.pending_source = source;
   auto entry = st->connections.insert(st->connections.end(), &c);
   struct unregister {
     state& st;
+    connection& c;
     std::list<connection*>::iterator it;
-    ~unregister() { st.connections.erase(it); }
-  } drop{*st, entry};
+    ~unregister() {
+      st.connections.erase(it);
+      if (c.pending_source) st.admission.release_pending(*c.pending_source);
+      if (c.holds_tunnel) st.admission.release_tunnel(c.sandbox_id);
+    }
+  } drop{*st, c, entry};
   if (st->stopping) co_return;
   try {
     egress_event ev;

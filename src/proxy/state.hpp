@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "admission.hpp"
+#include "sandfort/http/server.hpp"
 #include "sandfort/proxy/proxy.hpp"
 
 namespace sandfort::proxy {
@@ -33,6 +35,10 @@ class connection {
   boost::beast::flat_buffer buffer;  // bytes read past the request head go upstream first
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::string sandbox_id;            // set once authenticated: disconnect() finds it by this
+  // Until authenticated the connection holds a pending slot of its source; after, a tunnel
+  // slot. serve() gives back whichever it holds when the connection ends.
+  std::optional<boost::asio::ip::address> pending_source;
+  bool holds_tunnel = false;
   bool forget_traffic = false;       // the sandbox was disconnected: count only the totals
   bool linger = false;               // answered early: drain the client's input before closing
 
@@ -60,18 +66,20 @@ struct egress_proxy::state {
   bool stopping = false;
   std::vector<std::shared_ptr<boost::asio::ip::tcp::acceptor>> acceptors;
   std::list<detail::connection*> connections;
-  std::unordered_map<std::string, std::size_t> open_per_sandbox;  // for the 429 limit
+  detail::admission admission;  // the caps on pending connections and tunnels
+  http::accept_backoff backoff;
   traffic total;
   std::unordered_map<std::string, traffic> per_sandbox;
 
-  state(boost::asio::io_context& io, proxy_options o, egress_directory& d, name_resolver& r)
-      : ioc(io), options(std::move(o)), policy(options.allowed_ranges), directory(d), resolver(r) {}
+  state(boost::asio::io_context& io, proxy_options o, egress_directory& d, name_resolver& r);
 };
 
 namespace detail {
 
-// Serves one accepted connection to its end: one request, one decision.
-boost::asio::awaitable<void> serve(std::shared_ptr<egress_proxy::state> st, boost::asio::ip::tcp::socket socket);
+// Serves one accepted connection to its end: one request, one decision. The accept loop took a
+// pending slot for `source`; serve gives it back.
+boost::asio::awaitable<void> serve(std::shared_ptr<egress_proxy::state> st, boost::asio::ip::tcp::socket socket,
+                                   boost::asio::ip::address source);
 
 // Logs the decision, counts it and hands it to on_decision.
 void report(egress_proxy::state& st, const connection& c, egress_event& ev);

@@ -1,40 +1,132 @@
 #include "sandfort/sandbox/agent_connector.hpp"
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 
 #include "sandfort/http/client.hpp"
 
 namespace sandfort::sandbox {
 
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
 using nlohmann::json;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-std::string sandbox_host_dir(const std::string& state_dir, const std::string& sandbox_id) {
-  return state_dir + "/sandboxes/" + sandbox_id;
-}
-
-std::string sandbox_run_dir(const std::string& state_dir, const std::string& sandbox_id) {
-  return sandbox_host_dir(state_dir, sandbox_id) + "/run";
-}
-
-std::string unix_socket_connector::socket_path(const std::string& sandbox_id) const {
-  return sandbox_run_dir(state_dir_, sandbox_id) + "/agent.sock";
+bool response_budget::try_take(std::uint64_t n) {
+  if (n > capacity_ - in_use_) return false;
+  in_use_ += n;
+  return true;
 }
 
 namespace {
 
-// The agent answers errors in the API's own shape; keep its code and message.
-error agent_error(const http::response& res) {
-  json body = json::parse(res.body(), nullptr, false);
-  std::string message = "agent answered " + std::to_string(res.result_int());
-  errc code = res.result_int() == 400 ? errc::invalid_argument : errc::internal;
-  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
-    message = body["error"].value("message", message);
+// What an agent may send before its answer's body: more is not an agent.
+constexpr std::uint32_t header_limit = 16 * 1024;
+// An error answer is a short JSON object; the rest of a longer one is not read.
+constexpr std::size_t error_body_limit = 64 * 1024;
+
+// Bytes of the budget held for one answer until the caller is done with it.
+class budget_hold {
+ public:
+  explicit budget_hold(response_budget& budget) : budget_(budget) {}
+  budget_hold(const budget_hold&) = delete;
+  budget_hold& operator=(const budget_hold&) = delete;
+  ~budget_hold() { budget_.give_back(held_); }
+  bool try_take(std::uint64_t n) {
+    if (!budget_.try_take(n)) return false;
+    held_ += n;
+    return true;
   }
+  std::uint64_t held() const { return held_; }
+
+ private:
+  response_budget& budget_;
+  std::uint64_t held_ = 0;
+};
+
+struct buffered_answer {
+  unsigned status = 0;
+  std::string body;
+};
+
+struct answer_limits {
+  std::chrono::milliseconds header_timeout;  // the agent answers when the command is done
+  std::uint64_t body_limit;
+  std::chrono::milliseconds budget_wait;
+};
+
+error unavailable(std::string message) { return make_error(errc::unavailable, std::move(message)); }
+
+// Waits for room in the budget: a full budget means other answers are being relayed and will
+// be done soon; a wait that does not end is a 503, never an unbounded queue of memory.
+asio::awaitable<bool> take_or_wait(budget_hold& hold, std::uint64_t n, std::chrono::milliseconds patience) {
+  auto until = std::chrono::steady_clock::now() + patience;
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (!hold.try_take(n)) {
+    if (std::chrono::steady_clock::now() >= until) co_return false;
+    timer.expires_after(std::chrono::milliseconds(5));
+    co_await timer.async_wait(use_tuple);
+  }
+  co_return true;
+}
+
+// Sends req and reads the whole answer, charging its body to the budget before it is read
+// (Content-Length) or as it arrives (chunked). Everything about the answer is bounded: header
+// size, body size, time.
+asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, http::request req,
+                                                          const answer_limits& limits, budget_hold& hold) {
+  req.prepare_payload();
+  stream.expires_after(std::chrono::seconds(10));
+  auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
+  if (wec) co_return unavailable("write to the sandbox agent failed: " + wec.message());
+
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.header_limit(header_limit);
+  parser.body_limit(limits.body_limit);
+  stream.expires_after(limits.header_timeout);
+  auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, use_tuple);
+  if (hec == beast::error::timeout) co_return unavailable("the sandbox agent did not answer in time");
+  if (hec) co_return unavailable("the sandbox agent sent no valid answer: " + hec.message());
+
+  bool ok = parser.get().result_int() < 300;
+  std::uint64_t limit = ok ? limits.body_limit : error_body_limit;
+  if (auto length = parser.content_length(); length) {
+    if (*length > limit) co_return unavailable("the sandbox agent's answer is larger than allowed");
+    if (!co_await take_or_wait(hold, *length, limits.budget_wait))
+      co_return unavailable("sandfortd is relaying too much command output right now; retry shortly");
+  }
+  // The body is already produced when the header arrives: reading it takes no command time.
+  stream.expires_after(std::chrono::seconds(30));
+  while (!parser.is_done()) {
+    auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, parser, use_tuple);
+    if (ec) co_return unavailable("reading the sandbox agent's answer failed: " + ec.message());
+    std::uint64_t have = parser.get().body().size();
+    if (have > limit) co_return unavailable("the sandbox agent's answer is larger than allowed");
+    if (have > hold.held() && !hold.try_take(have - hold.held()))
+      co_return unavailable("sandfortd is relaying too much command output right now; retry shortly");
+  }
+  beast::error_code ignored;
+  stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  co_return buffered_answer{parser.get().result_int(), std::move(parser.get().body())};
+}
+
+// The agent answers errors in the API's own shape; keep its message, not its status: a 4xx is
+// the caller's mistake, anything else is the agent failing.
+error agent_error(unsigned status, const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  std::string message = "agent answered " + std::to_string(status);
+  errc code = status == 400 ? errc::invalid_argument : errc::internal;
+  if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message") &&
+      j["error"]["message"].is_string())
+    message = j["error"]["message"].get<std::string>().substr(0, 4096);
   return make_error(code, message);
 }
 
@@ -54,99 +146,137 @@ json to_agent_json(const agent_exec& call) {
   return j;
 }
 
+// Moves a string member out of the parsed answer (no copy of what may be megabytes).
+std::string take_string(json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return {};
+  return std::move(it->get_ref<std::string&>());
+}
+
+result<exec_result> exec_result_from(json& j) {
+  if (!j.is_object() || !j.contains("exit_code") || !j["exit_code"].is_number_integer())
+    return make_error(errc::internal, "agent sent a malformed exec result");
+  exec_result out;
+  out.exit_code = static_cast<int>(j["exit_code"].get<std::int64_t>());
+  out.stdout_text = take_string(j, "stdout");
+  out.stderr_text = take_string(j, "stderr");
+  if (j.contains("stdout_b64")) out.stdout_b64 = take_string(j, "stdout_b64");
+  if (j.contains("stderr_b64")) out.stderr_b64 = take_string(j, "stderr_b64");
+  auto flag = [&](const char* key) { return j.contains(key) && j[key].is_boolean() && j[key].get<bool>(); };
+  if (j.contains("duration_ms") && j["duration_ms"].is_number_integer())
+    out.duration_ms = j["duration_ms"].get<std::int64_t>();
+  out.timed_out = flag("timed_out");
+  out.truncated = flag("truncated");
+  out.oom_killed = flag("oom_killed");
+  return out;
+}
+
 }  // namespace
 
-boost::asio::awaitable<result<void>> unix_socket_connector::health(const std::string& sandbox_id,
-                                                                    std::chrono::milliseconds timeout) {
-  http::client_options options;
-  options.connect_timeout = timeout;
-  options.timeout = timeout;
-  auto req = http::make_request(http::verb::get, "/health");
-  auto path = socket_path(sandbox_id);
-  auto res = co_await http::unix_request(path, std::move(req), options);
-  if (!res) co_return std::move(res).err();
-  if (res->result_int() != 200) co_return agent_error(*res);
+container_connector::container_connector(docker::engine& engine, connector_options options)
+    : engine_(engine), options_(std::move(options)), budget_(options_.response_budget_bytes) {}
+
+asio::awaitable<result<container_identity>> container_connector::identity(const agent_address& at) {
+  if (auto it = known_.find(at.sandbox_id); it != known_.end()) co_return it->second;
+  if (at.container_id.empty()) co_return unavailable("sandbox " + at.sandbox_id + " has no container");
+  auto info = co_await engine_.inspect_container(at.container_id);
+  if (!info) co_return unavailable("cannot find the container of " + at.sandbox_id + ": " + info.err().message);
+  if (!info->running || info->pid <= 0) co_return unavailable("the container of " + at.sandbox_id + " is not running");
+  auto who = identify_container(info->pid, info->id);
+  if (!who) co_return std::move(who).err();
+  known_[at.sandbox_id] = *who;
+  co_return *who;
+}
+
+asio::awaitable<result<agent_stream>> container_connector::connect(const agent_address& at) {
+  for (int attempt = 0;; ++attempt) {
+    auto who = co_await identity(at);
+    if (!who) co_return std::move(who).err();
+    auto fd = connect_in_container(*who, options_.socket_in_container);
+    if (fd) {
+      agent_stream stream(co_await asio::this_coro::executor);
+      boost::system::error_code ec;
+      stream.socket().assign(asio::local::stream_protocol(), *fd, ec);
+      if (ec) co_return unavailable("cannot use the agent connection: " + ec.message());
+      co_return stream;
+    }
+    if (fd.err().code == errc::permission_denied) {
+      spdlog::warn("attack: sandbox {}: {}; the agent is treated as dead", at.sandbox_id, fd.err().message);
+      co_return unavailable("the sandbox agent is not reachable");
+    }
+    // The container may have been restarted (a new init pid): learn it again, once.
+    known_.erase(at.sandbox_id);
+    if (attempt == 1) co_return std::move(fd).err();
+  }
+}
+
+asio::awaitable<result<void>> container_connector::health(const agent_address& at, std::chrono::milliseconds timeout) {
+  auto stream = co_await connect(at);
+  if (!stream) co_return std::move(stream).err();
+  budget_hold hold(budget_);
+  auto answer = co_await request_buffered(*stream, http::make_request(http::verb::get, "/health"),
+                                          {timeout, error_body_limit, std::chrono::milliseconds(0)}, hold);
+  if (!answer) co_return std::move(answer).err();
+  if (answer->status != 200) co_return agent_error(answer->status, answer->body);
   co_return ok_t{};
 }
 
-boost::asio::awaitable<result<exec_result>> unix_socket_connector::exec(const std::string& sandbox_id,
-                                                                         const agent_exec& call) {
+asio::awaitable<result<exec_result>> container_connector::exec(const agent_address& at, const agent_exec& call) {
+  auto stream = co_await connect(at);
+  if (!stream) co_return std::move(stream).err();
   json body = to_agent_json(call);
-  http::client_options options;
-  // The agent enforces the command's timeout; ours only catches an agent that stopped answering.
-  options.timeout = call.timeout + std::chrono::seconds(10);
   // Worst case per stream: every byte escaped as \u00XX (6x) plus its base64 (4/3x).
-  options.body_limit = 16 * call.max_output_bytes + (1u << 20);
-  auto req = http::make_request(http::verb::post, "/process/exec", &body);
-  auto path = socket_path(sandbox_id);
-  auto res = co_await http::unix_request(path, std::move(req), options);
-  if (!res) co_return std::move(res).err();
-  if (res->result_int() != 200) co_return agent_error(*res);
-  json j = json::parse(res->body(), nullptr, false);
-  if (!j.is_object()) co_return make_error(errc::internal, "agent sent a malformed exec result");
-  exec_result out;
-  try {
-    out.exit_code = j.at("exit_code").get<int>();
-    out.stdout_text = j.value("stdout", "");
-    out.stderr_text = j.value("stderr", "");
-    if (j.contains("stdout_b64")) out.stdout_b64 = j["stdout_b64"].get<std::string>();
-    if (j.contains("stderr_b64")) out.stderr_b64 = j["stderr_b64"].get<std::string>();
-    out.duration_ms = j.value("duration_ms", std::int64_t{0});
-    out.timed_out = j.value("timed_out", false);
-    out.truncated = j.value("truncated", false);
-    out.oom_killed = j.value("oom_killed", false);
-  } catch (const json::exception& e) {
-    co_return make_error(errc::internal, std::string("agent sent a malformed exec result: ") + e.what());
-  }
-  co_return out;
+  answer_limits limits{call.timeout + std::chrono::seconds(10), 16 * call.max_output_bytes + (1u << 20),
+                       options_.budget_wait};
+  budget_hold hold(budget_);
+  auto answer = co_await request_buffered(*stream, http::make_request(http::verb::post, "/process/exec", &body),
+                                          limits, hold);
+  if (!answer) co_return std::move(answer).err();
+  if (answer->status != 200) co_return agent_error(answer->status, answer->body);
+  json j = json::parse(answer->body, nullptr, false);
+  std::string().swap(answer->body);  // the parsed copy is all that is needed now
+  co_return exec_result_from(j);
 }
 
-boost::asio::awaitable<result<std::vector<listening_port>>> unix_socket_connector::ports(
-    const std::string& sandbox_id) {
-  http::client_options options;
-  options.timeout = std::chrono::seconds(10);
-  auto res = co_await http::unix_request(socket_path(sandbox_id), http::make_request(http::verb::get, "/ports"), options);
-  if (!res) co_return std::move(res).err();
-  if (res->result_int() != 200) co_return agent_error(*res);
-  json j = json::parse(res->body(), nullptr, false);
+asio::awaitable<result<std::vector<listening_port>>> container_connector::ports(const agent_address& at) {
+  auto stream = co_await connect(at);
+  if (!stream) co_return std::move(stream).err();
+  budget_hold hold(budget_);
+  auto answer = co_await request_buffered(*stream, http::make_request(http::verb::get, "/ports"),
+                                          {std::chrono::seconds(10), 4u << 20, options_.budget_wait}, hold);
+  if (!answer) co_return std::move(answer).err();
+  if (answer->status != 200) co_return agent_error(answer->status, answer->body);
+  json j = json::parse(answer->body, nullptr, false);
   if (!j.is_object() || !j.contains("items") || !j["items"].is_array())
     co_return make_error(errc::internal, "agent sent a malformed port list");
   std::vector<listening_port> out;
-  try {
-    for (const auto& item : j["items"]) {
-      listening_port p;
-      p.port = item.at("port").get<int>();
-      p.address = item.value("address", "");
-      p.family = item.value("family", "");
-      if (item.contains("pid") && item["pid"].is_number_integer()) p.pid = item["pid"].get<int>();
-      if (item.contains("process") && item["process"].is_string()) p.process = item["process"].get<std::string>();
-      out.push_back(std::move(p));
-    }
-  } catch (const json::exception& e) {
-    co_return make_error(errc::internal, std::string("agent sent a malformed port list: ") + e.what());
+  for (const auto& item : j["items"]) {
+    if (!item.is_object() || !item.contains("port") || !item["port"].is_number_integer())
+      co_return make_error(errc::internal, "agent sent a malformed port list");
+    listening_port p;
+    p.port = static_cast<int>(item["port"].get<std::int64_t>());
+    if (p.port < 1 || p.port > 65535) continue;
+    if (item.contains("address") && item["address"].is_string()) p.address = item["address"].get<std::string>();
+    if (item.contains("family") && item["family"].is_string()) p.family = item["family"].get<std::string>();
+    if (item.contains("pid") && item["pid"].is_number_integer()) p.pid = item["pid"].get<int>();
+    if (item.contains("process") && item["process"].is_string()) p.process = item["process"].get<std::string>();
+    out.push_back(std::move(p));
   }
   co_return out;
 }
 
-boost::asio::awaitable<result<void>> unix_socket_connector::exec_stream(const std::string& sandbox_id,
-                                                                       const agent_exec& call, byte_sink& sink) {
-  namespace asio = boost::asio;
-  namespace beast = boost::beast;
-  constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-  using unix_socket = asio::local::stream_protocol;
-
-  beast::basic_stream<unix_socket> stream(co_await asio::this_coro::executor);
-  stream.expires_after(std::chrono::seconds(2));
-  auto path = socket_path(sandbox_id);
-  auto [cec] = co_await stream.async_connect(unix_socket::endpoint(path), use_tuple);
-  if (cec) co_return make_error(errc::unavailable, "cannot connect to the sandbox agent: " + cec.message());
+asio::awaitable<result<void>> container_connector::exec_stream(const agent_address& at, const agent_exec& call,
+                                                              byte_sink& sink) {
+  auto connected = co_await connect(at);
+  if (!connected) co_return std::move(connected).err();
+  agent_stream& stream = *connected;
 
   json body = to_agent_json(call);
   auto req = http::make_request(http::verb::post, "/process/exec", &body);
-  req.set(http::bhttp::field::accept, "text/event-stream");
+  req.set(bhttp::field::accept, "text/event-stream");
   stream.expires_after(std::chrono::seconds(10));
-  auto [wec, wn] = co_await http::bhttp::async_write(stream, req, use_tuple);
-  if (wec) co_return make_error(errc::unavailable, "write to the sandbox agent failed: " + wec.message());
+  auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
+  if (wec) co_return unavailable("write to the sandbox agent failed: " + wec.message());
 
   // If the reader leaves, closing our end makes the agent kill the command.
   sink.abandon = [&stream] {
@@ -159,32 +289,31 @@ boost::asio::awaitable<result<void>> unix_socket_connector::exec_stream(const st
   } on_exit{sink};
 
   beast::flat_buffer buffer;
-  http::bhttp::response_parser<http::bhttp::buffer_body> parser;
+  bhttp::response_parser<bhttp::buffer_body> parser;
+  parser.header_limit(header_limit);
   parser.body_limit(boost::none);
-  auto [hec, hn] = co_await http::bhttp::async_read_header(stream, buffer, parser, use_tuple);
-  if (hec) co_return make_error(errc::unavailable, "the sandbox agent did not answer: " + hec.message());
+  auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, use_tuple);
+  if (hec) co_return unavailable("the sandbox agent did not answer: " + hec.message());
   std::vector<char> chunk(64 * 1024);
   std::string error_body;
+  bool ok = parser.get().result_int() == 200;
   // The command's own timeout ends the stream; this only catches an agent that went silent.
   stream.expires_after(call.timeout + std::chrono::seconds(10));
   while (!parser.is_done()) {
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
-    auto [ec, n] = co_await http::bhttp::async_read_some(stream, buffer, parser, use_tuple);
-    if (ec && ec != http::bhttp::error::need_buffer) break;
+    auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, parser, use_tuple);
+    if (ec && ec != bhttp::error::need_buffer) break;
     std::string_view got(chunk.data(), chunk.size() - parser.get().body().size);
-    if (parser.get().result_int() != 200) {
-      error_body.append(got);
+    if (!ok) {
+      error_body.append(got.substr(0, error_body_limit - std::min(error_body_limit, error_body.size())));
+      if (error_body.size() >= error_body_limit) break;
       continue;
     }
     // Closing our end makes the agent kill the command: nobody is reading any more.
     if (!got.empty() && !co_await sink.write(got)) co_return ok_t{};
   }
-  if (parser.get().result_int() != 200) {
-    http::response res{parser.get().result(), 11};
-    res.body() = error_body;
-    co_return agent_error(res);
-  }
+  if (!ok) co_return agent_error(parser.get().result_int(), error_body);
   co_return ok_t{};
 }
 

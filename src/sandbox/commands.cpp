@@ -25,8 +25,7 @@ result<agent_exec> service::prepare_exec(exec_request req) const {
 
 task<exec_result> service::explain_unreachable_agent(store::sandbox_record& rec, error e) {
   // The agent is gone: tell a stopped container (exit, OOM) from a transient failure.
-  auto name = container_name(rec.id);
-  auto info = co_await engine_.inspect_container(name);
+  auto info = co_await engine_.inspect_container(rec.container_id);
   if (info && !info->running) {
     std::string why = "the sandbox's container exited with code " + std::to_string(info->exit_code) +
                       (info->oom_killed ? " (out of memory)" : "");
@@ -41,7 +40,7 @@ task<exec_result> service::exec(const std::string& org_id, const std::string& id
   if (!call) co_return std::move(call).err();
   auto rec = require_started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
-  auto r = co_await agent_.exec(rec->id, *call);
+  auto r = co_await agent_.exec(agent_address_of(*rec), *call);
   if (r || r.err().code != errc::unavailable) co_return r;
   co_return co_await explain_unreachable_agent(*rec, std::move(r).err());
 }
@@ -52,16 +51,16 @@ task<void> service::exec_stream(const std::string& org_id, const std::string& id
   if (!call) co_return std::move(call).err();
   auto rec = require_started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
-  auto r = co_await agent_.exec_stream(rec->id, *call, sink);
+  auto r = co_await agent_.exec_stream(agent_address_of(*rec), *call, sink);
   if (r || r.err().code != errc::unavailable) co_return r;
   auto explained = co_await explain_unreachable_agent(*rec, std::move(r).err());
   co_return std::move(explained).err();
 }
 
-result<std::string> service::agent_endpoint(const std::string& org_id, const std::string& id_or_name) {
+task<agent_stream> service::connect_agent(const std::string& org_id, const std::string& id_or_name) {
   auto rec = require_started(org_id, id_or_name);
-  if (!rec) return std::move(rec).err();
-  return agent_.endpoint(rec->id);
+  if (!rec) co_return std::move(rec).err();
+  co_return co_await agent_.connect(agent_address_of(*rec));
 }
 
 namespace {

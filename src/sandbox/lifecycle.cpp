@@ -3,7 +3,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <filesystem>
 #include <spdlog/spdlog.h>
 
 #include "sandfort/crypto/digest.hpp"
@@ -49,6 +48,9 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   auto spec = validate(req);
   if (!spec) co_return std::move(spec).err();
   if (!network_) co_return make_error(errc::unavailable, "the sandbox network is not ready yet (is Docker running?)");
+  // Reconciliation removes containers and marks rows it cannot account for: a sandbox created
+  // while it sweeps could be taken for a leftover.
+  if (!reconciled_) co_return make_error(errc::unavailable, "sandfortd is still reconciling with Docker; retry shortly");
   store::sandbox_record rec;
   rec.id = new_id("sbx-");
   rec.org_id = org_id;
@@ -85,8 +87,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
 task<void> service::provision(store::sandbox_record rec, std::string proxy_secret) {
   auto fail = [&](const error& e) -> asio::awaitable<result<void>> {
     spdlog::warn("sandbox {} failed to start: {}", rec.id, e.message);
-    (void)co_await destroy_container(rec.id);
-    remove_host_dir(rec.id);
+    (void)co_await destroy_container(rec);
     if (auto cur = db_.get_sandbox(rec.org_id, rec.id)) (void)set_state(*cur, "error", e.message);
     co_return error(e);
   };
@@ -103,32 +104,19 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
     (void)set_state(rec, "creating");
   }
 
-  std::error_code ec;
-  auto run_dir = sandbox_run_dir(cfg_.state_dir, rec.id);
-  std::filesystem::create_directories(run_dir, ec);
-  // The agent runs as the sandbox's user, which may not be root: it must be able to create its
-  // socket here. The directory is mounted into this one sandbox only.
-  if (!ec) std::filesystem::permissions(run_dir, std::filesystem::perms::all | std::filesystem::perms::sticky_bit, ec);
-  if (ec) {
-    auto e = make_error(errc::internal, "cannot create " + run_dir + ": " + ec.message());
-    co_return co_await fail(std::move(e));
-  }
-
   auto container = container_for(rec, spec_from_json(rec.spec_json), proxy_secret);
   auto id = co_await engine_.create_container(container);
   if (!id) co_return co_await fail(std::move(id).err());
+  rec.container_id = *id;
   if (deleted_meanwhile()) {
-    (void)co_await destroy_container(rec.id);
-    remove_host_dir(rec.id);
+    (void)co_await destroy_container(rec);
     co_return cancelled;
   }
-  rec.container_id = *id;
   if (auto r = db_.update_sandbox(rec); !r) co_return co_await fail(std::move(r).err());
 
   if (auto r = co_await start_and_wait(rec); !r) co_return co_await fail(std::move(r).err());
   if (deleted_meanwhile()) {
-    (void)co_await destroy_container(rec.id);
-    remove_host_dir(rec.id);
+    (void)co_await destroy_container(rec);
     co_return cancelled;
   }
   if (auto r = set_state(rec, "started"); !r) co_return r;
@@ -137,22 +125,22 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
 }
 
 task<void> service::start_and_wait(store::sandbox_record& rec) {
-  auto name = container_name(rec.id);
-  if (auto r = co_await engine_.start_container(name); !r) co_return r;
-  if (auto r = co_await wait_for_agent(rec.id, name); !r) co_return r;
+  agent_.forget(rec.id);  // a new init process: learn it again
+  if (auto r = co_await engine_.start_container(rec.container_id); !r) co_return r;
+  if (auto r = co_await wait_for_agent(rec); !r) co_return r;
   co_return co_await refresh_address(rec);
 }
 
-task<void> service::wait_for_agent(const std::string& sandbox_id, const std::string& container) {
+task<void> service::wait_for_agent(const store::sandbox_record& rec) {
   // The agent is ready when it answers /health; until its socket exists a connect fails at
   // once, so a short backoff keeps start-up latency near the agent's own start time.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.agent_start_timeout_s);
   auto backoff = std::chrono::milliseconds(2);
   asio::steady_timer timer(executor_);
   for (int attempt = 1;; ++attempt) {
-    if (auto h = co_await agent_.health(sandbox_id, std::chrono::milliseconds(500)); h) co_return ok_t{};
+    if (auto h = co_await agent_.health(agent_address_of(rec), std::chrono::milliseconds(500)); h) co_return ok_t{};
     if (attempt % 16 == 0) {
-      auto info = co_await engine_.inspect_container(container);
+      auto info = co_await engine_.inspect_container(rec.container_id);
       if (!info) co_return std::move(info).err();
       if (!info->running)
         co_return make_error(errc::internal, "the sandbox's container exited with code " +
@@ -168,17 +156,23 @@ task<void> service::wait_for_agent(const std::string& sandbox_id, const std::str
   }
 }
 
-task<void> service::destroy_container(const std::string& sandbox_id) {
-  auto name = container_name(sandbox_id);
-  auto r = co_await engine_.remove_container(name);
-  if (!r && r.err().code != errc::not_found) co_return r;
+task<void> service::destroy_container(const store::sandbox_record& rec) {
+  std::vector<std::string> ids;
+  if (!rec.container_id.empty()) {
+    ids.push_back(rec.container_id);
+  } else {
+    // Created but not yet recorded (a delete racing provisioning): its labels name it.
+    std::vector<std::string> labels = {std::string(label_sandbox) + "=" + rec.id,
+                                       std::string(label_instance) + "=" + db_.instance_id()};
+    auto found = co_await engine_.list_containers(labels);
+    if (!found) co_return std::move(found).err();
+    for (const auto& c : *found) ids.push_back(c.id);
+  }
+  for (const auto& id : ids) {
+    auto r = co_await engine_.remove_container(id);
+    if (!r && r.err().code != errc::not_found) co_return r;
+  }
   co_return ok_t{};
-}
-
-void service::remove_host_dir(const std::string& sandbox_id) {
-  std::error_code ec;
-  std::filesystem::remove_all(sandbox_host_dir(cfg_.state_dir, sandbox_id), ec);
-  if (ec) spdlog::warn("cannot remove the host directory of {}: {}", sandbox_id, ec.message());
 }
 
 task<sandbox_view> service::get(const std::string& org_id, const std::string& id_or_name, const std::string& wait_for,
@@ -231,8 +225,7 @@ task<sandbox_view> service::stop(const std::string& org_id, const std::string& i
   if (rec->state == "stopped") co_return view_of(*rec);
   if (rec->state != "started")
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be stopped");
-  auto name = container_name(rec->id);
-  if (auto r = co_await engine_.stop_container(name, cfg_.stop_timeout_s); !r)
+  if (auto r = co_await engine_.stop_container(rec->container_id, cfg_.stop_timeout_s); !r)
     co_return std::move(r).err();
   rec->address.clear();
   if (auto r = set_state(*rec, "stopped"); !r) co_return std::move(r).err();
@@ -258,11 +251,10 @@ task<void> service::remove(const std::string& org_id, const std::string& id_or_n
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   // Container first: if Docker is unreachable the row stays, so nothing runs unaccounted for.
-  if (auto r = co_await destroy_container(rec->id); !r) co_return r;
+  if (auto r = co_await destroy_container(*rec); !r) co_return r;
   rec->address.clear();
   if (auto r = set_state(*rec, "deleted"); !r) co_return r;
   disconnect(rec->id);
-  remove_host_dir(rec->id);
   spdlog::info("sandbox {} deleted", rec->id);
   co_return ok_t{};
 }

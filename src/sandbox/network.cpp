@@ -56,8 +56,7 @@ task<docker::network_info> service::prepare_network() {
 }
 
 task<void> service::refresh_address(store::sandbox_record& rec) {
-  std::string name = container_name(rec.id);
-  auto info = co_await engine_.inspect_container(name);
+  auto info = co_await engine_.inspect_container(rec.container_id);
   if (!info) co_return std::move(info).err();
   auto it = network_ ? info->addresses.find(network_->name) : info->addresses.end();
   rec.address = it == info->addresses.end() ? std::string{} : it->second;
@@ -65,6 +64,7 @@ task<void> service::refresh_address(store::sandbox_record& rec) {
 }
 
 void service::disconnect(const std::string& sandbox_id) {
+  agent_.forget(sandbox_id);
   for (auto& hook : disconnect_hooks_) hook(sandbox_id);
 }
 
@@ -93,8 +93,7 @@ task<sandbox_metrics> service::metrics(const std::string& org_id, const std::str
   auto rec = require_started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   std::string id = rec->id;
-  std::string name = container_name(id);
-  auto sample = co_await engine_.stats(name);
+  auto sample = co_await engine_.stats(rec->container_id);
   if (!sample) co_return std::move(sample).err();
   sandbox_metrics m{sample->cpu_percent, sample->memory_bytes, sample->memory_limit_bytes, sample->pids};
   if (egress_meter_) {
@@ -110,7 +109,7 @@ task<sandbox_metrics> service::metrics(const std::string& org_id, const std::str
 task<std::vector<listening_port>> service::ports(const std::string& org_id, const std::string& id_or_name) {
   auto rec = require_started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
-  auto found = co_await agent_.ports(rec->id);
+  auto found = co_await agent_.ports(agent_address_of(*rec));
   if (!found) co_return std::move(found).err();
   std::string tmpl = view_of(*rec).preview_url_template;
   for (auto& p : *found) {

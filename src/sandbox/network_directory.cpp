@@ -8,8 +8,9 @@ std::optional<proxy::sandbox_egress> egress_lookup::find(const std::string& sand
   auto rec = db_.find_live_sandbox(sandbox_id);
   // A row without a credential (made before the sandbox network existed) can never authenticate.
   if (!rec || rec->proxy_secret_sha256.empty()) return std::nullopt;
+  // The state and address bind the credential to where the sandbox's container is now.
   return proxy::sandbox_egress{rec->id, rec->org_id, rec->proxy_secret_sha256,
-                               spec_from_json(rec->spec_json).egress_allowlist};
+                               spec_from_json(rec->spec_json).egress_allowlist, rec->state, rec->address};
 }
 
 std::optional<preview::preview_target> preview_lookup::find(const std::string& sandbox_id) {

@@ -1,5 +1,4 @@
 // Start-up reconciliation: Docker and the database must tell the same story before we serve.
-#include <filesystem>
 #include <set>
 #include <spdlog/spdlog.h>
 
@@ -37,7 +36,10 @@ task<reconcile_report> service::reconcile() {
     auto found = by_sandbox.find(rec.id);
     if (rec.state == "creating" || rec.state == "pulling") {
       // The daemon died mid-create: nobody will finish it, so undo it.
-      if (found != by_sandbox.end()) (void)co_await destroy_container(rec.id);
+      if (found != by_sandbox.end()) {
+        rec.container_id = found->second.id;
+        (void)co_await destroy_container(rec);
+      }
       (void)set_state(rec, "error", "sandfortd restarted while this sandbox was being created");
       ++report.rows_marked_error;
     } else if (found == by_sandbox.end()) {
@@ -53,18 +55,9 @@ task<reconcile_report> service::reconcile() {
     }
   }
 
-  // Host directories whose sandbox is gone (deleted while we were down, or never finished).
-  std::error_code ec;
-  std::filesystem::path root = std::filesystem::path(cfg_.state_dir) / "sandboxes";
-  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
-    auto name = entry.path().filename().string();
-    if (!is_id(name, "sbx-") || live.count(name)) continue;
-    std::filesystem::remove_all(entry.path(), ec);
-    ++report.dirs_removed;
-  }
   reconciled_ = true;
-  spdlog::info("reconcile: {} containers removed, {} rows marked error, {} marked stopped, {} dirs removed",
-               report.containers_removed, report.rows_marked_error, report.rows_marked_stopped, report.dirs_removed);
+  spdlog::info("reconcile: {} containers removed, {} rows marked error, {} marked stopped",
+               report.containers_removed, report.rows_marked_error, report.rows_marked_stopped);
   co_return report;
 }
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sandfort/core/ids.hpp"
+#include "sandfort/sandbox/image_policy.hpp"
 #include "sandfort/sandbox/service.hpp"
 
 namespace sandfort::sandbox {
@@ -55,7 +56,9 @@ error bad(std::string message) { return make_error(errc::invalid_argument, std::
 
 }  // namespace
 
-std::string container_name(const std::string& sandbox_id) { return "sandfort-" + sandbox_id; }
+std::string new_container_name() { return "sandfort-" + random_hex(8); }
+
+agent_address agent_address_of(const store::sandbox_record& rec) { return {rec.id, rec.container_id}; }
 
 result<sandbox_spec> service::validate(const create_request& req) const {
   sandbox_spec spec;
@@ -64,6 +67,10 @@ result<sandbox_spec> service::validate(const create_request& req) const {
                "and not start with 'sbx-'");
   if (!req.snapshot.empty() && !valid_image_ref(req.snapshot))
     return bad("snapshot '" + req.snapshot + "' is not a valid image reference");
+  // The registry must be allowed before Docker is asked anything (image_policy.hpp says why).
+  if (auto allowed = req.snapshot.empty() ? result<void>{} : image_policy::from_config(cfg_).check(req.snapshot);
+      !allowed)
+    return std::move(allowed).err();
   if (req.env.size() > 256) return bad("env has more than 256 variables");
   for (const auto& [k, v] : req.env) {
     if (!valid_env_key(k)) return bad("env name '" + k + "' is not a valid variable name");
@@ -120,7 +127,7 @@ std::vector<std::string> proxy_environment(const std::string& sandbox_id, const 
 docker::container_spec service::container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
                                               const std::string& proxy_secret) const {
   docker::container_spec c;
-  c.name = container_name(rec.id);
+  c.name = new_container_name();
   c.image = rec.snapshot;
   c.entrypoint = {"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock"};
   for (const auto& [k, v] : spec.env) c.env.push_back(k + "=" + v);
@@ -132,8 +139,12 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
   c.hostname = rec.id;
   c.user = spec.user;
   c.workdir = spec.workdir;
-  c.binds = {{cfg_.agent_path, "/.sandfort/agent", true},
-             {sandbox_run_dir(cfg_.state_dir, rec.id), "/run/sandfort", false}};
+  c.binds = {{cfg_.agent_path, "/.sandfort/agent", true}};
+  // The agent's socket lives in a tmpfs of this container's own: nothing the sandbox writes
+  // there is on the host (no disk to fill, no set-uid file for a host user), and sandfortd
+  // reaches it only through the container's root (agent_socket.hpp). 1777: the agent may run
+  // as the sandbox's unprivileged user.
+  c.tmpfs = {{"/run/sandfort", 1 << 20, 01777}};
   c.cpus = spec.limits.cpus;
   c.memory_bytes = spec.limits.memory_mb * 1024 * 1024;
   c.pids_limit = spec.limits.pids;

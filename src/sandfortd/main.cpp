@@ -1,15 +1,20 @@
 // sandfortd: wiring only — flags, configuration, objects, the io_context.
 #include <CLI/CLI.hpp>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <iostream>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "logging.hpp"
@@ -66,8 +71,34 @@ config load_or_exit(const config_flags& f) {
   auto cfg = load_config(f.file, overrides, environ);
   if (!cfg) throw std::runtime_error(cfg.err().message);
   if (auto r = finalize_config(*cfg, executable_dir()); !r) throw std::runtime_error(r.err().message);
-  std::filesystem::create_directories(std::filesystem::path(cfg->state_dir) / "sandboxes");
+  bool fresh = !std::filesystem::exists(cfg->state_dir);
+  std::filesystem::create_directories(cfg->state_dir);
+  if (fresh) std::filesystem::permissions(cfg->state_dir, std::filesystem::perms::owner_all);
   return std::move(cfg).value();
+}
+
+// The state directory holds the database (key hashes, the audit chain) and, with scripts/run,
+// the admin key: no other host user may traverse it, whatever umask made it. Tightens what this
+// user owns (0700, database files 0600) and says what it changed or could not.
+std::vector<std::string> secure_state(const config& cfg) {
+  std::vector<std::string> notes;
+  auto tighten = [&](const std::string& path, mode_t wanted) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || (st.st_mode & 077) == 0) return;
+    auto was = fmt::format("{:04o}", st.st_mode & 07777);
+    if (st.st_uid != ::geteuid())
+      notes.push_back(fmt::format("{} is mode {} and owned by uid {}: other host users can read it; make it {:04o}",
+                                  path, was, st.st_uid, wanted));
+    else if (::chmod(path.c_str(), wanted) != 0)
+      notes.push_back(fmt::format("{} is mode {} and chmod failed: {}", path, was, std::strerror(errno)));
+    else
+      notes.push_back(fmt::format("{} was mode {}; now {:04o} (other host users must not read it)", path, was, wanted));
+  };
+  tighten(cfg.state_dir, 0700);
+  // SQLite gives its -wal and -shm files the database's mode, so a new database starts as 0600.
+  if (int fd = ::open(cfg.database.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); fd >= 0) ::close(fd);
+  for (const char* suffix : {"", "-wal", "-shm"}) tighten(cfg.database + suffix, 0600);
+  return notes;
 }
 
 std::unique_ptr<store::database> open_store(const config& cfg) {
@@ -78,6 +109,7 @@ std::unique_ptr<store::database> open_store(const config& cfg) {
 
 int admin_bootstrap(const config_flags& f) {
   auto cfg = load_or_exit(f);
+  for (const auto& note : secure_state(cfg)) std::cerr << "sandfortd: " << note << "\n";
   auto db = open_store(cfg);
   system_clock clk;
   auto issued = auth::bootstrap(*db, clk);
@@ -127,6 +159,9 @@ result<proxy::proxy_options> egress_options(const config& cfg) {
   o.connect_timeout = std::chrono::seconds(cfg.egress.connect_timeout_s);
   o.idle_timeout = std::chrono::seconds(cfg.egress.idle_timeout_s);
   o.max_tunnels_per_sandbox = static_cast<std::size_t>(cfg.egress.max_tunnels_per_sandbox);
+  o.max_pending_per_source = static_cast<std::size_t>(cfg.egress.max_pending_per_source);
+  o.max_pending = static_cast<std::size_t>(cfg.egress.max_pending);
+  o.max_tunnels = static_cast<std::size_t>(cfg.egress.max_tunnels);
   return o;
 }
 
@@ -142,6 +177,7 @@ asio::awaitable<void> reap_forever(sandbox::service& svc, bool& stopping) {
 // Rules this process created go with it, but only when no sandbox is left on the network: a
 // sandbox that outlives the daemon must not find the host open.
 asio::awaitable<void> remove_firewall_if_unused(docker::engine& engine, const std::string& network,
+                                               firewall::firewall_worker& worker,
                                                std::optional<firewall::host_firewall>& fw) {
   if (!fw || !fw->created()) co_return;
   auto net = co_await engine.inspect_network(network);
@@ -149,12 +185,29 @@ asio::awaitable<void> remove_firewall_if_unused(docker::engine& engine, const st
     spdlog::info("host firewall rules stay: {} sandbox containers remain on {}", net->containers.size(), network);
     co_return;
   }
-  if (auto r = fw->remove(); !r) spdlog::warn("host firewall: {}", r.err().message);
+  if (auto r = co_await worker.remove(*fw); !r) spdlog::warn("host firewall: {}", r.err().message);
+}
+
+// Every connection costs a descriptor, and the caps (max_connections, egress.max_pending,
+// egress.max_tunnels) assume more than the usual soft limit of 1024: raise it to the hard limit.
+void raise_descriptor_limit() {
+  constexpr rlim_t enough = 65536;
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  rlim_t want = lim.rlim_max == RLIM_INFINITY ? enough : std::min(lim.rlim_max, enough);
+  if (want > lim.rlim_cur) {
+    rlimit raised{want, lim.rlim_max};
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim.rlim_cur = want;
+  }
+  spdlog::info("open file limit: {} (hard limit {})", static_cast<unsigned long long>(lim.rlim_cur),
+               lim.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(lim.rlim_max));
 }
 
 int serve(const config_flags& f) {
   auto cfg = load_or_exit(f);
   daemon::setup_logging(cfg.log_format, cfg.log_level);
+  for (const auto& note : secure_state(cfg)) spdlog::warn("state: {}", note);
+  raise_descriptor_limit();
   if (!std::filesystem::exists(cfg.agent_path))
     throw std::runtime_error("sandbox agent not found at " + cfg.agent_path + " (set agent_path)");
   auto db = open_store(cfg);
@@ -165,13 +218,18 @@ int serve(const config_flags& f) {
   system_clock clk;
   docker::unix_engine engine({cfg.docker_socket, std::chrono::seconds(cfg.docker_timeout_s),
                               std::chrono::seconds(cfg.pull_timeout_s)});
-  sandbox::unix_socket_connector agent(cfg.state_dir);
+  sandbox::connector_options agent_opts;
+  agent_opts.response_budget_bytes = cfg.agent_response_budget_mb << 20;
+  sandbox::container_connector agent(engine, agent_opts);
   sandbox::service sandboxes(ioc.get_executor(), cfg, *db, engine, agent, clk);
 
   http::server_options options;
   options.body_limit = cfg.max_body_bytes;
   options.header_timeout = std::chrono::seconds(cfg.header_timeout_s);
   options.idle_timeout = std::chrono::seconds(cfg.idle_timeout_s);
+  options.max_connections = static_cast<std::size_t>(cfg.max_connections);
+  options.listener_name = "api";
+  options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
   http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk}));
   server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk}));
 
@@ -183,6 +241,7 @@ int serve(const config_flags& f) {
   sandbox::preview_lookup preview_directory(*db);
   preview::preview_options preview_opts;
   preview_opts.domain = cfg.preview.domain;
+  preview_opts.max_connections = static_cast<std::size_t>(cfg.preview.max_connections);
   preview::preview_server previews(ioc, preview_opts, preview_directory);
   // A stopped or deleted sandbox's tunnels and preview relays close at once.
   sandboxes.on_disconnect([&](const std::string& id) {
@@ -195,8 +254,13 @@ int serve(const config_flags& f) {
   });
   firewall::process_runner runner;
   std::optional<firewall::host_firewall> host_firewall;
+  // iptables runs there, never on the I/O thread. Declared after host_firewall: it is joined
+  // before the rules object it may still be using goes away.
+  firewall::firewall_worker firewall_thread;
   std::string network_name = cfg.network.name;
 
+  // Ends the Docker event follower on SIGTERM.
+  asio::cancellation_signal stop_following_events;
   int exit_code = 0;
   bool stopping = false;
   auto fatal = [&](const std::string& what) {
@@ -214,10 +278,13 @@ int serve(const config_flags& f) {
         fatal("sandbox network: " + net.err().message);
         co_return;
       }
+      // Containers that die or vanish behind our back: followed from before reconciliation on.
+      asio::co_spawn(ioc, sandboxes.follow_container_events(),
+                     asio::bind_cancellation_slot(stop_following_events.slot(), asio::detached));
       auto proxy_port = static_cast<unsigned short>(cfg.egress.proxy_port);
       if (cfg.network.host_firewall) {
         host_firewall.emplace(runner, firewall::rule_set{net->bridge, net->gateway, proxy_port});
-        if (auto r = host_firewall->install(); !r) {
+        if (auto r = co_await firewall_thread.install(*host_firewall); !r) {
         fatal("host firewall: " + r.err().message);
         co_return;
       }
@@ -247,12 +314,13 @@ int serve(const config_flags& f) {
     if (ec) return;
     spdlog::info("signal {}: no new connections; finishing in-flight requests", sig);
     stopping = true;
+    stop_following_events.emit(asio::cancellation_type::terminal);
     server.stop();
     previews.stop();
     egress.stop();
     asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
         co_await server.drain(std::chrono::seconds(cfg.shutdown_grace_s));
-        co_await remove_firewall_if_unused(engine, network_name, host_firewall);
+        co_await remove_firewall_if_unused(engine, network_name, firewall_thread, host_firewall);
         spdlog::info("stopped");
         ioc.stop();
     }, asio::detached);

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("SANDFORT_BUILD_DIR", os.path.join(REPO, "build"))
@@ -183,7 +184,7 @@ class Daemon:
         """Stops the daemon and removes every container it made, its network, the firewall
         rules a killed daemon could not remove, then its state."""
         self.kill()
-        for c in docker_containers_of_state(self.state_dir):
+        for c in docker_containers_of(self):
             docker("DELETE", f"/containers/{c['Id']}?force=true")
         docker("DELETE", f"/networks/{self.network['name']}")
         remove_firewall_rules(self.network["bridge"])
@@ -231,23 +232,26 @@ def docker(method, path, body=None):
         return r.status, raw
 
 
+def _containers_labelled(label):
+    status, body = docker("GET", "/containers/json?all=true&filters=" +
+                          urllib.parse.quote(json.dumps({"label": [label]})))
+    assert status == 200, body
+    return body
+
+
 def docker_container(sandbox_id):
-    status, body = docker("GET", f"/containers/sandfort-{sandbox_id}/json")
+    """Docker's inspect of a sandbox's container (found by its label: names are opaque), or None."""
+    found = _containers_labelled(f"io.sandfort.sandbox={sandbox_id}")
+    if not found:
+        return None
+    status, body = docker("GET", f"/containers/{found[0]['Id']}/json")
     return body if status == 200 else None
 
 
-def docker_containers_of_state(state_dir):
-    """Containers whose agent socket directory lies under state_dir: the ones a daemon made."""
-    status, body = docker("GET", "/containers/json?all=true&filters=" +
-                          json.dumps({"label": ["io.sandfort.sandbox"]}).replace(" ", ""))
-    assert status == 200, body
-    mine = []
-    for c in body:
-        for m in c.get("Mounts", []):
-            if m.get("Source", "").startswith(state_dir + "/"):
-                mine.append(c)
-                break
-    return mine
+def docker_containers_of(daemon):
+    """The sandbox containers a daemon made: those on its own sandbox network."""
+    return [c for c in _containers_labelled("io.sandfort.sandbox")
+            if daemon.network["name"] in (c.get("NetworkSettings", {}).get("Networks") or {})]
 
 
 def read_sse(response_body):

@@ -1,5 +1,7 @@
 """Images that are not on the engine are pulled: a real registry (Debian's docker-registry) on
-loopback stands in for Docker Hub, which this machine cannot reach."""
+loopback stands in for Docker Hub, which this machine cannot reach. A loopback registry is refused
+unless the operator lists it exactly in images.allowed_registries, so these tests run their own
+daemon that does (a local mirror); the shared daemon refuses it."""
 
 import os
 import shutil
@@ -10,7 +12,7 @@ import time
 
 import pytest
 
-from sandfort_harness import docker, docker_container, free_port
+from sandfort_harness import Daemon, docker, docker_container, free_port
 
 REGISTRY = "/usr/bin/docker-registry"
 
@@ -49,7 +51,33 @@ def registry():
     shutil.rmtree(root, ignore_errors=True)
 
 
-def test_missing_image_is_pulled_then_started(member, registry):
+@pytest.fixture(scope="module")
+def mirror_member(registry):
+    """A member key on a daemon whose operator allowed the local registry as a mirror."""
+    d = Daemon({"images": {"allowed_registries": [f"127.0.0.1:{registry['port']}", "docker.io"]}}).start()
+    try:
+        admin = d.admin()
+        r = admin.post("/v1/orgs", {"name": "mirrored"})
+        assert r.status == 201, r
+        r = admin.post(f"/v1/orgs/{r.json()['id']}/api-keys", {"name": "m", "role": "member"})
+        assert r.status == 201, r
+        yield d.client(r.json()["key"])
+    finally:
+        rc = d.stop()
+        log = d.log()
+        d.cleanup()
+    assert rc == 0, "sandfortd did not exit cleanly on SIGTERM:\n" + log
+
+
+def test_a_loopback_registry_not_listed_is_400_and_nothing_is_pulled(member, registry):
+    r = member.post("/v1/sandboxes", {"snapshot": registry["ref"], "wait": True})
+    assert r.status == 400, r
+    assert "images.allowed_registries" in r.json()["error"]["message"]
+    assert docker("GET", f"/images/{registry['ref']}/json")[0] == 404
+
+
+def test_missing_image_is_pulled_then_started(mirror_member, registry):
+    member = mirror_member
     ref = registry["ref"]
     assert docker("GET", f"/images/{ref}/json")[0] == 404
     r = member.post("/v1/sandboxes", {"snapshot": ref, "wait": True})
@@ -65,7 +93,8 @@ def test_missing_image_is_pulled_then_started(member, registry):
         member.delete(f"/v1/sandboxes/{sbx['id']}")
 
 
-def test_image_missing_from_a_reachable_registry_is_404_naming_it(member, registry):
+def test_image_missing_from_a_reachable_registry_is_404_naming_it(mirror_member, registry):
+    member = mirror_member
     ref = f"127.0.0.1:{registry['port']}/sandfort/not-there:9"
     r = member.post("/v1/sandboxes", {"snapshot": ref, "wait": True})
     assert r.status == 404, r

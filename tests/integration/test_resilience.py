@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sandfort_harness import Daemon, docker, docker_container, docker_containers_of_state
+from sandfort_harness import Daemon, docker, docker_container, docker_containers_of
 
 
 @pytest.fixture
@@ -30,13 +30,13 @@ def test_sigkill_during_create_leaves_no_orphan_after_restart(fresh):
         assert r.status == 200, r
         assert r.json()["state"] in ("error", "started"), r.json()
     time.sleep(0.5)
-    live = {c["Labels"]["io.sandfort.sandbox"] for c in docker_containers_of_state(fresh.state_dir)}
+    live = {c["Labels"]["io.sandfort.sandbox"] for c in docker_containers_of(fresh)}
     started = {sid for sid in ids if member.get(f"/v1/sandboxes/{sid}").json()["state"] == "started"}
     # Every container belongs to a sandbox the API reports as started; nothing else survives.
     assert live == started, (live, started)
     for sid in ids:
         assert member.delete(f"/v1/sandboxes/{sid}").status == 204
-    assert docker_containers_of_state(fresh.state_dir) == []
+    assert docker_containers_of(fresh) == []
 
 
 def test_restart_marks_vanished_containers_and_removes_unknown_ones(fresh):
@@ -46,7 +46,7 @@ def test_restart_marks_vanished_containers_and_removes_unknown_ones(fresh):
     vanish = admin.create_sandbox()
     fresh.stop()
     # Behind the daemon's back: one container disappears, and one appears that no row knows.
-    docker("DELETE", f"/containers/sandfort-{vanish['id']}?force=true")
+    docker("DELETE", f"/containers/{docker_container(vanish['id'])['Id']}?force=true")
     stray = docker_container(keep["id"])["Config"]["Labels"].copy()
     stray["io.sandfort.sandbox"] = "sbx-00000000000000aa"
     status, made = docker("POST", "/containers/create?name=sandfort-stray-" + os.path.basename(fresh.state_dir),

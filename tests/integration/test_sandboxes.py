@@ -10,9 +10,11 @@ def test_create_wait_exec_delete_walkthrough(daemon, member):
     sbx = member.create_sandbox(snapshot=IMAGE)
     assert sbx["state"] == "started"
     assert sbx["id"].startswith("sbx-") and len(sbx["id"]) == 20
-    assert docker_container(sbx["id"])["State"]["Running"]
-    host_dir = os.path.join(daemon.state_dir, "sandboxes", sbx["id"])
-    assert os.path.isdir(host_dir)
+    container = docker_container(sbx["id"])
+    assert container["State"]["Running"]
+    # Nothing of the sandbox lives on the host: its agent socket is in a tmpfs of its own.
+    assert container["HostConfig"]["Tmpfs"] == {"/run/sandfort": "rw,nosuid,nodev,noexec,size=1048576,mode=1777"}
+    assert not os.path.exists(os.path.join(daemon.state_dir, "sandboxes"))
 
     r = member.exec(sbx["id"], command="echo build; exit 7")
     assert r["exit_code"] == 7 and r["stdout"] == "build\n" and r["stderr"] == ""
@@ -23,7 +25,6 @@ def test_create_wait_exec_delete_walkthrough(daemon, member):
 
     assert member.delete(f"/v1/sandboxes/{sbx['id']}").status == 204
     assert docker_container(sbx["id"]) is None
-    assert not os.path.exists(host_dir)
     r = member.delete(f"/v1/sandboxes/{sbx['id']}")
     assert r.status == 404 and r.json()["error"]["code"] == "not_found"
     assert member.get(f"/v1/sandboxes/{sbx['id']}").status == 404

@@ -34,10 +34,21 @@ class raw_client {
   raw_client(const raw_client&) = delete;
   raw_client& operator=(const raw_client&) = delete;
 
-  // Returns 0, or the errno of a failed connect (ECONNREFUSED, ...).
-  int connect(unsigned short port) {
+  // Returns 0, or the errno of a failed connect (ECONNREFUSED, ...). `source` is another
+  // loopback address to connect from ("127.0.0.2"): a second client address for per-source limits.
+  int connect(unsigned short port, const char* source = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) return errno;
+    if (source) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      ::inet_pton(AF_INET, source, &from.sin_addr);
+      if (::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+        int err = errno;
+        close();
+        return err;
+      }
+    }
     timeval tv{10, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     sockaddr_in addr{};

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "sandfort/core/error.hpp"
 
@@ -33,6 +34,11 @@ struct egress_config {
   int connect_timeout_s = 10;
   int idle_timeout_s = 300;
   int max_tunnels_per_sandbox = 64;
+  // Connections whose credential is not yet checked ("pending"), per source address and in
+  // total, and authenticated tunnels in total: a connection beyond a cap is closed at once.
+  int max_pending_per_source = 32;
+  int max_pending = 512;
+  int max_tunnels = 4096;
 };
 
 struct preview_config {
@@ -40,6 +46,15 @@ struct preview_config {
   std::string domain = "preview.localhost";
   // What the API shows; {port} and {id} are replaced. Empty: http://{port}-{id}.<domain>:<listen port>.
   std::string url_template;
+  int max_connections = 1024;  // open connections at which the listener pauses accepting
+};
+
+// Which registries a create request's `snapshot` may name (docs/configuration.md, "images").
+struct images_config {
+  // "host" or "host:port" entries matched exactly (case-insensitive), or "*" for any registry
+  // whose host is a public name or address. Empty: the registry of default_image and docker.io.
+  // A loopback/private/link-local registry host is refused unless listed exactly.
+  std::vector<std::string> allowed_registries;
 };
 
 struct config {
@@ -57,6 +72,7 @@ struct config {
   int header_timeout_s = 10;
   int idle_timeout_s = 60;
   int shutdown_grace_s = 20;
+  int max_connections = 1024;  // on the API listener: at the cap, accepting pauses until one closes
 
   int agent_start_timeout_s = 30;
   int stop_timeout_s = 5;
@@ -66,6 +82,10 @@ struct config {
   int exec_default_timeout_s = 60;
   int exec_max_timeout_s = 3600;
   std::uint64_t output_cap_bytes = 10u << 20;
+  // Agents are untrusted: a forwarded answer's body must keep moving (event streams and the
+  // PTY excepted), and buffered answers of all sandboxes share one memory budget.
+  int agent_idle_timeout_s = 300;
+  std::uint64_t agent_response_budget_mb = 256;
 
   resource_limits default_resources{};
   resource_limits max_resources{4.0, 8192, 4096};
@@ -73,6 +93,7 @@ struct config {
   network_config network{};
   egress_config egress{};
   preview_config preview{};
+  images_config images{};
 };
 
 // key=value pairs from the command line; keys as in the file ("max_resources.cpus").

@@ -6,11 +6,13 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sandfort/core/error.hpp"
@@ -42,6 +44,14 @@ struct bind_mount {
   bool read_only = false;
 };
 
+// A tmpfs inside the container: memory-backed, gone with the container, never a host path.
+struct tmpfs_mount {
+  std::string container_path;
+  std::int64_t size_bytes = 1 << 20;
+  int mode = 01777;
+  // nosuid, nodev and noexec are always set: nothing written there runs or escalates.
+};
+
 // Everything sandfortd ever asks of a container: an allowlist, not Docker's HostConfig.
 struct container_spec {
   std::string name;
@@ -54,6 +64,7 @@ struct container_spec {
   std::string user;     // empty: the image's
   std::string workdir;  // empty: the image's
   std::vector<bind_mount> binds;
+  std::vector<tmpfs_mount> tmpfs;
   double cpus = 1.0;
   std::int64_t memory_bytes = 0;  // also the memory+swap limit: no swap
   std::int64_t pids_limit = 0;
@@ -114,8 +125,77 @@ struct container_info {
   bool running = false;
   int exit_code = 0;
   bool oom_killed = false;
+  // The host pid of the container's init process while it runs, 0 otherwise (inspect only).
+  int pid = 0;
   std::map<std::string, std::string> addresses;  // network name → IPv4 address (inspect only)
 };
+
+
+// --- Docker's event stream (GET /events) -------------------------------------------------------
+// Containers die, are removed or lose their network behind our back; the engine says so on its
+// event stream, and the sandbox service follows it to bring rows in line.
+
+// One event, as parsed from one JSON line of the stream.
+struct engine_event {
+  std::string type;    // "container" | "network" | …
+  std::string action;  // "die", "oom", "destroy", "stop", "start", "connect", "disconnect", …
+  std::string actor_id;
+  // Container events: the actor; network events: Attributes.container (may be empty).
+  std::string container_id;
+  // Network events: the network's name (Attributes.name). Empty for container events.
+  std::string network;
+  // The actor's attributes. For a container these are its labels (the image's included), plus
+  // "name", "image", and "exitCode" on die: a label is how an event is tied back to a row.
+  std::map<std::string, std::string> attributes;
+  std::optional<int> exit_code;  // die: Attributes.exitCode
+  std::int64_t time = 0;         // unix seconds
+  std::int64_t time_nano = 0;    // unix nanoseconds (0 when the engine sent none)
+  // A line longer than the limit was skipped: an event was lost, what it said is unknown. The
+  // stream goes on; a follower should re-check everything this event could have been about.
+  bool lost = false;
+};
+
+// What to follow. Docker ANDs its filter keys across event types (network events carry no
+// labels), so the engine asks for the types and actions and applies labels and network names
+// itself: see subscription_matches.
+struct event_subscription {
+  std::vector<std::string> container_labels;   // "k=v" (or "k"): container events must carry all
+  std::vector<std::string> container_actions;  // empty: no container events
+  std::vector<std::string> networks;           // names: network events about these only
+  std::vector<std::string> network_actions;    // empty: no network events
+  std::int64_t since_nano = 0;                 // replay from here (unix ns); 0: from now on
+};
+
+// Awaited for every matching event, in order; the stream is not read while it runs.
+using event_handler = std::function<boost::asio::awaitable<void>(const engine_event&)>;
+
+// One line of the stream (without its newline); pure, so it is unit-tested on recorded lines.
+result<engine_event> parse_event(std::string_view line);
+// The `filters` query of GET /events for sub (types and actions).
+nlohmann::json event_filters(const event_subscription& sub);
+// Whether ev is one sub asked for (a lost event always is).
+bool subscription_matches(const event_subscription& sub, const engine_event& ev);
+// Docker's `since`: "<seconds>.<nanoseconds>".
+std::string since_parameter(std::int64_t unix_nano);
+
+// Splits a byte stream into lines of at most `limit` bytes without holding more than that: a
+// longer line is dropped as it arrives and reported once, at its newline, as lost.
+class line_splitter {
+ public:
+  explicit line_splitter(std::size_t limit) : limit_(limit) {}
+  struct line {
+    std::string text;
+    bool lost = false;  // over the limit: text is empty
+  };
+  // Appends bytes; returns the lines they completed.
+  std::vector<line> feed(std::string_view bytes);
+
+ private:
+  std::size_t limit_;
+  std::string partial_;
+  bool overflowing_ = false;
+};
+// --- end of the event stream block --------------------------------------------------------------
 
 class engine {
  public:
@@ -142,6 +222,13 @@ class engine {
   virtual task<network_info> inspect_network(const std::string& name) = 0;
   // A name already in use is `conflict`.
   virtual task<network_info> create_network(const network_spec& spec) = 0;
+
+  // Event stream: follows GET /events for sub, awaiting on_event for each matching event, and
+  // on_open once the engine has accepted the request (events after this point are not missed).
+  // Runs until the stream ends or the caller's coroutine is cancelled; both come back as an
+  // error (`unavailable` when the stream ended), so a follower reconnects with `since`.
+  virtual task<void> follow_events(event_subscription sub, event_handler on_event,
+                                   std::function<void()> on_open) = 0;
 };
 
 struct unix_engine_options {
@@ -167,6 +254,8 @@ class unix_engine final : public engine {
   task<container_stats> stats(const std::string& id) override;
   task<network_info> inspect_network(const std::string& name) override;
   task<network_info> create_network(const network_spec& spec) override;
+  // Event stream (src/docker/events.cpp).
+  task<void> follow_events(event_subscription sub, event_handler on_event, std::function<void()> on_open) override;
 
  private:
   // GET of a versioned path whose 200 answer is JSON; `what` names the call in errors.

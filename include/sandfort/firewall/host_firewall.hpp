@@ -7,9 +7,12 @@
 // Rules are keyed on the input interface, so the host can still connect INTO a container
 // (preview): the container's replies are ESTABLISHED and accepted.
 //
-// Commands run synchronously (iptables takes milliseconds, `-w` waits for the xtables lock):
-// call install() at start-up and remove() at shutdown, not on a hot path.
+// host_firewall's commands run synchronously: iptables takes milliseconds, but `-w` waits for
+// the xtables lock as long as another tool holds it. From the daemon's I/O thread, call them
+// through firewall_worker, which runs them on a thread of its own.
 
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,6 +116,25 @@ class host_firewall {
   rule_set rules_;
   added v4_;
   added v6_;
+};
+
+// Runs a host_firewall's install() and remove() on one thread of its own, so that the I/O
+// thread serves requests while a process is spawned and waited for. One thread: calls never
+// overlap, and the host_firewall is only ever touched by one thread at a time, provided the
+// caller leaves it alone until the call completes.
+class firewall_worker {
+ public:
+  firewall_worker();
+  ~firewall_worker();  // waits for a call in progress to end
+  firewall_worker(const firewall_worker&) = delete;
+  firewall_worker& operator=(const firewall_worker&) = delete;
+
+  // Resume on the awaiting coroutine's executor with the call's result.
+  boost::asio::awaitable<result<void>> install(host_firewall& fw);
+  boost::asio::awaitable<result<void>> remove(host_firewall& fw);
+
+ private:
+  boost::asio::thread_pool pool_;
 };
 
 }  // namespace sandfort::firewall

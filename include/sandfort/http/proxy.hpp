@@ -6,7 +6,7 @@
 // relay() works on an upstream connection the caller opened (TCP or a unix socket), so each
 // caller decides how an unreachable upstream is answered (the API: 503 in its error shape; the
 // preview: a short page) and can close both connections from outside while bytes flow.
-// proxy_to_unix() is sandfortd → agent on top of it.
+// forward() is sandfortd → agent on top of it, over a connection the agent connector opened.
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/basic_stream.hpp>
@@ -22,8 +22,14 @@ struct relay_options {
   // X-Request-Id on the forwarded request and on the relayed answer: sandfortd and the agent
   // share ids. A preview leaves an application's requests and answers as they are.
   bool stamp_request_id = true;
-  // When not empty, set as Sec-WebSocket-Protocol on a 101 answer (see proxy_target).
+  // When not empty, set as Sec-WebSocket-Protocol on a 101 answer (see forward_options).
   std::string websocket_protocol;
+  // Deadlines on the upstream, for upstreams that are not trusted to answer (zero: none). The
+  // answer's header must arrive within answer_timeout of the request; while a body flows, each
+  // piece within idle_timeout — except an event stream or a WebSocket, which live as long as
+  // the client stays.
+  std::chrono::milliseconds answer_timeout{0};
+  std::chrono::milliseconds idle_timeout{0};
 };
 
 struct relay_result {
@@ -43,17 +49,19 @@ boost::asio::awaitable<relay_result> relay(exchange<tcp_protocol>& ex,
                                            boost::beast::basic_stream<unix_protocol>& upstream,
                                            relay_options options);
 
-struct proxy_target {
-  std::string socket_path;
+struct forward_options {
   std::string target;  // path and query on the upstream
-  std::chrono::milliseconds connect_timeout{2'000};
   // When the caller authenticated through Sec-WebSocket-Protocol: not forwarded (it carries
   // the token), and echoed on the 101 answer as the protocol chosen.
   std::string websocket_protocol = {};
+  std::chrono::milliseconds answer_timeout{0};
+  std::chrono::milliseconds idle_timeout{0};
 };
 
-// Returns whether the client connection may serve another request. An upstream that cannot be
-// reached, or closes before answering, is answered with 503 in the API's error shape.
-boost::asio::awaitable<bool> proxy_to_unix(exchange<tcp_protocol>& ex, proxy_target target);
+// Forwards the request in ex to a connected upstream (the agent) without the caller's
+// credentials. Returns whether the client connection may serve another request. An upstream
+// that closes or stalls before answering is answered with 503 in the API's error shape.
+boost::asio::awaitable<bool> forward(exchange<tcp_protocol>& ex, boost::beast::basic_stream<unix_protocol>& upstream,
+                                     forward_options options);
 
 }  // namespace sandfort::http

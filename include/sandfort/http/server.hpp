@@ -1,13 +1,17 @@
 #pragma once
 // An HTTP/1.1 server over TCP or a unix socket: one coroutine per connection, keep-alive,
-// idle and header timeouts, a body limit (413), a request id on every response, and a
-// graceful stop (no new connections; in-flight requests finish; idle ones close).
+// idle and header timeouts, a body limit (413), a request id on every response, a cap on open
+// connections, and a graceful stop (no new connections; idle ones close at once; in-flight
+// requests, streamed ones included, finish until drain()'s deadline cuts them).
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/system/error_code.hpp>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "sandfort/core/error.hpp"
@@ -15,6 +19,10 @@
 #include "sandfort/http/stream.hpp"
 
 namespace sandfort::http {
+
+// Where a listener's warnings go. The http module has no log sink of its own (the static
+// agent links it), so a daemon hands in spdlog; empty means silent.
+using warning_log = std::function<void(const std::string&)>;
 
 struct server_options {
   std::uint64_t body_limit = 16u << 20;
@@ -24,7 +32,43 @@ struct server_options {
   // Take the caller's X-Request-Id (the agent does: its only caller is sandfortd, so one id
   // follows a request through both).
   bool trust_request_id = false;
+  // At this many open connections the server stops accepting until one closes; the kernel's
+  // backlog holds the next ones meanwhile, so a flood costs no descriptor of ours.
+  std::size_t max_connections = 1024;
+  std::string listener_name = "http";  // names the listener in warnings ("api", "preview")
+  warning_log log_warning;
 };
+
+// What an accept loop does after a failed accept. Running out of descriptors or memory
+// (EMFILE, ENFILE, ENOBUFS, ENOMEM) does not clear by retrying at once: the connection stays in
+// the backlog, the acceptor stays readable, and the loop would spin on a full CPU. So it pauses,
+// and says so at most once per log period. A connection that failed on its own (ECONNABORTED,
+// EPROTO, ...) is skipped without a pause; anything unexpected pauses too.
+class accept_backoff {
+ public:
+  explicit accept_backoff(std::string listener, warning_log log = {},
+                          std::chrono::milliseconds pause = std::chrono::milliseconds(100),
+                          std::chrono::milliseconds log_period = std::chrono::seconds(5));
+
+  // Completes once the loop may accept again.
+  boost::asio::awaitable<void> after(const boost::system::error_code& ec);
+  // Logs "<listener>: <what>" unless a line went out within the log period (cap reached, ...).
+  void warn_limited(const std::string& what);
+  std::uint64_t failures() const { return failures_; }
+
+ private:
+  std::string listener_;
+  warning_log log_;
+  std::chrono::milliseconds pause_;
+  std::chrono::milliseconds log_period_;
+  std::optional<std::chrono::steady_clock::time_point> last_line_;       // of an accept failure
+  std::optional<std::chrono::steady_clock::time_point> last_limit_line_;  // of warn_limited
+  std::uint64_t failures_ = 0;
+  std::uint64_t unlogged_ = 0;  // failures since the last line
+};
+
+// True for the accept errors that mean the process or the system is out of a resource.
+bool out_of_resources(const boost::system::error_code& ec);
 
 class server {
  public:
@@ -42,10 +86,19 @@ class server {
   void set_stream_selector(stream_selector<tcp_protocol> selector);
   void set_stream_selector(stream_selector<unix_protocol> selector);
 
+  // Stops accepting and closes every connection that waits for (or is reading) a request
+  // header. A connection inside a request carries on — a streamed exec keeps streaming — and
+  // closes once its response is written.
   void stop();
+  // Cuts every connection now, in-flight requests included (their sockets are shut down, so
+  // a stream's next write fails and a wait on its client ends).
+  void abort();
   std::size_t active_connections() const;
-  // Completes when no connection is left or the deadline passes.
+  // Completes when no connection is left. When the deadline passes first, abort() cuts the
+  // rest and it waits a moment for them to unwind.
   boost::asio::awaitable<void> drain(std::chrono::milliseconds deadline);
+  // Accepts that failed (EMFILE and the like), over the server's life.
+  std::uint64_t accept_failures() const;
 
   struct state;
 

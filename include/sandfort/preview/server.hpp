@@ -42,6 +42,8 @@ struct preview_options {
   std::chrono::milliseconds connect_timeout{5'000};
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};  // between requests on a kept-alive connection
+  // Open connections at which the listener stops accepting until one closes.
+  std::size_t max_connections = 1024;
 };
 
 // Used from the io_context's thread only. The directory must outlive the server.
@@ -55,10 +57,10 @@ class preview_server {
   // "127.0.0.1:8081" (port 0 picks a free one). Returns the bound port.
   result<unsigned short> listen(const std::string& host_port);
 
-  // Closes the listener and every open relay; requests still being answered by the server
-  // itself finish.
+  // Closes the listener, idle connections and every open relay; requests still being answered
+  // by the server itself finish.
   void stop();
-  // Completes when no connection is left or the deadline passes.
+  // Completes when no connection is left, or cuts what is left at the deadline.
   boost::asio::awaitable<void> drain(std::chrono::milliseconds deadline);
 
   // The sandbox was deleted: closes its open relays (WebSockets included) now. Its next

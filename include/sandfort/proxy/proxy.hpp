@@ -32,6 +32,12 @@ struct sandbox_egress {
   std::string org_id;
   std::string secret_sha256_hex;  // SHA-256 of the proxy secret, hex
   std::vector<std::string> allowlist;
+  // The credential is bound to the sandbox's container as it is now: a connection is accepted
+  // only while the sandbox is started and only from this address (its container's on the
+  // sandbox network). A secret copied elsewhere, or an address Docker has since given to
+  // another container, authenticates nothing (407, "source address").
+  std::string state;
+  std::string address;
 };
 
 class egress_directory {
@@ -84,6 +90,12 @@ struct proxy_options {
   std::chrono::milliseconds idle_timeout{300'000};    // no byte either way: the tunnel closes
   std::chrono::milliseconds header_timeout{10'000};   // to read the whole request head
   std::size_t max_tunnels_per_sandbox = 64;           // concurrent, per sandbox (→ 429)
+  // Before its credential is checked a connection is "pending"; beyond these caps one is
+  // closed as soon as it is accepted, without an answer (see security.md: connection floods).
+  std::size_t max_pending_per_source = 32;  // pending connections from one source address
+  std::size_t max_pending = 512;            // pending connections from all sources together
+  std::size_t max_tunnels = 4096;           // authenticated connections, all sandboxes (→ 503)
+  std::chrono::milliseconds refusal_log_period{5'000};  // one "closed at accept" line per source
   std::size_t header_limit = 8192;                    // request head bytes (→ 400)
   std::size_t max_addresses = 8;  // at most this many checked addresses are dialed, in order
 };
@@ -117,6 +129,15 @@ class egress_proxy {
   std::optional<traffic> sandbox_traffic(const std::string& sandbox_id) const;
   // Connections being served right now (all stages, all sandboxes).
   std::size_t active_connections() const;
+
+  struct admissions {
+    std::size_t pending = 0;   // accepted, credential not yet checked
+    std::size_t tunnels = 0;   // authenticated
+    std::uint64_t refused_per_source = 0;  // closed at accept: max_pending_per_source
+    std::uint64_t refused_pending = 0;     // closed at accept: max_pending
+    std::uint64_t accept_failures = 0;     // accept itself failed (EMFILE, ...)
+  };
+  admissions admission_counts() const;
 
   struct state;
 

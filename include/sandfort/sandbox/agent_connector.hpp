@@ -1,19 +1,34 @@
 #pragma once
-// How sandfortd reaches the agent inside a sandbox. The first connector speaks HTTP over the
-// per-sandbox unix socket in the sandbox's host directory; a `docker exec` stdio relay (for
-// gVisor, Docker Desktop, remote engines) can implement the same interface later.
+// How sandfortd reaches the agent inside a sandbox: every connection goes through connect(), the
+// one door where the path is resolved inside the container and the listening peer is checked
+// (agent_socket.hpp). A `docker exec` stdio relay (for gVisor, Docker Desktop, remote engines)
+// can implement the same interface later.
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/beast/core/basic_stream.hpp>
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "sandfort/core/error.hpp"
+#include "sandfort/docker/engine.hpp"
+#include "sandfort/sandbox/agent_socket.hpp"
 #include "sandfort/sandbox/types.hpp"
 
 namespace sandfort::sandbox {
+
+using agent_stream = boost::beast::basic_stream<boost::asio::local::stream_protocol>;
+
+// Which sandbox, and the Docker container it runs in (the row's container_id).
+struct agent_address {
+  std::string sandbox_id;
+  std::string container_id;
+};
 
 // What the connector sends the agent: the service has already validated and defaulted it.
 struct agent_exec {
@@ -37,40 +52,68 @@ class byte_sink {
 class agent_connector {
  public:
   virtual ~agent_connector() = default;
-  // The agent's own HTTP API for this sandbox, as a unix socket path: the api module forwards
-  // sessions, background commands, files, ports and the PTY there unchanged.
-  virtual std::string endpoint(const std::string& sandbox_id) const = 0;
+  // A connection to the agent of that sandbox, proven to end in its container. The api module
+  // forwards sessions, background commands, files and the PTY over it unchanged.
+  virtual boost::asio::awaitable<result<agent_stream>> connect(const agent_address& at) = 0;
   // Succeeds once the agent answers its health check.
-  virtual boost::asio::awaitable<result<void>> health(const std::string& sandbox_id,
-                                                       std::chrono::milliseconds timeout) = 0;
-  virtual boost::asio::awaitable<result<exec_result>> exec(const std::string& sandbox_id, const agent_exec& call) = 0;
+  virtual boost::asio::awaitable<result<void>> health(const agent_address& at, std::chrono::milliseconds timeout) = 0;
+  virtual boost::asio::awaitable<result<exec_result>> exec(const agent_address& at, const agent_exec& call) = 0;
   // The same command with its output as server-sent events (stdout, stderr, exit) written to
   // sink as they happen. An error means nothing was written.
-  virtual boost::asio::awaitable<result<void>> exec_stream(const std::string& sandbox_id, const agent_exec& call,
+  virtual boost::asio::awaitable<result<void>> exec_stream(const agent_address& at, const agent_exec& call,
                                                            byte_sink& sink) = 0;
   // TCP ports listening inside the sandbox (url and previewable are left for the service).
-  virtual boost::asio::awaitable<result<std::vector<listening_port>>> ports(const std::string& sandbox_id) = 0;
+  virtual boost::asio::awaitable<result<std::vector<listening_port>>> ports(const agent_address& at) = 0;
+  // The sandbox's container stopped or is gone: whatever was learned about it is stale.
+  virtual void forget(const std::string& sandbox_id) = 0;
 };
 
-class unix_socket_connector final : public agent_connector {
- public:
-  explicit unix_socket_connector(std::string state_dir) : state_dir_(std::move(state_dir)) {}
-  std::string socket_path(const std::string& sandbox_id) const;
-  std::string endpoint(const std::string& sandbox_id) const override { return socket_path(sandbox_id); }
+struct connector_options {
+  // The agent's socket inside the container (a tmpfs of the container's own).
+  std::string socket_in_container = "/run/sandfort/agent.sock";
+  // At most this many bytes of agent answers held in memory at once, over all sandboxes: a
+  // call whose answer does not fit waits for room (up to budget_wait), then fails with 503.
+  std::uint64_t response_budget_bytes = 256u << 20;
+  std::chrono::milliseconds budget_wait{10'000};
+};
 
-  boost::asio::awaitable<result<void>> health(const std::string& sandbox_id,
-                                               std::chrono::milliseconds timeout) override;
-  boost::asio::awaitable<result<exec_result>> exec(const std::string& sandbox_id, const agent_exec& call) override;
-  boost::asio::awaitable<result<void>> exec_stream(const std::string& sandbox_id, const agent_exec& call,
-                                                   byte_sink& sink) override;
-  boost::asio::awaitable<result<std::vector<listening_port>>> ports(const std::string& sandbox_id) override;
+// Buffered agent answers share one budget of bytes (see connector_options).
+class response_budget {
+ public:
+  explicit response_budget(std::uint64_t capacity) : capacity_(capacity) {}
+  std::uint64_t capacity() const { return capacity_; }
+  std::uint64_t in_use() const { return in_use_; }
+  bool try_take(std::uint64_t n);
+  void give_back(std::uint64_t n) { in_use_ -= std::min(n, in_use_); }
 
  private:
-  std::string state_dir_;
+  std::uint64_t capacity_;
+  std::uint64_t in_use_ = 0;
 };
 
-// Where a sandbox's host directory and its agent socket live under the state directory.
-std::string sandbox_host_dir(const std::string& state_dir, const std::string& sandbox_id);
-std::string sandbox_run_dir(const std::string& state_dir, const std::string& sandbox_id);
+// Reaches the agent over the unix socket in the container's /run/sandfort, found through
+// /proc/<init pid>/root of the container as Docker reports it.
+class container_connector final : public agent_connector {
+ public:
+  container_connector(docker::engine& engine, connector_options options = {});
+
+  boost::asio::awaitable<result<agent_stream>> connect(const agent_address& at) override;
+  boost::asio::awaitable<result<void>> health(const agent_address& at, std::chrono::milliseconds timeout) override;
+  boost::asio::awaitable<result<exec_result>> exec(const agent_address& at, const agent_exec& call) override;
+  boost::asio::awaitable<result<void>> exec_stream(const agent_address& at, const agent_exec& call,
+                                                   byte_sink& sink) override;
+  boost::asio::awaitable<result<std::vector<listening_port>>> ports(const agent_address& at) override;
+  void forget(const std::string& sandbox_id) override { known_.erase(sandbox_id); }
+
+  const response_budget& budget() const { return budget_; }
+
+ private:
+  boost::asio::awaitable<result<container_identity>> identity(const agent_address& at);
+
+  docker::engine& engine_;
+  connector_options options_;
+  std::map<std::string, container_identity> known_;  // sandbox id → its container's identity
+  response_budget budget_;
+};
 
 }  // namespace sandfort::sandbox

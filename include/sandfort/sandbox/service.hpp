@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <memory>
 #include <string>
@@ -31,7 +32,6 @@ struct reconcile_report {
   int containers_removed = 0;   // labelled as ours but without a live row
   int rows_marked_error = 0;    // container vanished, or the daemon died mid-create
   int rows_marked_stopped = 0;  // container exists but is not running
-  int dirs_removed = 0;         // host directories without a live row
 };
 
 class service {
@@ -73,8 +73,9 @@ class service {
   task<void> exec_stream(const std::string& org_id, const std::string& id_or_name, exec_request req, byte_sink& sink);
   task<void> code_run_stream(const std::string& org_id, const std::string& id_or_name, const code_run_request& req,
                              byte_sink& sink);
-  // Where the agent of a started sandbox serves its own API (sessions, commands, files, PTY).
-  result<std::string> agent_endpoint(const std::string& org_id, const std::string& id_or_name);
+  // A connection to the agent of a started sandbox, which serves its own API (sessions,
+  // commands, files, PTY): the api module forwards requests over it.
+  task<agent_stream> connect_agent(const std::string& org_id, const std::string& id_or_name);
 
   // Run once before serving: brings Docker's state and the database into agreement.
   task<reconcile_report> reconcile();
@@ -83,12 +84,21 @@ class service {
   // Reconciled, Docker and the store reachable; the reason otherwise.
   task<void> ready();
 
+  // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
+  // Follows the engine's events about our containers (die, oom, destroy, stop, start) and the
+  // sandbox network (connect, disconnect) until cancelled, and brings each row it concerns in
+  // line with what inspect says: a container that exited stops its row, one removed behind our
+  // back makes it `error`, one off the network loses its address; relays, tunnels and the agent
+  // connection close with it. Spawn it before reconcile(): it replays from the moment it was
+  // called, so nothing that happens during reconciliation is missed. Reconnects with back-off.
+  boost::asio::awaitable<void> follow_container_events();
+
  private:
   task<void> provision(store::sandbox_record rec, std::string proxy_secret);
   task<void> start_and_wait(store::sandbox_record& rec);
-  task<void> wait_for_agent(const std::string& sandbox_id, const std::string& container);
-  task<void> destroy_container(const std::string& sandbox_id);
-  void remove_host_dir(const std::string& sandbox_id);
+  task<void> wait_for_agent(const store::sandbox_record& rec);
+  // Removes the sandbox's container: by id once known, else by its labels (mid-create).
+  task<void> destroy_container(const store::sandbox_record& rec);
   result<void> set_state(store::sandbox_record& rec, const std::string& state, const std::string& message = {});
   result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name);
   result<agent_exec> prepare_exec(exec_request req) const;
@@ -116,10 +126,23 @@ class service {
   std::optional<docker::network_info> network_;  // set by prepare_network
   std::vector<std::function<void(const std::string&)>> disconnect_hooks_;
   std::function<egress_traffic(const std::string&)> egress_meter_;
+
+  // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
+  boost::asio::awaitable<void> on_container_event(const docker::engine_event& ev);
+  // Inspects the row's container and brings the row in line; events are only the reason to look.
+  boost::asio::awaitable<void> recheck_sandbox(const std::string& sandbox_id);
+  // Every started or stopped row: after a lost event or a stream that broke.
+  boost::asio::awaitable<void> recheck_all();
+  // A container took `address` on the sandbox network: no other row may still claim it.
+  boost::asio::awaitable<void> release_address(const std::string& address, const std::string& holder_container);
+  std::set<std::string> oom_seen_;  // containers with an oom event whose die is still to come
 };
 
-// Container names and labels that tie Docker objects back to rows.
-std::string container_name(const std::string& sandbox_id);
+// A fresh container name that says nothing about the sandbox: Docker's embedded DNS answers
+// every container's name to its neighbours. Labels tie containers back to rows.
+std::string new_container_name();
+// How the agent connector finds a sandbox's agent.
+agent_address agent_address_of(const store::sandbox_record& rec);
 inline constexpr const char* label_sandbox = "io.sandfort.sandbox";
 inline constexpr const char* label_org = "io.sandfort.org";
 inline constexpr const char* label_instance = "io.sandfort.instance";

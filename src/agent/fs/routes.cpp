@@ -100,6 +100,21 @@ result<std::optional<unsigned>> mode_field(const json& j, const std::string& key
   return make_error(errc::invalid_argument, key + " must be an octal string like \"0755\"");
 }
 
+// PUT /files' mode=: set-uid, set-gid and sticky bits only with keep_setid=true, so that a
+// privileged executable is never made by accident.
+result<unsigned> upload_mode(const std::map<std::string, std::string>& query) {
+  auto keep_setid = query_bool(query, "keep_setid");
+  if (!keep_setid) return keep_setid.err();
+  auto it = query.find("mode");
+  if (it == query.end()) return 0644u;
+  auto parsed = fs::parse_mode(it->second, "mode");
+  if (!parsed) return parsed.err();
+  if ((*parsed & 07000) && !*keep_setid)
+    return make_error(errc::invalid_argument, "mode " + it->second +
+                                                  " sets set-uid, set-gid or sticky bits; add keep_setid=true to mean it");
+  return *parsed;
+}
+
 // ---- whole-answer routes ----------------------------------------------------------------
 
 asio::awaitable<http::response> list_files(http::context& ctx) {
@@ -251,23 +266,19 @@ asio::awaitable<bool> body_failed(exchange& ex, boost::system::error_code ec) {
   co_return false;
 }
 
-// PUT /files?path=&mode=: the body, streamed into a temporary file renamed into place.
+// PUT /files?path=&mode=&keep_setid=: the body, streamed into a temporary file renamed into place.
 asio::awaitable<bool> upload(exchange& ex) {
   auto path = query_path(ex.query);
   if (!path) {
     error e = path.err();
     co_return co_await fail(ex, e);
   }
-  unsigned mode = 0644;
-  if (auto it = ex.query.find("mode"); it != ex.query.end()) {
-    auto parsed = fs::parse_mode(it->second, "mode");
-    if (!parsed) {
-      error e = parsed.err();
-      co_return co_await fail(ex, e);
-    }
-    mode = *parsed;
+  auto mode = upload_mode(ex.query);
+  if (!mode) {
+    error e = mode.err();
+    co_return co_await fail(ex, e);
   }
-  auto file = fs::atomic_file::create(*path, mode);
+  auto file = fs::atomic_file::create(*path, *mode);
   if (!file) {
     error e = file.err();
     co_return co_await fail(ex, e);
@@ -338,14 +349,19 @@ asio::awaitable<bool> download(exchange& ex) {
   co_return co_await send_file(ex, fd, size, *path);
 }
 
-// PUT /files/archive?path=: a tar body extracted into that directory as it arrives.
+// PUT /files/archive?path=&keep_setid=: a tar body extracted into that directory as it arrives.
 asio::awaitable<bool> extract(exchange& ex) {
   auto path = query_path(ex.query);
   if (!path) {
     error e = path.err();
     co_return co_await fail(ex, e);
   }
-  auto extractor = fs::tar_extractor::open(*path);
+  auto keep_setid = query_bool(ex.query, "keep_setid");
+  if (!keep_setid) {
+    error e = keep_setid.err();
+    co_return co_await fail(ex, e);
+  }
+  auto extractor = fs::tar_extractor::open(*path, fs::extract_options{*keep_setid});
   if (!extractor) {
     error e = extractor.err();
     co_return co_await fail(ex, e);

@@ -5,7 +5,8 @@
 // Reading understands what GNU tar and Python's tarfile write: ustar (with its prefix field),
 // pax extended headers (path, linkpath, size, mtime), GNU long names/links ('L'/'K') and
 // base-256 numbers. It creates files, directories, symlinks, hard links and FIFOs with their
-// modes and modification times; ownership is never applied (like tar --no-same-owner).
+// modes and modification times; ownership is never applied (like tar --no-same-owner), and
+// set-uid/set-gid bits only when asked (extract_options).
 // Character and block devices are skipped (listed in the summary); sparse and multi-volume
 // entries are refused.
 //
@@ -31,6 +32,12 @@
 
 namespace sandfort::agent::fs {
 
+struct extract_options {
+  // Set-uid and set-gid bits are dropped from every entry unless this is set: an archive from
+  // outside must not plant a privileged executable (GNU tar run as non-root does the same).
+  bool keep_setid = false;
+};
+
 struct extract_summary {
   std::uint64_t entries = 0;          // extracted
   std::vector<std::string> skipped;   // entry names that were not extracted (first 100)
@@ -41,7 +48,7 @@ class tar_extractor {
  public:
   // Creates `dir` (and its parents, 0755) if missing; it existing as a non-directory →
   // invalid_argument. `dir` itself is resolved normally (a symlink to a directory is fine).
-  static result<tar_extractor> open(const std::string& dir);
+  static result<tar_extractor> open(const std::string& dir, extract_options options = {});
 
   tar_extractor(tar_extractor&&) noexcept;
   tar_extractor& operator=(tar_extractor&&) noexcept;

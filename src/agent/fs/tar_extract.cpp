@@ -111,6 +111,7 @@ std::optional<std::uint64_t> parse_decimal(std::string_view v) {
 struct tar_extractor::impl {
   unique_fd root;
   std::string root_path;
+  extract_options options;
 
   enum class phase { header, data, padding, ended } at = phase::header;
   char header[tar::block];
@@ -252,6 +253,7 @@ struct tar_extractor::impl {
     }
     std::string link = next_link ? *next_link : std::string(tar::text(header, tar::linkname));
     unsigned mode = static_cast<unsigned>(tar::number(header, tar::mode).value_or(0644) & 07777);
+    if (!options.keep_setid) mode &= ~static_cast<unsigned>(S_ISUID | S_ISGID);
     struct timespec mtime = next_mtime.value_or(
         to_timespec(static_cast<std::int64_t>(tar::number(header, tar::mtime).value_or(0)), 0));
     bool sparse = next_sparse;
@@ -493,7 +495,7 @@ tar_extractor::tar_extractor(tar_extractor&&) noexcept = default;
 tar_extractor& tar_extractor::operator=(tar_extractor&&) noexcept = default;
 tar_extractor::~tar_extractor() = default;
 
-result<tar_extractor> tar_extractor::open(const std::string& dir) {
+result<tar_extractor> tar_extractor::open(const std::string& dir, extract_options options) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
     return make_error(errc::invalid_argument, dir + " exists and is not a directory");
@@ -503,6 +505,7 @@ result<tar_extractor> tar_extractor::open(const std::string& dir) {
   auto p = std::make_unique<impl>();
   p->root = std::move(fd);
   p->root_path = dir;
+  p->options = options;
   return tar_extractor{std::move(p)};
 }
 

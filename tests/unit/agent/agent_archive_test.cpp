@@ -113,11 +113,15 @@ void upload_file(const std::string& socket, const std::string& target, const std
   REQUIRE(res.status == 200);
 }
 
-raw_response put_archive(const std::string& socket, const std::string& dir, std::string_view tar) {
+raw_response put_archive_to(const std::string& socket, const std::string& target, std::string_view tar) {
   raw_connection c(socket);
-  c.send_head("PUT", "/files/archive?path=" + url_encode(dir), static_cast<long long>(tar.size()));
+  c.send_head("PUT", target, static_cast<long long>(tar.size()));
   c.send(tar);
   return c.read_response();
+}
+
+raw_response put_archive(const std::string& socket, const std::string& dir, std::string_view tar) {
+  return put_archive_to(socket, "/files/archive?path=" + url_encode(dir), tar);
 }
 
 raw_response get_archive_to(const std::string& socket, const std::string& path, const std::string& local) {
@@ -134,10 +138,11 @@ bool have_tool(const std::string& name) {
 int run(const std::string& command) { return std::system(command.c_str()); }
 
 // A hand-made ustar member: archives that no well-behaved tool would write.
-std::string member(const std::string& name, char type, std::string_view data = {}, const std::string& link = {}) {
+std::string member(const std::string& name, char type, std::string_view data = {}, const std::string& link = {},
+                   unsigned mode = 0644) {
   char h[512] = {};
   std::memcpy(h, name.data(), std::min<std::size_t>(name.size(), 100));
-  std::snprintf(h + 100, 8, "%07o", 0644u);
+  std::snprintf(h + 100, 8, "%07o", mode);
   std::snprintf(h + 108, 8, "%07o", 0u);
   std::snprintf(h + 116, 8, "%07o", 0u);
   std::snprintf(h + 124, 12, "%011zo", data.size());
@@ -342,4 +347,87 @@ TEST_CASE("archives: entries that escape the target are refused", "[fs][tar]") {
   }
   CHECK(!stdfs::exists(dir / "outside/pwned"));
   CHECK(!stdfs::exists(dir / "outside/abs"));
+}
+
+namespace {
+
+unsigned mode_of(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::lstat(path.c_str(), &st) == 0);
+  return static_cast<unsigned>(st.st_mode & 07777);
+}
+
+raw_response put_file(const std::string& socket, const std::string& query, std::string_view body) {
+  raw_connection c(socket);
+  c.send_head("PUT", "/files?" + query, static_cast<long long>(body.size()));
+  c.send(body);
+  return c.read_response();
+}
+
+}  // namespace
+
+TEST_CASE("archives: set-uid and set-gid bits are dropped unless keep_setid=true", "[fs][tar]") {
+  temp_dir dir;
+  agent_binary agent(dir / "agent.sock");
+  const std::string& sock = agent.socket();
+  // Without CAP_FSETID the kernel itself clears set-gid for a group the owner is not in.
+  bool privileged = ::geteuid() == 0;
+  const std::string tar = member("suid", '0', "#!/bin/sh\n", {}, 04755) + member("sgid", '0', "y", {}, 02755) +
+                          member("both", '0', "z", {}, 06711) + member("sticky", '0', "s", {}, 01755) +
+                          member("shared/", '5', {}, {}, 02775) + member("pipe", '6', {}, {}, 04644) + end_marker;
+
+  SECTION("by default") {
+    auto res = put_archive(sock, dir / "plain", tar);
+    INFO(res.body);
+    REQUIRE(res.status == 200);
+    CHECK(mode_of(dir / "plain/suid") == 0755);
+    CHECK(mode_of(dir / "plain/sgid") == 0755);
+    CHECK(mode_of(dir / "plain/both") == 0711);
+    CHECK(mode_of(dir / "plain/sticky") == 01755);  // not a privilege: kept
+    CHECK(mode_of(dir / "plain/shared") == 0775);
+    CHECK(mode_of(dir / "plain/pipe") == 0644);
+  }
+
+  SECTION("asked for") {
+    auto res = put_archive_to(sock, "/files/archive?keep_setid=true&path=" + url_encode(dir / "kept"), tar);
+    INFO(res.body);
+    REQUIRE(res.status == 200);
+    CHECK(mode_of(dir / "kept/suid") == 04755);
+    if (privileged) {
+      CHECK(mode_of(dir / "kept/sgid") == 02755);
+      CHECK(mode_of(dir / "kept/both") == 06711);
+      CHECK(mode_of(dir / "kept/shared") == 02775);
+    }
+  }
+
+  SECTION("a keep_setid that is not a boolean is refused before anything is written") {
+    auto res = put_archive_to(sock, "/files/archive?keep_setid=maybe&path=" + url_encode(dir / "never"), tar);
+    CHECK(res.status == 400);
+    CHECK(!stdfs::exists(dir / "never"));
+  }
+}
+
+TEST_CASE("files: a mode with set-uid, set-gid or sticky bits needs keep_setid=true", "[fs]") {
+  temp_dir dir;
+  agent_binary agent(dir / "agent.sock");
+  const std::string& sock = agent.socket();
+  for (const char* mode : {"4755", "2755", "1777", "06755", "7777"}) {
+    INFO("mode " << mode);
+    auto res = put_file(sock, "path=" + url_encode(dir / "f") + "&mode=" + mode, "x");
+    CHECK(res.status == 400);
+    CHECK_THAT(res.body, Catch::Contains("keep_setid"));
+    CHECK(!stdfs::exists(dir / "f"));
+  }
+  auto plain = put_file(sock, "path=" + url_encode(dir / "plain") + "&mode=0755", "x");
+  REQUIRE(plain.status == 201);
+  CHECK(mode_of(dir / "plain") == 0755);
+
+  auto kept = put_file(sock, "path=" + url_encode(dir / "kept") + "&mode=4755&keep_setid=true", "x");
+  INFO(kept.body);
+  REQUIRE(kept.status == 201);
+  CHECK(json::parse(kept.body)["mode"] == "4755");
+  CHECK(mode_of(dir / "kept") == 04755);
+
+  auto unclear = put_file(sock, "path=" + url_encode(dir / "u") + "&mode=0644&keep_setid=perhaps", "x");
+  CHECK(unclear.status == 400);
 }

@@ -64,9 +64,14 @@ TEST_CASE("finalize derives paths and rejects unusable values") {
   REQUIRE(finalize_config(*c, "/opt/sandfort/bin").ok());
   CHECK(c->database == "/tmp/sf/sandfort.db");
 
+  // Agent sockets are no longer under state_dir, so a long path is fine.
   auto long_dir = load_config("", {{"state_dir", "/tmp/" + std::string(100, 'x')}}, nullptr);
   REQUIRE(long_dir.ok());
-  CHECK_FALSE(finalize_config(*long_dir, "/").ok());
+  CHECK(finalize_config(*long_dir, "/").ok());
+
+  auto small_budget = load_config("", {{"agent_response_budget_mb", "8"}}, nullptr);
+  REQUIRE(small_budget.ok());
+  CHECK_FALSE(finalize_config(*small_budget, "/").ok());
 
   auto bad_format = load_config("", {{"log_format", "xml"}}, nullptr);
   REQUIRE(bad_format.ok());
@@ -96,4 +101,37 @@ TEST_CASE("an interface name longer than the kernel allows is refused") {
   auto r = finalize_config(*c, "/tmp");
   REQUIRE_FALSE(r.ok());
   CHECK(r.err().message.find("network.bridge") != std::string::npos);
+}
+
+TEST_CASE("images.allowed_registries is a list in the file, comma-separated elsewhere") {
+  auto defaults = load_config("", {}, nullptr);
+  REQUIRE(defaults.ok());
+  CHECK(defaults->images.allowed_registries.empty());  // the default image's registry and docker.io
+
+  auto path = write_temp(R"({"images":{"allowed_registries":["127.0.0.1:5000","ghcr.io"]}})");
+  auto from_file = load_config(path, {}, nullptr);
+  REQUIRE(from_file.ok());
+  CHECK(from_file->images.allowed_registries == std::vector<std::string>{"127.0.0.1:5000", "ghcr.io"});
+  char env1[] = "SANDFORT_IMAGES_ALLOWED_REGISTRIES=docker.io, quay.io,,";
+  char* env[] = {env1, nullptr};
+  auto from_env = load_config(path, {}, env);
+  REQUIRE(from_env.ok());
+  CHECK(from_env->images.allowed_registries == std::vector<std::string>{"docker.io", "quay.io"});
+  auto from_flag = load_config(path, {{"images.allowed_registries", "*"}}, env);
+  REQUIRE(from_flag.ok());
+  CHECK(from_flag->images.allowed_registries == std::vector<std::string>{"*"});
+  std::remove(path.c_str());
+
+  for (const char* wrong : {R"({"images":{"allowed_registries":"ghcr.io"}})", R"({"images":{"allowed_registries":[1]}})",
+                            R"({"images":{"allowed_registries":{"a":"b"}}})"}) {
+    INFO(wrong);
+    auto p = write_temp(wrong);
+    CHECK_FALSE(load_config(p, {}, nullptr).ok());
+    std::remove(p.c_str());
+  }
+  auto bad_entry = load_config("", {{"images.allowed_registries", "ghcr.io/team"}}, nullptr);
+  REQUIRE(bad_entry.ok());
+  auto r = finalize_config(*bad_entry, "/tmp");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().message.find("images.allowed_registries") != std::string::npos);
 }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "sandfort/core/ids.hpp"
 #include "sandfort/http/server.hpp"
 #include "support.hpp"
+#include "support/descriptor_squeeze.hpp"
 
 using namespace sandfort;
 using namespace sandfort::http;
@@ -348,4 +350,216 @@ TEST_CASE("http: server drain waits for the slow handler to answer", "[http][ser
   auto res = busy.read_response(1s);
   REQUIRE(res);
   CHECK(res->status == 200);
+}
+
+// --- graceful stop of streams, the connection cap, EMFILE ---------------------------------------
+
+namespace {
+
+constexpr auto as_tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+// A streamed route shaped like the API's SSE exec: it writes a chunk every 50 ms while it
+// watches its client's socket, and abandons the work when that wait fails (the client left).
+struct ticker {
+  std::atomic<int> started{0};
+  std::atomic<bool> abandoned{false};
+  std::atomic<bool> finished{false};
+  int ticks = 6;
+
+  stream_handler<tcp_protocol> handler() {
+    return [this](exchange<tcp_protocol>& ex) { return run(ex); };
+  }
+
+  asio::awaitable<void> produce(exchange<tcp_protocol>& ex, chunked_writer<tcp_protocol>& out) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    for (int i = 0; i < ticks && !abandoned; ++i) {
+      timer.expires_after(50ms);
+      co_await timer.async_wait(as_tuple_awaitable);
+      if (abandoned) break;
+      bool wrote = co_await out.write("tick " + std::to_string(i) + "\n");
+      if (!wrote) break;
+    }
+    finished = true;
+    boost::system::error_code ignored;
+    ex.stream.socket().cancel(ignored);  // ends watch()
+  }
+
+  asio::awaitable<void> watch(exchange<tcp_protocol>& ex) {
+    auto space = ex.buffer.prepare(4096);
+    auto [ec, n] = co_await ex.stream.socket().async_read_some(space, as_tuple_awaitable);
+    if (!ec) {
+      ex.buffer.commit(n);
+      co_return;
+    }
+    if (!finished) abandoned = true;
+  }
+
+  asio::awaitable<bool> run(exchange<tcp_protocol>& ex) {
+    using namespace asio::experimental::awaitable_operators;
+    ++started;
+    chunked_writer<tcp_protocol> out(ex);
+    const std::string type = "text/event-stream";
+    bool head = co_await out.start(200, type);
+    if (!head) co_return false;
+    auto producing = produce(ex, out);
+    auto watching = watch(ex);
+    auto both = std::move(producing) && std::move(watching);
+    co_await std::move(both);
+    if (abandoned) co_return false;
+    co_return co_await out.finish();
+  }
+};
+
+stream_selector<tcp_protocol> ticks_at(ticker& t) {
+  return [&t](const bhttp::request_header<>&, const std::string& path,
+              std::map<std::string, std::string>&) -> stream_handler<tcp_protocol> {
+    if (path != "/ticks") return {};
+    return t.handler();
+  };
+}
+
+// Bytes until `needle` has arrived (or the deadline passed).
+std::string read_until(raw_client& c, const std::string& needle, std::chrono::milliseconds limit = 5s) {
+  std::string seen;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (seen.find(needle) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    auto more = c.read_exact(1, 100ms);
+    seen += more;
+  }
+  return seen;
+}
+
+void wait_for(const std::function<bool()>& pred, std::chrono::milliseconds limit = 5s) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+}
+
+std::future<std::size_t> drain_in_background(running_server& s, std::chrono::milliseconds deadline) {
+  auto drained = std::make_shared<std::promise<std::size_t>>();
+  auto left = drained->get_future();
+  s.on_server_thread([&s, drained, deadline] {
+    s.srv().stop();
+    asio::co_spawn(s.ioc(), s.srv().drain(deadline),
+                   [&s, drained](std::exception_ptr) { drained->set_value(s.srv().active_connections()); });
+  });
+  return left;
+}
+
+}  // namespace
+
+TEST_CASE("http: server stop lets a streamed response that is still writing finish", "[http][server]") {
+  app a;
+  ticker t;
+  running_server s(small_limits(), a.root());
+  s.on_server_thread([&] { s.srv().set_stream_selector(ticks_at(t)); });
+  raw_client idle;
+  REQUIRE(idle.connect(s.port()) == 0);
+  raw_client streaming;
+  REQUIRE(streaming.connect(s.port()) == 0);
+  REQUIRE(streaming.send_all(get_request("/ticks")));
+  auto head = read_until(streaming, "tick 0\n");
+  REQUIRE(head.find("tick 0\n") != std::string::npos);
+
+  auto left = drain_in_background(s, 10s);
+  CHECK(idle.closed_within(2s));  // idle: closed at once
+  raw_client late;
+  CHECK(late.connect(s.port()) == ECONNREFUSED);
+
+  // The stream carries on to its last chunk, then the connection closes.
+  auto rest = streaming.read_exact(1 << 16, 5s);
+  CHECK(rest.find("tick 5\n") != std::string::npos);
+  CHECK(rest.ends_with("0\r\n\r\n"));
+  CHECK_FALSE(t.abandoned);
+  REQUIRE(left.wait_for(5s) == std::future_status::ready);
+  CHECK(left.get() == 0);
+}
+
+TEST_CASE("http: drain's deadline cuts a stream that outlasts it", "[http][server]") {
+  app a;
+  ticker t;
+  t.ticks = 100'000;
+  running_server s(small_limits(), a.root());
+  s.on_server_thread([&] { s.srv().set_stream_selector(ticks_at(t)); });
+  raw_client streaming;
+  REQUIRE(streaming.connect(s.port()) == 0);
+  REQUIRE(streaming.send_all(get_request("/ticks")));
+  REQUIRE(read_until(streaming, "tick 1\n").find("tick 1\n") != std::string::npos);
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto left = drain_in_background(s, 300ms);
+  REQUIRE(left.wait_for(5s) == std::future_status::ready);
+  CHECK(left.get() == 0);
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= 300ms);
+  CHECK(took < 2s);
+  CHECK(t.abandoned);  // the handler saw its client go, as a streamed exec kills its command
+  CHECK(streaming.closes_after_draining(2s));
+}
+
+TEST_CASE("http: at max_connections the server accepts nothing until a connection closes", "[http][server]") {
+  app a;
+  auto options = small_limits();
+  options.max_connections = 2;
+  std::atomic<int> warnings{0};
+  options.log_warning = [&](const std::string&) { ++warnings; };
+  running_server s(options, a.root());
+  raw_client first, second, third;
+  REQUIRE(first.connect(s.port()) == 0);
+  REQUIRE(second.connect(s.port()) == 0);
+  wait_for([&] { return s.on_server_thread([&] { return s.srv().active_connections(); }) == 2; });
+  // The kernel completes the handshake (the backlog), but the server does not take it.
+  REQUIRE(third.connect(s.port()) == 0);
+  REQUIRE(third.send_all(get_request("/hello")));
+  CHECK_FALSE(third.read_response(300ms));
+  CHECK(s.on_server_thread([&] { return s.srv().active_connections(); }) == 2);
+  first.close();
+  auto res = third.read_response(3s);
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(warnings == 1);  // one line, not one per attempt
+}
+
+TEST_CASE("http: out of descriptors, the accept loop pauses instead of spinning, then recovers",
+          "[http][server]") {
+  app a;
+  auto options = small_limits();
+  std::atomic<int> warnings{0};
+  options.log_warning = [&](const std::string&) { ++warnings; };
+  running_server s(options, a.root());
+
+  // The client's socket exists before the squeeze; connect() needs no new descriptor, while the
+  // server's accept() does.
+  int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(client >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(s.port());
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::uint64_t failures = 0;
+  std::chrono::microseconds cpu{0};
+  {
+    sandfort::testing::descriptor_squeeze squeeze;
+    REQUIRE(squeeze.exhausted());
+    REQUIRE(::connect(client, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+    std::this_thread::sleep_for(50ms);  // the first failures happen
+    auto cpu_before = sandfort::testing::process_cpu_time();
+    auto failures_before = s.on_server_thread([&] { return s.srv().accept_failures(); });
+    std::this_thread::sleep_for(500ms);
+    failures = s.on_server_thread([&] { return s.srv().accept_failures(); }) - failures_before;
+    cpu = sandfort::testing::process_cpu_time() - cpu_before;
+  }
+  INFO("accept attempts in 500 ms: " << failures << ", cpu " << cpu.count() << " us");
+  CHECK(failures >= 2);   // it kept trying...
+  CHECK(failures <= 12);  // ...every 100 ms or so, not in a loop
+  CHECK(cpu < 200ms);
+  CHECK(warnings == 1);   // one line per 5 s period
+  // Descriptors are back: the connection waiting in the backlog is served.
+  std::string request = get_request("/hello");
+  REQUIRE(::send(client, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+  pollfd p{client, POLLIN, 0};
+  CHECK(::poll(&p, 1, 3000) == 1);
+  char buf[64] = {};
+  CHECK(::recv(client, buf, sizeof buf - 1, 0) > 12);
+  CHECK(std::string(buf).starts_with("HTTP/1.1 200"));
+  ::close(client);
 }

@@ -282,3 +282,17 @@ TEST_CASE("preview: stop closes the listener", "[preview][server]") {
   auto res = fetch(env.preview_port(), request(verb::get, "/", env.app_host(sandbox_a)));
   CHECK_FALSE(res);
 }
+
+// Issue 9: a sandbox whose container left the network (or died) has no address in its row; the
+// preview answers itself rather than relay anywhere.
+TEST_CASE("preview: a started sandbox without an address is 503, never relayed", "[preview][server]") {
+  environment env;
+  auto adrift = started(sandbox_a);
+  adrift.public_preview = true;
+  adrift.address.clear();
+  env.directory().put(adrift);
+  auto res = fetch(env.preview_port(), request(verb::get, "/", env.app_host(sandbox_a)));
+  REQUIRE(res);
+  CHECK(res->result_int() == 503);
+  CHECK(is_short_text_page(*res));
+}

@@ -37,6 +37,7 @@
 
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/proxy/proxy.hpp"
+#include "support/descriptor_squeeze.hpp"
 #include "support/raw_client.hpp"
 
 using namespace sandfort;
@@ -77,7 +78,14 @@ class fake_directory final : public egress_directory {
   void add(const std::string& id, const std::string& org, const std::string& secret,
            std::vector<std::string> allowlist) {
     std::lock_guard lock(mutex_);
-    sandboxes_[id] = sandbox_egress{id, org, sha256_hex(secret), std::move(allowlist)};
+    // Started, at the address every test connects from (the credential is bound to it).
+    sandboxes_[id] = sandbox_egress{id, org, sha256_hex(secret), std::move(allowlist), "started", "127.0.0.1"};
+  }
+  // Where the sandbox's container is now, as the sandbox service's row says.
+  void place(const std::string& id, const std::string& state, const std::string& address) {
+    std::lock_guard lock(mutex_);
+    sandboxes_.at(id).state = state;
+    sandboxes_.at(id).address = address;
   }
   void remove(const std::string& id) {
     std::lock_guard lock(mutex_);
@@ -934,4 +942,220 @@ TEST_CASE("proxy: listen validates its address", "[proxy][server]") {
   if (!v6.ok()) CHECK(v6.err().code == errc::unavailable);  // no IPv6 on this machine is fine
   proxy.stop();
   ioc.run();
+}
+
+// Issue 9: the credential is bound to the sandbox's container as it is now. The tests connect
+// from 127.0.0.1, so a sandbox placed elsewhere plays a secret copied into another container (or
+// an address Docker has given to someone else); a stopped sandbox has no container to speak for.
+TEST_CASE("proxy: a credential from anywhere but its sandbox's current address, or of a sandbox not started, gets 407",
+          "[proxy][server]") {
+  harness h;
+  std::string target = "upstream.test:" + std::to_string(h.upstream_port());
+  REQUIRE(tunnel_works(h));
+  struct placement {
+    std::string state;
+    std::string address;
+  };
+  const placement refused[] = {
+      {"started", "127.0.0.2"},  // another container's address
+      {"started", ""},           // off the network
+      {"started", "not an address"},
+      {"stopped", "127.0.0.1"},  // a stale address in a row that is not started
+      {"error", "127.0.0.1"},
+  };
+  for (const auto& p : refused) {
+    INFO(p.state << " at '" << p.address << "'");
+    h.directory.place("sbx-a", p.state, p.address);
+    auto res = ask(h, connect_request(target, credential("sbx-a", "secret-a")));
+    REQUIRE(res);
+    CHECK(res->status == 407);
+    auto ev = h.event_where([](const egress_event& e) { return e.status == 407; });
+    CHECK(ev.reason == "source address");
+    CHECK(ev.sandbox_id == "sbx-a");
+  }
+  CHECK(h.upstream().accepted() == 1);  // only the first tunnel reached it
+  h.directory.place("sbx-a", "started", "127.0.0.1");
+  CHECK(tunnel_works(h));
+  CHECK(h.shutdown());
+}
+
+// --- caps before authentication, the global tunnel cap, EMFILE ----------------------------------
+
+namespace {
+
+proxy_options capped(std::size_t per_source, std::size_t pending, std::size_t tunnels = 4096) {
+  auto o = test_options();
+  o.max_pending_per_source = per_source;
+  o.max_pending = pending;
+  o.max_tunnels = tunnels;
+  return o;
+}
+
+// Opens n connections from `source` that send nothing.
+std::vector<std::unique_ptr<raw_client>> open_silent(harness& h, int n, const char* source = nullptr) {
+  std::vector<std::unique_ptr<raw_client>> out;
+  for (int i = 0; i < n; ++i) {
+    auto c = std::make_unique<raw_client>();
+    REQUIRE(c->connect(h.port(), source) == 0);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+bool tunnel_works_from(harness& h, const char* source, const std::string& id = "sbx-a",
+                       const std::string& secret = "secret-a") {
+  raw_client c;
+  if (c.connect(h.port(), source) != 0 || !c.send_all(h.connect_to_upstream(id, secret))) return false;
+  auto res = c.read_response();
+  if (!res || res->status != 200) return false;
+  return c.send_all("ping") && c.read_exact(4) == "ping";
+}
+
+}  // namespace
+
+TEST_CASE("proxy: beyond max_pending_per_source unauthenticated connections are closed at once",
+          "[proxy][server][caps]") {
+  harness h(capped(8, 64));
+  // A tunnel opened before the flood keeps working through it.
+  raw_client before;
+  REQUIRE(before.connect(h.port()) == 0);
+  REQUIRE(before.send_all(h.connect_to_upstream()));
+  REQUIRE(before.read_response()->status == 200);
+
+  auto flood = open_silent(h, 18);
+  REQUIRE(eventually([&] { return h.on_proxy_thread([&] { return h.proxy().admission_counts().refused_per_source; }) == 10; }));
+  // The first 8 are held (pending their head); the other 10 were closed the moment they were accepted.
+  for (int i = 8; i < 18; ++i) CHECK(flood[static_cast<std::size_t>(i)]->closes_after_draining(2s));
+  for (int i = 0; i < 8; ++i) CHECK_FALSE(flood[static_cast<std::size_t>(i)]->closed_within(50ms));
+  auto counts = h.on_proxy_thread([&] { return h.proxy().admission_counts(); });
+  CHECK(counts.pending == 8);
+  CHECK(counts.tunnels == 1);
+  CHECK(h.on_proxy_thread([&] { return h.proxy().active_connections(); }) == 9);
+
+  // Another source (another sandbox) is served; the old tunnel still carries bytes.
+  h.directory.place("sbx-b", "started", "127.0.0.2");
+  CHECK(tunnel_works_from(h, "127.0.0.2", "sbx-b", "secret-b"));
+  REQUIRE(before.send_all("abcd"));
+  CHECK(before.read_exact(4) == "abcd");
+
+  // One of the held connections authenticates: its slot goes back, and the source may open
+  // another connection, which gets its tunnel.
+  REQUIRE(flood[0]->send_all(h.connect_to_upstream()));
+  REQUIRE(flood[0]->read_response()->status == 200);
+  CHECK(tunnel_works(h));
+  flood.clear();
+  REQUIRE(eventually([&] { return h.on_proxy_thread([&] { return h.proxy().admission_counts().pending; }) == 0; }));
+  CHECK(h.shutdown());
+}
+
+TEST_CASE("proxy: max_pending caps unauthenticated connections of all sources together", "[proxy][server][caps]") {
+  harness h(capped(8, 12));
+  auto from_one = open_silent(h, 8);
+  auto from_two = open_silent(h, 4, "127.0.0.2");
+  REQUIRE(eventually([&] { return h.on_proxy_thread([&] { return h.proxy().admission_counts().pending; }) == 12; }));
+  raw_client third;
+  REQUIRE(third.connect(h.port(), "127.0.0.3") == 0);
+  CHECK(third.closes_after_draining(2s));
+  CHECK(h.on_proxy_thread([&] { return h.proxy().admission_counts().refused_pending; }) == 1);
+  // A pending connection that authenticates frees its slot for anyone.
+  h.directory.place("sbx-b", "started", "127.0.0.2");
+  h.directory.place("sbx-a", "started", "127.0.0.3");
+  REQUIRE(from_two[0]->send_all(h.connect_to_upstream("sbx-b", "secret-b")));
+  REQUIRE(from_two[0]->read_response()->status == 200);
+  CHECK(tunnel_works_from(h, "127.0.0.3"));
+  CHECK(h.shutdown());
+}
+
+TEST_CASE("proxy: a wrong credential keeps its pending slot until the connection ends", "[proxy][server][caps]") {
+  harness h(capped(2, 64));
+  raw_client a, b;
+  REQUIRE(a.connect(h.port()) == 0);
+  REQUIRE(b.connect(h.port()) == 0);
+  REQUIRE(a.send_all(h.connect_to_upstream("sbx-a", "wrong")));
+  REQUIRE(a.read_response()->status == 407);
+  // a lingers (drains our answer's reader) and still counts: the source is full.
+  raw_client c;
+  REQUIRE(c.connect(h.port()) == 0);
+  CHECK(c.closes_after_draining(2s));
+  a.close();
+  REQUIRE(eventually([&] { return h.on_proxy_thread([&] { return h.proxy().admission_counts().pending; }) == 1; }));
+  CHECK(tunnel_works(h));
+  CHECK(h.shutdown());
+}
+
+TEST_CASE("proxy: beyond max_tunnels an authenticated request gets 503", "[proxy][server][caps]") {
+  harness h(capped(32, 512, 2));
+  raw_client one, two;
+  REQUIRE(one.connect(h.port()) == 0);
+  REQUIRE(one.send_all(h.connect_to_upstream("sbx-a", "secret-a")));
+  REQUIRE(one.read_response()->status == 200);
+  REQUIRE(two.connect(h.port()) == 0);
+  REQUIRE(two.send_all(h.connect_to_upstream("sbx-b", "secret-b")));
+  REQUIRE(two.read_response()->status == 200);
+  auto over = ask(h, h.connect_to_upstream("sbx-b", "secret-b"));
+  REQUIRE(over);
+  CHECK(over->status == 503);
+  one.close();
+  h.event_where([](const egress_event& ev) { return ev.decision == "allow"; });
+  CHECK(tunnel_works(h, "sbx-b", "secret-b"));
+  CHECK(h.shutdown());
+}
+
+TEST_CASE("proxy: refusals at accept are logged once per source per period", "[proxy][server][caps]") {
+  auto sink_stream = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*sink_stream);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("proxy-test", sink));
+  {
+    harness h(capped(2, 64));
+    auto held = open_silent(h, 2);
+    auto flood = open_silent(h, 100);
+    REQUIRE(eventually([&] { return h.on_proxy_thread([&] { return h.proxy().admission_counts().refused_per_source; }) == 100; }));
+    CHECK(h.shutdown());
+  }
+  spdlog::set_default_logger(previous);
+  std::string log = sink_stream->str();
+  INFO(log);
+  std::size_t lines = 0;
+  for (std::size_t at = 0; (at = log.find("at accept", at)) != std::string::npos; ++at) ++lines;
+  CHECK(lines == 1);
+  CHECK(log.find("from 127.0.0.1 at accept: 2 unauthenticated connections from this address are open "
+                 "(egress.max_pending_per_source)") != std::string::npos);
+}
+
+TEST_CASE("proxy: out of descriptors, the accept loop pauses instead of spinning", "[proxy][server][caps]") {
+  harness h;
+  int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(client >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(h.port());
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::uint64_t failures = 0;
+  std::chrono::microseconds cpu{0};
+  {
+    sandfort::testing::descriptor_squeeze squeeze;
+    REQUIRE(squeeze.exhausted());
+    REQUIRE(::connect(client, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+    std::this_thread::sleep_for(50ms);
+    auto cpu_before = sandfort::testing::process_cpu_time();
+    auto before = h.on_proxy_thread([&] { return h.proxy().admission_counts().accept_failures; });
+    std::this_thread::sleep_for(500ms);
+    failures = h.on_proxy_thread([&] { return h.proxy().admission_counts().accept_failures; }) - before;
+    cpu = sandfort::testing::process_cpu_time() - cpu_before;
+  }
+  INFO("accept attempts in 500 ms: " << failures << ", cpu " << cpu.count() << " us");
+  CHECK(failures >= 2);
+  CHECK(failures <= 12);
+  CHECK(cpu < 200ms);
+  // Descriptors are back: the waiting connection is served.
+  std::string request = h.connect_to_upstream();
+  REQUIRE(::send(client, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+  pollfd p{client, POLLIN, 0};
+  CHECK(::poll(&p, 1, 3000) == 1);
+  char buf[64] = {};
+  CHECK(::recv(client, buf, sizeof buf - 1, 0) > 12);
+  CHECK(std::string(buf).starts_with("HTTP/1.1 200"));
+  ::close(client);
+  CHECK(h.shutdown());
 }

@@ -7,6 +7,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <filesystem>
@@ -68,6 +69,13 @@ class fake_engine final : public docker::engine {
   docker::container_info* find(const std::string& id_or_name) {
     for (auto& [id, c] : containers)
       if (id == id_or_name || c.name == id_or_name) return &c;
+    return nullptr;
+  }
+
+  // The container of a sandbox, by its label (names say nothing about the sandbox).
+  docker::container_info* of_sandbox(const std::string& sandbox_id) {
+    for (auto& [id, c] : containers)
+      if (auto it = c.labels.find(label_sandbox); it != c.labels.end() && it->second == sandbox_id) return &c;
     return nullptr;
   }
 
@@ -190,6 +198,118 @@ class fake_engine final : public docker::engine {
     }
     co_return out;
   }
+
+  // --- Docker's event stream ---------------------------------------------------------------
+  // Events are queued with emit() (or the helpers below, which also change the container as
+  // Docker would) and delivered, filtered like the real engine, to the one open stream.
+  std::vector<docker::event_subscription> subscriptions;  // one per follow_events call
+  std::optional<error> follow_error;                       // follow_events fails at once
+  int streams_open = 0;
+  std::int64_t event_clock_nano = 1'767'322'800'000'000'000;  // 2026-01-02T03:00Z, as fixed_clock
+
+  void emit(docker::engine_event ev) {
+    if (ev.time_nano == 0) ev.time_nano = event_clock_nano += 1'000'000;
+    ev.time = ev.time_nano / 1'000'000'000;
+    pending_events_.push_back(std::move(ev));
+    if (wakeup_) wakeup_->cancel();
+  }
+  // The open stream ends (as when dockerd restarts): follow_events returns an error.
+  void end_stream() {
+    end_requested_ = true;
+    if (wakeup_) wakeup_->cancel();
+  }
+  docker::engine_event container_event(const docker::container_info& c, const std::string& action) const {
+    docker::engine_event ev;
+    ev.type = "container";
+    ev.action = action;
+    ev.actor_id = ev.container_id = c.id;
+    ev.attributes = c.labels;
+    ev.attributes["name"] = c.name;
+    return ev;
+  }
+  docker::engine_event network_event(const std::string& container_id, const std::string& network,
+                                     const std::string& action) const {
+    docker::engine_event ev;
+    ev.type = "network";
+    ev.action = action;
+    ev.actor_id = "net-" + network;
+    ev.container_id = container_id;
+    ev.network = network;
+    ev.attributes = {{"container", container_id}, {"name", network}, {"type", "bridge"}};
+    return ev;
+  }
+  // The container's init exits (the agent was killed, or the OOM killer struck).
+  void kill_container(docker::container_info& c, int exit_code, bool oom = false) {
+    c.running = false;
+    c.status = "exited";
+    c.exit_code = exit_code;
+    c.oom_killed = oom;
+    c.pid = 0;
+    auto joined = c.addresses;
+    c.addresses.clear();
+    if (oom) emit(container_event(c, "oom"));
+    auto die = container_event(c, "die");
+    die.attributes["exitCode"] = std::to_string(exit_code);
+    die.exit_code = exit_code;
+    emit(die);
+    for (const auto& [network, address] : joined) emit(network_event(c.id, network, "disconnect"));
+  }
+  // docker rm -f behind sandfortd's back.
+  void remove_behind_back(const std::string& id) {
+    auto* c = find(id);
+    if (!c) return;
+    auto copy = *c;
+    containers.erase(copy.id);
+    if (copy.running) emit(container_event(copy, "die"));
+    emit(container_event(copy, "destroy"));
+  }
+  void disconnect_network(docker::container_info& c, const std::string& network) {
+    c.addresses.erase(network);
+    emit(network_event(c.id, network, "disconnect"));
+  }
+  void connect_network(docker::container_info& c, const std::string& network, const std::string& address) {
+    c.addresses[network] = address;
+    emit(network_event(c.id, network, "connect"));
+  }
+
+  docker::task<void> follow_events(docker::event_subscription sub, docker::event_handler on_event,
+                                   std::function<void()> on_open) override {
+    subscriptions.push_back(sub);
+    if (follow_error) co_return *follow_error;
+    co_await asio::this_coro::throw_if_cancelled(false);
+    asio::steady_timer wakeup(co_await asio::this_coro::executor);
+    wakeup_ = &wakeup;
+    ++streams_open;
+    struct closing {
+      fake_engine& e;
+      ~closing() {
+        e.wakeup_ = nullptr;
+        --e.streams_open;
+      }
+    } close_on_exit{*this};
+    if (on_open) on_open();
+    for (;;) {
+      while (!pending_events_.empty()) {
+        auto ev = std::move(pending_events_.front());
+        pending_events_.erase(pending_events_.begin());
+        if (docker::subscription_matches(sub, ev)) co_await on_event(ev);
+      }
+      if (end_requested_) {
+        end_requested_ = false;
+        co_return make_error(errc::unavailable, "Docker ended its event stream (fake)");
+      }
+      wakeup.expires_at(asio::steady_timer::time_point::max());
+      co_await wakeup.async_wait(asio::as_tuple(asio::use_awaitable));
+      auto cs = co_await asio::this_coro::cancellation_state;
+      if (cs.cancelled() != asio::cancellation_type::none)
+        co_return make_error(errc::unavailable, "stopped following Docker's events (fake)");
+    }
+  }
+
+ private:
+  std::vector<docker::engine_event> pending_events_;
+  asio::steady_timer* wakeup_ = nullptr;
+  bool end_requested_ = false;
 };
 
 class fake_connector final : public agent_connector {
@@ -197,31 +317,35 @@ class fake_connector final : public agent_connector {
   bool healthy = true;
   int health_calls = 0;
   std::vector<std::pair<std::string, agent_exec>> execs;
+  std::vector<std::string> forgotten;
   result<exec_result> exec_answer = exec_result{0, "hello\n", "", std::nullopt, std::nullopt, 3, false, false};
 
-  std::string endpoint(const std::string& sandbox_id) const override { return "/fake/" + sandbox_id + "/agent.sock"; }
+  asio::awaitable<result<agent_stream>> connect(const agent_address&) override {
+    co_return make_error(errc::unavailable, "the fake connector has no sockets");
+  }
+  void forget(const std::string& sandbox_id) override { forgotten.push_back(sandbox_id); }
 
-  asio::awaitable<result<void>> health(const std::string&, std::chrono::milliseconds) override {
+  asio::awaitable<result<void>> health(const agent_address&, std::chrono::milliseconds) override {
     ++health_calls;
     if (!healthy) co_return make_error(errc::unavailable, "cannot connect to the agent (fake)");
     co_return ok_t{};
   }
 
-  asio::awaitable<result<exec_result>> exec(const std::string& sandbox_id, const agent_exec& call) override {
-    execs.emplace_back(sandbox_id, call);
+  asio::awaitable<result<exec_result>> exec(const agent_address& at, const agent_exec& call) override {
+    execs.emplace_back(at.sandbox_id, call);
     co_return exec_answer;
   }
 
   std::vector<listening_port> listening = {{8080, "0.0.0.0", "ipv4", 7, "python3", "", false},
                                            {5432, "127.0.0.1", "ipv4", std::nullopt, std::nullopt, "", false}};
-  asio::awaitable<result<std::vector<listening_port>>> ports(const std::string&) override { co_return listening; }
+  asio::awaitable<result<std::vector<listening_port>>> ports(const agent_address&) override { co_return listening; }
 
   // Streams: writes stream_chunks to the sink, then answers stream_answer.
   std::vector<std::string> stream_chunks = {"event: stdout\ndata: hi\n\n", "event: exit\ndata: {\"exit_code\":0}\n\n"};
   result<void> stream_answer = ok_t{};
-  asio::awaitable<result<void>> exec_stream(const std::string& sandbox_id, const agent_exec& call,
+  asio::awaitable<result<void>> exec_stream(const agent_address& at, const agent_exec& call,
                                             byte_sink& sink) override {
-    execs.emplace_back(sandbox_id, call);
+    execs.emplace_back(at.sandbox_id, call);
     if (!stream_answer) co_return stream_answer;
     for (const auto& chunk : stream_chunks) {
       std::string_view bytes = chunk;
@@ -256,7 +380,8 @@ struct fixture {
   store::org org_a, org_b;
   std::unique_ptr<service> svc;
 
-  fixture() {
+  // reconciled: as sandfortd before it accepts creates; the reconcile tests start without.
+  explicit fixture(bool reconciled = true) {
     cfg.state_dir = dir.file("state");
     cfg.agent_path = "/opt/sandfort/libexec/sandfort-agent";
     cfg.default_image = "sandfort/base:bookworm";
@@ -275,6 +400,9 @@ struct fixture {
     svc = std::make_unique<service>(ioc.get_executor(), cfg, *db, engine, agent, clk);
     auto net = run(svc->prepare_network());
     if (!net) throw std::runtime_error("prepare_network failed: " + net.err().message);
+    if (!reconciled) return;
+    auto report = run(svc->reconcile());
+    if (!report) throw std::runtime_error("reconcile failed: " + report.err().message);
   }
 
   store::org make_org(const std::string& name) {
@@ -325,9 +453,6 @@ struct fixture {
     }
     return std::nullopt;
   }
-
-  std::string host_dir(const std::string& id) const { return sandbox_host_dir(cfg.state_dir, id); }
-  std::string run_dir(const std::string& id) const { return sandbox_run_dir(cfg.state_dir, id); }
 };
 
 }  // namespace sandfort::sandbox::test

@@ -62,13 +62,15 @@ TEST_CASE("sandbox: create with wait returns a started sandbox with its run dire
   CHECK(v.created_at == format_time(f.clk.now()));
   CHECK(v.error_message.empty());
   CHECK_FALSE(v.expires_at);
-  CHECK(fs::is_directory(f.run_dir(v.id)));
   CHECK(f.engine.pulls.empty());  // the image was there
-  CHECK(f.engine.started == std::vector<std::string>{container_name(v.id)});
-  CHECK(f.agent.health_calls >= 1);
-  auto* c = f.engine.find(container_name(v.id));
+  auto* c = f.engine.of_sandbox(v.id);
   REQUIRE(c);
   CHECK(c->running);
+  CHECK(f.engine.started == std::vector<std::string>{c->id});
+  CHECK(f.agent.health_calls >= 1);
+  // Docker's embedded DNS tells neighbours every container's name: it must not be the id.
+  CHECK(c->name.find(v.id) == std::string::npos);
+  CHECK(c->name.rfind("sandfort-", 0) == 0);
 
   auto row = f.db->get_sandbox(f.org_a.id, v.id);
   REQUIRE(row);
@@ -131,7 +133,6 @@ TEST_CASE("sandbox: create with wait and a failing pull returns the error and le
   REQUIRE(gone);
   REQUIRE(gone->size() == 1);
   CHECK(f.get(f.org_a.id, gone->front().id).err().code == errc::not_found);
-  CHECK_FALSE(fs::exists(f.host_dir(gone->front().id)));
 }
 
 TEST_CASE("sandbox: create without wait and a failing pull leaves the row in error", "[sandbox][lifecycle]") {
@@ -148,7 +149,6 @@ TEST_CASE("sandbox: create without wait and a failing pull leaves the row in err
   CHECK(now->state == "error");
   CHECK(now->error_message.find("manifest unknown for ghost:1") != std::string::npos);
   CHECK(f.engine.created.empty());
-  CHECK_FALSE(fs::exists(f.host_dir(v->id)));
 }
 
 TEST_CASE("sandbox: create cleans up when the engine cannot create the container", "[sandbox][lifecycle]") {
@@ -161,7 +161,6 @@ TEST_CASE("sandbox: create cleans up when the engine cannot create the container
   REQUIRE(now);
   CHECK(now->state == "error");
   CHECK(now->error_message.find("unreachable") != std::string::npos);
-  CHECK_FALSE(fs::exists(f.host_dir(v->id)));
 }
 
 TEST_CASE("sandbox: create reports a container that exits before its agent answers", "[sandbox][lifecycle]") {
@@ -190,7 +189,6 @@ TEST_CASE("sandbox: create reports a container that exits before its agent answe
     CHECK(now->state == "error");
     CHECK(now->error_message.find("exited with code 137") != std::string::npos);
     CHECK(now->error_message.find("out of memory") != std::string::npos);
-    CHECK_FALSE(fs::exists(f.host_dir(v->id)));
   }
   // Either way the container was removed.
   CHECK(f.engine.containers.empty());
@@ -293,7 +291,7 @@ TEST_CASE("sandbox: another organization cannot see or touch a sandbox", "[sandb
 TEST_CASE("sandbox: stop and start follow the state rules", "[sandbox][lifecycle]") {
   fixture f;
   auto v = f.create_started();
-  auto name = container_name(v.id);
+  auto name = f.engine.of_sandbox(v.id)->id;
 
   auto stopped = f.run(f.svc->stop(f.org_a.id, v.id));
   REQUIRE(stopped);
@@ -359,22 +357,22 @@ TEST_CASE("sandbox: remove keeps the row when the engine is unavailable", "[sand
   auto still = f.get(f.org_a.id, v.id);
   REQUIRE(still);
   CHECK(still->state == "started");
-  CHECK(fs::is_directory(f.run_dir(v.id)));
-  CHECK(f.engine.find(container_name(v.id)));
+  CHECK(f.engine.of_sandbox(v.id));
 }
 
-TEST_CASE("sandbox: remove deletes the container the row and the run directory", "[sandbox][remove]") {
+TEST_CASE("sandbox: remove deletes the container and the row", "[sandbox][remove]") {
   fixture f;
   create_request req;
   req.name = "reusable";
   auto v = f.create_started(req);
-  REQUIRE(fs::is_directory(f.run_dir(v.id)));
+  auto container_id = f.engine.of_sandbox(v.id)->id;
+  f.agent.forgotten.clear();
   auto r = f.run(f.svc->remove(f.org_a.id, v.id));
   REQUIRE(r.ok());
   CHECK(f.get(f.org_a.id, v.id).err().code == errc::not_found);
-  CHECK_FALSE(fs::exists(f.host_dir(v.id)));
   CHECK(f.engine.containers.empty());
-  CHECK(f.engine.removed == std::vector<std::string>{container_name(v.id)});
+  CHECK(f.engine.removed == std::vector<std::string>{container_id});
+  CHECK(f.agent.forgotten == std::vector<std::string>{v.id});
   auto row = f.row_any_state(f.org_a.id, v.id);
   REQUIRE(row);
   CHECK(row->state == "deleted");
@@ -407,7 +405,6 @@ TEST_CASE("sandbox: remove during provisioning does not bring the sandbox back",
   INFO("after the delete the sandbox is " << (now ? now->state : std::string("gone")));
   CHECK_FALSE(now.ok());
   CHECK(f.engine.containers.empty());
-  CHECK_FALSE(fs::exists(f.host_dir(v->id)));
 }
 
 TEST_CASE("sandbox: remove during start does not bring the sandbox back", "[sandbox][remove]") {
@@ -447,9 +444,8 @@ TEST_CASE("sandbox: reap_expired deletes only sandboxes past their TTL", "[sandb
   CHECK(f.get(f.org_a.id, a.id).err().code == errc::not_found);
   CHECK(f.get(f.org_a.id, b.id));
   CHECK(f.get(f.org_a.id, c.id));
-  CHECK_FALSE(f.engine.find(container_name(a.id)));
-  CHECK(f.engine.find(container_name(b.id)));
-  CHECK_FALSE(fs::exists(f.host_dir(a.id)));
+  CHECK_FALSE(f.engine.of_sandbox(a.id));
+  CHECK(f.engine.of_sandbox(b.id));
 
   f.clk.t += std::chrono::hours(24 * 365);
   CHECK(f.run(f.svc->reap_expired()) == 1);

@@ -34,12 +34,7 @@ std::map<std::string, std::string> our_labels(fixture& f, const std::string& san
 
 // A container for a row, labelled as provisioning labels it.
 void add_container_for(fixture& f, const store::sandbox_record& rec, bool running, int exit_code = 0) {
-  f.engine.add_container(container_name(rec.id), our_labels(f, rec.id, rec.org_id), running, exit_code);
-}
-
-void make_dir(const std::string& path) {
-  fs::create_directories(path);
-  std::ofstream(path + "/marker") << "x";
+  f.engine.add_container(new_container_name(), our_labels(f, rec.id, rec.org_id), running, exit_code);
 }
 
 store::sandbox_record row(fixture& f, const store::sandbox_record& rec) {
@@ -51,7 +46,7 @@ store::sandbox_record row(fixture& f, const store::sandbox_record& rec) {
 }  // namespace
 
 TEST_CASE("sandbox: reconcile brings rows containers and directories into agreement", "[sandbox][reconcile]") {
-  fixture f;
+  fixture f(false);
   const auto& a = f.org_a.id;
   const auto& b = f.org_b.id;
 
@@ -81,24 +76,22 @@ TEST_CASE("sandbox: reconcile brings rows containers and directories into agreem
   auto& unrelated = f.engine.add_container("postgres", {}, true);
   std::string unrelated_id = unrelated.id;
 
-  // Host directories: one of a live row, one without a row, one that is not ours by name.
-  make_dir(f.host_dir(running.id) + "/run");
-  make_dir(f.host_dir("sbx-00000000000000aa") + "/run");
-  make_dir(f.host_dir(deleted.id));
-  make_dir(f.cfg.state_dir + "/sandboxes/notes");
-
-  // Not ready until reconciliation ran.
+  // Not ready until reconciliation ran, and no creates: the sweep could take a new sandbox for
+  // a leftover.
   auto before = f.run(f.svc->ready());
   REQUIRE_FALSE(before.ok());
   CHECK(before.err().code == errc::unavailable);
   CHECK(before.err().message.find("reconciliation") != std::string::npos);
+  auto early = f.create(f.org_a.id, create_request{});
+  REQUIRE_FALSE(early.ok());
+  CHECK(early.err().code == errc::unavailable);
+  CHECK(early.err().message.find("reconciling") != std::string::npos);
 
   auto report = f.run(f.svc->reconcile());
   REQUIRE(report);
   CHECK(report->containers_removed == 3);
   CHECK(report->rows_marked_error == 4);  // creating, pulling, vanished, stopped_gone
   CHECK(report->rows_marked_stopped == 1);
-  CHECK(report->dirs_removed == 2);
 
   // Rows.
   CHECK(row(f, creating).state == "error");
@@ -115,22 +108,16 @@ TEST_CASE("sandbox: reconcile brings rows containers and directories into agreem
   CHECK(row(f, deleted).state == "deleted");
 
   // Containers: the creating row's, the three without a live row gone; the rest kept.
-  CHECK_FALSE(f.engine.find(container_name(creating.id)));
-  CHECK_FALSE(f.engine.find(container_name(deleted.id)));
+  CHECK_FALSE(f.engine.of_sandbox(creating.id));
+  CHECK_FALSE(f.engine.of_sandbox(deleted.id));
   CHECK_FALSE(f.engine.find("sandfort-sbx-00000000000000ff"));
   CHECK_FALSE(f.engine.find("stray"));
-  CHECK(f.engine.find(container_name(exited.id)));
-  CHECK(f.engine.find(container_name(running.id)));
-  CHECK(f.engine.find(container_name(stopped_kept.id)));
+  CHECK(f.engine.of_sandbox(exited.id));
+  CHECK(f.engine.of_sandbox(running.id));
+  CHECK(f.engine.of_sandbox(stopped_kept.id));
   CHECK(f.engine.find(foreign_id));
   CHECK(f.engine.find(unrelated_id));
   CHECK(f.engine.containers.size() == 5);
-
-  // Directories.
-  CHECK(fs::exists(f.host_dir(running.id) + "/run/marker"));
-  CHECK_FALSE(fs::exists(f.host_dir("sbx-00000000000000aa")));
-  CHECK_FALSE(fs::exists(f.host_dir(deleted.id)));
-  CHECK(fs::exists(f.cfg.state_dir + "/sandboxes/notes/marker"));
 
   // Ready now, as long as Docker answers.
   CHECK(f.run(f.svc->ready()).ok());
@@ -148,22 +135,20 @@ TEST_CASE("sandbox: reconcile brings rows containers and directories into agreem
   CHECK(second->containers_removed == 0);
   CHECK(second->rows_marked_error == 0);
   CHECK(second->rows_marked_stopped == 0);
-  CHECK(second->dirs_removed == 0);
 }
 
-TEST_CASE("sandbox: reconcile without a sandboxes directory and with nothing to do", "[sandbox][reconcile]") {
-  fixture f;
+TEST_CASE("sandbox: reconcile with nothing to do", "[sandbox][reconcile]") {
+  fixture f(false);
   auto report = f.run(f.svc->reconcile());
   REQUIRE(report);
   CHECK(report->containers_removed == 0);
   CHECK(report->rows_marked_error == 0);
   CHECK(report->rows_marked_stopped == 0);
-  CHECK(report->dirs_removed == 0);
   CHECK(f.run(f.svc->ready()).ok());
 }
 
 TEST_CASE("sandbox: reconcile fails and readiness waits while Docker is unreachable", "[sandbox][reconcile]") {
-  fixture f;
+  fixture f(false);
   auto r = insert_row(f, 1, "started", f.org_a.id);
   f.engine.list_error = make_error(errc::unavailable, "Docker is unreachable (fake)");
   auto report = f.run(f.svc->reconcile());
@@ -183,7 +168,7 @@ TEST_CASE("sandbox: reconcile fails and readiness waits while Docker is unreacha
 }
 
 TEST_CASE("sandbox: ready fails when Docker does not answer even after reconciliation", "[sandbox][reconcile]") {
-  fixture f;
+  fixture f(false);
   f.engine.version_ok = false;
   REQUIRE(f.run(f.svc->reconcile()));
   auto r = f.run(f.svc->ready());
