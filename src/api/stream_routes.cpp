@@ -111,6 +111,12 @@ asio::awaitable<void> watch_client(tcp_exchange& ex, sse_sink& sink, const bool&
   if (!finished && sink.abandon) sink.abandon();
 }
 
+// A session's exec answers when its command is done, which may take up to exec_max_timeout_s.
+bool runs_command(const tcp_exchange& ex) {
+  return ex.parser.get().method() == http::verb::post && ex.path.size() >= 5 &&
+         ex.path.compare(ex.path.size() - 5, 5, "/exec") == 0;
+}
+
 struct exec_call {
   dependencies& deps;
   const auth::principal& who;
@@ -181,9 +187,11 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
     if (!agent) co_return co_await http::respond_error(ex, agent.err());
     http::forward_options target{agent_target(ex), subprotocol};
     // The agent is untrusted: its answer must start within the longest command a caller may
-    // run, and a body that is not an event stream must keep moving.
-    target.answer_timeout = std::chrono::seconds(deps->cfg.exec_max_timeout_s + 60);
-    target.idle_timeout = std::chrono::seconds(deps->cfg.agent_idle_timeout_s);
+    // run (a session's exec) or soon (everything else), and a body that is not an event stream
+    // must keep moving.
+    auto idle = std::chrono::seconds(deps->cfg.agent_idle_timeout_s);
+    target.answer_timeout = runs_command(ex) ? std::chrono::seconds(deps->cfg.exec_max_timeout_s + 60) : idle;
+    target.idle_timeout = idle;
     co_return co_await http::forward(ex, *agent, std::move(target));
   };
 

@@ -75,7 +75,8 @@ std::string_view words_of_status(unsigned status) {
 
 template <std::size_t N>
 bool mentions(const std::string& text, const std::array<std::string_view, N>& markers) {
-  return std::any_of(markers.begin(), markers.end(), [&](std::string_view m) { return text.find(m) != std::string::npos; });
+  return std::any_of(markers.begin(), markers.end(),
+                     [&](std::string_view m) { return text.find(m) != std::string::npos; });
 }
 
 }  // namespace

@@ -225,7 +225,8 @@ result<image_reference> parse_image_reference(std::string_view text) {
   out.path = std::string(remainder);
   if (out.registry == "index.docker.io") out.registry = "docker.io";
   if (out.registry == "docker.io" && out.path.find('/') == std::string::npos) out.path = "library/" + out.path;
-  if (out.registry.size() + 1 + out.path.size() > max_name_length) return refused(text, "is longer than 255 characters");
+  if (out.registry.size() + 1 + out.path.size() > max_name_length)
+    return refused(text, "is longer than 255 characters");
   return out;
 }
 

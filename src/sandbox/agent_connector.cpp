@@ -44,7 +44,6 @@ class budget_hold {
     held_ += n;
     return true;
   }
-  std::uint64_t held() const { return held_; }
 
  private:
   response_budget& budget_;
@@ -77,9 +76,8 @@ asio::awaitable<bool> take_or_wait(budget_hold& hold, std::uint64_t n, std::chro
   co_return true;
 }
 
-// Sends req and reads the whole answer, charging its body to the budget before it is read
-// (Content-Length) or as it arrives (chunked). Everything about the answer is bounded: header
-// size, body size, time.
+// Sends req and reads the whole answer, its body charged to the budget before it is read.
+// Everything about the answer is bounded: header size, body size, time.
 asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, http::request req,
                                                           const answer_limits& limits, budget_hold& hold) {
   req.prepare_payload();
@@ -98,21 +96,17 @@ asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, 
 
   bool ok = parser.get().result_int() < 300;
   std::uint64_t limit = ok ? limits.body_limit : error_body_limit;
-  if (auto length = parser.content_length(); length) {
-    if (*length > limit) co_return unavailable("the sandbox agent's answer is larger than allowed");
-    if (!co_await take_or_wait(hold, *length, limits.budget_wait))
-      co_return unavailable("sandfortd is relaying too much command output right now; retry shortly");
-  }
+  // The agent always says how long its answer is; one that does not (an endless chunked body)
+  // is not the agent, and nothing of it is read.
+  auto length = parser.content_length();
+  if (!length) co_return unavailable("the sandbox agent's answer has no length");
+  if (*length > limit) co_return unavailable("the sandbox agent's answer is larger than allowed");
+  if (!co_await take_or_wait(hold, *length, limits.budget_wait))
+    co_return unavailable("sandfortd is relaying too much command output right now; retry shortly");
   // The body is already produced when the header arrives: reading it takes no command time.
   stream.expires_after(std::chrono::seconds(30));
-  while (!parser.is_done()) {
-    auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, parser, use_tuple);
-    if (ec) co_return unavailable("reading the sandbox agent's answer failed: " + ec.message());
-    std::uint64_t have = parser.get().body().size();
-    if (have > limit) co_return unavailable("the sandbox agent's answer is larger than allowed");
-    if (have > hold.held() && !hold.try_take(have - hold.held()))
-      co_return unavailable("sandfortd is relaying too much command output right now; retry shortly");
-  }
+  auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, use_tuple);
+  if (bec) co_return unavailable("reading the sandbox agent's answer failed: " + bec.message());
   beast::error_code ignored;
   stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
   co_return buffered_answer{parser.get().result_int(), std::move(parser.get().body())};

@@ -129,12 +129,15 @@ def test_missing_wrong_and_deleted_credentials_are_407(egress_daemon, egress_mem
     r = curl(egress_member, allowed, f"-D - -o /dev/null --proxy http://sbx:wrong@{gw} {url}")
     assert 'proxy-authenticate: basic realm="sandfort"' in r["stdout"].lower()
 
-    # A real credential of a sandbox that is then deleted: dead at once.
+    # A real credential works only from its own sandbox's address (tests/integration/attacks/
+    # test_dead_container.py), and dies with the sandbox.
     other = egress_member.create_sandbox(egress_allowlist=["localhost"])
     stolen = egress_member.exec(other["id"], command="echo -n $HTTP_PROXY")["stdout"]
     assert stolen.startswith(f"http://{other['id']}:")
-    r = curl(egress_member, allowed, f"-o /dev/null -w '%{{http_code}}' --proxy {stolen} {url}")
+    r = curl(egress_member, other, f"-o /dev/null -w '%{{http_code}}' --proxy {stolen} {url}")
     assert r["stdout"] == "200"
+    r = curl(egress_member, allowed, f"-o /dev/null -w '%{{http_code}}' --proxy {stolen} {url}")
+    assert r["stdout"] == "407"
     egress_member.delete(f"/v1/sandboxes/{other['id']}")
     r = curl(egress_member, allowed, f"-o /dev/null -w '%{{http_code}}' --proxy {stolen} {url}")
     assert r["stdout"] == "407"

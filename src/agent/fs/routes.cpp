@@ -110,8 +110,8 @@ result<unsigned> upload_mode(const std::map<std::string, std::string>& query) {
   auto parsed = fs::parse_mode(it->second, "mode");
   if (!parsed) return parsed.err();
   if ((*parsed & 07000) && !*keep_setid)
-    return make_error(errc::invalid_argument, "mode " + it->second +
-                                                  " sets set-uid, set-gid or sticky bits; add keep_setid=true to mean it");
+    return make_error(errc::invalid_argument,
+                      "mode " + it->second + " sets set-uid, set-gid or sticky bits; add keep_setid=true to mean it");
   return *parsed;
 }
 

@@ -122,7 +122,8 @@ TEST_CASE("images.allowed_registries is a list in the file, comma-separated else
   CHECK(from_flag->images.allowed_registries == std::vector<std::string>{"*"});
   std::remove(path.c_str());
 
-  for (const char* wrong : {R"({"images":{"allowed_registries":"ghcr.io"}})", R"({"images":{"allowed_registries":[1]}})",
+  for (const char* wrong : {R"({"images":{"allowed_registries":"ghcr.io"}})",
+                            R"({"images":{"allowed_registries":[1]}})",
                             R"({"images":{"allowed_registries":{"a":"b"}}})"}) {
     INFO(wrong);
     auto p = write_temp(wrong);

@@ -66,7 +66,8 @@ TEST_CASE("pull errors name the image and a reason class, never the engine's tex
   auto down = pull_error("localhost:1/nosuch:0",
                          "Get \"http://localhost:1/v2/\": dial tcp [::1]:1: connect: connection refused");
   CHECK(down.code == errc::unavailable);
-  CHECK_THAT(down.message, Catch::StartsWith("image \"localhost:1/nosuch:0\" could not be pulled: registry unreachable"));
+  CHECK_THAT(down.message,
+             Catch::StartsWith("image \"localhost:1/nosuch:0\" could not be pulled: registry unreachable"));
   CHECK_THAT(down.message, !Catch::Contains("connection refused"));
 }
 
@@ -99,7 +100,8 @@ TEST_CASE("pull failures fall into classes") {
   CHECK(classify_pull_failure("Get \"https://r.example/v2/\": x509: certificate signed by unknown authority") ==
         pull_failure::registry_unreachable);
   CHECK(classify_pull_failure("Get \"https://r.example/v2/\": net/http: request canceled while waiting for "
-                              "connection (Client.Timeout exceeded while awaiting headers)") == pull_failure::timed_out);
+                              "connection (Client.Timeout exceeded while awaiting headers)") ==
+        pull_failure::timed_out);
   CHECK(classify_pull_failure("Docker is unreachable at /run/docker.sock: cannot connect to /run/docker.sock: "
                               "No such file or directory") == pull_failure::docker_unreachable);
   CHECK(classify_pull_failure("Docker is unreachable at /run/docker.sock: no answer from /run/docker.sock within "

@@ -91,7 +91,8 @@ TEST_CASE("image references name their registry the way the engine reads them") 
   check_parse("2130706433:80/x", "2130706433:80", "x", "");
   check_parse("10.0.0.1/x", "10.0.0.1", "x", "");
   check_parse("169.254.169.254/latest", "169.254.169.254", "latest", "");
-  check_parse("reg-1.example.com:443/a__b/c-d.e_f--g:v1.0-rc_1", "reg-1.example.com:443", "a__b/c-d.e_f--g", "v1.0-rc_1");
+  check_parse("reg-1.example.com:443/a__b/c-d.e_f--g:v1.0-rc_1", "reg-1.example.com:443", "a__b/c-d.e_f--g",
+              "v1.0-rc_1");
 }
 
 TEST_CASE("registry host and port come apart, IPv6 brackets dropped") {

@@ -2,6 +2,17 @@
 
 #include <catch2/catch.hpp>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
 #include "fake_iptables.hpp"
 
 using namespace sandfort;
@@ -277,4 +288,84 @@ TEST_CASE("chain names stay within iptables' 28 characters") {
   CHECK(forward_chain("sandfort0") == "SANDFORT-FW-sandfort0");
   CHECK(input_chain("abcdefghijklmno").size() <= 28);
   CHECK(forward_chain("abcdefghijklmno").size() <= 28);
+}
+
+// --- off the I/O thread -------------------------------------------------------------------------
+
+namespace {
+
+// The fake iptables, but each call takes a while (as `-w` waiting for the xtables lock would)
+// and the threads it ran on are kept.
+class slow_runner final : public command_runner {
+ public:
+  explicit slow_runner(fake_iptables& fake) : fake_(fake) {}
+  result<int> run(const std::vector<std::string>& argv, std::string* output) override {
+    {
+      std::lock_guard lock(mutex_);
+      threads_.insert(std::this_thread::get_id());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return fake_.run(argv, output);
+  }
+  std::set<std::thread::id> threads() {
+    std::lock_guard lock(mutex_);
+    return threads_;
+  }
+
+ private:
+  fake_iptables& fake_;
+  std::mutex mutex_;
+  std::set<std::thread::id> threads_;
+};
+
+}  // namespace
+
+TEST_CASE("firewall: firewall_worker runs the commands on its own thread while the I/O thread serves",
+          "[firewall]") {
+  namespace asio = boost::asio;
+  fake_iptables fake;
+  slow_runner slow(fake);
+  host_firewall fw(slow, sandbox_bridge());
+  firewall_worker worker;
+  asio::io_context ioc;
+  bool done = false;
+  int ticks = 0;
+  result<void> installed = make_error(errc::internal, "not run");
+  result<void> removed = make_error(errc::internal, "not run");
+  std::set<std::thread::id> resumed_on;
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        installed = co_await worker.install(fw);
+        resumed_on.insert(std::this_thread::get_id());
+        removed = co_await worker.remove(fw);
+        resumed_on.insert(std::this_thread::get_id());
+        done = true;
+      },
+      asio::detached);
+  // Stands for the requests the I/O thread keeps serving meanwhile.
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        asio::steady_timer timer(co_await asio::this_coro::executor);
+        while (!done) {
+          timer.expires_after(std::chrono::milliseconds(2));
+          co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+          ++ticks;
+        }
+      },
+      asio::detached);
+  ioc.run_for(std::chrono::seconds(20));
+  REQUIRE(done);
+  CHECK(installed);
+  CHECK(removed);
+  CHECK(fake.tables["iptables"]["INPUT"] == std::vector<std::string>{"-i lo -j ACCEPT"});
+  CHECK(resumed_on == std::set<std::thread::id>{std::this_thread::get_id()});
+  auto ran_on = slow.threads();
+  CHECK(ran_on.size() == 1);
+  CHECK_FALSE(ran_on.contains(std::this_thread::get_id()));
+  // About 30 commands of 10 ms each: the I/O thread ticked all along.
+  INFO("ticks: " << ticks << ", iptables calls: " << fake.calls.size());
+  CHECK(fake.calls.size() >= 20);
+  CHECK(ticks >= 20);
 }
