@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <cerrno>
 #include <list>
 #include <type_traits>
@@ -135,8 +136,9 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
 
     stream.expires_after(st->options.header_timeout);
     auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, head_parser, use_tuple);
-    // From its complete header on, a request is in flight: stop() lets it finish.
-    entry->busy = !hec;
+    // From its complete header on, a request is in flight: stop() lets it finish. A WebSocket
+    // upgrade is a session with no end of its own (a terminal): stop() ends it like an idle one.
+    entry->busy = !hec && !beast::websocket::is_upgrade(head_parser.get());
     if (!hec && st->options.trust_request_id) {
       if (auto given = head_parser.get().find("X-Request-Id"); given != head_parser.get().end() &&
                                                                given->value().size() <= 64 && !given->value().empty())

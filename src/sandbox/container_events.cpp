@@ -77,7 +77,7 @@ asio::awaitable<void> service::follow_container_events() {
       opened = true;
       // Events between the broken stream and this one are replayed by `since`, unless the
       // engine restarted (it keeps them in memory only): look at everything once.
-      if (ever_opened) asio::co_spawn(executor_, recheck_all(), asio::detached);
+      if (ever_opened) request_recheck_all();
       ever_opened = true;
     };
     auto on_event = [&](const docker::engine_event& ev) -> asio::awaitable<void> {
@@ -100,7 +100,7 @@ asio::awaitable<void> service::on_container_event(const docker::engine_event& ev
   co_await wait_until(reconciled_);
   if (ev.lost) {
     spdlog::warn("docker events: an event was lost (too long or unreadable); re-checking every sandbox");
-    co_await recheck_all();
+    request_recheck_all();
     co_return;
   }
   if (ev.type == "container" && ev.action == "oom" && !ev.container_id.empty()) {
@@ -124,7 +124,25 @@ asio::awaitable<void> service::on_container_event(const docker::engine_event& ev
   if (ev.action == "connect" && !address.empty()) co_await release_address(address, ev.container_id);
 }
 
+service::operation_mark service::begin_operation(const std::string& sandbox_id) {
+  ++in_operation_[sandbox_id];
+  return operation_mark{*this, sandbox_id};
+}
+
+void service::end_operation(const std::string& sandbox_id) {
+  auto it = in_operation_.find(sandbox_id);
+  if (it == in_operation_.end() || --it->second > 0) return;
+  in_operation_.erase(it);
+  // The operation may have failed with the container dead or gone: what arrived meanwhile is
+  // judged now, on what the row and Docker say after it.
+  if (deferred_.erase(sandbox_id)) asio::co_spawn(executor_, recheck_sandbox(sandbox_id), asio::detached);
+}
+
 asio::awaitable<void> service::recheck_sandbox(const std::string& sandbox_id) {
+  if (in_operation_.count(sandbox_id)) {
+    deferred_.insert(sandbox_id);
+    co_return;
+  }
   auto rec = db_.find_live_sandbox(sandbox_id);
   if (!rec || lifecycle_owns(rec->state) || rec->container_id.empty()) co_return;
   std::string container = rec->container_id;
@@ -135,6 +153,10 @@ asio::awaitable<void> service::recheck_sandbox(const std::string& sandbox_id) {
   }
   // The row again, now: the lifecycle code may have moved it while Docker answered. Nothing
   // below waits, so what is decided here is written before anyone else runs.
+  if (in_operation_.count(sandbox_id)) {
+    deferred_.insert(sandbox_id);
+    co_return;
+  }
   auto cur = db_.find_live_sandbox(sandbox_id);
   if (!cur || lifecycle_owns(cur->state) || cur->container_id != container) co_return;
   bool had_address = !cur->address.empty();
@@ -168,12 +190,30 @@ asio::awaitable<void> service::recheck_sandbox(const std::string& sandbox_id) {
   if (had_address) disconnect(sandbox_id);
 }
 
+void service::request_recheck_all() {
+  if (rechecking_all_) {
+    recheck_all_again_ = true;
+    return;
+  }
+  rechecking_all_ = true;
+  asio::co_spawn(executor_, recheck_all(), asio::detached);
+}
+
 asio::awaitable<void> service::recheck_all() {
+  // A hostile image can make every event of its sandbox a lost one (a label over the line
+  // limit): sweeps never pile up, and never come closer than this.
+  constexpr std::chrono::milliseconds min_spacing{1'000};
   co_await wait_until(reconciled_);
-  auto rows = db_.list_live_sandboxes_all_orgs();
-  if (!rows) co_return;
-  for (const auto& rec : *rows)
-    if (!lifecycle_owns(rec.state)) co_await recheck_sandbox(rec.id);
+  asio::steady_timer spacing(executor_);
+  do {
+    recheck_all_again_ = false;
+    spacing.expires_after(min_spacing);
+    if (auto rows = db_.list_live_sandboxes_all_orgs())
+      for (const auto& rec : *rows)
+        if (!lifecycle_owns(rec.state)) co_await recheck_sandbox(rec.id);
+    if (recheck_all_again_) co_await spacing.async_wait(use_tuple);
+  } while (recheck_all_again_);
+  rechecking_all_ = false;
 }
 
 asio::awaitable<void> service::release_address(const std::string& address, const std::string& holder_container) {
@@ -186,7 +226,7 @@ asio::awaitable<void> service::release_address(const std::string& address, const
     spdlog::warn("sandbox {} still claimed {}, which Docker gave to container {}", rec.id, address, holder_container);
     co_await recheck_sandbox(rec.id);
     auto cur = db_.find_live_sandbox(rec.id);
-    if (cur && cur->address == address && cur->container_id != holder_container) {
+    if (cur && cur->address == address && cur->container_id != holder_container && !in_operation_.count(cur->id)) {
       cur->address.clear();
       (void)set_state(*cur, cur->state, cur->error_message);
       disconnect(cur->id);

@@ -225,6 +225,7 @@ task<sandbox_view> service::stop(const std::string& org_id, const std::string& i
   if (rec->state == "stopped") co_return view_of(*rec);
   if (rec->state != "started")
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be stopped");
+  auto marked = begin_operation(rec->id);  // its die event is ours (container_events.cpp)
   if (auto r = co_await engine_.stop_container(rec->container_id, cfg_.stop_timeout_s); !r)
     co_return std::move(r).err();
   rec->address.clear();
@@ -250,6 +251,7 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
 task<void> service::remove(const std::string& org_id, const std::string& id_or_name) {
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
+  auto marked = begin_operation(rec->id);  // its die and destroy events are ours (container_events.cpp)
   // Container first: if Docker is unreachable the row stays, so nothing runs unaccounted for.
   if (auto r = co_await destroy_container(*rec); !r) co_return r;
   rec->address.clear();

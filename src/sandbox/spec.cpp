@@ -136,7 +136,9 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
   for (auto& kv : proxy_environment(rec.id, proxy_secret, network_->gateway, cfg_.egress.proxy_port))
     c.env.push_back(std::move(kv));
   c.labels = {{label_sandbox, rec.id}, {label_org, rec.org_id}, {label_instance, db_.instance_id()}};
-  c.hostname = rec.id;
+  // Docker's embedded DNS answers a container's hostname to its neighbours too: one name for
+  // all, so none reveals a sandbox id (the sandbox knows its own from its proxy settings).
+  c.hostname = "sandbox";
   c.user = spec.user;
   c.workdir = spec.workdir;
   c.binds = {{cfg_.agent_path, "/.sandfort/agent", true}};

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sandfort_harness import Daemon, docker, docker_container, docker_containers_of
+from sandfort_harness import Daemon, EventStream, docker, docker_container, docker_containers_of
 
 
 @pytest.fixture
@@ -106,5 +106,27 @@ def test_sigterm_finishes_in_flight_requests_then_exits_zero(fresh):
     # New connections are refused once it is gone.
     with pytest.raises(OSError):
         fresh.client().get("/healthz")
+    fresh.start()
+    assert admin.delete(f"/v1/sandboxes/{sbx['id']}").status == 204
+
+
+def test_sigterm_lets_a_streamed_exec_finish_then_exits_zero(fresh):
+    fresh.start()
+    admin = fresh.admin()
+    sbx = admin.create_sandbox()
+    stream = EventStream(fresh.port, fresh.admin_key, f"/v1/sandboxes/{sbx['id']}/process/exec",
+                         {"command": "echo started; sleep 1; echo done"})
+    try:
+        assert stream.response.status == 200
+        assert stream.next_event() == ("stdout", {"data": "started\n"})
+        fresh.proc.send_signal(signal.SIGTERM)
+        events = []
+        while (e := stream.next_event()) is not None:
+            events.append(e)
+    finally:
+        stream.close()
+    assert ("stdout", {"data": "done\n"}) in events, events
+    assert events[-1][0] == "exit" and events[-1][1]["exit_code"] == 0, events
+    assert fresh.proc.wait(30) == 0
     fresh.start()
     assert admin.delete(f"/v1/sandboxes/{sbx['id']}").status == 204

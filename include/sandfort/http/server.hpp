@@ -87,8 +87,8 @@ class server {
   void set_stream_selector(stream_selector<unix_protocol> selector);
 
   // Stops accepting and closes every connection that waits for (or is reading) a request
-  // header. A connection inside a request carries on — a streamed exec keeps streaming — and
-  // closes once its response is written.
+  // header, and WebSockets. A connection inside a request carries on — a streamed exec keeps
+  // streaming — and closes once its response is written.
   void stop();
   // Cuts every connection now, in-flight requests included (their sockets are shut down, so
   // a stream's next write fails and a wait on its client ends).

@@ -128,11 +128,26 @@ class service {
   std::function<egress_traffic(const std::string&)> egress_meter_;
 
   // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
+  // While stop() or remove() works on a sandbox's container, the events it causes (die, destroy)
+  // are its own: the follower leaves that row to it and looks again once the mark is gone.
+  struct operation_mark {
+    service& svc;
+    std::string sandbox_id;
+    ~operation_mark() { svc.end_operation(sandbox_id); }
+  };
+  operation_mark begin_operation(const std::string& sandbox_id);
+  void end_operation(const std::string& sandbox_id);
+  std::map<std::string, int> in_operation_;
+  std::set<std::string> deferred_;  // marked rows that events arrived for
   boost::asio::awaitable<void> on_container_event(const docker::engine_event& ev);
   // Inspects the row's container and brings the row in line; events are only the reason to look.
   boost::asio::awaitable<void> recheck_sandbox(const std::string& sandbox_id);
-  // Every started or stopped row: after a lost event or a stream that broke.
+  // Every started or stopped row: after a lost event or a stream that broke. Runs beside the
+  // stream (which goes on meanwhile), one at a time; requests while one runs fold into one more.
+  void request_recheck_all();
   boost::asio::awaitable<void> recheck_all();
+  bool rechecking_all_ = false;
+  bool recheck_all_again_ = false;
   // A container took `address` on the sandbox network: no other row may still claim it.
   boost::asio::awaitable<void> release_address(const std::string& address, const std::string& holder_container);
   std::set<std::string> oom_seen_;  // containers with an oom event whose die is still to come

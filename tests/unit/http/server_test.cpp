@@ -563,3 +563,34 @@ TEST_CASE("http: out of descriptors, the accept loop pauses instead of spinning,
   CHECK(std::string(buf).starts_with("HTTP/1.1 200"));
   ::close(client);
 }
+
+TEST_CASE("http: server stop ends a WebSocket session at once rather than waiting for it", "[http][server]") {
+  app a;
+  std::atomic<int> sessions{0};
+  running_server s(small_limits(), a.root());
+  s.on_server_thread([&] {
+    // Stands for a terminal: it lives as long as its client's socket does.
+    s.srv().set_stream_selector([&sessions](const bhttp::request_header<>&, const std::string&,
+                                            std::map<std::string, std::string>&) -> stream_handler<tcp_protocol> {
+      return [&sessions](exchange<tcp_protocol>& ex) -> asio::awaitable<bool> {
+        ++sessions;
+        auto space = ex.buffer.prepare(4096);
+        co_await ex.stream.socket().async_read_some(space, as_tuple_awaitable);
+        co_return false;
+      };
+    });
+  });
+  raw_client terminal;
+  REQUIRE(terminal.connect(s.port()) == 0);
+  REQUIRE(terminal.send_all(get_request("/pty", "Connection: Upgrade\r\nUpgrade: websocket\r\n"
+                                                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                                                "Sec-WebSocket-Version: 13\r\n")));
+  wait_for([&] { return sessions == 1; });
+  REQUIRE(sessions == 1);
+  auto t0 = std::chrono::steady_clock::now();
+  auto left = drain_in_background(s, 10s);
+  CHECK(terminal.closed_within(2s));
+  REQUIRE(left.wait_for(5s) == std::future_status::ready);
+  CHECK(left.get() == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+}

@@ -5,6 +5,7 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/detached.hpp>
 #include <catch2/catch.hpp>
 
 #include "fakes.hpp"
@@ -346,4 +347,49 @@ TEST_CASE("events: what arrives during start-up reconciliation waits for it", "[
   auto r = row(f, rec.id);
   CHECK(r.state == "error");
   CHECK(r.error_message == "the sandbox's container vanished");  // reconcile's word stands
+}
+
+TEST_CASE("events: a stop sandfortd itself is making is left to it; a failed one is judged after",
+          "[sandbox][events]") {
+  fixture f;
+  watched w(f);
+  auto v = f.create_started();
+  auto* c = f.engine.of_sandbox(v.id);
+  f.engine.stop_delay = 100ms;
+  with_follower(f, [&]() -> asio::awaitable<void> {
+    std::optional<result<sandbox_view>> stopped;
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> { stopped.emplace(co_await f.svc->stop(f.org_a.id, v.id)); }, asio::detached);
+    co_await sleep_for(20ms);
+    f.engine.emit(f.engine.container_event(*c, "die"));  // the stop's own die, mid-stop
+    co_await sleep_for(settle);
+    CHECK(row(f, v.id).state == "started");  // not the follower's to judge yet
+    while (!stopped) co_await sleep_for(5ms);
+    CHECK(stopped->ok());
+    co_await sleep_for(settle);
+  });
+  auto r = row(f, v.id);
+  CHECK(r.state == "stopped");
+  CHECK(r.error_message.empty());  // a stop the user asked for is no crash
+  CHECK(w.disconnected == std::vector<std::string>{v.id});
+
+  // The same, but Docker's answer is an error although the container did die: once stop() has
+  // given up, the follower looks again and finds it dead.
+  REQUIRE(f.run(f.svc->start(f.org_a.id, v.id)).ok());
+  f.engine.stop_error = make_error(errc::unavailable, "Docker timed out (fake)");
+  with_follower(f, [&]() -> asio::awaitable<void> {
+    std::optional<result<sandbox_view>> stopped;
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> { stopped.emplace(co_await f.svc->stop(f.org_a.id, v.id)); }, asio::detached);
+    co_await sleep_for(20ms);
+    f.engine.emit(f.engine.container_event(*f.engine.of_sandbox(v.id), "die"));
+    while (!stopped) co_await sleep_for(5ms);
+    CHECK_FALSE(stopped->ok());
+    co_await sleep_for(settle);
+  });
+  r = row(f, v.id);
+  CHECK(r.state == "stopped");
+  CHECK(r.error_message == "the container exited with code 0");
 }

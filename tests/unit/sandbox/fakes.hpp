@@ -146,6 +146,9 @@ class fake_engine final : public docker::engine {
     if (!c) co_return make_error(errc::not_found, "no such container " + id);
     c->running = false;
     c->status = "exited";
+    // Docker answers after the container died (and told its event stream so).
+    if (stop_delay.count() > 0) co_await sleep_for(stop_delay);
+    if (stop_error) co_return *stop_error;
     co_return ok_t{};
   }
 
@@ -204,6 +207,8 @@ class fake_engine final : public docker::engine {
   // Docker would) and delivered, filtered like the real engine, to the one open stream.
   std::vector<docker::event_subscription> subscriptions;  // one per follow_events call
   std::optional<error> follow_error;                       // follow_events fails at once
+  std::chrono::milliseconds stop_delay{0};                 // stop_container answers this late
+  std::optional<error> stop_error;                         // ... and then fails
   int streams_open = 0;
   std::int64_t event_clock_nano = 1'767'322'800'000'000'000;  // 2026-01-02T03:00Z, as fixed_clock
 

@@ -189,7 +189,7 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
                                                        {"io.sandfort.org", f.org_a.id},
                                                        {"io.sandfort.instance", f.db->instance_id()}});
   CHECK_FALSE(f.db->instance_id().empty());
-  CHECK(c.hostname == v.id);
+  CHECK(c.hostname == "sandbox");
   CHECK(c.user == "1000:1000");
   CHECK(c.workdir == "/work");
   REQUIRE(c.binds.size() == 1);
