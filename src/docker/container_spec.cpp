@@ -30,7 +30,8 @@ void set_if_not_empty(nlohmann::json& j, const char* key, const Container& value
 std::string tmpfs_options(const tmpfs_mount& t) {
   char mode[8];
   std::snprintf(mode, sizeof mode, "%o", t.mode & 07777);
-  return "rw,nosuid,nodev,noexec,size=" + std::to_string(t.size_bytes) + ",mode=" + mode;
+  return "rw,nosuid,nodev,noexec,size=" + std::to_string(t.size_bytes) + ",nr_inodes=" + std::to_string(t.inodes) +
+         ",mode=" + mode;
 }
 
 nlohmann::json host_config(const container_spec& spec) {
@@ -107,7 +108,7 @@ result<void> validate_spec(const container_spec& spec) {
                                                     "\": both paths must be absolute and contain no ':' or ','");
   }
   for (const auto& t : spec.tmpfs) {
-    if (!path_is_safe_for_binds(t.container_path) || t.size_bytes <= 0)
+    if (!path_is_safe_for_binds(t.container_path) || t.size_bytes <= 0 || t.inodes <= 0)
       return make_error(errc::invalid_argument, "tmpfs \"" + t.container_path +
                                                     "\": the path must be absolute without ':' or ',', the size positive");
   }

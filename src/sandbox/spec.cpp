@@ -146,7 +146,7 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
   // there is on the host (no disk to fill, no set-uid file for a host user), and sandfortd
   // reaches it only through the container's root (agent_socket.hpp). 1777: the agent may run
   // as the sandbox's unprivileged user.
-  c.tmpfs = {{"/run/sandfort", 1 << 20, 01777}};
+  c.tmpfs = {{"/run/sandfort", 1 << 20, 256, 01777}};
   c.cpus = spec.limits.cpus;
   c.memory_bytes = spec.limits.memory_mb * 1024 * 1024;
   c.pids_limit = spec.limits.pids;

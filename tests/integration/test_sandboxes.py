@@ -13,7 +13,7 @@ def test_create_wait_exec_delete_walkthrough(daemon, member):
     container = docker_container(sbx["id"])
     assert container["State"]["Running"]
     # Nothing of the sandbox lives on the host: its agent socket is in a tmpfs of its own.
-    assert container["HostConfig"]["Tmpfs"] == {"/run/sandfort": "rw,nosuid,nodev,noexec,size=1048576,mode=1777"}
+    assert container["HostConfig"]["Tmpfs"] == {"/run/sandfort": "rw,nosuid,nodev,noexec,size=1048576,nr_inodes=256,mode=1777"}
     assert not os.path.exists(os.path.join(daemon.state_dir, "sandboxes"))
 
     r = member.exec(sbx["id"], command="echo build; exit 7")

@@ -85,7 +85,7 @@ struct config {
   // Agents are untrusted: a forwarded answer's body must keep moving (event streams and the
   // PTY excepted), and buffered answers of all sandboxes share one memory budget.
   int agent_idle_timeout_s = 300;
-  std::uint64_t agent_response_budget_mb = 256;
+  std::uint64_t agent_response_budget_mb = 128;
 
   resource_limits default_resources{};
   resource_limits max_resources{4.0, 8192, 4096};

@@ -48,6 +48,7 @@ struct bind_mount {
 struct tmpfs_mount {
   std::string container_path;
   std::int64_t size_bytes = 1 << 20;
+  std::int64_t inodes = 256;  // files and directories: empty files take no bytes, but kernel memory
   int mode = 01777;
   // nosuid, nodev and noexec are always set: nothing written there runs or escalates.
 };

@@ -73,8 +73,8 @@ struct connector_options {
   std::string socket_in_container = "/run/sandfort/agent.sock";
   // At most this many bytes of agent answers held in memory at once, over all sandboxes: a
   // call whose answer does not fit waits for room (up to budget_wait), then fails with 503.
-  std::uint64_t response_budget_bytes = 256u << 20;
-  std::chrono::milliseconds budget_wait{10'000};
+  std::uint64_t response_budget_bytes = 128u << 20;
+  std::chrono::milliseconds budget_wait{30'000};
 };
 
 // Buffered agent answers share one budget of bytes (see connector_options).

@@ -18,7 +18,8 @@ container_spec sandbox_spec() {
   s.env = {"HTTP_PROXY=http://x:y@10.0.0.1:3128"};
   s.labels = {{"io.sandfort.sandbox", "sb-1"}, {"io.sandfort.org", "o-1"}};
   s.hostname = "sandbox";
-  s.binds = {{"/var/lib/sandfort/agent", "/.sandfort/agent", true}, {"/run/sandfort/sb-1", "/run/sandfort", false}};
+  s.binds = {{"/var/lib/sandfort/agent", "/.sandfort/agent", true}};
+  s.tmpfs = {{"/run/sandfort", 1 << 20, 256, 01777}};
   s.cpus = 1.5;
   s.memory_bytes = 512ll << 20;
   s.pids_limit = 256;
@@ -45,7 +46,9 @@ TEST_CASE("the create body carries the isolation defaults") {
   CHECK(hc.at("Privileged") == false);
   CHECK(hc.at("ReadonlyRootfs") == false);
   CHECK(hc.at("NetworkMode") == "sandfort-net");
-  CHECK(hc.at("Binds") == json::array({"/var/lib/sandfort/agent:/.sandfort/agent:ro", "/run/sandfort/sb-1:/run/sandfort"}));
+  CHECK(hc.at("Binds") == json::array({"/var/lib/sandfort/agent:/.sandfort/agent:ro"}));
+  // Whatever the sandbox writes there runs nowhere and escalates nothing, and stays small.
+  CHECK(hc.at("Tmpfs") == json{{"/run/sandfort", "rw,nosuid,nodev,noexec,size=1048576,nr_inodes=256,mode=1777"}});
   CHECK(hc.at("LogConfig") == json::parse(R"({"Type":"json-file","Config":{"max-size":"10m","max-file":"1"}})"));
   CHECK_FALSE(hc.contains("Runtime"));
   // Nothing that widens the sandbox is ever set.
@@ -120,6 +123,14 @@ TEST_CASE("specs the engine would misread are refused") {
 
   bad = s;
   bad.name = "../../x";
+  CHECK_FALSE(detail::validate_spec(bad).ok());
+
+  bad = s;
+  bad.tmpfs = {{"/run/x,exec", 1 << 20, 256, 01777}};
+  CHECK_FALSE(detail::validate_spec(bad).ok());
+
+  bad = s;
+  bad.tmpfs = {{"/run/x", 0, 256, 01777}};
   CHECK_FALSE(detail::validate_spec(bad).ok());
 
   bad = s;

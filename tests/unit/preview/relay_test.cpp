@@ -1,4 +1,4 @@
-// http::relay underneath the preview also carries sandfortd → agent traffic (proxy_to_unix):
+// http::relay underneath the preview also carries sandfortd → agent traffic (http::forward):
 // the same application, reached over a unix socket through an API-like front, keeps the API's
 // behaviour — prefix dropped, credentials stripped, one request id, JSON 503 when unreachable.
 
@@ -22,12 +22,19 @@ using bhttp::verb;
 namespace {
 
 // "/v1/rest" → "/rest" on the agent's socket; "/missing/…" dials a socket that does not exist.
+// Connecting is the caller's part (sandfortd's agent connector): an unreachable agent is its 503.
 asio::awaitable<bool> forward_to(std::string socket_path, tcp_exchange& ex) {
-  http::proxy_target target;
   std::string path(ex.parser.get().target());
-  target.socket_path = path.starts_with("/missing") ? socket_path + ".missing" : socket_path;
+  beast::basic_stream<http::unix_protocol> upstream(co_await asio::this_coro::executor);
+  std::string dial = path.starts_with("/missing") ? socket_path + ".missing" : socket_path;
+  auto [cec] = co_await upstream.async_connect(http::unix_protocol::endpoint(dial), use_tuple);
+  if (cec) co_return co_await http::respond_error(ex, make_error(errc::unavailable, "the sandbox agent is not reachable"));
+  http::forward_options target;
   target.target = path.starts_with("/v1/") ? path.substr(3) : path;
-  co_return co_await http::proxy_to_unix(ex, std::move(target));
+  // An untrusted upstream must start answering soon.
+  target.answer_timeout = std::chrono::milliseconds(300);
+  target.idle_timeout = std::chrono::milliseconds(300);
+  co_return co_await http::forward(ex, upstream, std::move(target));
 }
 
 class unix_front {
@@ -74,7 +81,7 @@ class unix_front {
 
 }  // namespace
 
-TEST_CASE("proxy_to_unix: the agent gets its own path, no credentials, Host agent and the caller's request id",
+TEST_CASE("forward: the agent gets its own path, no credentials, Host agent and the caller's request id",
           "[preview][relay]") {
   unix_front front;
   auto req = request(verb::post, "/v1/echo?x=1", "127.0.0.1");
@@ -95,7 +102,7 @@ TEST_CASE("proxy_to_unix: the agent gets its own path, no credentials, Host agen
   CHECK(seen_header(*res, "X-Request-Id") == id);
 }
 
-TEST_CASE("proxy_to_unix: an unreachable agent, or one that hangs up, is 503 in the API's error shape",
+TEST_CASE("forward: an unreachable agent, or one that hangs up, is 503 in the API's error shape",
           "[preview][relay]") {
   unix_front front;
   auto missing = fetch(front.port(), request(verb::get, "/missing/x", "127.0.0.1"));
@@ -105,6 +112,10 @@ TEST_CASE("proxy_to_unix: an unreachable agent, or one that hangs up, is 503 in 
   CHECK(body["error"]["code"] == "unavailable");
   CHECK(body["error"]["message"].get<std::string>().find("not reachable") != std::string::npos);
 
+  auto stalled = fetch(front.port(), request(verb::get, "/v1/silent", "127.0.0.1"));
+  REQUIRE(stalled);
+  CHECK(stalled->result_int() == 503);
+
   auto hung_up = fetch(front.port(), request(verb::get, "/v1/hang-up", "127.0.0.1"));
   REQUIRE(hung_up);
   CHECK(hung_up->result_int() == 503);
@@ -112,7 +123,7 @@ TEST_CASE("proxy_to_unix: an unreachable agent, or one that hangs up, is 503 in 
   CHECK(closed["error"]["message"].get<std::string>().find("closed the connection") != std::string::npos);
 }
 
-TEST_CASE("proxy_to_unix: a chunked answer and a WebSocket pass through", "[preview][relay]") {
+TEST_CASE("forward: a chunked answer and a WebSocket pass through", "[preview][relay]") {
   unix_front front;
   auto large = fetch(front.port(), request(verb::get, "/v1/large?bytes=300000", "127.0.0.1"));
   REQUIRE(large);

@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -145,6 +146,14 @@ asio::awaitable<bool> hang_up(http::exchange<Protocol>&) {
   co_return false;
 }
 
+// Takes the request and says nothing for 5 s: an upstream that stalls.
+template <typename Protocol>
+asio::awaitable<bool> silent(http::exchange<Protocol>& ex) {
+  asio::steady_timer timer(ex.stream.get_executor(), std::chrono::seconds(5));
+  co_await timer.async_wait(use_tuple);
+  co_return false;
+}
+
 template <typename Protocol = http::tcp_protocol>
 http::stream_selector<Protocol> routes() {
   return [](const bhttp::request_header<>&, const std::string& path,
@@ -152,6 +161,7 @@ http::stream_selector<Protocol> routes() {
     if (path == "/large") return &large<Protocol>;
     if (path == "/ws") return &websocket_echo<Protocol>;
     if (path == "/hang-up") return &hang_up<Protocol>;
+    if (path == "/silent") return &silent<Protocol>;
     return &echo<Protocol>;
   };
 }

@@ -2,6 +2,8 @@
 // plays the container's agent; links, non-sockets, strangers and full backlogs are refused.
 #include "sandfort/sandbox/agent_socket.hpp"
 
+#include "sandfort/sandbox/agent_connector.hpp"
+
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <fcntl.h>
@@ -171,4 +173,17 @@ TEST_CASE("agent socket: a pid that is not the container's init is refused", "[s
   REQUIRE_FALSE(who.ok());
   CHECK(who.err().code == errc::unavailable);
   CHECK_FALSE(identify_container(0, std::string(64, 'a')).ok());
+}
+
+TEST_CASE("agent answers share one budget of bytes", "[sandbox][agent_socket]") {
+  response_budget budget(100);
+  CHECK(budget.try_take(60));
+  CHECK_FALSE(budget.try_take(41));  // would go over: refused whole, nothing taken
+  CHECK(budget.in_use() == 60);
+  CHECK(budget.try_take(40));
+  budget.give_back(60);
+  CHECK(budget.in_use() == 40);
+  budget.give_back(1000);  // more than held never wraps around
+  CHECK(budget.in_use() == 0);
+  CHECK_FALSE(budget.try_take(101));
 }

@@ -200,6 +200,7 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
   REQUIRE(c.tmpfs.size() == 1);
   CHECK(c.tmpfs[0].container_path == "/run/sandfort");
   CHECK(c.tmpfs[0].size_bytes == 1 << 20);
+  CHECK(c.tmpfs[0].inodes == 256);
   CHECK(c.tmpfs[0].mode == 01777);
   CHECK(c.cap_add ==
         std::vector<std::string>{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"});
