@@ -126,7 +126,7 @@ asio::awaitable<void> service::on_container_event(const docker::engine_event& ev
 
 service::operation_mark service::begin_operation(const std::string& sandbox_id) {
   ++in_operation_[sandbox_id];
-  return operation_mark{*this, sandbox_id};
+  return operation_mark{*this, sandbox_id, liveness_.alive};
 }
 
 void service::end_operation(const std::string& sandbox_id) {

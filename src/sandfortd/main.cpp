@@ -211,6 +211,8 @@ int serve(const config_flags& f) {
   if (!std::filesystem::exists(cfg.agent_path))
     throw std::runtime_error("sandbox agent not found at " + cfg.agent_path + " (set agent_path)");
   auto db = open_store(cfg);
+  // Serving: a write lock held by an admin command must not stall every tenant's requests.
+  db->set_busy_timeout(std::chrono::milliseconds(20));
   spdlog::info("sandfortd {} starting: store {}, state {}, instance {}", version_string, cfg.database, cfg.state_dir,
                db->instance_id());
 

@@ -151,6 +151,10 @@ std::string sql(const char* before, const char* columns, const char* after) {
 
 }  // namespace
 
+void database::set_busy_timeout(std::chrono::milliseconds wait) {
+  sqlite3_busy_timeout(db_, static_cast<int>(wait.count()));
+}
+
 result<std::unique_ptr<database>> database::open(const std::string& path) {
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,

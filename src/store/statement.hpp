@@ -21,6 +21,9 @@ inline error sqlite_error(sqlite3* db, std::string_view what) {
 // Constraint failures get their own class so callers can word them for the user:
 // UNIQUE and PRIMARY KEY → conflict, FOREIGN KEY → not_found. Everything else is internal.
 inline error classify_step_error(sqlite3* db) {
+  // Another process holds the write lock longer than the connection waits (busy timeout).
+  if (sqlite3_errcode(db) == SQLITE_BUSY)
+    return make_error(errc::unavailable, std::string("the database is busy: ") + sqlite3_errmsg(db) + "; retry");
   switch (sqlite3_extended_errcode(db)) {
     case SQLITE_CONSTRAINT_UNIQUE:
     case SQLITE_CONSTRAINT_PRIMARYKEY:

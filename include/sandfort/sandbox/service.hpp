@@ -133,8 +133,16 @@ class service {
   struct operation_mark {
     service& svc;
     std::string sandbox_id;
-    ~operation_mark() { svc.end_operation(sandbox_id); }
+    // A suspended stop() may be destroyed with the io_context after the service is gone.
+    std::shared_ptr<const bool> service_alive;
+    ~operation_mark() {
+      if (*service_alive) svc.end_operation(sandbox_id);
+    }
   };
+  struct liveness {
+    std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+    ~liveness() { *alive = false; }
+  } liveness_;
   operation_mark begin_operation(const std::string& sandbox_id);
   void end_operation(const std::string& sandbox_id);
   std::map<std::string, int> in_operation_;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,10 @@ class database {
  public:
   // Opens (creating if needed) and migrates. Errors name the file and SQLite's message.
   static result<std::unique_ptr<database>> open(const std::string& path);
+  // How long a statement waits for another process's write lock before failing with
+  // `unavailable` (5 s after open). sandfortd keeps it to milliseconds: its one I/O thread
+  // must not sit in a lock wait while an admin command writes.
+  void set_busy_timeout(std::chrono::milliseconds wait);
   ~database();
   database(const database&) = delete;
   database& operator=(const database&) = delete;

@@ -99,6 +99,23 @@ TEST_CASE("two databases get different instance ids") {
   CHECK(a->instance_id() != b->instance_id());
 }
 
+TEST_CASE("a write lock held by another process fails fast as unavailable, not a long wait") {
+  testing::temp_dir dir;
+  auto db = open_db(dir.file("s.db"));
+  db->set_busy_timeout(std::chrono::milliseconds(20));
+  sqlite3* other = nullptr;
+  REQUIRE(sqlite3_open(dir.file("s.db").c_str(), &other) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  auto blocked = db->create_org("while-locked", false, t0);
+  REQUIRE_FALSE(blocked.ok());
+  CHECK(blocked.err().code == errc::unavailable);
+  // Readers are not blocked by a writer in WAL mode.
+  CHECK(db->ping().ok());
+  REQUIRE(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(other);
+  CHECK(db->create_org("after", false, t0).ok());
+}
+
 TEST_CASE("a database newer than the code is refused") {
   testing::temp_dir dir;
   const auto path = dir.file("future.db");
