@@ -131,9 +131,10 @@ def test_public_preview_needs_no_token(daemon, member):
     sbx = member.create_sandbox(public_preview=True)
     try:
         assert member.get(f"/v1/sandboxes/{sbx['id']}/preview/8080").json()["token"] is None
-        start_command(member, sbx, "python3 -m http.server 8080 --directory /etc")
+        start_command(member, sbx, f"mkdir -p /srv/p && echo {sbx['id']} > /srv/p/whoami && "
+                                   "python3 -m http.server 8080 --directory /srv/p")
         wait_listening(member, sbx, 8080)
-        status, _, body = preview_get(daemon, host_for(daemon, sbx, 8080), "/hostname")
+        status, _, body = preview_get(daemon, host_for(daemon, sbx, 8080), "/whoami")
         assert status == 200 and body.strip() == sbx["id"].encode()
     finally:
         member.delete(f"/v1/sandboxes/{sbx['id']}")
