@@ -18,7 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-from sandfort_harness import Daemon  # noqa: E402
+from sandfort_harness import Daemon, rss_kib  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 N_EXEC = 100 if QUICK else 400
@@ -26,11 +26,7 @@ TEN_MIB = 10 << 20
 
 
 def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return rss_kib(pid) / 1024
 
 
 def parallel_binary_execs(daemon, client, sid, n):

@@ -19,7 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-from sandfort_harness import IMAGE, Daemon, _UnixHTTPConnection  # noqa: E402
+from sandfort_harness import IMAGE, Daemon, _UnixHTTPConnection, container_id_of  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 N_CREATE = 5 if QUICK else 10
@@ -110,7 +110,7 @@ def bench_exec(api, sandbox_id):
     direct_p50 = float(r["stdout"])
 
     docker_samples = []
-    container = container_of(sandbox_id)
+    container = container_id_of(sandbox_id)
     for _ in range(N_DOCKER_EXEC):
         t = time.perf_counter()
         s, made = docker_call("POST", f"/containers/{container}/exec",
@@ -152,15 +152,8 @@ def bench_seed(api):
     print(f"  seed total: {(t2 - t0):.2f} s\n")
 
 
-def container_of(sandbox_id):
-    """The Docker id of a sandbox's container: names are opaque, the label says which it is."""
-    out = subprocess.run(["docker", "ps", "-aq", "--no-trunc", "--filter", f"label=io.sandfort.sandbox={sandbox_id}"],
-                         capture_output=True, text=True, check=True).stdout.split()
-    return out[0]
-
-
 def agent_memory(daemon, sandbox_id):
-    s, info = docker_call("GET", f"/containers/{container_of(sandbox_id)}/top?ps_args=-o%20pid,rss,comm")
+    s, info = docker_call("GET", f"/containers/{container_id_of(sandbox_id)}/top?ps_args=-o%20pid,rss,comm")
     for proc in info["Processes"]:
         if proc[2].startswith("agent") or "sandfort" in proc[2]:
             print(f"agent resident memory: {int(proc[1]) / 1024:.1f} MiB (pid {proc[0]} on the host)\n")

@@ -17,7 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-from sandfort_harness import IMAGE, Daemon  # noqa: E402
+from sandfort_harness import IMAGE, Daemon, container_id_of, rss_kib  # noqa: E402
 from foundation import Api, pct, row  # noqa: E402
 
 QUICK = "--quick" in sys.argv
@@ -25,23 +25,8 @@ N = 100 if QUICK else 300
 BIG = 256 << 20
 
 
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def container_of(sandbox_id):
-    """The Docker id of a sandbox's container: names are opaque, the label says which it is."""
-    out = subprocess.run(["docker", "ps", "-aq", "--no-trunc", "--filter", f"label=io.sandfort.sandbox={sandbox_id}"],
-                         capture_output=True, text=True, check=True).stdout.split()
-    return out[0]
-
-
 def agent_pid(sandbox_id):
-    out = subprocess.run(["docker", "top", container_of(sandbox_id), "-o", "pid,comm"], capture_output=True,
+    out = subprocess.run(["docker", "top", container_id_of(sandbox_id), "-o", "pid,comm"], capture_output=True,
                          text=True, check=True).stdout.splitlines()[1:]
     for line in out:
         pid, comm = line.split(None, 1)
@@ -112,11 +97,11 @@ def bench_files(d, api, sid):
     down = time.perf_counter() - t
     assert got == BIG
     t = time.perf_counter()
-    subprocess.run(["docker", "cp", src.name, f"{container_of(sid)}:/tmp/cp.bin"], check=True)
+    subprocess.run(["docker", "cp", src.name, f"{container_id_of(sid)}:/tmp/cp.bin"], check=True)
     cp_in = time.perf_counter() - t
     out = tempfile.mkdtemp()
     t = time.perf_counter()
-    subprocess.run(["docker", "cp", f"{container_of(sid)}:/tmp/cp.bin", out + "/cp.bin"], check=True)
+    subprocess.run(["docker", "cp", f"{container_id_of(sid)}:/tmp/cp.bin", out + "/cp.bin"], check=True)
     cp_out = time.perf_counter() - t
     os.unlink(src.name)
     subprocess.run(["rm", "-rf", out])

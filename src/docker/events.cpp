@@ -19,6 +19,7 @@
 #include <charconv>
 
 #include "engine_errors.hpp"
+#include "json_access.hpp"
 #include "sandfort/http/client.hpp"
 #include "url.hpp"
 
@@ -41,14 +42,8 @@ constexpr std::uint32_t event_header_limit = 16u << 10;
 constexpr std::size_t error_body_limit = 16u << 10;
 constexpr std::size_t read_piece = 8u << 10;
 
-const json& member(const json& j, const char* key) {
-  static const json null_json;
-  if (!j.is_object()) return null_json;
-  auto it = j.find(key);
-  return it == j.end() ? null_json : *it;
-}
-
-std::string string_of(const json& j) { return j.is_string() ? j.get<std::string>() : std::string{}; }
+using detail::member;
+using detail::string_of;
 
 std::int64_t integer_of(const json& j) { return j.is_number_integer() ? j.get<std::int64_t>() : 0; }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engine_errors.hpp"
+#include "json_access.hpp"
 #include "image_ref.hpp"
 #include "sandfort/http/client.hpp"
 #include "spec_validation.hpp"
@@ -56,14 +57,8 @@ result<json> parse_body(const http::response& res, std::string_view what) {
   return j;
 }
 
-const json& member(const json& j, const char* key) {
-  static const json null_json;
-  if (!j.is_object()) return null_json;
-  auto it = j.find(key);
-  return it == j.end() ? null_json : *it;
-}
-
-std::string string_of(const json& j) { return j.is_string() ? j.get<std::string>() : std::string{}; }
+using detail::member;
+using detail::string_of;
 
 std::map<std::string, std::string> labels_of(const json& j) {
   std::map<std::string, std::string> out;

@@ -239,13 +239,28 @@ def _containers_labelled(label):
     return body
 
 
+def container_id_of(sandbox_id):
+    """The Docker id of a sandbox's container (found by its label: names are opaque), or None."""
+    found = _containers_labelled(f"io.sandfort.sandbox={sandbox_id}")
+    return found[0]["Id"] if found else None
+
+
 def docker_container(sandbox_id):
     """Docker's inspect of a sandbox's container (found by its label: names are opaque), or None."""
-    found = _containers_labelled(f"io.sandfort.sandbox={sandbox_id}")
-    if not found:
+    cid = container_id_of(sandbox_id)
+    if cid is None:
         return None
-    status, body = docker("GET", f"/containers/{found[0]['Id']}/json")
+    status, body = docker("GET", f"/containers/{cid}/json")
     return body if status == 200 else None
+
+
+def rss_kib(pid):
+    """Resident memory of a process (the daemon's, for bounds and benchmarks)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
 
 
 def docker_containers_of(daemon):

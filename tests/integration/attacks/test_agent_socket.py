@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from sandfort_harness import Daemon  # noqa: E402
+from sandfort_harness import Daemon, rss_kib  # noqa: E402
 
 
 def org_client(daemon, role="member"):
@@ -29,14 +29,6 @@ def org_client(daemon, role="member"):
     r = admin.post(f"/v1/orgs/{r.json()['id']}/api-keys", {"name": "k", "role": role})
     assert r.status == 201, r
     return daemon.client(r.json()["key"])
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def as_root_in(client, sid, script):
