@@ -36,6 +36,7 @@ constexpr std::size_t error_body_limit = 64 * 1024;
 class budget_hold {
  public:
   explicit budget_hold(response_budget& budget) : budget_(budget) {}
+  std::uint64_t capacity() const { return budget_.capacity(); }
   budget_hold(const budget_hold&) = delete;
   budget_hold& operator=(const budget_hold&) = delete;
   ~budget_hold() { budget_.give_back(held_); }
@@ -101,6 +102,9 @@ asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, 
   auto length = parser.content_length();
   if (!length) co_return unavailable("the sandbox agent's answer has no length");
   if (*length > limit) co_return unavailable("the sandbox agent's answer is larger than allowed");
+  // Larger than the whole budget: no amount of waiting makes room.
+  if (*length > hold.capacity())
+    co_return unavailable("the command's output is larger than sandfortd buffers at once; stream it instead");
   if (!co_await take_or_wait(hold, *length, limits.budget_wait))
     co_return unavailable("sandfortd is relaying too much command output right now; retry shortly");
   // The body is already produced when the header arrives: reading it takes no command time.

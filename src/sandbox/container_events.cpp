@@ -138,7 +138,7 @@ void service::end_operation(const std::string& sandbox_id) {
   if (deferred_.erase(sandbox_id)) asio::co_spawn(executor_, recheck_sandbox(sandbox_id), asio::detached);
 }
 
-asio::awaitable<void> service::recheck_sandbox(const std::string& sandbox_id) {
+asio::awaitable<void> service::recheck_sandbox(std::string sandbox_id) {
   if (in_operation_.count(sandbox_id)) {
     deferred_.insert(sandbox_id);
     co_return;
@@ -216,7 +216,7 @@ asio::awaitable<void> service::recheck_all() {
   rechecking_all_ = false;
 }
 
-asio::awaitable<void> service::release_address(const std::string& address, const std::string& holder_container) {
+asio::awaitable<void> service::release_address(std::string address, std::string holder_container) {
   auto rows = db_.list_live_sandboxes_all_orgs();
   if (!rows) co_return;
   for (const auto& rec : *rows) {

@@ -12,8 +12,9 @@ def daemon():
     d = Daemon().start()
     yield d
     rc = d.stop()
+    log = d.log()  # before cleanup removes it
     d.cleanup()
-    assert rc == 0, "sandfortd did not exit cleanly on SIGTERM:\n" + d.log()
+    assert rc == 0, f"sandfortd did not exit cleanly on SIGTERM (exit {rc}):\n" + log
 
 
 @pytest.fixture(scope="session")

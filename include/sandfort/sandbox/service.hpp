@@ -149,7 +149,8 @@ class service {
   std::set<std::string> deferred_;  // marked rows that events arrived for
   boost::asio::awaitable<void> on_container_event(const docker::engine_event& ev);
   // Inspects the row's container and brings the row in line; events are only the reason to look.
-  boost::asio::awaitable<void> recheck_sandbox(const std::string& sandbox_id);
+  // By value: it also runs detached (from end_operation), past the life of its caller's strings.
+  boost::asio::awaitable<void> recheck_sandbox(std::string sandbox_id);
   // Every started or stopped row: after a lost event or a stream that broke. Runs beside the
   // stream (which goes on meanwhile), one at a time; requests while one runs fold into one more.
   void request_recheck_all();
@@ -157,7 +158,7 @@ class service {
   bool rechecking_all_ = false;
   bool recheck_all_again_ = false;
   // A container took `address` on the sandbox network: no other row may still claim it.
-  boost::asio::awaitable<void> release_address(const std::string& address, const std::string& holder_container);
+  boost::asio::awaitable<void> release_address(std::string address, std::string holder_container);
   std::set<std::string> oom_seen_;  // containers with an oom event whose die is still to come
 };
 
