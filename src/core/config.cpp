@@ -57,7 +57,72 @@ json to_json_tree(const config& c) {
               {"preview",
                {{"listen", c.preview.listen}, {"domain", c.preview.domain}, {"url_template", c.preview.url_template},
                 {"max_connections", c.preview.max_connections}}},
-              {"images", {{"allowed_registries", c.images.allowed_registries}}}};
+              {"images", {{"allowed_registries", c.images.allowed_registries}}},
+              {"oidc",
+               {{"issuers", json::array()},  // read by read_issuers(): a list of objects
+                {"leeway_s", c.oidc.leeway_s},
+                {"max_token_bytes", c.oidc.max_token_bytes},
+                {"jwks_min_refresh_s", c.oidc.jwks_min_refresh_s},
+                {"jwks_default_cache_s", c.oidc.jwks_default_cache_s},
+                {"jwks_max_cache_s", c.oidc.jwks_max_cache_s},
+                {"fetch_timeout_s", c.oidc.fetch_timeout_s}}}};
+}
+
+constexpr const char* issuers_key = "oidc.issuers";
+
+// One entry of oidc.issuers; unknown fields are errors like unknown keys anywhere else.
+result<oidc_issuer_config> read_issuer(const json& j, std::size_t index) {
+  const std::string where = std::string(issuers_key) + "[" + std::to_string(index) + "]";
+  if (!j.is_object()) return make_error(errc::invalid_argument, "config: " + where + " must be an object");
+  oidc_issuer_config c;
+  auto text = [&](const char* key, std::string& out) -> result<void> {
+    if (!j.contains(key)) return {};
+    if (!j[key].is_string()) return make_error(errc::invalid_argument, "config: " + where + "." + key + " must be a string");
+    out = j[key].get<std::string>();
+    return {};
+  };
+  auto texts = [&](const char* key, std::vector<std::string>& out) -> result<void> {
+    if (!j.contains(key)) return {};
+    const json& v = j[key];
+    if (v.is_string()) {
+      out = {v.get<std::string>()};
+      return {};
+    }
+    if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_string(); }))
+      return make_error(errc::invalid_argument, "config: " + where + "." + key + " must be a string or a list of strings");
+    out = v.get<std::vector<std::string>>();
+    return {};
+  };
+  static const char* known[] = {"issuer", "audience",   "jwks_uri",     "algorithms", "org_claim", "org",
+                                "role_claim", "role_map", "default_role", "name_claim", "ca_file"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return it.key() == k; }) == std::end(known))
+      return make_error(errc::invalid_argument, "config: unknown key " + where + "." + it.key());
+  for (auto r : {text("issuer", c.issuer), texts("audience", c.audiences), text("jwks_uri", c.jwks_uri),
+                 texts("algorithms", c.algorithms), text("org_claim", c.org_claim), text("org", c.org),
+                 text("role_claim", c.role_claim), text("default_role", c.default_role),
+                 text("name_claim", c.name_claim), text("ca_file", c.ca_file)})
+    if (!r) return std::move(r).err();
+  if (j.contains("role_map")) {
+    const json& m = j["role_map"];
+    if (!m.is_object()) return make_error(errc::invalid_argument, "config: " + where + ".role_map must be an object");
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      if (!it.value().is_string())
+        return make_error(errc::invalid_argument, "config: " + where + ".role_map values must be role names");
+      c.role_map[it.key()] = it.value().get<std::string>();
+    }
+  }
+  return c;
+}
+
+result<std::vector<oidc_issuer_config>> read_issuers(const json& list) {
+  std::vector<oidc_issuer_config> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    auto one = read_issuer(list[i], i);
+    if (!one) return std::move(one).err();
+    out.push_back(std::move(*one));
+  }
+  return out;
 }
 
 config from_json_tree(const json& j) {
@@ -106,6 +171,13 @@ config from_json_tree(const json& j) {
                p.at("url_template").get<std::string>()};
   c.preview.max_connections = p.at("max_connections").get<int>();
   c.images.allowed_registries = j.at("images").at("allowed_registries").get<std::vector<std::string>>();
+  const json& o = j.at("oidc");
+  c.oidc.leeway_s = o.at("leeway_s").get<int>();
+  c.oidc.max_token_bytes = o.at("max_token_bytes").get<int>();
+  c.oidc.jwks_min_refresh_s = o.at("jwks_min_refresh_s").get<int>();
+  c.oidc.jwks_default_cache_s = o.at("jwks_default_cache_s").get<int>();
+  c.oidc.jwks_max_cache_s = o.at("jwks_max_cache_s").get<int>();
+  c.oidc.fetch_timeout_s = o.at("fetch_timeout_s").get<int>();
   return c;
 }
 
@@ -149,7 +221,10 @@ result<void> overlay(json& dst, const json& src, const std::string& prefix) {
     std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
     if (!dst.contains(it.key())) return make_error(errc::invalid_argument, "config: unknown key " + key);
     json& slot = dst[it.key()];
-    if (slot.is_object()) {
+    if (key == issuers_key) {  // the one list of objects; read_issuers() checks its entries
+      if (!it.value().is_array()) return make_error(errc::invalid_argument, "config: " + key + " must be a list");
+      slot = it.value();
+    } else if (slot.is_object()) {
       if (auto r = overlay(slot, it.value(), key); !r) return r;
     } else if (slot.is_string() != it.value().is_string() || slot.is_number() != it.value().is_number() ||
                slot.is_boolean() != it.value().is_boolean() || slot.is_array() != it.value().is_array() ||
@@ -173,6 +248,7 @@ std::string env_name(const std::string& key) {
 result<void> apply_env(json& node, const std::string& prefix, const std::map<std::string, std::string>& env) {
   for (auto it = node.begin(); it != node.end(); ++it) {
     std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (key == issuers_key) continue;  // a list of objects: the file only
     if (it.value().is_object()) {
       if (auto r = apply_env(it.value(), key, env); !r) return r;
       continue;
@@ -199,6 +275,42 @@ json* find_key(json& root, const std::string& dotted) {
   }
 }
 
+bool is_role_name(const std::string& r) { return r == "admin" || r == "member" || r == "viewer"; }
+
+result<void> check_oidc(const oidc_config& o) {
+  if (o.leeway_s < 0 || o.leeway_s > 600) return make_error(errc::invalid_argument, "config: oidc.leeway_s must be 0 to 600");
+  if (o.max_token_bytes < 1024 || o.max_token_bytes > 65536)
+    return make_error(errc::invalid_argument, "config: oidc.max_token_bytes must be 1024 to 65536");
+  if (o.jwks_min_refresh_s <= 0 || o.jwks_default_cache_s <= 0 || o.jwks_max_cache_s < o.jwks_min_refresh_s ||
+      o.fetch_timeout_s <= 0)
+    return make_error(errc::invalid_argument,
+                      "config: oidc intervals must be positive and jwks_max_cache_s >= jwks_min_refresh_s");
+  for (std::size_t i = 0; i < o.issuers.size(); ++i) {
+    const auto& is = o.issuers[i];
+    const std::string where = "config: oidc.issuers[" + std::to_string(i) + "]";
+    if (!is.issuer.starts_with("https://") && !is.issuer.starts_with("http://"))
+      return make_error(errc::invalid_argument, where + ".issuer must be an https:// URL");
+    for (std::size_t k = 0; k < i; ++k)
+      if (o.issuers[k].issuer == is.issuer) return make_error(errc::invalid_argument, where + ".issuer is listed twice");
+    if (is.audiences.empty() || std::any_of(is.audiences.begin(), is.audiences.end(), [](auto& a) { return a.empty(); }))
+      return make_error(errc::invalid_argument, where + ".audience is required");
+    if (is.algorithms.empty()) return make_error(errc::invalid_argument, where + ".algorithms must not be empty");
+    for (const auto& a : is.algorithms)
+      if (a != "RS256" && a != "ES256" && a != "EdDSA")
+        return make_error(errc::invalid_argument, where + ".algorithms: '" + a + "' is not one of RS256, ES256, EdDSA");
+    if (is.org_claim.empty() == is.org.empty())
+      return make_error(errc::invalid_argument, where + " needs exactly one of org_claim and org");
+    for (const auto& [value, role] : is.role_map)
+      if (!is_role_name(role))
+        return make_error(errc::invalid_argument, where + ".role_map: '" + role + "' is not admin, member or viewer");
+    if (!is.default_role.empty() && !is_role_name(is.default_role))
+      return make_error(errc::invalid_argument, where + ".default_role must be admin, member or viewer");
+    if (is.role_claim.empty() && is.default_role.empty())
+      return make_error(errc::invalid_argument, where + " grants no role: set role_claim/role_map or default_role");
+  }
+  return {};
+}
+
 }  // namespace
 
 result<config> load_config(const std::string& file_path, const config_overrides& overrides, char** environ_ptr) {
@@ -217,13 +329,17 @@ result<config> load_config(const std::string& file_path, const config_overrides&
   }
   if (auto r = apply_env(tree, "", env); !r) return std::move(r).err();
   for (const auto& [key, text] : overrides) {
-    json* slot = find_key(tree, key);
+    json* slot = key == issuers_key ? nullptr : find_key(tree, key);
     if (!slot) return make_error(errc::invalid_argument, "config: unknown key " + key);
     auto v = parse_as(*slot, key, text);
     if (!v) return std::move(v).err();
     *slot = *v;
   }
-  return from_json_tree(tree);
+  auto issuers = read_issuers(tree.at("oidc").at("issuers"));
+  if (!issuers) return std::move(issuers).err();
+  config c = from_json_tree(tree);
+  c.oidc.issuers = std::move(*issuers);
+  return c;
 }
 
 result<void> finalize_config(config& c, const std::string& executable_dir) {
@@ -268,7 +384,7 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
     if (r.empty() || r.size() > 255 || r.find_first_of("/@ \t\r\n") != std::string::npos)
       return make_error(errc::invalid_argument, "config: images.allowed_registries entry '" + r +
                                                     "' must be a registry host[:port] or '*'");
-  return {};
+  return check_oidc(c.oidc);
 }
 
 }  // namespace sandfort

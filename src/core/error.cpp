@@ -14,6 +14,7 @@ std::string_view to_string(errc code) noexcept {
     case errc::rate_limited: return "rate_limited";
     case errc::internal: return "internal";
     case errc::unavailable: return "unavailable";
+    case errc::idp_unavailable: return "idp_unavailable";
   }
   return "internal";
 }
@@ -30,6 +31,7 @@ int http_status(errc code) noexcept {
     case errc::rate_limited: return 429;
     case errc::internal: return 500;
     case errc::unavailable: return 503;
+    case errc::idp_unavailable: return 503;
   }
   return 500;
 }

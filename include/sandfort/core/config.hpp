@@ -57,6 +57,34 @@ struct images_config {
   std::vector<std::string> allowed_registries;
 };
 
+// One OpenID Connect issuer whose JWT access tokens sandfortd accepts (docs/identity.md).
+struct oidc_issuer_config {
+  std::string issuer;                  // `iss`, exactly; https:// (http:// only for a loopback host)
+  std::vector<std::string> audiences;  // the token's `aud` must contain one of them
+  std::string jwks_uri;                // empty: discovered from <issuer>/.well-known/openid-configuration
+  std::vector<std::string> algorithms{"RS256", "ES256", "EdDSA"};
+  // The organization: a claim naming it (by name), or one fixed organization for every token.
+  std::string org_claim;
+  std::string org;
+  // Roles: values of role_claim (a string or an array of strings) mapped to admin|member|viewer;
+  // the highest match wins; default_role (may be empty: none) applies when nothing matches.
+  std::string role_claim = "groups";
+  std::map<std::string, std::string> role_map;
+  std::string default_role;
+  std::string name_claim = "email";  // shown by whoami and in logs beside the subject
+  std::string ca_file;               // empty: the system's trust store
+};
+
+struct oidc_config {
+  std::vector<oidc_issuer_config> issuers;  // only in the config file
+  int leeway_s = 60;                        // for exp, nbf and iat
+  int max_token_bytes = 16384;
+  int jwks_min_refresh_s = 30;     // an unknown kid refreshes an issuer's keys at most this often
+  int jwks_default_cache_s = 300;  // key set lifetime when the answer has no Cache-Control max-age
+  int jwks_max_cache_s = 86400;    // the longest a key set is trusted without asking again
+  int fetch_timeout_s = 5;
+};
+
 struct config {
   std::string listen = "127.0.0.1:8080";
   std::string state_dir = "./var";
@@ -94,6 +122,7 @@ struct config {
   egress_config egress{};
   preview_config preview{};
   images_config images{};
+  oidc_config oidc{};
 };
 
 // key=value pairs from the command line; keys as in the file ("max_resources.cpus").

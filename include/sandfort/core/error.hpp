@@ -20,6 +20,7 @@ enum class errc {
   rate_limited,
   internal,
   unavailable,
+  idp_unavailable,  // 503: the identity provider that must vouch for a token cannot be reached
 };
 
 // The wire name of the code, as in the API's error shape ("not_found").

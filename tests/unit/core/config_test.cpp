@@ -136,3 +136,61 @@ TEST_CASE("images.allowed_registries is a list in the file, comma-separated else
   REQUIRE_FALSE(r.ok());
   CHECK(r.err().message.find("images.allowed_registries") != std::string::npos);
 }
+
+TEST_CASE("oidc.issuers is a list of objects in the file, checked field by field") {
+  auto path = write_temp(R"({"oidc": {"leeway_s": 30, "issuers": [
+      {"issuer": "https://idp.example.com/realms/eng", "audience": ["sandfort", "api"], "org_claim": "org",
+       "role_map": {"sandfort-admins": "admin", "devs": "member"}},
+      {"issuer": "http://127.0.0.1:9999", "audience": "sandfort", "org": "acme", "default_role": "viewer",
+       "algorithms": "ES256", "role_claim": "realm_access.roles"}]}})");
+  auto c = load_config(path, {}, nullptr);
+  REQUIRE(c.ok());
+  REQUIRE(c->oidc.issuers.size() == 2);
+  CHECK(c->oidc.leeway_s == 30);
+  const auto& a = c->oidc.issuers[0];
+  CHECK(a.audiences == std::vector<std::string>{"sandfort", "api"});
+  CHECK(a.algorithms == std::vector<std::string>{"RS256", "ES256", "EdDSA"});
+  CHECK(a.role_claim == "groups");
+  CHECK(a.role_map.at("devs") == "member");
+  const auto& b = c->oidc.issuers[1];
+  CHECK(b.audiences == std::vector<std::string>{"sandfort"});
+  CHECK(b.algorithms == std::vector<std::string>{"ES256"});
+  CHECK(b.org == "acme");
+  CHECK(finalize_config(*c, "/usr/bin").ok());
+}
+
+TEST_CASE("an issuer that cannot work is refused at start, with the field named") {
+  auto refused = [](const std::string& issuer_json, const std::string& expected) {
+    auto path = write_temp(R"({"oidc": {"issuers": [)" + issuer_json + "]}}");
+    auto c = load_config(path, {}, nullptr);
+    if (c.ok()) {
+      auto f = finalize_config(*c, "/usr/bin");
+      REQUIRE_FALSE(f.ok());
+      CHECK_THAT(f.err().message, Catch::Contains(expected));
+    } else {
+      CHECK_THAT(c.err().message, Catch::Contains(expected));
+    }
+  };
+  refused(R"({"issuer": "https://a", "audience": "x", "org": "acme", "secret": "y"})", "unknown key oidc.issuers[0].secret");
+  refused(R"({"issuer": "https://a", "org": "acme"})", "audience is required");
+  refused(R"({"issuer": "https://a", "audience": "x"})", "exactly one of org_claim and org");
+  refused(R"({"issuer": "https://a", "audience": "x", "org": "acme", "algorithms": ["HS256"]})", "'HS256' is not one of");
+  refused(R"({"issuer": "https://a", "audience": "x", "org": "acme", "algorithms": ["none"]})", "'none' is not one of");
+  refused(R"({"issuer": "https://a", "audience": "x", "org": "acme", "role_map": {"g": "root"}})", "'root' is not admin");
+  refused(R"({"issuer": "ftp://a", "audience": "x", "org": "acme"})", "https:// URL");
+  refused(R"({"issuer": "https://a", "audience": 5, "org": "acme"})", "must be a string or a list");
+  refused(R"("https://a")", "must be an object");
+}
+
+TEST_CASE("oidc.issuers cannot come from the environment or --set") {
+  auto r = load_config("", {{"oidc.issuers", "https://a"}}, nullptr);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.err().message, Catch::Contains("unknown key oidc.issuers"));
+  char env1[] = "SANDFORT_OIDC_ISSUERS=https://a";
+  char env2[] = "SANDFORT_OIDC_LEEWAY_S=5";
+  char* env[] = {env1, env2, nullptr};
+  auto c = load_config("", {}, env);
+  REQUIRE(c.ok());
+  CHECK(c->oidc.issuers.empty());
+  CHECK(c->oidc.leeway_s == 5);
+}
