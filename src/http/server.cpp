@@ -132,7 +132,8 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
     // The header first: a streamed route takes the body in pieces, any other gets it whole.
     bhttp::request_parser<bhttp::empty_body> head_parser;
     head_parser.body_limit(boost::none);
-    head_parser.header_limit(64 * 1024);
+    // Room for a large identity-provider token (docs/identity.md), which must get a 401, not a 400.
+    head_parser.header_limit(128 * 1024);
 
     stream.expires_after(st->options.header_timeout);
     auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, head_parser, use_tuple);

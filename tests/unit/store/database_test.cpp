@@ -13,7 +13,7 @@ using namespace sandfort::store;
 namespace {
 
 constexpr const char* t0 = "2026-01-01T00:00:00.000Z";
-constexpr int migration_count = 2;
+constexpr int migration_count = 3;
 
 std::unique_ptr<database> open_db(const std::string& path) {
   auto db = database::open(path);
@@ -503,4 +503,58 @@ TEST_CASE("text is stored as given, quotes and all") {
   auto found = db->find_org_by_name("o'brien; DROP TABLE orgs; --");
   REQUIRE(found);
   CHECK(found->id == o->id);
+}
+
+TEST_CASE("organizations move through their life cycle only along its edges") {
+  testing::temp_dir dir;
+  auto db = open_db(dir.file("sandfort.db"));
+  auto o = make_org(*db, "acme");
+  CHECK(o.state == "active");
+  CHECK_FALSE(o.state_changed_at);
+
+  REQUIRE(db->set_org_state(o.id, "disabled", {"active"}, "2026-01-02T00:00:00.000Z"));
+  auto got = db->get_org(o.id);
+  REQUIRE(got);
+  CHECK(got->state == "disabled");
+  CHECK(got->state_changed_at == std::optional<std::string>("2026-01-02T00:00:00.000Z"));
+  // Not from a state that is not listed.
+  auto wrong = db->set_org_state(o.id, "deleted", {"deleting"}, t0);
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.err().code == errc::conflict);
+  CHECK(db->set_org_state("org-0000000000000000", "disabled", {"active"}, t0).err().code == errc::not_found);
+  // The schema refuses a state that does not exist.
+  CHECK_FALSE(db->set_org_state(o.id, "frozen", {"disabled"}, t0));
+
+  REQUIRE(db->set_org_state(o.id, "deleting", {"active", "disabled"}, t0));
+  REQUIRE(db->set_org_state(o.id, "deleted", {"deleting"}, t0));
+  auto listed = db->list_orgs();
+  REQUIRE(listed);
+  CHECK(std::none_of(listed->begin(), listed->end(), [&](const org& x) { return x.id == o.id; }));
+  // The name stays taken by the deleted row.
+  CHECK(db->create_org("acme", false, t0).err().code == errc::conflict);
+}
+
+TEST_CASE("an organization's keys are revoked together; a key records its last use") {
+  testing::temp_dir dir;
+  auto db = open_db(dir.file("sandfort.db"));
+  auto a = make_org(*db, "a");
+  auto b = make_org(*db, "b");
+  auto add_key = [&](const std::string& org_id, const std::string& id) {
+    api_key k{id, org_id, "k", "member", t0, std::nullopt, std::nullopt, std::nullopt};
+    REQUIRE(db->insert_api_key(k, "hash-" + id));
+  };
+  add_key(a.id, "key-a1");
+  add_key(a.id, "key-a2");
+  add_key(b.id, "key-b1");
+  REQUIRE(db->revoke_api_key(a.id, "key-a2", t0));
+  auto revoked = db->revoke_org_keys(a.id, "2026-01-03T00:00:00.000Z");
+  REQUIRE(revoked);
+  CHECK(*revoked == 1);  // the one already revoked keeps its time
+  CHECK(db->find_api_key_by_hash("hash-key-a1")->revoked_at == std::optional<std::string>("2026-01-03T00:00:00.000Z"));
+  CHECK(db->find_api_key_by_hash("hash-key-a2")->revoked_at == std::optional<std::string>(t0));
+  CHECK_FALSE(db->find_api_key_by_hash("hash-key-b1")->revoked_at);
+
+  CHECK_FALSE(db->find_api_key_by_hash("hash-key-b1")->last_used_at);
+  REQUIRE(db->touch_api_key("key-b1", "2026-01-04T00:00:00.000Z"));
+  CHECK(db->find_api_key_by_hash("hash-key-b1")->last_used_at == std::optional<std::string>("2026-01-04T00:00:00.000Z"));
 }

@@ -1,0 +1,44 @@
+#pragma once
+// A small HTTP(S) client for fetching documents by URL (an OpenID provider's discovery document
+// and JWKS): one GET per connection, a deadline over the whole exchange, a verified TLS peer.
+// The daemon's own unix-socket peers use client.hpp instead.
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "sandfort/core/error.hpp"
+#include "sandfort/http/message.hpp"
+
+namespace sandfort::http {
+
+struct url_fetch_options {
+  std::chrono::milliseconds timeout{5'000};  // whole exchange incl. resolve+connect+TLS
+  std::uint64_t body_limit = 1u << 20;
+  std::string ca_file;                       // empty: the system's trust store
+  bool allow_plain_http = false;             // http:// only when true (callers allow it for loopback hosts)
+};
+
+struct url_parts {
+  std::string scheme;         // "http" or "https", lower case
+  std::string host;           // lower case; an IPv6 literal without its brackets
+  std::uint16_t port = 0;     // the scheme's default when the URL names none
+  std::string target;         // path and query ("/" at least); the fragment is dropped
+};
+
+// Splits an absolute http:// or https:// URL. invalid_argument for anything else, including
+// user info ("user:pw@host"), which this client never sends.
+result<url_parts> parse_url(std::string_view url);
+
+// The Host header value for parts: "[::1]:8443", "example.com" (the port only when not the default).
+std::string host_header(const url_parts& parts);
+
+// GETs url and returns the response whatever its status (a 3xx is not followed). Errors:
+// invalid_argument for a malformed or unsupported URL (http:// without allow_plain_http);
+// unavailable for DNS, connect, TLS (including an unreadable ca_file), timeout, an oversized or
+// malformed response. Messages name the host and the cause, never the response body.
+boost::asio::awaitable<result<response>> fetch_url(std::string url, url_fetch_options options);
+
+}  // namespace sandfort::http
