@@ -8,12 +8,13 @@
 
 namespace sandfort::api {
 
-result<auth::principal> authorize(dependencies& deps, const std::string& bearer, auth::permission needs) {
-  auto who = auth::authenticate(deps.db, deps.clk, bearer);
-  if (!who) return who;
-  if (!auth::allows(who->key_role, who->superadmin, needs))
-    return make_error(errc::permission_denied, "role " + auth::to_string(who->key_role) + " may not do this");
-  return who;
+boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, std::string bearer,
+                                                         auth::permission needs, std::string request_id) {
+  auto who = co_await deps.authn.authenticate(std::move(bearer), std::move(request_id));
+  if (!who) co_return who;
+  if (!auth::allows(who->granted, who->superadmin, needs))
+    co_return make_error(errc::permission_denied, "role " + auth::to_string(who->granted) + " may not do this");
+  co_return who;
 }
 
 namespace {
@@ -31,13 +32,14 @@ http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
       const auth::principal anonymous;
       co_return co_await r.fn(ctx, anonymous);
     }
-    auto who = authorize(*deps, header(ctx.req, http::bhttp::field::authorization), *r.needs);
+    auto who = co_await authorize(*deps, header(ctx.req, http::bhttp::field::authorization), *r.needs, ctx.request_id);
     if (!who) {
       auto res = http::error_response(who.err(), ctx.request_id);
       if (who.err().code == errc::unauthenticated) res.set(http::bhttp::field::www_authenticate, "Bearer");
       co_return res;
     }
     ctx.attributes["org"] = who->org_id;
+    ctx.attributes["principal"] = who->via == auth::method::oidc ? "oidc:" + who->id : who->id;
     co_return co_await r.fn(ctx, *who);
   };
 }
@@ -54,8 +56,8 @@ http::handler make_handler(dependencies d) {
     auto started = std::chrono::steady_clock::now();
     auto res = co_await routes->dispatch(ctx);
     auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-    spdlog::info("{} {} {} {:.1f}ms org={} id={}", std::string(ctx.req.method_string()), ctx.path, res.result_int(),
-                 ms, ctx.attributes["org"], ctx.request_id);
+    spdlog::info("{} {} {} {:.1f}ms org={} principal={} id={}", std::string(ctx.req.method_string()), ctx.path,
+                 res.result_int(), ms, ctx.attributes["org"], ctx.attributes["principal"], ctx.request_id);
     co_return res;
   };
 }

@@ -1,5 +1,6 @@
 // Organizations, API keys and whoami.
 #include "json_body.hpp"
+#include "org_lifecycle.hpp"
 #include "routes.hpp"
 
 namespace sandfort::api {
@@ -10,13 +11,19 @@ using boost::asio::awaitable;
 namespace {
 
 json org_json(const store::org& o) {
-  return {{"id", o.id}, {"name", o.name}, {"superadmin", o.superadmin}, {"created_at", o.created_at}};
+  return {{"id", o.id},
+          {"name", o.name},
+          {"superadmin", o.superadmin},
+          {"state", o.state},
+          {"created_at", o.created_at},
+          {"state_changed_at", o.state_changed_at ? json(*o.state_changed_at) : json(nullptr)}};
 }
 
 json key_json(const store::api_key& k) {
   json j = {{"id", k.id}, {"name", k.name}, {"role", k.role}, {"org_id", k.org_id}, {"created_at", k.created_at}};
   j["expires_at"] = k.expires_at ? json(*k.expires_at) : json(nullptr);
   j["revoked_at"] = k.revoked_at ? json(*k.revoked_at) : json(nullptr);
+  j["last_used_at"] = k.last_used_at ? json(*k.last_used_at) : json(nullptr);
   return j;
 }
 
@@ -47,13 +54,15 @@ std::vector<api_route> identity_routes(dependencies& deps) {
   return {
       {http::verb::get, "/v1/whoami", permission::read,
        [](http::context&, const auth::principal& p) -> awaitable<http::response> {
-         co_return http::json_response(200, {{"org", p.org_name},
-                                             {"org_id", p.org_id},
-                                             {"principal", p.key_id},
-                                             {"principal_name", p.key_name},
-                                             {"role", auth::to_string(p.key_role)},
-                                             {"superadmin", p.superadmin},
-                                             {"auth", "api_key"}});
+         json j = {{"org", p.org_name},
+                   {"org_id", p.org_id},
+                   {"principal", p.id},
+                   {"principal_name", p.name},
+                   {"role", auth::to_string(p.granted)},
+                   {"superadmin", p.superadmin},
+                   {"auth", auth::to_string(p.via)}};
+         if (p.via == auth::method::oidc) j["issuer"] = p.issuer;
+         co_return http::json_response(200, j);
        }},
       {http::verb::post, "/v1/orgs", permission::superadmin,
        [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
@@ -86,8 +95,28 @@ std::vector<api_route> identity_routes(dependencies& deps) {
        [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
          auto o = deps.db.get_org(ctx.params["org"]);
          if (!o) o = deps.db.find_org_by_name(ctx.params["org"]);
+         if (o && o->state != "active")
+           o = make_error(errc::conflict, "organization " + o->name + " is " + o->state);
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
          co_return create_key(deps, ctx, o->id);
+       }},
+      {http::verb::post, "/v1/orgs/{org}/disable", permission::superadmin,
+       [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
+         auto o = co_await disable_org(deps, ctx.params["org"]);
+         if (!o) co_return http::error_response(o.err(), ctx.request_id);
+         co_return http::json_response(200, org_json(*o));
+       }},
+      {http::verb::post, "/v1/orgs/{org}/enable", permission::superadmin,
+       [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
+         auto o = co_await enable_org(deps, ctx.params["org"]);
+         if (!o) co_return http::error_response(o.err(), ctx.request_id);
+         co_return http::json_response(200, org_json(*o));
+       }},
+      {http::verb::delete_, "/v1/orgs/{org}", permission::superadmin,
+       [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
+         auto r = co_await delete_org(deps, ctx.params["org"]);
+         if (!r) co_return http::error_response(r.err(), ctx.request_id);
+         co_return http::empty_response(204);
        }},
       {http::verb::post, "/v1/api-keys", permission::manage_org,
        [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {

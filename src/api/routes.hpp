@@ -29,6 +29,7 @@ result<sandbox::code_run_request> parse_code_run(std::string_view body);
 
 // Authentication from the Authorization header (or, for browsers' WebSockets, the
 // Sec-WebSocket-Protocol `bearer.<token>` or `?access_token=`) and the role check.
-result<auth::principal> authorize(dependencies& deps, const std::string& bearer, auth::permission needs);
+boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, std::string bearer,
+                                                         auth::permission needs, std::string request_id);
 
 }  // namespace sandfort::api

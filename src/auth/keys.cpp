@@ -34,7 +34,11 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
-// The token of "Bearer <token>", or an error that never repeats what was sent.
+constexpr auto last_used_resolution = std::chrono::seconds(60);
+
+}  // namespace
+
+// An error that never repeats what was sent.
 result<std::string> bearer_token(const std::string& authorization) {
   std::string_view rest = trim(authorization);
   if (rest.empty()) return unauthenticated("missing API key");
@@ -44,11 +48,23 @@ result<std::string> bearer_token(const std::string& authorization) {
   std::string_view token = trim(rest.substr(gap));
   if (!iequals(scheme, "bearer")) return unauthenticated("invalid API key");
   if (token.empty()) return unauthenticated("missing API key");
-  if (!is_id(token, secret_prefix, secret_random_bytes * 2)) return unauthenticated("invalid API key");
   return std::string(token);
 }
 
-}  // namespace
+bool is_api_key(std::string_view token) { return token.starts_with(secret_prefix); }
+
+result<store::org> active_org(store::database& db, const std::string& org_id_or_name, bool by_name) {
+  auto o = by_name ? db.find_org_by_name(org_id_or_name) : db.get_org(org_id_or_name);
+  if (!o) {
+    if (o.err().code == errc::not_found) return unauthenticated("organization not found");
+    return std::move(o).err();
+  }
+  if (o->state == "disabled") return make_error(errc::permission_denied, "organization " + o->name + " is disabled");
+  if (o->state != "active") return make_error(errc::unauthenticated, "organization " + o->name + " is deleted");
+  return o;
+}
+
+std::string to_string(method m) { return m == method::oidc ? "oidc" : "api_key"; }
 
 result<role> parse_role(const std::string& s) {
   if (s == "viewer") return role::viewer;
@@ -98,9 +114,23 @@ result<issued_key> issue_key(store::database& db, const clock& clk, const std::s
   return out;
 }
 
+namespace {
+
+// last_used_at to the minute: one write a minute per key, not one per request. A failed write
+// (the database busy) costs the request nothing; the next use records it.
+void record_use(store::database& db, const clock& clk, const store::api_key& key) {
+  const time_point now = clk.now();
+  time_point last;
+  if (key.last_used_at && parse_time(*key.last_used_at, last) && now - last < last_used_resolution) return;
+  (void)db.touch_api_key(key.id, format_time(now));
+}
+
+}  // namespace
+
 result<principal> authenticate(store::database& db, const clock& clk, const std::string& authorization) {
   auto token = bearer_token(authorization);
   if (!token) return std::move(token).err();
+  if (!is_id(*token, secret_prefix, secret_random_bytes * 2)) return unauthenticated("invalid API key");
 
   auto key = db.find_api_key_by_hash(sha256_hex(*token));
   if (!key) {
@@ -116,19 +146,18 @@ result<principal> authenticate(store::database& db, const clock& clk, const std:
   auto key_role = parse_role(key->role);
   if (!key_role) return make_error(errc::internal, "API key " + key->id + " has " + key_role.err().message);
 
-  auto o = db.get_org(key->org_id);
-  if (!o) {
-    if (o.err().code == errc::not_found) return unauthenticated("invalid API key");
-    return std::move(o).err();
-  }
+  auto o = active_org(db, key->org_id, false);
+  if (!o) return o.err().code == errc::unauthenticated ? unauthenticated("invalid API key") : std::move(o).err();
+  record_use(db, clk, *key);
 
   principal p;
   p.org_id = o->id;
   p.org_name = o->name;
   p.superadmin = o->superadmin && *key_role == role::admin;
-  p.key_id = key->id;
-  p.key_name = key->name;
-  p.key_role = *key_role;
+  p.via = method::api_key;
+  p.id = key->id;
+  p.name = key->name;
+  p.granted = *key_role;
   return p;
 }
 

@@ -1,6 +1,8 @@
 #include "sandfort/http/server.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <cctype>
+#include <string_view>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -71,6 +73,27 @@ response handle_bad_request(const std::string& message, const std::string& reque
   return error_response(make_error(code, message), request_id);
 }
 
+constexpr std::size_t max_header_bytes = 64 * 1024;
+
+// Whether field `name` takes at least half of the header limit in what was read of a header
+// that exceeded it (the parser may already have consumed the request line). Only one field can.
+bool oversized_field_is(const beast::flat_buffer& buf, std::string_view name) {
+  std::string_view bytes(static_cast<const char*>(buf.data().data()), buf.size());
+  for (std::size_t start = 0; start < bytes.size();) {
+    auto end = std::min(bytes.find('\n', start), bytes.size());
+    std::string_view line = bytes.substr(start, end - start);
+    if (line.empty() || line == "\r") return false;  // the end of the header
+    if (line.size() >= max_header_bytes / 2 && line.size() > name.size() && line[name.size()] == ':') {
+      bool same = true;
+      for (std::size_t i = 0; i < name.size() && same; ++i)
+        same = std::tolower(static_cast<unsigned char>(line[i])) == name[i];
+      return same;
+    }
+    start = end + 1;
+  }
+  return false;
+}
+
 // Waits until the socket has bytes to read, the idle timeout passes, or the server stops.
 template <typename Socket>
 asio::awaitable<bool> wait_readable(Socket& socket, std::chrono::milliseconds idle) {
@@ -132,8 +155,9 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
     // The header first: a streamed route takes the body in pieces, any other gets it whole.
     bhttp::request_parser<bhttp::empty_body> head_parser;
     head_parser.body_limit(boost::none);
-    // Room for a large identity-provider token (docs/identity.md), which must get a 401, not a 400.
-    head_parser.header_limit(128 * 1024);
+    // Also keeps every field under Beast's 64 KiB per-field bound, which it enforces by throwing
+    // from inside the read (out of io_context::run, the whole daemon with it).
+    head_parser.header_limit(max_header_bytes);
 
     stream.expires_after(st->options.header_timeout);
     auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, head_parser, use_tuple);
@@ -173,7 +197,17 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
       if (hec == bhttp::error::end_of_stream || hec == beast::error::timeout || hec == asio::error::operation_aborted ||
           buffer.size() == 0)
         break;
-      res = handle_bad_request("malformed HTTP request: " + hec.message(), request_id, errc::invalid_argument);
+      if (hec == bhttp::error::header_limit && oversized_field_is(buffer, "authorization")) {
+        // An oversized bearer token is an authentication failure like any other bad token.
+        // Said like every other refused token; the reason goes to the log.
+        res = handle_bad_request("invalid token", request_id, errc::unauthenticated);
+        if (st->options.log_warning)
+          st->options.log_warning("auth: token refused (" + request_id + "): the Authorization header is over the " +
+                                  std::to_string(max_header_bytes / 1024) + " KiB header limit");
+        res.set(bhttp::field::www_authenticate, "Bearer");
+      } else {
+        res = handle_bad_request("malformed HTTP request: " + hec.message(), request_id, errc::invalid_argument);
+      }
       close_after = true;
       linger = true;
     } else if (auto len = parser.content_length(); len && *len > st->options.body_limit) {

@@ -225,6 +225,10 @@ int serve(const config_flags& f) {
   sandbox::container_connector agent(engine, agent_opts);
   sandbox::service sandboxes(ioc.get_executor(), cfg, *db, engine, agent, clk);
 
+  auth::oidc_verifier oidc(cfg.oidc, *db, clk, auth::network_fetcher(std::chrono::seconds(cfg.oidc.fetch_timeout_s)));
+  auth::authenticator authn(*db, clk, &oidc);
+  for (const auto& is : cfg.oidc.issuers) spdlog::info("oidc: accepting tokens of {}", is.issuer);
+
   http::server_options options;
   options.body_limit = cfg.max_body_bytes;
   options.header_timeout = std::chrono::seconds(cfg.header_timeout_s);
@@ -232,8 +236,8 @@ int serve(const config_flags& f) {
   options.max_connections = static_cast<std::size_t>(cfg.max_connections);
   options.listener_name = "api";
   options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
-  http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk}));
-  server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk}));
+  http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk, authn}));
+  server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk, authn}));
 
   auto proxy_opts = egress_options(cfg);
   if (!proxy_opts) throw std::runtime_error(proxy_opts.err().message);

@@ -112,18 +112,19 @@ sandbox_record read_sandbox(const statement& st) {
   return s;
 }
 
-constexpr const char* org_columns = "id, name, superadmin, created_at";
+constexpr const char* org_columns = "id, name, superadmin, created_at, state, state_changed_at";
 
 org read_org(const statement& st) {
-  return org{st.column_text(0), st.column_text(1), st.column_int64(2) != 0, st.column_text(3)};
+  return org{st.column_text(0), st.column_text(1), st.column_int64(2) != 0,
+             st.column_text(3), st.column_text(4), st.column_optional_text(5)};
 }
 
-constexpr const char* key_columns = "id, org_id, name, role, created_at, expires_at, revoked_at";
+constexpr const char* key_columns = "id, org_id, name, role, created_at, expires_at, revoked_at, last_used_at";
 
 api_key read_key(const statement& st) {
   return api_key{st.column_text(0),          st.column_text(1),          st.column_text(2),
                  st.column_text(3),          st.column_text(4),          st.column_optional_text(5),
-                 st.column_optional_text(6)};
+                 st.column_optional_text(6), st.column_optional_text(7)};
 }
 
 template <typename T, typename Read>
@@ -224,9 +225,35 @@ result<org> database::find_org_by_name(const std::string& name) {
 }
 
 result<std::vector<org>> database::list_orgs() {
-  auto st = statement::prepare(db_, sql("SELECT ", org_columns, " FROM orgs ORDER BY name"));
+  auto st = statement::prepare(db_, sql("SELECT ", org_columns, " FROM orgs WHERE state <> 'deleted' ORDER BY name"));
   if (!st) return std::move(st).err();
   return collect<org>(*st, read_org);
+}
+
+result<void> database::set_org_state(const std::string& id, const std::string& state,
+                                     const std::vector<std::string>& from, const std::string& at) {
+  auto current = get_org(id);
+  if (!current) return std::move(current).err();
+  if (std::find(from.begin(), from.end(), current->state) == from.end())
+    return make_error(errc::conflict, "organization " + id + " is " + current->state);
+  auto st = statement::prepare(db_, "UPDATE orgs SET state = ?2, state_changed_at = ?3 WHERE id = ?1 AND state = ?4");
+  if (!st) return std::move(st).err();
+  st->bind(1, id);
+  st->bind(2, state);
+  st->bind(3, at);
+  st->bind(4, current->state);
+  if (auto r = st->run(); !r) return r;
+  if (sqlite3_changes(db_) == 0) return make_error(errc::conflict, "organization " + id + " changed meanwhile");
+  return {};
+}
+
+result<int> database::revoke_org_keys(const std::string& org_id, const std::string& revoked_at) {
+  auto st = statement::prepare(db_, "UPDATE api_keys SET revoked_at = ?2 WHERE org_id = ?1 AND revoked_at IS NULL");
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  st->bind(2, revoked_at);
+  if (auto r = st->run(); !r) return std::move(r).err();
+  return sqlite3_changes(db_);
 }
 
 // --- API keys ---
@@ -276,6 +303,14 @@ result<void> database::revoke_api_key(const std::string& org_id, const std::stri
   if (auto r = st->run(); !r) return r;
   if (sqlite3_changes(db_) == 0) return make_error(errc::not_found, "API key " + key_id + " not found");
   return {};
+}
+
+result<void> database::touch_api_key(const std::string& key_id, const std::string& used_at) {
+  auto st = statement::prepare(db_, "UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1");
+  if (!st) return std::move(st).err();
+  st->bind(1, key_id);
+  st->bind(2, used_at);
+  return st->run();
 }
 
 // --- sandboxes ---

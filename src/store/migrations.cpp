@@ -58,6 +58,15 @@ ALTER TABLE sandboxes ADD COLUMN preview_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE sandboxes ADD COLUMN address TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Identity: an organization's life cycle (a deleted one keeps its row, its name and, later, its
+// closed audit chain) and when each API key was last used.
+constexpr const char* v3_sql = R"sql(
+ALTER TABLE orgs ADD COLUMN state TEXT NOT NULL DEFAULT 'active'
+  CHECK (state IN ('active', 'disabled', 'deleting', 'deleted'));
+ALTER TABLE orgs ADD COLUMN state_changed_at TEXT;
+ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -71,6 +80,7 @@ const std::vector<migration>& migrations() {
   static const std::vector<migration> all = {
       {1, v1_sql, &seed_instance_id},
       {2, v2_sql},
+      {3, v3_sql},
   };
   return all;
 }

@@ -2,6 +2,7 @@
 // The REST API: a route table per resource; each handler parses, calls a service, serializes.
 // Authentication and role checks happen once, in front of every route that needs them.
 
+#include "sandfort/auth/oidc.hpp"
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/config.hpp"
 #include "sandfort/http/router.hpp"
@@ -16,6 +17,7 @@ struct dependencies {
   store::database& db;
   sandbox::service& sandboxes;
   const clock& clk;
+  auth::authenticator& authn;
 };
 
 // The handler the HTTP server calls for every request.

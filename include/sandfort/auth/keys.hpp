@@ -3,30 +3,13 @@
 
 #include <string>
 
+#include "sandfort/auth/principal.hpp"
 #include "sandfort/core/clock.hpp"
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/core/error.hpp"
 #include "sandfort/store/database.hpp"
 
 namespace sandfort::auth {
-
-enum class role { viewer, member, admin };
-
-result<role> parse_role(const std::string& s);
-std::string to_string(role r);
-
-// What a request is allowed to do, from least to most.
-enum class permission { read, use_sandboxes, manage_org, superadmin };
-bool allows(role r, bool superadmin_org, permission p);
-
-struct principal {
-  std::string org_id;
-  std::string org_name;
-  bool superadmin = false;  // an admin key of the superadmin organization
-  std::string key_id;
-  std::string key_name;
-  role key_role = role::viewer;
-};
 
 std::string new_secret();  // "sfk_..."
 
@@ -39,9 +22,18 @@ struct issued_key {
 result<issued_key> issue_key(store::database& db, const clock& clk, const std::string& org_id,
                              const std::string& name, role r, long long expires_in_s);
 
+// The token of an Authorization header's value ("Bearer <token>"), or unauthenticated.
+result<std::string> bearer_token(const std::string& authorization);
+bool is_api_key(std::string_view token);
+
 // From the Authorization header's value ("Bearer sfk_..."): unauthenticated for anything
-// missing, malformed, unknown, revoked or expired.
+// missing, malformed, unknown, revoked or expired, and for a key of an organization that is
+// not active (permission_denied while it is disabled). Records the key's use, once a minute.
 result<principal> authenticate(store::database& db, const clock& clk, const std::string& authorization);
+
+// The organization a principal belongs to, if it may act now: unauthenticated when it is
+// gone (deleting/deleted), permission_denied while disabled.
+result<store::org> active_org(store::database& db, const std::string& org_id_or_name, bool by_name);
 
 // `sandfortd admin bootstrap`: creates the superadmin organization and its first admin key.
 // conflict when it already exists.

@@ -22,6 +22,10 @@ struct org {
   std::string name;
   bool superadmin = false;
   std::string created_at;
+  // active → disabled ⇄ active; active|disabled → deleting → deleted. Only an active
+  // organization's keys and tokens are accepted.
+  std::string state = "active";
+  std::optional<std::string> state_changed_at;
 };
 
 struct api_key {
@@ -32,6 +36,7 @@ struct api_key {
   std::string created_at;
   std::optional<std::string> expires_at;
   std::optional<std::string> revoked_at;
+  std::optional<std::string> last_used_at;  // to the minute: written at most once a minute
 };
 
 struct sandbox_record {
@@ -78,7 +83,13 @@ class database {
   result<org> create_org(const std::string& name, bool superadmin, const std::string& created_at);
   result<org> get_org(const std::string& id);
   result<org> find_org_by_name(const std::string& name);
+  // Every organization not deleted, by name.
   result<std::vector<org>> list_orgs();
+  // Moves an organization to `state`, only from one of `from` (conflict otherwise, not_found if absent).
+  result<void> set_org_state(const std::string& id, const std::string& state, const std::vector<std::string>& from,
+                             const std::string& at);
+  // Revokes every key of the organization not revoked yet; returns how many.
+  result<int> revoke_org_keys(const std::string& org_id, const std::string& revoked_at);
 
   // key.id, org_id, name, role, created_at, expires_at are taken from `key`.
   result<void> insert_api_key(const api_key& key, const std::string& secret_sha256_hex);
@@ -87,6 +98,8 @@ class database {
   result<std::vector<api_key>> list_api_keys(const std::string& org_id);
   // not_found when the key is absent, in another organization, or already revoked.
   result<void> revoke_api_key(const std::string& org_id, const std::string& key_id, const std::string& revoked_at);
+  // Records a use of the key (the caller writes at most once a minute per key).
+  result<void> touch_api_key(const std::string& key_id, const std::string& used_at);
 
   // conflict when the name is taken in that organization.
   result<void> insert_sandbox(const sandbox_record& s);

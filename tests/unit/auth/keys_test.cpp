@@ -120,9 +120,9 @@ TEST_CASE("an issued key authenticates as its organization, key and role") {
   CHECK(p->org_id == acme.id);
   CHECK(p->org_name == "acme");
   CHECK_FALSE(p->superadmin);
-  CHECK(p->key_id == k->record.id);
-  CHECK(p->key_name == "ci runner");
-  CHECK(p->key_role == role::member);
+  CHECK(p->id == k->record.id);
+  CHECK(p->name == "ci runner");
+  CHECK(p->granted == role::member);
 
   SECTION("the scheme is case-insensitive and spaces are tolerated") {
     CHECK(authenticate(*f.db, f.clk, "bearer " + k->secret));
@@ -235,7 +235,7 @@ TEST_CASE("bootstrap creates the superadmin organization once") {
   REQUIRE(p);
   CHECK(p->superadmin);
   CHECK(p->org_name == "superadmin");
-  CHECK(p->key_role == role::admin);
+  CHECK(p->granted == role::admin);
 
   auto second = bootstrap(*f.db, f.clk);
   REQUIRE_FALSE(second);
@@ -293,4 +293,34 @@ TEST_CASE("a key whose organization is gone does not authenticate") {
     sqlite3_close(raw);
   }
   check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret), "invalid API key");
+}
+
+TEST_CASE("a key of a disabled organization is refused with 403, of a deleted one with 401") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = f.issue(acme.id, role::admin);
+  REQUIRE(f.db->set_org_state(acme.id, "disabled", {"active"}, format_time(f.clk.now())));
+  auto disabled = authenticate(*f.db, f.clk, "Bearer " + k.secret);
+  REQUIRE_FALSE(disabled);
+  CHECK(disabled.err().code == errc::permission_denied);
+  REQUIRE(f.db->set_org_state(acme.id, "deleting", {"disabled"}, format_time(f.clk.now())));
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret), "invalid API key");
+}
+
+TEST_CASE("a key's use is recorded to the minute, not on every request") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = f.issue(acme.id, role::member);
+  auto last_used = [&] { return f.db->find_api_key_by_hash(sha256_hex(k.secret))->last_used_at; };
+  CHECK_FALSE(last_used());
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret));
+  const auto first = last_used();
+  REQUIRE(first);
+  CHECK(*first == format_time(f.clk.now()));
+  f.clk.advance(std::chrono::seconds(59));
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret));
+  CHECK(last_used() == first);
+  f.clk.advance(std::chrono::seconds(1));
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret));
+  CHECK(last_used() == std::optional<std::string>(format_time(f.clk.now())));
 }

@@ -1,0 +1,103 @@
+#include "org_lifecycle.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace sandfort::api {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+
+namespace {
+
+result<store::org> find_org(dependencies& deps, const std::string& id_or_name) {
+  auto o = deps.db.get_org(id_or_name);
+  if (!o && o.err().code == errc::not_found) o = deps.db.find_org_by_name(id_or_name);
+  if (o && o->state == "deleted") return make_error(errc::not_found, "organization " + id_or_name + " not found");
+  if (o && o->superadmin) return make_error(errc::conflict, "the superadmin organization cannot be disabled or deleted");
+  return o;
+}
+
+// Applies `act` to every sandbox of the organization; the first failure is returned after the
+// rest were tried. Pages are read afresh each round, so removals do not shift the cursor.
+awaitable<result<int>> for_each_sandbox(dependencies& deps, const std::string& org_id, const std::string& state,
+                                        bool removes, sandbox::task<void> (*act)(dependencies&, const std::string&,
+                                                                                 const std::string&)) {
+  int done = 0;
+  std::optional<error> first_failure;
+  sandbox::list_request req;
+  req.state = state;
+  req.limit = 100;
+  while (true) {
+    auto page = co_await deps.sandboxes.list(org_id, req);
+    if (!page) co_return std::move(page).err();
+    for (const auto& s : page->items) {
+      if (auto r = co_await act(deps, org_id, s.id); !r) {
+        spdlog::warn("orgs: sandbox {} of {}: {}", s.id, org_id, r.err().message);
+        if (!first_failure) first_failure = r.err();
+      } else {
+        ++done;
+      }
+    }
+    if (page->next_cursor.empty()) break;
+    // A removed sandbox leaves the list: the same first page holds the next ones, unless some failed.
+    if (!removes || first_failure) req.cursor = page->next_cursor;
+  }
+  if (first_failure) co_return *first_failure;
+  co_return done;
+}
+
+sandbox::task<void> stop_one(dependencies& deps, const std::string& org_id, const std::string& id) {
+  auto r = co_await deps.sandboxes.stop(org_id, id);
+  if (!r && r.err().code != errc::conflict && r.err().code != errc::not_found) co_return std::move(r).err();
+  co_return ok_t{};
+}
+
+sandbox::task<void> remove_one(dependencies& deps, const std::string& org_id, const std::string& id) {
+  auto r = co_await deps.sandboxes.remove(org_id, id);
+  if (!r && r.err().code != errc::not_found) co_return std::move(r).err();
+  co_return ok_t{};
+}
+
+}  // namespace
+
+awaitable<result<store::org>> disable_org(dependencies& deps, const std::string& id_or_name) {
+  auto o = find_org(deps, id_or_name);
+  if (!o) co_return o;
+  if (o->state == "active") {
+    if (auto r = deps.db.set_org_state(o->id, "disabled", {"active"}, format_time(deps.clk.now())); !r) co_return r.err();
+  } else if (o->state != "disabled") {
+    co_return make_error(errc::conflict, "organization " + o->name + " is " + o->state);
+  }
+  auto stopped = co_await for_each_sandbox(deps, o->id, "started", false, &stop_one);
+  if (!stopped) co_return std::move(stopped).err();
+  spdlog::info("orgs: {} ({}) disabled; {} sandbox(es) stopped", o->name, o->id, *stopped);
+  co_return deps.db.get_org(o->id);
+}
+
+awaitable<result<store::org>> enable_org(dependencies& deps, const std::string& id_or_name) {
+  auto o = find_org(deps, id_or_name);
+  if (!o) co_return o;
+  if (o->state != "active") {
+    if (auto r = deps.db.set_org_state(o->id, "active", {"disabled"}, format_time(deps.clk.now())); !r) co_return r.err();
+    spdlog::info("orgs: {} ({}) enabled", o->name, o->id);
+  }
+  co_return deps.db.get_org(o->id);
+}
+
+awaitable<result<void>> delete_org(dependencies& deps, const std::string& id_or_name) {
+  auto o = find_org(deps, id_or_name);
+  if (!o) co_return std::move(o).err();
+  const std::string now = format_time(deps.clk.now());
+  if (o->state != "deleting")
+    if (auto r = deps.db.set_org_state(o->id, "deleting", {"active", "disabled"}, now); !r) co_return r;
+  // From here on nothing of it authenticates; what is left is cleaning up.
+  auto revoked = deps.db.revoke_org_keys(o->id, now);
+  if (!revoked) co_return std::move(revoked).err();
+  auto removed = co_await for_each_sandbox(deps, o->id, "", true, &remove_one);
+  if (!removed) co_return std::move(removed).err();
+  if (auto r = deps.db.set_org_state(o->id, "deleted", {"deleting"}, format_time(deps.clk.now())); !r) co_return r;
+  spdlog::info("orgs: {} ({}) deleted: {} key(s) revoked, {} sandbox(es) removed", o->name, o->id, *revoked, *removed);
+  co_return ok_t{};
+}
+
+}  // namespace sandfort::api
