@@ -13,10 +13,12 @@ import os
 import secrets
 import time
 
+import subprocess
+
 import pytest
 
 from oidc_fixture import OidcProvider
-from sandfort_harness import Daemon
+from sandfort_harness import BUILD, Daemon
 
 ROLE_MAP = {"sandfort-admins": "admin", "sandfort-developers": "member", "sandfort-viewers": "viewer"}
 MIN_REFRESH_S = 1
@@ -80,6 +82,25 @@ def test_a_member_token_runs_a_sandbox_and_a_viewer_token_cannot(idp, oidc_daemo
     assert member.delete(f"/v1/sandboxes/{sbx['id']}").status == 204
     # The request log names the user as (issuer's) subject.
     assert "principal=oidc:sandfort-member" in open(oidc_daemon.log_path).read()
+
+
+@pytest.mark.parametrize("auth", ["header", "subprotocol"])
+def test_a_member_token_opens_a_terminal_and_reads_files_the_browser_way(idp, oidc_daemon, auth):
+    a, _ = idp
+    token = a.client_credentials_token("sandfort-member")
+    member = oidc_daemon.client(token)
+    sbx = member.create_sandbox()
+    try:
+        # The PTY's WebSocket with the token in the header or as the `bearer.<token>` subprotocol.
+        probe = os.path.join(BUILD, "tests", "pty_probe")
+        out = subprocess.run([probe, str(oidc_daemon.port), sbx["id"], token, auth],
+                             capture_output=True, text=True, timeout=90)
+        assert out.returncode == 0 and "echo hi read back: ok" in out.stdout, out.stdout + out.stderr
+        # A forwarded route with ?access_token= (no header at all).
+        r = oidc_daemon.client().get(f"/v1/sandboxes/{sbx['id']}/files/list?path=/etc&access_token={token}")
+        assert r.status == 200 and any(i["name"] == "hostname" for i in r.json()["items"]), r
+    finally:
+        member.delete(f"/v1/sandboxes/{sbx['id']}")
 
 
 def test_a_token_without_a_role_or_organization_is_refused(idp, oidc_daemon):
