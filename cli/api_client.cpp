@@ -11,6 +11,7 @@
 #include <boost/beast/http/write.hpp>
 #include <chrono>
 
+#include "config.hpp"
 #include "failure.hpp"
 #include "transport.hpp"
 
@@ -26,8 +27,8 @@ const char* const not_reachable_hint =
 
 }  // namespace
 
-api_client::api_client(std::string base_url, std::string api_key)
-    : base_url_(std::move(base_url)), api_key_(std::move(api_key)) {
+api_client::api_client(std::string base_url, std::shared_ptr<credentials> creds)
+    : base_url_(std::move(base_url)), creds_(std::move(creds)) {
   std::string_view rest = base_url_;
   tls_ = rest.starts_with("https://");
   if (!tls_ && !rest.starts_with("http://"))
@@ -123,13 +124,20 @@ response exchange(Stream& stream, const request_spec& spec, const http::request_
 }  // namespace
 
 response api_client::send(const request_spec& spec) {
+  std::string token = creds_->bearer();
+  response r = send_once(spec, token);
+  if (r.status == 401 && !spec.body_source && creds_->renew(token)) r = send_once(spec, creds_->bearer());
+  return r;
+}
+
+response api_client::send_once(const request_spec& spec, const std::string& token) {
   http::request_header<> req;
   req.method(spec.method);
   req.target(prefix_ + spec.target);
   req.version(11);
   req.set(http::field::host, host_ + ":" + port_);
   req.set(http::field::user_agent, "sandfort-cli/0.1");
-  req.set(http::field::authorization, "Bearer " + api_key_);
+  req.set(http::field::authorization, "Bearer " + token);
   req.set(http::field::accept, spec.accept);
   if (!spec.content_type.empty()) req.set(http::field::content_type, spec.content_type);
 
@@ -181,8 +189,13 @@ void throw_api_error(const response& r) {
   text += code.empty() ? "HTTP " + std::to_string(r.status) : code;
   if (!request_id.empty()) text += ", request " + request_id;
   text += ")";
-  if (r.status == 401) text += "\nhint: the API key was refused; run `sandfort login` or set SANDFORT_API_KEY";
+  if (r.status == 401) text += "\nhint: the credentials were refused; run `sandfort login` or set SANDFORT_API_KEY";
   throw failure(text);
+}
+
+api_client connect_api() {
+  settings s = require_settings();
+  return api_client(s.base_url, credentials_for(s));
 }
 
 std::string url_encode(std::string_view s) {

@@ -5,10 +5,13 @@
 
 #include <boost/beast/http/verb.hpp>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "credentials.hpp"
 
 namespace sandfort::cli {
 
@@ -36,23 +39,29 @@ struct request_spec {
 
 class api_client {
  public:
-  api_client(std::string base_url, std::string api_key);
+  api_client(std::string base_url, std::shared_ptr<credentials> creds);
 
+  // A 401 means the daemon did nothing: with renewed credentials the request is sent once more,
+  // unless its body came from body_source (it cannot be read twice).
   response send(const request_spec& spec);
 
   // JSON in, JSON out; a non-2xx answer becomes a failure carrying the API's message.
   nlohmann::json call(verb method, const std::string& target, const nlohmann::json* body = nullptr);
 
   const std::string& base_url() const { return base_url_; }
-  const std::string& api_key() const { return api_key_; }
+  // For connections made outside send() (the PTY WebSocket).
+  std::string bearer() { return creds_->bearer(); }
+  bool renew(const std::string& refused) { return creds_->renew(refused); }
   const std::string& host() const { return host_; }
   const std::string& port() const { return port_; }
   const std::string& prefix() const { return prefix_; }
   bool tls() const { return tls_; }
 
  private:
+  response send_once(const request_spec& spec, const std::string& token);
+
   std::string base_url_;
-  std::string api_key_;
+  std::shared_ptr<credentials> creds_;
   std::string host_;
   std::string port_;
   std::string prefix_;
@@ -61,6 +70,9 @@ class api_client {
 
 // Throws the failure for an error answer: "error: <message> (<code>, request <id>)".
 [[noreturn]] void throw_api_error(const response& r);
+
+// A client for the daemon the configuration names (failure when there is none).
+api_client connect_api();
 
 // Percent-encodes a query value.
 std::string url_encode(std::string_view s);

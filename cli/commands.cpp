@@ -11,16 +11,12 @@
 #include "api_client.hpp"
 #include "config.hpp"
 #include "failure.hpp"
+#include "oidc.hpp"
 
 namespace sandfort::cli {
 using nlohmann::json;
 
 namespace {
-
-api_client connect() {
-  settings s = require_settings();
-  return api_client(s.base_url, s.api_key);
-}
 
 std::string sandbox_path(const std::string& id) { return "/v1/sandboxes/" + url_encode(id); }
 
@@ -128,47 +124,131 @@ std::string current_or(const std::string& id) {
   throw failure("no current sandbox: run `sandfort new` first or pass --id");
 }
 
-}  // namespace
-
-int cmd_login() {
-  settings old = load_settings();
-  std::string default_url = old.base_url.empty() ? "http://127.0.0.1:8080" : old.base_url;
-  std::string url = prompt_line("Base URL [" + default_url + "]: ", false);
-  if (url.empty()) url = default_url;
+std::string without_trailing_slash(std::string url) {
   while (!url.empty() && url.back() == '/') url.pop_back();
+  return url;
+}
+
+std::string describe(const json& who) {
+  return text_of(who, "principal_name") + " (" + text_of(who, "role") + " in " + text_of(who, "org") + ")";
+}
+
+int login_with_api_key(const login_options& o) {
+  settings old = load_settings();
+  std::string url = o.base_url;
+  if (url.empty()) {
+    std::string default_url = old.base_url.empty() ? "http://127.0.0.1:8080" : old.base_url;
+    url = prompt_line("Base URL [" + default_url + "]: ", false);
+    if (url.empty()) url = default_url;
+  }
+  url = without_trailing_slash(url);
   std::string key = prompt_line("API key: ", true);
   if (key.empty()) throw failure("an API key is needed (ask your organization's admin for one)");
-  api_client client(url, key);
+  api_client client(url, fixed_credentials(key));
   json who = client.call(verb::get, "/v1/whoami");
-  save_settings({url, key});
-  std::cout << "Logged in to " << url << " as " << text_of(who, "principal_name") << " (" << text_of(who, "role")
-            << " in " << text_of(who, "org") << "); credentials saved in " << config_file().string() << "\n";
+  save_settings({url, key, std::nullopt});
+  std::cout << "Logged in to " << url << " as " << describe(who) << "; credentials saved in " << config_file().string()
+            << "\n";
   return 0;
 }
 
+// Who the daemon says the new token belongs to; a failure that says nothing was saved otherwise.
+json check_new_token(const std::string& url, const std::string& token, const std::string& issuer) {
+  api_client client(url, fixed_credentials(token));
+  request_spec spec;
+  spec.target = "/v1/whoami";
+  std::string prefix = "signed in at " + issuer + ", but nothing was saved: ";
+  response r;
+  try {
+    r = client.send(spec);
+    if (r.status / 100 != 2) throw_api_error(r);
+  } catch (const failure& e) {
+    if (r.status == 401)
+      throw failure(prefix + url + " does not accept the token (is the issuer configured in sandfortd's \"oidc\" "
+                    "section, with this audience?)\n" + e.what());
+    throw failure(prefix + e.what());
+  }
+  auto who = json::parse(r.body, nullptr, false);
+  if (!who.is_object()) throw failure(prefix + "GET /v1/whoami answered something that is not JSON");
+  return who;
+}
+
+// The device flow at the issuer, then a check of the new token against the daemon before
+// anything is stored: a sign-in the daemon does not accept is not kept.
+int login_with_oidc(const login_options& o) {
+  if (o.client_id.empty()) throw failure("--oidc needs --client-id (the CLI's public client at the issuer)", 2);
+  std::string url = o.base_url;
+  if (url.empty()) url = load_settings().base_url;
+  if (url.empty()) throw failure("--base-url is needed: the URL of sandfortd (or set SANDFORT_BASE_URL)", 2);
+  url = without_trailing_slash(url);
+
+  oidc::endpoints ep = oidc::discover(o.oidc_issuer);
+  oidc::tokens t = oidc::device_flow(ep, {o.client_id, o.scope, o.resource, o.audience}, std::cerr);
+  json who = check_new_token(url, t.access_token, ep.issuer);
+  oidc_session s{ep.issuer, o.client_id, ep.token_endpoint, ep.revocation_endpoint, o.scope, o.resource,
+                 o.audience, t.access_token, t.refresh_token, t.expires_at};
+  {
+    credentials_lock lock;
+    save_settings({url, "", s});
+  }
+  std::cout << "Logged in to " << url << " as " << describe(who) << " through " << ep.issuer
+            << "; credentials saved in " << config_file().string() << "\n";
+  if (t.refresh_token.empty())
+    std::cerr << "note: the issuer sent no refresh token (ask for the offline_access scope): when the access token "
+                 "expires, log in again\n";
+  if (std::getenv("SANDFORT_API_KEY")) std::cerr << "note: SANDFORT_API_KEY is set in the environment and takes precedence\n";
+  return 0;
+}
+
+}  // namespace
+
+int cmd_login(const login_options& o) {
+  if (o.oidc_issuer.empty()) {
+    if (!o.client_id.empty() || !o.resource.empty() || !o.audience.empty())
+      throw failure("--client-id, --resource and --audience go with --oidc ISSUER_URL", 2);
+    return login_with_api_key(o);
+  }
+  return login_with_oidc(o);
+}
+
+// The refresh token is revoked at the issuer after the file is gone, so that a failing or slow
+// issuer never leaves the credentials behind.
 int cmd_logout() {
-  bool removed = remove_settings();
+  settings stored;
+  bool removed = false;
+  {
+    credentials_lock lock;
+    stored = load_file_settings();
+    removed = remove_settings();
+  }
   std::cout << (removed ? "Logged out: removed " + config_file().string() : std::string("Not logged in: no saved credentials"))
             << "\n";
+  if (stored.oidc && !stored.oidc->refresh_token.empty()) {
+    std::string why_not = oidc::revoke(*stored.oidc);
+    if (why_not.empty())
+      std::cout << "Revoked the refresh token at " << stored.oidc->issuer << "\n";
+    else
+      std::cerr << "note: the refresh token could not be revoked at " << stored.oidc->issuer << ": " << why_not << "\n";
+  }
   if (std::getenv("SANDFORT_API_KEY")) std::cerr << "note: SANDFORT_API_KEY is still set in the environment\n";
   return 0;
 }
 
 int cmd_whoami(bool as_json) {
-  api_client client = connect();
+  api_client client = connect_api();
   json who = client.call(verb::get, "/v1/whoami");
   if (as_json) {
     print_json(who);
     return 0;
   }
   std::cout << "url: " << client.base_url() << "\n";
-  for (const char* key : {"org", "org_id", "principal", "principal_name", "role", "superadmin"})
+  for (const char* key : {"org", "org_id", "principal", "principal_name", "role", "superadmin", "auth", "issuer"})
     if (who.contains(key)) std::cout << key << ": " << text_of(who, key) << "\n";
   return 0;
 }
 
 int cmd_sandbox_create(const create_options& o) {
-  api_client client = connect();
+  api_client client = connect_api();
   json body = create_body(o);
   json sbx = client.call(verb::post, "/v1/sandboxes", &body);
   if (o.json)
@@ -179,7 +259,7 @@ int cmd_sandbox_create(const create_options& o) {
 }
 
 int cmd_sandbox_ls(bool as_json) {
-  api_client client = connect();
+  api_client client = connect_api();
   json all = json::array();
   std::string cursor;
   for (;;) {
@@ -212,7 +292,7 @@ int cmd_sandbox_ls(bool as_json) {
 }
 
 int cmd_sandbox_get(const std::string& id, bool as_json) {
-  api_client client = connect();
+  api_client client = connect_api();
   json sbx = client.call(verb::get, sandbox_path(id));
   if (as_json)
     print_json(sbx);
@@ -222,7 +302,7 @@ int cmd_sandbox_get(const std::string& id, bool as_json) {
 }
 
 int cmd_sandbox_rm(const std::vector<std::string>& ids) {
-  api_client client = connect();
+  api_client client = connect_api();
   for (const auto& id : ids) {
     client.call(verb::delete_, sandbox_path(id));
     if (current_sandbox() == id) clear_current_sandbox();
@@ -232,7 +312,7 @@ int cmd_sandbox_rm(const std::vector<std::string>& ids) {
 }
 
 int cmd_sandbox_stop_start(const std::string& id, bool start, bool as_json) {
-  api_client client = connect();
+  api_client client = connect_api();
   json sbx = client.call(verb::post, sandbox_path(id) + (start ? "/start" : "/stop"));
   if (as_json)
     print_json(sbx);
@@ -248,7 +328,7 @@ int cmd_exec(std::vector<std::string> args, std::optional<int> timeout_s, const 
   args.erase(args.begin());
   if (!args.empty() && args.front() == "--") args.erase(args.begin());
   if (args.empty()) throw failure("usage: sandfort exec SANDBOX COMMAND [ARGS...] (no command given)", 2);
-  api_client client = connect();
+  api_client client = connect_api();
   json body = {{"argv", args}};
   if (timeout_s) body["timeout_s"] = *timeout_s;
   if (!cwd.empty()) body["cwd"] = cwd;
@@ -261,7 +341,7 @@ int cmd_exec(std::vector<std::string> args, std::optional<int> timeout_s, const 
 }
 
 int cmd_new(const create_options& o) {
-  api_client client = connect();
+  api_client client = connect_api();
   create_options waited = o;
   waited.wait = true;
   json body = create_body(waited);
@@ -279,7 +359,7 @@ int cmd_run(const std::string& id_option, const std::vector<std::string>& words,
   std::string command;
   for (const auto& word : w) command += (command.empty() ? "" : " ") + word;
   std::string id = current_or(id_option);
-  api_client client = connect();
+  api_client client = connect_api();
   json body = {{"command", command}};
   if (timeout_s) body["timeout_s"] = *timeout_s;
   return stream_command(client, sandbox_path(id) + "/exec", body);
@@ -291,7 +371,7 @@ int cmd_rm_current(const std::string& id_option) {
 }
 
 int cmd_logs(const std::string& id, const std::string& command_id, bool follow) {
-  api_client client = connect();
+  api_client client = connect_api();
   std::string target = sandbox_path(id) + "/commands/" + url_encode(command_id) + "/logs";
   if (!follow) {
     json logs = client.call(verb::get, target);
@@ -321,7 +401,7 @@ int cmd_logs(const std::string& id, const std::string& command_id, bool follow) 
 }
 
 int cmd_preview(const std::string& id, int port, bool as_json) {
-  api_client client = connect();
+  api_client client = connect_api();
   json p = client.call(verb::get, sandbox_path(id) + "/preview/" + std::to_string(port));
   if (as_json) {
     print_json(p);

@@ -18,7 +18,16 @@ struct create_options {
   bool json = false;
 };
 
-int cmd_login();
+struct login_options {
+  std::string base_url;     // instead of asking (API key) or of the configured one (OIDC)
+  std::string oidc_issuer;  // set: sign in through this issuer's device flow instead of an API key
+  std::string client_id;
+  std::string scope = "openid offline_access";
+  std::string resource;
+  std::string audience;
+};
+
+int cmd_login(const login_options& o);
 int cmd_logout();
 int cmd_whoami(bool json);
 

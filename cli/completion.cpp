@@ -42,6 +42,7 @@ _sandfort() {
     rm) COMPREPLY=($(compgen -W "--id --help" -- "$cur")) ;;
     new) COMPREPLY=($(compgen -W "--name --snapshot --egress --env --cpus --memory --help" -- "$cur")) ;;
     whoami) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+    login) COMPREPLY=($(compgen -W "--base-url --oidc --client-id --scope --resource --audience --help" -- "$cur")) ;;
     cp) compopt -o default 2>/dev/null; COMPREPLY=($(compgen -W "$(_sandfort_sandboxes)" -- "$cur")) ;;
     completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
   esac

@@ -1,6 +1,7 @@
 #include "config.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,30 +74,95 @@ fs::path config_dir() {
 
 fs::path config_file() { return config_dir() / "config.json"; }
 
-settings load_settings() {
+namespace {
+
+oidc_session oidc_from_json(const nlohmann::json& j) {
+  oidc_session o;
+  o.issuer = j.value("issuer", "");
+  o.client_id = j.value("client_id", "");
+  o.token_endpoint = j.value("token_endpoint", "");
+  o.revocation_endpoint = j.value("revocation_endpoint", "");
+  o.scope = j.value("scope", "");
+  o.resource = j.value("resource", "");
+  o.audience = j.value("audience", "");
+  o.access_token = j.value("access_token", "");
+  o.refresh_token = j.value("refresh_token", "");
+  if (j.contains("expires_at") && j["expires_at"].is_number()) o.expires_at = j["expires_at"].get<std::int64_t>();
+  return o;
+}
+
+nlohmann::json oidc_to_json(const oidc_session& o) {
+  return {{"issuer", o.issuer},
+          {"client_id", o.client_id},
+          {"token_endpoint", o.token_endpoint},
+          {"revocation_endpoint", o.revocation_endpoint},
+          {"scope", o.scope},
+          {"resource", o.resource},
+          {"audience", o.audience},
+          {"access_token", o.access_token},
+          {"refresh_token", o.refresh_token},
+          {"expires_at", o.expires_at}};
+}
+
+}  // namespace
+
+settings load_file_settings() {
   settings s;
-  if (auto text = read_file(config_file())) {
-    auto j = nlohmann::json::parse(*text, nullptr, false);
-    if (j.is_object()) {
-      s.base_url = j.value("base_url", "");
-      s.api_key = j.value("api_key", "");
-    }
-  }
+  auto text = read_file(config_file());
+  if (!text) return s;
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object()) return s;
+  s.base_url = j.value("base_url", "");
+  s.api_key = j.value("api_key", "");
+  if (j.contains("oidc") && j["oidc"].is_object()) s.oidc = oidc_from_json(j["oidc"]);
+  return s;
+}
+
+settings load_settings() {
+  settings s = load_file_settings();
   if (auto url = env_or_empty("SANDFORT_BASE_URL"); !url.empty()) s.base_url = url;
-  if (auto key = env_or_empty("SANDFORT_API_KEY"); !key.empty()) s.api_key = key;
+  if (auto key = env_or_empty("SANDFORT_API_KEY"); !key.empty()) {
+    s.api_key = key;
+    s.oidc.reset();
+  }
   return s;
 }
 
 settings require_settings() {
   settings s = load_settings();
-  if (s.base_url.empty() || s.api_key.empty())
-    throw failure("not logged in: run `sandfort login`, or set SANDFORT_BASE_URL and SANDFORT_API_KEY");
+  if (s.base_url.empty() || (s.api_key.empty() && !s.oidc))
+    throw failure("not logged in: run `sandfort login` (or `sandfort login --oidc ISSUER --client-id ID`), "
+                  "or set SANDFORT_BASE_URL and SANDFORT_API_KEY");
   return s;
 }
 
+// An API-key login writes exactly {"base_url", "api_key"}, as it always has.
 void save_settings(const settings& s) {
-  nlohmann::json j = {{"base_url", s.base_url}, {"api_key", s.api_key}};
+  nlohmann::json j = {{"base_url", s.base_url}};
+  if (!s.api_key.empty() || !s.oidc) j["api_key"] = s.api_key;
+  if (s.oidc) j["oidc"] = oidc_to_json(*s.oidc);
   write_private_file(config_file(), j.dump(2) + "\n");
+}
+
+credentials_lock::credentials_lock() {
+  fs::path dir = config_dir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw failure("cannot create " + dir.string() + ": " + ec.message());
+  ::chmod(dir.c_str(), 0700);
+  fs::path p = dir / "config.lock";
+  fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd_ < 0) throw failure("cannot open " + p.string() + ": " + std::strerror(errno));
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    int err = errno;
+    ::close(fd_);
+    throw failure("cannot lock " + p.string() + ": " + std::strerror(err));
+  }
+}
+
+credentials_lock::~credentials_lock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
 }
 
 bool remove_settings() {

@@ -10,7 +10,6 @@
 
 #include "api_client.hpp"
 #include "commands.hpp"
-#include "config.hpp"
 #include "failure.hpp"
 
 namespace sandfort::cli {
@@ -53,8 +52,7 @@ int upload(const std::string& local, const location& dst) {
   if (dst.path.empty() || dst.path.front() != '/') throw failure("the sandbox path must be absolute: " + dst.path, 2);
   struct stat st {};
   if (::stat(local.c_str(), &st) != 0) throw failure("cannot read " + local + ": no such file or directory");
-  settings s = require_settings();
-  api_client client(s.base_url, s.api_key);
+  api_client client = connect_api();
   request_spec spec;
   spec.method = verb::put;
   spec.content_type = "application/octet-stream";
@@ -93,8 +91,7 @@ int upload(const std::string& local, const location& dst) {
 }
 
 int download(const location& src, const std::string& local) {
-  settings s = require_settings();
-  api_client client(s.base_url, s.api_key);
+  api_client client = connect_api();
   json st = client.call(verb::get, files_target(src.sandbox, "/files/stat", src.path));
   request_spec spec;
   if (st.value("type", "") == "dir") {

@@ -29,10 +29,23 @@ int main(int argc, char** argv) {
   bool as_json = false;
   auto json_flag = [&](CLI::App* cmd) { cmd->add_flag("--json", as_json, "Print the API's JSON"); };
 
-  app.add_subcommand("login", "Store the base URL and API key (read from stdin) after checking them")
-      ->callback([&] { status = sc::cmd_login(); });
-  app.add_subcommand("logout", "Forget the stored credentials")->callback([&] { status = sc::cmd_logout(); });
-  auto* whoami = app.add_subcommand("whoami", "Show who the API key belongs to");
+  sc::login_options login_opts;
+  auto* login = app.add_subcommand(
+      "login",
+      "Store the base URL and API key (read from stdin) after checking them; or, with --oidc, sign in "
+      "through an OpenID Connect issuer (device flow) and store the refresh token");
+  login->add_option("--base-url", login_opts.base_url, "URL of sandfortd (instead of asking / the configured one)");
+  login->add_option("--oidc", login_opts.oidc_issuer, "Issuer URL: sign in there with the device authorization grant");
+  login->add_option("--client-id", login_opts.client_id, "The CLI's (public) client id at the issuer");
+  login->add_option("--scope", login_opts.scope, "Scopes to ask for")->capture_default_str();
+  login->add_option("--resource", login_opts.resource,
+                    "RFC 8707 resource indicator of sandfortd at the issuer (default: none, the issuer's default)");
+  login->add_option("--audience", login_opts.audience,
+                    "`audience` parameter for issuers that take one (Auth0 style; default: none)");
+  login->callback([&] { status = sc::cmd_login(login_opts); });
+  app.add_subcommand("logout", "Forget the stored credentials (and revoke an OIDC refresh token)")
+      ->callback([&] { status = sc::cmd_logout(); });
+  auto* whoami = app.add_subcommand("whoami", "Show who the credentials belong to: user, organization, role, auth method");
   json_flag(whoami);
   whoami->callback([&] { status = sc::cmd_whoami(as_json); });
 

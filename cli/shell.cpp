@@ -22,7 +22,6 @@
 
 #include "api_client.hpp"
 #include "commands.hpp"
-#include "config.hpp"
 #include "failure.hpp"
 #include "transport.hpp"
 
@@ -174,10 +173,15 @@ class session {
   bool done_ = false;
 };
 
+// The daemon refused the credentials at the handshake; the caller may renew them and retry.
+struct refused {
+  response answer;
+};
+
 template <class Ws>
-void handshake(net::io_context& ioc, Ws& ws, const api_client& api, const std::string& target) {
+void handshake(net::io_context& ioc, Ws& ws, const api_client& api, const std::string& target, const std::string& token) {
   ws.set_option(websocket::stream_base::decorator([&](websocket::request_type& req) {
-    req.set(beast::http::field::authorization, "Bearer " + api.api_key());
+    req.set(beast::http::field::authorization, "Bearer " + token);
     req.set(beast::http::field::user_agent, "sandfort-cli/0.1");
   }));
   websocket::response_type res;
@@ -193,14 +197,16 @@ void handshake(net::io_context& ioc, Ws& ws, const api_client& api, const std::s
     r.status = res.result_int();
     r.body = res.body();
     r.request_id = std::string(res["X-Request-Id"]);
+    if (r.status == 401) throw refused{r};
     throw_api_error(r);
   }
   throw failure("opening the terminal failed: " + ec.message());
 }
 
 template <class Ws>
-int run_terminal(net::io_context& ioc, Ws& ws, const api_client& api, const std::string& target) {
-  handshake(ioc, ws, api, target);
+int run_terminal(net::io_context& ioc, Ws& ws, const api_client& api, const std::string& target,
+                 const std::string& token) {
+  handshake(ioc, ws, api, target, token);
   ws.binary(true);
   std::optional<int> exit_code;
   std::string error;
@@ -216,27 +222,39 @@ int run_terminal(net::io_context& ioc, Ws& ws, const api_client& api, const std:
   throw failure("the terminal closed without an exit status" + (error.empty() ? std::string() : ": " + error));
 }
 
-}  // namespace
-
-int cmd_shell(const std::string& id, const std::string& command) {
-  settings s = require_settings();
-  api_client api(s.base_url, s.api_key);
-  auto [cols, rows] = terminal_size();
-  std::string target = api.prefix() + "/v1/sandboxes/" + url_encode(id) + "/pty?cols=" + std::to_string(cols) +
-                       "&rows=" + std::to_string(rows);
-  if (!command.empty()) target += "&command=" + url_encode(command);
-
+int open_terminal(const api_client& api, const std::string& target, const std::string& token) {
   net::io_context ioc;
   beast::tcp_stream tcp_conn(ioc);
   connect_tcp(ioc, tcp_conn, api.host(), api.port(), api.base_url());
   if (!api.tls()) {
     websocket::stream<beast::tcp_stream> ws(std::move(tcp_conn));
-    return run_terminal(ioc, ws, api, target);
+    return run_terminal(ioc, ws, api, target, token);
   }
   auto ctx = make_tls_context();
   websocket::stream<tls_stream> ws(std::move(tcp_conn), ctx);
   tls_handshake(ioc, ws.next_layer(), api.host(), api.base_url());
-  return run_terminal(ioc, ws, api, target);
+  return run_terminal(ioc, ws, api, target, token);
+}
+
+}  // namespace
+
+int cmd_shell(const std::string& id, const std::string& command) {
+  api_client api = connect_api();
+  auto [cols, rows] = terminal_size();
+  std::string target = api.prefix() + "/v1/sandboxes/" + url_encode(id) + "/pty?cols=" + std::to_string(cols) +
+                       "&rows=" + std::to_string(rows);
+  if (!command.empty()) target += "&command=" + url_encode(command);
+  std::string token = api.bearer();
+  try {
+    return open_terminal(api, target, token);
+  } catch (const refused& r) {
+    if (!api.renew(token)) throw_api_error(r.answer);
+  }
+  try {
+    return open_terminal(api, target, api.bearer());
+  } catch (const refused& r) {
+    throw_api_error(r.answer);
+  }
 }
 
 }  // namespace sandfort::cli

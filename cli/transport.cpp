@@ -19,18 +19,19 @@ const char* const not_reachable_hint =
 }
 
 void connect_tcp(net::io_context& ioc, boost::beast::tcp_stream& stream, const std::string& host,
-                 const std::string& port, const std::string& base_url) {
+                 const std::string& port, const std::string& base_url, const char* hint) {
+  if (!hint) hint = not_reachable_hint;
   tcp::resolver resolver(ioc);
   boost::system::error_code ec;
   auto endpoints = resolver.resolve(host, port, ec);
-  if (ec) throw failure("cannot resolve " + host + ": " + ec.message() + "; " + not_reachable_hint);
+  if (ec) throw failure("cannot resolve " + host + ": " + ec.message() + "; " + hint);
   // A synchronous connect ignores the stream's deadline; run the async one to have it.
   stream.expires_after(std::chrono::seconds(10));
   stream.async_connect(endpoints, [&](boost::system::error_code e, const tcp::endpoint&) { ec = e; });
   ioc.run();
   ioc.restart();
   stream.expires_never();
-  if (ec) throw failure("cannot connect to " + base_url + ": " + ec.message() + "; " + not_reachable_hint);
+  if (ec) throw failure("cannot connect to " + base_url + ": " + ec.message() + "; " + hint);
 }
 
 net::ssl::context make_tls_context() {

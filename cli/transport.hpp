@@ -12,9 +12,9 @@ namespace sandfort::cli {
 
 using tls_stream = boost::asio::ssl::stream<boost::beast::tcp_stream>;
 
-// Throws failure naming base_url and what to do.
+// Throws failure naming base_url and what to do (hint; by default: check SANDFORT_BASE_URL).
 void connect_tcp(boost::asio::io_context& ioc, boost::beast::tcp_stream& stream, const std::string& host,
-                 const std::string& port, const std::string& base_url);
+                 const std::string& port, const std::string& base_url, const char* hint = nullptr);
 
 boost::asio::ssl::context make_tls_context();
 

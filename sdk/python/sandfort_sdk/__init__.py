@@ -15,13 +15,13 @@ from .errors import (APIConnectionError, APIError, AuthenticationError, Configur
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, Metrics,
                      Organization, PortInfo, PreviewLink, Resources, SandboxInfo, SessionInfo, StreamEvent,
                      UploadResult, WhoAmI)
-from ._transport import ExecStream
+from ._transport import ExecStream, TokenProvider
 from .pty import PtySession
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Sandbox", "Process", "Session", "Command", "FileSystem", "ExecStream", "PtySession",
+    "Client", "Sandbox", "Process", "Session", "Command", "FileSystem", "ExecStream", "PtySession", "TokenProvider",
     "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError",
     "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",
     "PayloadTooLargeError", "QuotaExceededError", "RateLimitedError", "InternalServerError", "UnavailableError",

@@ -10,12 +10,13 @@ import ssl
 from typing import Any, BinaryIO, Callable, Dict, Iterable, Iterator, Mapping, Optional, Tuple, Union
 from urllib.parse import quote, urlencode, urlsplit
 
-from .errors import APIConnectionError, StreamError, error_from_response
+from .errors import APIConnectionError, ConfigurationError, StreamError, error_from_response
 from .models import ExecResult, StreamEvent
 
-__all__ = ["Transport", "Response", "Body"]
+__all__ = ["Transport", "Response", "Body", "TokenProvider"]
 
 Body = Union[bytes, bytearray, memoryview, BinaryIO, Iterable[bytes], None]
+TokenProvider = Callable[[], str]
 USER_AGENT = "sandfort-sdk-python/0.1.0"
 
 
@@ -70,7 +71,12 @@ class Response:
 
 
 class Transport:
-    def __init__(self, base_url: str, api_key: str, timeout: float) -> None:
+    """``api_key`` or ``token_provider`` (a callable returning a bearer token, called for every
+    request) authenticates each request. With a provider, a 401 answer means the daemon did
+    nothing: the provider is asked once more and the request sent again, once."""
+
+    def __init__(self, base_url: str, api_key: Optional[str], timeout: float,
+                 token_provider: Optional[TokenProvider] = None) -> None:
         parts = urlsplit(base_url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base_url must be http(s)://host[:port], got {base_url!r}")
@@ -80,7 +86,18 @@ class Transport:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.prefix = parts.path.rstrip("/")
         self.api_key = api_key
+        self.token_provider = token_provider
         self.timeout = timeout
+
+    def bearer(self) -> str:
+        """The token for the next request: the API key, or what the provider returns now."""
+        if self.token_provider is None:
+            return self.api_key or ""
+        token = self.token_provider()
+        if not isinstance(token, str) or not token:
+            raise ConfigurationError(f"token_provider returned {type(token).__name__} {token!r:.40}, "
+                                     "not a non-empty string")
+        return token
 
     def connect(self, timeout: Optional[float]) -> http.client.HTTPConnection:
         if self.scheme == "https":
@@ -101,8 +118,7 @@ class Transport:
              json_body: Any = None, body: Body = None, headers: Optional[Mapping[str, str]] = None,
              timeout: Optional[float] = -1.0) -> Response:
         """Sends a request and returns the open answer; raises the typed APIError on >= 400."""
-        h: Dict[str, str] = {"Authorization": f"Bearer {self.api_key}", "User-Agent": USER_AGENT,
-                             "Accept": "application/json"}
+        h: Dict[str, str] = {"User-Agent": USER_AGENT, "Accept": "application/json"}
         data: Any = body
         if json_body is not None:
             data = json.dumps(json_body).encode("utf-8")
@@ -112,6 +128,20 @@ class Transport:
         h.update(headers or {})
         if isinstance(data, (bytearray, memoryview)):
             data = bytes(data)
+        rewind = _rewinder(data)
+        status, out, raw = self._send(method, path, query, data, h, timeout)
+        if status == 401 and self.token_provider is not None and rewind is not None:
+            rewind()
+            status, out, raw = self._send(method, path, query, data, h, timeout)
+        if status >= 400:
+            raise error_from_response(status, out.headers, raw)
+        return out
+
+    def _send(self, method: str, path: str, query: Optional[Mapping[str, Any]], data: Any,
+              headers: Dict[str, str], timeout: Optional[float]) -> Tuple[int, Response, bytes]:
+        """One exchange: (status, the open answer, and for >= 400 its body, already read)."""
+        h = dict(headers)
+        h["Authorization"] = f"Bearer {self.bearer()}"
         conn = self.connect(self.timeout if timeout == -1.0 else timeout)
         try:
             encode_chunked = False
@@ -125,18 +155,33 @@ class Transport:
             conn.close()
             raise APIConnectionError(f"{method} {path}: {e}") from e
         out = Response(conn, resp)
+        raw = b""
         if resp.status >= 400:
             try:
                 raw = resp.read()
             except (OSError, http.client.HTTPException):
                 raw = b""
             out.close()
-            raise error_from_response(resp.status, out.headers, raw)
-        return out
+        return resp.status, out, raw
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
         """A JSON call: the decoded answer (None for 204)."""
         return self.open(method, path, **kw).json()
+
+
+def _rewinder(data: Any) -> Optional[Callable[[], None]]:
+    """How to send ``data`` again after a 401: nothing to do for bytes, seek back for a seekable
+    file; None when it cannot be sent twice (an iterator, a pipe)."""
+    if data is None or isinstance(data, bytes):
+        return lambda: None
+    if hasattr(data, "seek") and hasattr(data, "tell"):
+        try:
+            if data.seekable() if hasattr(data, "seekable") else True:
+                start = data.tell()
+                return lambda: data.seek(start)
+        except (OSError, ValueError):
+            return None
+    return None
 
 
 def iter_sse(resp: Response) -> Iterator[Tuple[str, str]]:

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from .errors import ConfigurationError, NotFoundError, SandfortError
 from .pty import PtySession
-from ._transport import ExecStream, OutputCallback, Transport, socket_timeout_for
+from ._transport import ExecStream, OutputCallback, TokenProvider, Transport, socket_timeout_for
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, Metrics,
                      Organization, PortInfo, PreviewLink, SandboxInfo, SessionInfo, UploadResult, WhoAmI)
 
@@ -32,17 +32,28 @@ def _clean(d: Mapping[str, Any]) -> Dict[str, Any]:
 class Client:
     """Entry point. ``base_url`` and ``api_key`` default to ``SANDFORT_BASE_URL`` and
     ``SANDFORT_API_KEY``; ``timeout`` is the socket timeout in seconds for ordinary calls (calls
-    that run commands wait longer: their own ``timeout_s`` plus 30 s)."""
+    that run commands wait longer: their own ``timeout_s`` plus 30 s).
+
+    Instead of an API key, ``token_provider`` is a callable returning a bearer token (an OIDC
+    access token): it is called before every request, so it should cache the token until it
+    nears its expiry; after a 401 it is called once more and the request is sent again, once
+    (a request whose body is an iterator cannot be sent twice and is not repeated)."""
 
     def __init__(self, base_url: Optional[str] = None, api_key: Optional[str] = None,
-                 timeout: Optional[float] = 60.0) -> None:
+                 timeout: Optional[float] = 60.0, *, token_provider: Optional[TokenProvider] = None) -> None:
         base_url = base_url or os.environ.get("SANDFORT_BASE_URL")
-        api_key = api_key or os.environ.get("SANDFORT_API_KEY")
         if not base_url:
             raise ConfigurationError("no base_url given and SANDFORT_BASE_URL is not set")
-        if not api_key:
-            raise ConfigurationError("no api_key given and SANDFORT_API_KEY is not set")
-        self._t = Transport(base_url, api_key, timeout if timeout is not None else 60.0)
+        if token_provider is not None:
+            if api_key:
+                raise ConfigurationError("give api_key or token_provider, not both")
+            if not callable(token_provider):
+                raise ConfigurationError("token_provider must be a callable returning a bearer token")
+        else:
+            api_key = api_key or os.environ.get("SANDFORT_API_KEY")
+            if not api_key:
+                raise ConfigurationError("no api_key (or token_provider) given and SANDFORT_API_KEY is not set")
+        self._t = Transport(base_url, api_key, timeout if timeout is not None else 60.0, token_provider)
         self.base_url = self._t.base_url
         self.timeout = timeout
 

@@ -22,7 +22,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ._transport import USER_AGENT, Transport
-from .errors import APIConnectionError, SandfortError, error_from_response
+from .errors import APIConnectionError, AuthenticationError, SandfortError, error_from_response
 
 __all__ = ["PtySession"]
 
@@ -52,6 +52,16 @@ class PtySession:
         query: Dict[str, Any] = {"cols": cols, "rows": rows, "command": command, "cwd": cwd}
         target = transport.url(f"/v1/sandboxes/{sandbox_id}/pty", query)
         try:
+            return cls._open(transport, target, timeout)
+        except AuthenticationError:
+            if transport.token_provider is None:
+                raise
+        return cls._open(transport, target, timeout)  # a refused token: the provider's next one
+
+    @classmethod
+    def _open(cls, transport: Transport, target: str, timeout: Optional[float]) -> "PtySession":
+        token = transport.bearer()
+        try:
             raw = socket.create_connection((transport.host, transport.port), timeout=timeout)
             sock: socket.socket = raw
             if transport.scheme == "https":
@@ -63,7 +73,7 @@ class PtySession:
         host = transport.host if transport.port == default_port else f"{transport.host}:{transport.port}"
         head = (f"GET {target} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-                f"Authorization: Bearer {transport.api_key}\r\nUser-Agent: {USER_AGENT}\r\n\r\n")
+                f"Authorization: Bearer {token}\r\nUser-Agent: {USER_AGENT}\r\n\r\n")
         try:
             sock.sendall(head.encode("latin-1"))
             data = b""

@@ -1,5 +1,5 @@
 import { SandfortError } from "./errors.js";
-import { Transport, parseSse, type Query, type RequestOptions } from "./http.js";
+import { Transport, parseSse, type Query, type RequestOptions, type TokenProvider } from "./http.js";
 import { PtyApi } from "./pty.js";
 import type {
   ArchiveResult,
@@ -31,8 +31,14 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 export interface ClientOptions {
   /** e.g. `http://127.0.0.1:8080`; default: env SANDFORT_BASE_URL. */
   baseUrl?: string;
-  /** `sfk_…`; default: env SANDFORT_API_KEY. */
+  /** `sfk_…`; default: env SANDFORT_API_KEY (unless `tokenProvider` is given). */
   apiKey?: string;
+  /**
+   * Instead of an API key: returns a bearer token (e.g. an OIDC access token). Called before
+   * every request, so it should cache the token until it nears expiry; after a 401 it is called
+   * once more and the request repeated once (not for a streamed body).
+   */
+  tokenProvider?: TokenProvider;
   /** Default per-request timeout in ms; 0 (default) leaves it to the runtime. */
   timeoutMs?: number;
   /** Extra headers on every request. */
@@ -123,7 +129,7 @@ function createBody(o: CreateSandboxOptions): Json {
   return b;
 }
 
-const CLIENT_KEYS = ["baseUrl", "apiKey", "timeoutMs", "headers", "fetch"] as const;
+const CLIENT_KEYS = ["baseUrl", "apiKey", "tokenProvider", "timeoutMs", "headers", "fetch"] as const;
 
 function splitOptions<T extends object>(o: (T & ClientOptions) | undefined): [ClientOptions, T] {
   const client: Json = {};
@@ -135,21 +141,37 @@ function splitOptions<T extends object>(o: (T & ClientOptions) | undefined): [Cl
   return [client as ClientOptions, rest as T];
 }
 
-/** The entry point: one daemon, one API key. */
+/** The entry point: one daemon, one API key or token provider. */
 export class SandfortClient {
   /** @internal */
   readonly http: Transport;
 
   constructor(opts: ClientOptions = {}) {
     const baseUrl = opts.baseUrl ?? env("SANDFORT_BASE_URL");
-    const apiKey = opts.apiKey ?? env("SANDFORT_API_KEY");
+    const tokenProvider = opts.tokenProvider;
     if (!baseUrl) {
       throw new SandfortError("no base URL: pass { baseUrl } or set SANDFORT_BASE_URL", { code: "config" });
     }
-    if (!apiKey) {
-      throw new SandfortError("no API key: pass { apiKey } or set SANDFORT_API_KEY", { code: "config" });
+    if (tokenProvider !== undefined) {
+      if (typeof tokenProvider !== "function") {
+        throw new SandfortError("tokenProvider must be a function returning a bearer token", { code: "config" });
+      }
+      if (opts.apiKey) throw new SandfortError("pass { apiKey } or { tokenProvider }, not both", { code: "config" });
     }
-    this.http = new Transport({ baseUrl, apiKey, timeoutMs: opts.timeoutMs ?? 0, headers: opts.headers, fetch: opts.fetch });
+    const apiKey = tokenProvider ? undefined : (opts.apiKey ?? env("SANDFORT_API_KEY"));
+    if (!apiKey && !tokenProvider) {
+      throw new SandfortError("no API key: pass { apiKey } or { tokenProvider }, or set SANDFORT_API_KEY", {
+        code: "config",
+      });
+    }
+    this.http = new Transport({
+      baseUrl,
+      apiKey,
+      tokenProvider,
+      timeoutMs: opts.timeoutMs ?? 0,
+      headers: opts.headers,
+      fetch: opts.fetch,
+    });
   }
 
   get baseUrl(): string {

@@ -14,19 +14,28 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
+/** Returns a bearer token (e.g. an OIDC access token); called before every request, so it should cache. */
+export type TokenProvider = () => string | Promise<string>;
+
 export interface TransportOptions {
   baseUrl: string;
   apiKey?: string;
+  tokenProvider?: TokenProvider;
   /** Default per-request timeout in ms; 0 = none. */
   timeoutMs: number;
   headers?: Record<string, string>;
   fetch?: typeof fetch;
 }
 
-/** The thin HTTP layer: auth header, JSON, typed errors. Uses the global fetch (Node ≥ 18, Bun). */
+/**
+ * The thin HTTP layer: auth header, JSON, typed errors. Uses the global fetch (Node ≥ 18, Bun).
+ * With a token provider, a 401 means the daemon did nothing: the provider is asked once more and
+ * the request sent again, once (not when its body is a stream, which cannot be sent twice).
+ */
 export class Transport {
   readonly baseUrl: string;
   readonly apiKey: string | undefined;
+  readonly tokenProvider: TokenProvider | undefined;
   readonly timeoutMs: number;
   private readonly extraHeaders: Record<string, string>;
   private readonly fetchImpl: typeof fetch;
@@ -34,6 +43,7 @@ export class Transport {
   constructor(opts: TransportOptions) {
     this.baseUrl = opts.baseUrl.replace(/\/+$/, "");
     this.apiKey = opts.apiKey;
+    this.tokenProvider = opts.tokenProvider;
     this.timeoutMs = opts.timeoutMs;
     this.extraHeaders = opts.headers ?? {};
     const f = opts.fetch ?? (globalThis as { fetch?: typeof fetch }).fetch;
@@ -55,23 +65,53 @@ export class Transport {
     return u;
   }
 
-  authHeaders(): Record<string, string> {
-    return this.apiKey ? { Authorization: `Bearer ${this.apiKey}` } : {};
+  /** The Authorization header for the next request: the API key, or the provider's token now. */
+  async authHeaders(): Promise<Record<string, string>> {
+    if (!this.tokenProvider) return this.apiKey ? { Authorization: `Bearer ${this.apiKey}` } : {};
+    const token = await this.tokenProvider();
+    if (typeof token !== "string" || token === "") {
+      throw new SandfortError(`tokenProvider returned ${token === "" ? "an empty string" : typeof token}, not a token`, {
+        code: "config",
+      });
+    }
+    return { Authorization: `Bearer ${token}` };
   }
 
   /** Sends a request; resolves with the Response when its status is 2xx, throws SandfortError otherwise. */
   async raw(method: string, path: string, opts: RequestOptions = {}): Promise<Response> {
-    const headers: Record<string, string> = { ...this.extraHeaders, ...this.authHeaders(), ...(opts.headers ?? {}) };
     let body: BodyInit | undefined;
+    let contentType: string | undefined;
     if (opts.json !== undefined) {
-      headers["Content-Type"] = "application/json";
+      contentType = "application/json";
       body = JSON.stringify(opts.json);
     } else if (opts.body !== undefined) {
       body = opts.body as BodyInit;
-      if (!Object.keys(headers).some((h) => h.toLowerCase() === "content-type")) {
-        headers["Content-Type"] = "application/octet-stream";
+      const given = { ...this.extraHeaders, ...(opts.headers ?? {}) };
+      if (!Object.keys(given).some((h) => h.toLowerCase() === "content-type")) {
+        contentType = "application/octet-stream";
       }
     }
+    let res = await this.send(method, path, opts, body, contentType);
+    if (res.status === 401 && this.tokenProvider && canResend(body)) {
+      await res.body?.cancel().catch(() => {});
+      res = await this.send(method, path, opts, body, contentType);
+    }
+    if (!res.ok) {
+      const text = await res.text().catch(() => "");
+      throw errorFromResponse(res.status, res.headers, text);
+    }
+    return res;
+  }
+
+  private async send(
+    method: string,
+    path: string,
+    opts: RequestOptions,
+    body: BodyInit | undefined,
+    contentType: string | undefined,
+  ): Promise<Response> {
+    const headers: Record<string, string> = { ...this.extraHeaders, ...(await this.authHeaders()), ...(opts.headers ?? {}) };
+    if (contentType) headers["Content-Type"] = contentType;
     const timeoutMs = opts.timeoutMs ?? this.timeoutMs;
     const signals: AbortSignal[] = [];
     if (opts.signal) signals.push(opts.signal);
@@ -79,17 +119,11 @@ export class Transport {
     const signal = signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : anySignal(signals);
     const init: RequestInit & { duplex?: string } = { method, headers, body, signal };
     if (body && typeof (body as ReadableStream).getReader === "function") init.duplex = "half";
-    let res: Response;
     try {
-      res = await this.fetchImpl(this.url(path, opts.query), init);
+      return await this.fetchImpl(this.url(path, opts.query), init);
     } catch (err) {
       throw wrapFetchError(err, method, path);
     }
-    if (!res.ok) {
-      const text = await res.text().catch(() => "");
-      throw errorFromResponse(res.status, res.headers, text);
-    }
-    return res;
   }
 
   async json<T = unknown>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
@@ -108,6 +142,19 @@ export class Transport {
       });
     }
   }
+}
+
+/** Bodies fetch can send twice: none, text, bytes, a Blob, form data (not a stream or an async iterable). */
+function canResend(body: BodyInit | undefined): boolean {
+  return (
+    body === undefined ||
+    typeof body === "string" ||
+    body instanceof ArrayBuffer ||
+    ArrayBuffer.isView(body) ||
+    (typeof Blob !== "undefined" && body instanceof Blob) ||
+    body instanceof URLSearchParams ||
+    (typeof FormData !== "undefined" && body instanceof FormData)
+  );
 }
 
 async function readText(res: Response, method: string, path: string): Promise<string> {

@@ -173,8 +173,18 @@ export class PtyApi {
     private readonly path: string,
   ) {}
 
-  /** Opens an interactive terminal. */
+  /** Opens an interactive terminal. A token provider's refused token is replaced once. */
   async connect(opts: PtyOptions = {}): Promise<PtyHandle> {
+    try {
+      return await this.connectOnce(opts);
+    } catch (err) {
+      if (!(err instanceof SandfortError && err.status === 401 && this.http.tokenProvider)) throw err;
+    }
+    return this.connectOnce(opts);
+  }
+
+  private async connectOnce(opts: PtyOptions): Promise<PtyHandle> {
+    const auth = await this.http.authHeaders();
     const url = new URL(
       this.http.url(this.path, { cols: opts.cols ?? 80, rows: opts.rows ?? 24, command: opts.command, cwd: opts.cwd }),
     );
@@ -185,7 +195,7 @@ export class PtyApi {
       const req = mod.request(url, {
         method: "GET",
         headers: {
-          ...this.http.authHeaders(),
+          ...auth,
           Connection: "Upgrade",
           Upgrade: "websocket",
           "Sec-WebSocket-Version": "13",
