@@ -39,7 +39,8 @@ http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
       co_return res;
     }
     ctx.attributes["org"] = who->org_id;
-    ctx.attributes["principal"] = who->via == auth::method::oidc ? "oidc:" + who->id : who->id;
+    // A person or machine of an identity provider is (issuer, sub): the log names both.
+    ctx.attributes["principal"] = who->via == auth::method::oidc ? "oidc:" + who->id + "@" + who->issuer : who->id;
     co_return co_await r.fn(ctx, *who);
   };
 }

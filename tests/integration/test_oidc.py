@@ -81,7 +81,7 @@ def test_a_member_token_runs_a_sandbox_and_a_viewer_token_cannot(idp, oidc_daemo
     assert viewer.post(f"/v1/sandboxes/{sbx['id']}/process/exec", {"command": "true"}).status == 403
     assert member.delete(f"/v1/sandboxes/{sbx['id']}").status == 204
     # The request log names the user as (issuer's) subject.
-    assert "principal=oidc:sandfort-member" in open(oidc_daemon.log_path).read()
+    assert f"principal=oidc:sandfort-member@{a.issuer}" in open(oidc_daemon.log_path).read()
 
 
 @pytest.mark.parametrize("auth", ["header", "subprotocol"])

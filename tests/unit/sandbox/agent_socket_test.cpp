@@ -41,7 +41,10 @@ int listen_at(const std::string& path, int backlog) {
 class namespaced_server {
  public:
   explicit namespaced_server(const std::string& path) {
-    int ready[2];
+    // Two pipes: the server says it listens to the helper, the helper then tells us its pid, so
+    // the two writes can never interleave on one pipe.
+    int listening[2], ready[2];
+    REQUIRE(::pipe(listening) == 0);
     REQUIRE(::pipe(ready) == 0);
     helper_ = ::fork();
     REQUIRE(helper_ >= 0);
@@ -49,8 +52,12 @@ class namespaced_server {
       if (::unshare(CLONE_NEWPID) != 0) _exit(2);
       pid_t server = ::fork();
       if (server == 0) {
+        ::close(ready[0]);
+        ::close(ready[1]);
+        ::close(listening[0]);
         int s = listen_at(path, 16);
-        (void)!::write(ready[1], "r", 1);
+        (void)!::write(listening[1], "r", 1);
+        ::close(listening[1]);
         for (;;) {
           int c = ::accept(s, nullptr, nullptr);
           if (c >= 0) {
@@ -59,15 +66,22 @@ class namespaced_server {
           }
         }
       }
+      ::close(listening[1]);  // so that a server that died leaves us EOF, not a wait
+      char r = 0;
+      if (::read(listening[0], &r, 1) != 1) _exit(4);
       (void)!::write(ready[1], &server, sizeof server);
       ::waitpid(server, nullptr, 0);
       _exit(0);
     }
+    ::close(listening[0]);
+    ::close(listening[1]);
     ::close(ready[1]);
-    REQUIRE(::read(ready[0], &pid_, sizeof pid_) == sizeof pid_);
-    char r = 0;
-    REQUIRE(::read(ready[0], &r, 1) == 1);
+    const auto got = ::read(ready[0], &pid_, sizeof pid_);
     ::close(ready[0]);
+    if (got != sizeof pid_) {
+      ::waitpid(helper_, nullptr, 0);  // it exits once its server did not come up
+      FAIL("the namespaced server did not start");
+    }
   }
   ~namespaced_server() {
     ::kill(pid_, SIGKILL);
