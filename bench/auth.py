@@ -15,10 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-from oidc_fixture import OidcProvider  # noqa: E402
-from sandfort_harness import Daemon  # noqa: E402
-
-ROLE_MAP = {"sandfort-admins": "admin", "sandfort-developers": "member", "sandfort-viewers": "viewer"}
+from oidc_fixture import OidcProvider, daemon_trusting, issuer_config  # noqa: E402
 
 
 def pct(samples, p):
@@ -44,11 +41,8 @@ def main():
     providers = {alg: OidcProvider().start(alg=alg) for alg in ("RS256", "ES256", "EdDSA")}
     daemon = None
     try:
-        issuers = [{"issuer": p.issuer, "audience": "sandfort", "org_claim": "org", "role_map": ROLE_MAP}
-                   for p in providers.values()]
-        daemon = Daemon({"oidc": {"issuers": issuers}}).start()
+        daemon = daemon_trusting(*(issuer_config(p) for p in providers.values()))
         admin = daemon.admin()
-        assert admin.post("/v1/orgs", {"name": "acme"}).status == 201
         key = admin.post("/v1/orgs/acme/api-keys", {"name": "bench", "role": "member"}).json()["key"]
         tokens = {"API key": key}
         for alg, p in providers.items():

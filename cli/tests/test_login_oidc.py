@@ -22,11 +22,9 @@ import pytest
 from conftest import CLI, REPO
 
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-from oidc_fixture import OidcError, OidcProvider, decode_jwt  # noqa: E402
-from sandfort_harness import Daemon  # noqa: E402
+from oidc_fixture import OidcError, OidcProvider, daemon_trusting, decode_jwt, issuer_config  # noqa: E402
 
 CLIENT_ID = "sandfort-cli"
-ROLE_MAP = {"sandfort-admins": "admin", "sandfort-developers": "member", "sandfort-viewers": "viewer"}
 
 
 @pytest.fixture(scope="module")
@@ -38,12 +36,7 @@ def provider():
 
 @pytest.fixture(scope="module")
 def daemon(provider):
-    d = Daemon(extra_config={"oidc": {"issuers": [{
-        "issuer": provider.issuer, "audience": "sandfort", "org_claim": "org", "role_claim": "groups",
-        "role_map": ROLE_MAP}], "jwks_min_refresh_s": 1}})
-    d.start()
-    r = d.admin().post("/v1/orgs", {"name": "acme"})
-    assert r.status == 201, r
+    d = daemon_trusting(issuer_config(provider), jwks_min_refresh_s=1)
     yield d
     d.stop()
     d.cleanup()

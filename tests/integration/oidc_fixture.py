@@ -444,3 +444,26 @@ class OidcProvider:
         return json.loads(run_node(VERIFY, "--jwks-url", self.jwks_uri, "--issuer", self.issuer,
                                    "--audience", audience or self.info["audience"],
                                    stdin=json.dumps(tokens)))
+
+
+# --- a daemon that trusts providers -------------------------------------------------------------
+
+ROLE_MAP = {"sandfort-admins": "admin", "sandfort-developers": "member", "sandfort-viewers": "viewer"}
+
+
+def issuer_config(provider, **overrides):
+    """sandfortd's oidc.issuers entry for a provider: org from the `org` claim, roles from `groups`."""
+    return {"issuer": provider.issuer, "audience": "sandfort", "org_claim": "org", "role_claim": "groups",
+            "role_map": ROLE_MAP, **overrides}
+
+
+def daemon_trusting(*issuers, orgs=("acme",), **oidc_options):
+    """A started sandfortd (tests/integration/sandfort_harness.Daemon) whose oidc.issuers are
+    `issuers` (issuer_config() entries), with the organizations their tokens name created.
+    The caller stops and cleans it up."""
+    from sandfort_harness import Daemon
+    d = Daemon({"oidc": {"issuers": list(issuers), **oidc_options}}).start()
+    for name in orgs:
+        r = d.admin().post("/v1/orgs", {"name": name})
+        assert r.status == 201, r
+    return d

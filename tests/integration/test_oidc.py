@@ -17,10 +17,8 @@ import subprocess
 
 import pytest
 
-from oidc_fixture import OidcProvider
-from sandfort_harness import BUILD, Daemon
-
-ROLE_MAP = {"sandfort-admins": "admin", "sandfort-developers": "member", "sandfort-viewers": "viewer"}
+from oidc_fixture import OidcProvider, daemon_trusting, issuer_config
+from sandfort_harness import BUILD
 MIN_REFRESH_S = 1
 CACHE_S = 3
 
@@ -37,15 +35,10 @@ def idp():
 @pytest.fixture(scope="module")
 def oidc_daemon(idp):
     a, b = idp
-    issuers = [
-        {"issuer": a.issuer, "audience": "sandfort", "org_claim": "org", "role_claim": "groups", "role_map": ROLE_MAP},
-        # A second issuer with one fixed organization (as for an Entra ID tenant).
-        {"issuer": b.issuer, "audience": ["other-api", "sandfort"], "org": "acme", "role_map": ROLE_MAP,
-         "algorithms": ["ES256"]},
-    ]
-    d = Daemon({"oidc": {"issuers": issuers, "jwks_min_refresh_s": MIN_REFRESH_S,
-                         "jwks_default_cache_s": CACHE_S}}).start()
-    assert d.admin().post("/v1/orgs", {"name": "acme"}).status == 201
+    # The second issuer has one fixed organization (as for an Entra ID tenant) and an audience list.
+    second = issuer_config(b, audience=["other-api", "sandfort"], org="acme", algorithms=["ES256"])
+    del second["org_claim"]
+    d = daemon_trusting(issuer_config(a), second, jwks_min_refresh_s=MIN_REFRESH_S, jwks_default_cache_s=CACHE_S)
     yield d
     d.stop()
     d.cleanup()

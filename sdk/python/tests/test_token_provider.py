@@ -18,10 +18,7 @@ from sandfort_sdk._transport import Transport
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-from oidc_fixture import OidcProvider  # noqa: E402
-from sandfort_harness import Daemon  # noqa: E402
-
-ROLE_MAP = {"sandfort-admins": "admin", "sandfort-developers": "member", "sandfort-viewers": "viewer"}
+from oidc_fixture import OidcProvider, daemon_trusting, issuer_config  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +30,7 @@ def provider():
 
 @pytest.fixture(scope="module")
 def daemon(provider):
-    d = Daemon(extra_config={"oidc": {"issuers": [{
-        "issuer": provider.issuer, "audience": "sandfort", "org_claim": "org", "role_claim": "groups",
-        "role_map": ROLE_MAP}], "jwks_min_refresh_s": 1}})
-    d.start()
-    r = d.admin().post("/v1/orgs", {"name": "acme"})
-    assert r.status == 201, r
+    d = daemon_trusting(issuer_config(provider), jwks_min_refresh_s=1)
     yield d
     d.stop()
     d.cleanup()
