@@ -65,7 +65,12 @@ json to_json_tree(const config& c) {
                 {"jwks_min_refresh_s", c.oidc.jwks_min_refresh_s},
                 {"jwks_default_cache_s", c.oidc.jwks_default_cache_s},
                 {"jwks_max_cache_s", c.oidc.jwks_max_cache_s},
-                {"fetch_timeout_s", c.oidc.fetch_timeout_s}}}};
+                {"fetch_timeout_s", c.oidc.fetch_timeout_s}}},
+              {"audit",
+               {{"key_path", c.audit.key_path},
+                {"checkpoint_interval_s", c.audit.checkpoint_interval_s},
+                {"export_path", c.audit.export_path},
+                {"summary_interval_s", c.audit.summary_interval_s}}}};
 }
 
 constexpr const char* issuers_key = "oidc.issuers";
@@ -178,6 +183,11 @@ config from_json_tree(const json& j) {
   c.oidc.jwks_default_cache_s = o.at("jwks_default_cache_s").get<int>();
   c.oidc.jwks_max_cache_s = o.at("jwks_max_cache_s").get<int>();
   c.oidc.fetch_timeout_s = o.at("fetch_timeout_s").get<int>();
+  const json& a = j.at("audit");
+  c.audit.key_path = a.at("key_path").get<std::string>();
+  c.audit.checkpoint_interval_s = a.at("checkpoint_interval_s").get<int>();
+  c.audit.export_path = a.at("export_path").get<std::string>();
+  c.audit.summary_interval_s = a.at("summary_interval_s").get<int>();
   return c;
 }
 
@@ -347,6 +357,10 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
   std::error_code ec;
   c.state_dir = fs::absolute(c.state_dir, ec).lexically_normal().string();
   if (c.database.empty()) c.database = (fs::path(c.state_dir) / "sandfort.db").string();
+  if (c.audit.key_path.empty()) c.audit.key_path = (fs::path(c.state_dir) / "audit-signing.key").string();
+  c.audit.key_path = fs::absolute(c.audit.key_path, ec).lexically_normal().string();
+  if (c.audit.checkpoint_interval_s <= 0 || c.audit.summary_interval_s <= 0)
+    return make_error(errc::invalid_argument, "config: audit intervals must be positive");
   if (c.agent_path.empty()) {
     // In the build tree the agent sits in ../agent; installed, it sits beside sandfortd.
     fs::path beside = fs::path(executable_dir) / "sandfort-agent";

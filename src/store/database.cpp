@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "migrations.hpp"
 #include "sandfort/core/ids.hpp"
@@ -150,6 +151,89 @@ std::string sql(const char* before, const char* columns, const char* after) {
   return std::string(before) + columns + after;
 }
 
+std::int64_t sql_limit(std::size_t limit) {
+  constexpr auto max_limit = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  return static_cast<std::int64_t>(std::min(limit, max_limit));
+}
+
+// Columns in the order read_audit_event expects.
+constexpr const char* audit_event_columns =
+    "org_id, seq, ts, actor, action, target, outcome, request_id, source, details, prev_hash, hash";
+
+audit_event read_audit_event(const statement& st) {
+  audit_event e;
+  e.org_id = st.column_text(0);
+  e.seq = st.column_int64(1);
+  e.ts = st.column_text(2);
+  e.actor = st.column_text(3);
+  e.action = st.column_text(4);
+  e.target = st.column_text(5);
+  e.outcome = st.column_text(6);
+  e.request_id = st.column_text(7);
+  e.source = st.column_text(8);
+  e.details = st.column_text(9);
+  e.prev_hash = st.column_text(10);
+  e.hash = st.column_text(11);
+  return e;
+}
+
+constexpr const char* checkpoint_columns = "org_id, seq, head_hash, ts, key_id, signature";
+
+audit_checkpoint read_checkpoint(const statement& st) {
+  return audit_checkpoint{st.column_text(0), st.column_int64(1), st.column_text(2),
+                          st.column_text(3), st.column_text(4),  st.column_text(5)};
+}
+
+// Named rather than left to the planner, so that a page never reads more than audit_filter
+// promises (without statistics the planner may prefer an equality index over the time range);
+// a test checks every plan.
+const char* audit_index_for(const audit_filter& f) {
+  if (!f.since_ts.empty() || !f.until_ts.empty()) return " INDEXED BY audit_by_ts";
+  if (!f.target.empty()) return " INDEXED BY audit_by_target";
+  if (!f.actor.empty()) return " INDEXED BY audit_by_actor";
+  if (!f.action.empty()) return " INDEXED BY audit_by_action";
+  return "";  // the primary key: org_id, seq
+}
+
+// Only the terms of the filter's non-empty fields, so each is a range or an equality the index
+// can seek on; parameters keep their numbers whether used or not.
+std::string list_audit_events_sql(const audit_filter& f) {
+  std::string q = sql("SELECT ", audit_event_columns, " FROM audit_events");
+  q += audit_index_for(f);
+  q += " WHERE org_id = ?1 AND seq > ?2";
+  if (!f.since_ts.empty()) q += " AND ts >= ?3";
+  if (!f.until_ts.empty()) q += " AND ts <= ?4";
+  if (!f.actor.empty()) q += " AND actor = ?5";
+  if (!f.action.empty()) q += " AND action = ?6";
+  if (!f.target.empty()) q += " AND target = ?7";
+  q += " ORDER BY seq LIMIT ?8";
+  return q;
+}
+
+// Appends the distinct org ids of `table` in order, seeking to the next one each time instead of
+// reading every row. An id that does not sort after the previous one (not text: the file was
+// edited) would repeat forever, so it ends the walk with an error.
+result<void> append_org_ids(sqlite3* db, const char* table, std::vector<std::string>& out) {
+  auto first = statement::prepare(db, sql("SELECT org_id FROM ", table, " WHERE org_id >= '' ORDER BY org_id LIMIT 1"));
+  if (!first) return std::move(first).err();
+  auto next = statement::prepare(db, sql("SELECT org_id FROM ", table, " WHERE org_id > ?1 ORDER BY org_id LIMIT 1"));
+  if (!next) return std::move(next).err();
+  std::optional<std::string> previous;
+  for (statement* st = &*first;; st = &*next) {
+    auto row = st->step();
+    if (!row) return std::move(row).err();
+    if (!*row) return {};
+    std::string id = st->column_text(0);
+    if (previous && id <= *previous)
+      return make_error(errc::internal, std::string(table) + " holds an org_id that is not text");
+    st->reset();
+    out.push_back(id);
+    next->reset();
+    next->bind(1, id);
+    previous = std::move(id);
+  }
+}
+
 }  // namespace
 
 void database::set_busy_timeout(std::chrono::milliseconds wait) {
@@ -198,7 +282,7 @@ result<void> database::ping() {
 result<org> database::create_org(const std::string& name, bool superadmin, const std::string& created_at) {
   auto st = statement::prepare(db_, "INSERT INTO orgs (id, name, superadmin, created_at) VALUES (?1, ?2, ?3, ?4)");
   if (!st) return std::move(st).err();
-  org o{new_id("org-"), name, superadmin, created_at};
+  org o{new_id("org-"), name, superadmin, created_at, "active", std::nullopt};
   st->bind(1, o.id);
   st->bind(2, o.name);
   st->bind(3, std::int64_t{superadmin ? 1 : 0});
@@ -415,6 +499,162 @@ result<std::vector<sandbox_record>> database::list_live_sandboxes_all_orgs() {
   auto st = statement::prepare(db_, sql("SELECT ", sandbox_columns, " FROM sandboxes WHERE state <> 'deleted' ORDER BY id"));
   if (!st) return std::move(st).err();
   return collect<sandbox_record>(*st, read_sandbox);
+}
+
+// --- transactions ---
+
+transaction::transaction(transaction&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+
+transaction::~transaction() {
+  if (db_ != nullptr) (void)db_->end_transaction(false);
+}
+
+result<void> transaction::commit() {
+  if (db_ == nullptr) return make_error(errc::internal, "commit of a transaction that is not open");
+  auto r = db_->end_transaction(true);
+  // Over either way, unless COMMIT itself failed: then the destructor rolls back.
+  if (!db_->in_transaction_) db_ = nullptr;
+  return r;
+}
+
+result<transaction> database::begin() {
+  if (in_transaction_) return make_error(errc::internal, "a transaction is already open on this connection");
+  auto st = statement::prepare(db_, "BEGIN IMMEDIATE");
+  if (!st) return std::move(st).err();
+  if (auto r = st->run(); !r) return std::move(r).err();
+  in_transaction_ = true;
+  return transaction(*this);
+}
+
+result<void> database::end_transaction(bool commit) {
+  // After some errors (disk full, I/O) SQLite has already rolled back; later statements then ran
+  // on their own, so the changes are not one unit any more and committing must not claim they are.
+  if (sqlite3_get_autocommit(db_) != 0) {
+    in_transaction_ = false;
+    if (commit) return make_error(errc::internal, "the transaction was rolled back after an earlier error");
+    return {};
+  }
+  auto st = statement::prepare(db_, commit ? "COMMIT" : "ROLLBACK");
+  auto r = st ? st->run() : result<void>(std::move(st).err());
+  // A failed ROLLBACK is not retried: nothing better is left to do than to report it.
+  if (r || !commit) in_transaction_ = false;
+  return r;
+}
+
+// --- audit chain ---
+
+result<audit_head> database::audit_head_of(const std::string& org_id) {
+  auto st = statement::prepare(db_, "SELECT seq, hash FROM audit_events WHERE org_id = ?1 ORDER BY seq DESC LIMIT 1");
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  auto row = st->step();
+  if (!row) return std::move(row).err();
+  if (!*row) return audit_head{};
+  return audit_head{st->column_int64(0), st->column_text(1)};
+}
+
+result<void> database::insert_audit_event(const audit_event& e) {
+  if (e.seq < 1) return make_error(errc::invalid_argument, "audit seq must be at least 1, not " + std::to_string(e.seq));
+  auto st = statement::prepare(db_, sql("INSERT INTO audit_events (", audit_event_columns,
+                                        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"));
+  if (!st) return std::move(st).err();
+  st->bind(1, e.org_id);
+  st->bind(2, e.seq);
+  st->bind(3, e.ts);
+  st->bind(4, e.actor);
+  st->bind(5, e.action);
+  st->bind(6, e.target);
+  st->bind(7, e.outcome);
+  st->bind(8, e.request_id);
+  st->bind(9, e.source);
+  st->bind(10, e.details);
+  st->bind(11, e.prev_hash);
+  st->bind(12, e.hash);
+  if (auto r = st->run(); !r) {
+    if (r.err().code == errc::conflict)
+      return make_error(errc::conflict,
+                        "audit event " + std::to_string(e.seq) + " of " + e.org_id + " already exists");
+    return r;
+  }
+  return {};
+}
+
+result<std::vector<audit_event>> database::list_audit_events(const std::string& org_id, const audit_filter& f) {
+  auto st = statement::prepare(db_, list_audit_events_sql(f));
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  st->bind(2, f.after_seq);
+  st->bind(3, f.since_ts);
+  st->bind(4, f.until_ts);
+  st->bind(5, f.actor);
+  st->bind(6, f.action);
+  st->bind(7, f.target);
+  st->bind(8, sql_limit(f.limit));
+  return collect<audit_event>(*st, read_audit_event);
+}
+
+result<void> database::scan_audit_events(const std::string& org_id, std::int64_t from_seq,
+                                         const std::function<bool(const audit_event&)>& each) {
+  auto st = statement::prepare(
+      db_, sql("SELECT ", audit_event_columns, " FROM audit_events WHERE org_id = ?1 AND seq >= ?2 ORDER BY seq"));
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  st->bind(2, from_seq);
+  for (;;) {
+    auto row = st->step();
+    if (!row) return std::move(row).err();
+    if (!*row || !each(read_audit_event(*st))) return {};
+  }
+}
+
+result<std::vector<std::string>> database::audit_org_ids() {
+  std::vector<std::string> ids;
+  if (auto r = append_org_ids(db_, "audit_events", ids); !r) return std::move(r).err();
+  if (auto r = append_org_ids(db_, "audit_checkpoints", ids); !r) return std::move(r).err();
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+result<void> database::insert_audit_checkpoint(const audit_checkpoint& c) {
+  auto st = statement::prepare(db_, sql("INSERT INTO audit_checkpoints (", checkpoint_columns,
+                                        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+  if (!st) return std::move(st).err();
+  st->bind(1, c.org_id);
+  st->bind(2, c.seq);
+  st->bind(3, c.head_hash);
+  st->bind(4, c.ts);
+  st->bind(5, c.key_id);
+  st->bind(6, c.signature);
+  if (auto r = st->run(); !r) {
+    if (r.err().code == errc::conflict)
+      return make_error(errc::conflict,
+                        "a checkpoint at " + std::to_string(c.seq) + " of " + c.org_id + " already exists");
+    return r;
+  }
+  return {};
+}
+
+result<std::optional<audit_checkpoint>> database::latest_audit_checkpoint(const std::string& org_id) {
+  auto st = statement::prepare(
+      db_, sql("SELECT ", checkpoint_columns, " FROM audit_checkpoints WHERE org_id = ?1 ORDER BY seq DESC LIMIT 1"));
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  auto row = st->step();
+  if (!row) return std::move(row).err();
+  if (!*row) return std::optional<audit_checkpoint>();
+  return std::optional<audit_checkpoint>(read_checkpoint(*st));
+}
+
+result<std::vector<audit_checkpoint>> database::list_audit_checkpoints(const std::string& org_id,
+                                                                       std::int64_t after_seq, std::size_t limit) {
+  auto st = statement::prepare(db_, sql("SELECT ", checkpoint_columns,
+                                        " FROM audit_checkpoints WHERE org_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"));
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  st->bind(2, after_seq);
+  st->bind(3, sql_limit(limit));
+  return collect<audit_checkpoint>(*st, read_checkpoint);
 }
 
 }  // namespace sandfort::store

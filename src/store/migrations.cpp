@@ -67,6 +67,45 @@ ALTER TABLE orgs ADD COLUMN state_changed_at TEXT;
 ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;
 )sql";
 
+// Audit: each organization's hash chain and its signed checkpoints. No foreign key to orgs, on
+// purpose: the chain is evidence and outlives the organization's row state. A key would refuse an
+// event for an organization whose row is gone or never committed, and would force a future purge
+// of deleted organizations to destroy or orphan their chains; audit-verify walks audit_org_ids(),
+// not orgs. Rows are written once and never updated by the daemon.
+// Indexes: the primary key serves the head, cursors and scans; the others let a filtered page
+// read only what its filter selects (WITHOUT ROWID: each one ends in the key, org_id and seq).
+constexpr const char* v4_sql = R"sql(
+CREATE TABLE audit_events (
+  org_id     TEXT NOT NULL,
+  seq        INTEGER NOT NULL CHECK (seq >= 1),
+  ts         TEXT NOT NULL,
+  actor      TEXT NOT NULL,
+  action     TEXT NOT NULL,
+  target     TEXT NOT NULL DEFAULT '',
+  outcome    TEXT NOT NULL,
+  request_id TEXT NOT NULL DEFAULT '',
+  source     TEXT NOT NULL DEFAULT '',
+  details    TEXT NOT NULL DEFAULT '{}',
+  prev_hash  TEXT NOT NULL,
+  hash       TEXT NOT NULL,
+  PRIMARY KEY (org_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX audit_by_ts ON audit_events (org_id, ts);
+CREATE INDEX audit_by_actor ON audit_events (org_id, actor, seq);
+CREATE INDEX audit_by_action ON audit_events (org_id, action, seq);
+CREATE INDEX audit_by_target ON audit_events (org_id, target, seq);
+
+CREATE TABLE audit_checkpoints (
+  org_id    TEXT NOT NULL,
+  seq       INTEGER NOT NULL,
+  head_hash TEXT NOT NULL,
+  ts        TEXT NOT NULL,
+  key_id    TEXT NOT NULL,
+  signature TEXT NOT NULL,
+  PRIMARY KEY (org_id, seq)
+) WITHOUT ROWID;
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -81,6 +120,7 @@ const std::vector<migration>& migrations() {
       {1, v1_sql, &seed_instance_id},
       {2, v2_sql},
       {3, v3_sql},
+      {4, v4_sql},
   };
   return all;
 }

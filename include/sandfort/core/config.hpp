@@ -85,6 +85,14 @@ struct oidc_config {
   int fetch_timeout_s = 5;
 };
 
+// The audit chain (docs/audit.md).
+struct audit_config {
+  std::string key_path;             // Ed25519 signing key (PEM, 0600); empty → <state_dir>/audit-signing.key
+  int checkpoint_interval_s = 300;  // how often each organization's chain head is signed
+  std::string export_path;          // checkpoints are also appended here (JSON lines) when set
+  int summary_interval_s = 60;      // authentication failures and egress decisions are counted per interval
+};
+
 struct config {
   std::string listen = "127.0.0.1:8080";
   std::string state_dir = "./var";
@@ -123,6 +131,7 @@ struct config {
   preview_config preview{};
   images_config images{};
   oidc_config oidc{};
+  audit_config audit{};
 };
 
 // key=value pairs from the command line; keys as in the file ("max_resources.cpus").

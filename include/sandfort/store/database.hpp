@@ -4,10 +4,11 @@
 // simply not found. Calls are synchronous and short; the daemon makes them from its single
 // I/O thread.
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,82 @@ struct sandbox_filter {
   std::string state;       // empty: any state but deleted
   std::string after_id;    // cursor: ids sort ascending
   std::size_t limit = 100;
+};
+
+// One event of an organization's audit chain, stored exactly as given: the audit module computes
+// seq, prev_hash and hash, and the store never rewrites a field (a verifier rehashes these bytes).
+struct audit_event {
+  std::string org_id;
+  std::int64_t seq = 0;  // 1, 2, 3, ... per organization
+  std::string ts;        // RFC 3339, UTC
+  std::string actor;
+  std::string action;
+  std::string target;
+  std::string outcome;
+  std::string request_id;
+  std::string source;
+  std::string details = "{}";  // JSON object text, as given
+  std::string prev_hash;
+  std::string hash;
+};
+
+// The newest event of a chain. seq 0 and an empty hash: no events yet.
+struct audit_head {
+  std::int64_t seq = 0;
+  std::string hash;
+};
+
+// A signature over (org_id, seq, head_hash, ts) by the key named key_id.
+struct audit_checkpoint {
+  std::string org_id;
+  std::int64_t seq = 0;
+  std::string head_hash;
+  std::string ts;
+  std::string key_id;
+  std::string signature;
+};
+
+// Events come in ascending seq. What a page reads besides the events it returns:
+// - without a time bound: nothing when at most one of target, actor, action is set (the primary
+//   key or that field's index, sought to the cursor); with several, the events after the cursor
+//   that match the first of target, actor, action but not the others;
+// - with a time bound: every event of the organization inside the bounds, whatever the cursor
+//   (the time index, then a sort by seq). Events outside the bounds are never read, but paging
+//   through a wide window reads that window once per page.
+// Events of other organizations are never read.
+struct audit_filter {
+  std::int64_t after_seq = 0;  // cursor: events with seq > after_seq, ascending
+  std::string since_ts;        // inclusive bounds on ts when not empty (RFC 3339 strings compare as text)
+  std::string until_ts;
+  std::string actor;  // exact match when not empty
+  std::string action;
+  std::string target;
+  std::size_t limit = 100;
+};
+
+class database;
+
+// A write transaction: BEGIN IMMEDIATE when made (database::begin), ROLLBACK when destroyed
+// unless commit() succeeded. Every database call in between joins it, so a change and the audit
+// event that records it are stored together or not at all, even if the process is killed.
+// The daemon runs on one thread and never holds a transaction across an await; one connection
+// has at most one open transaction, and it must not outlive its database.
+class transaction {
+ public:
+  transaction(transaction&& other) noexcept;
+  transaction& operator=(transaction&&) = delete;
+  transaction(const transaction&) = delete;
+  transaction& operator=(const transaction&) = delete;
+  ~transaction();
+
+  // Fails when COMMIT fails (the destructor then rolls back) or when SQLite already rolled back
+  // after an earlier error; either way the change did not happen. Committing twice is an error.
+  result<void> commit();
+
+ private:
+  friend class database;
+  explicit transaction(database& db) : db_(&db) {}
+  database* db_;  // null once committed or moved from
 };
 
 class database {
@@ -118,10 +195,41 @@ class database {
   // Daemon-wide, for reconciliation only: every row not deleted, of every organization.
   result<std::vector<sandbox_record>> list_live_sandboxes_all_orgs();
 
+  // Takes the write lock now (unavailable when another connection holds it longer than the busy
+  // timeout), so nothing between here and commit() can fail for lack of it. A second begin()
+  // while one is open is an internal error: nesting is not supported.
+  result<transaction> begin();
+
+  // --- audit chain (hashing, signing and verifying live in the audit module) ---
+  result<audit_head> audit_head_of(const std::string& org_id);
+  // conflict when (org_id, seq) exists: two writers that read the same head cannot both append.
+  // invalid_argument when seq < 1.
+  result<void> insert_audit_event(const audit_event& e);
+  result<std::vector<audit_event>> list_audit_events(const std::string& org_id, const audit_filter& f);
+  // One organization's events in seq order from from_seq (inclusive), one row in memory at a
+  // time, from one consistent snapshot; `each` returns false to stop. `each` may read through
+  // this database but must not write.
+  result<void> scan_audit_events(const std::string& org_id, std::int64_t from_seq,
+                                 const std::function<bool(const audit_event&)>& each);
+  // Every org id that has events or checkpoints, sorted; one index seek per organization.
+  result<std::vector<std::string>> audit_org_ids();
+  // conflict when that organization already has a checkpoint at that seq.
+  result<void> insert_audit_checkpoint(const audit_checkpoint& c);
+  // The one with the highest seq; nullopt when there is none.
+  result<std::optional<audit_checkpoint>> latest_audit_checkpoint(const std::string& org_id);
+  // Checkpoints with seq > after_seq, ascending.
+  result<std::vector<audit_checkpoint>> list_audit_checkpoints(const std::string& org_id, std::int64_t after_seq,
+                                                               std::size_t limit);
+
  private:
+  friend class transaction;
   explicit database(sqlite3* db);
+  // COMMIT or ROLLBACK of the open transaction.
+  result<void> end_transaction(bool commit);
+
   sqlite3* db_;
   std::string instance_id_;
+  bool in_transaction_ = false;
 };
 
 }  // namespace sandfort::store

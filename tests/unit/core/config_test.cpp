@@ -194,3 +194,14 @@ TEST_CASE("oidc.issuers cannot come from the environment or --set") {
   CHECK(c->oidc.issuers.empty());
   CHECK(c->oidc.leeway_s == 5);
 }
+
+TEST_CASE("audit settings: the signing key defaults into the state directory") {
+  auto c = load_config("", {{"state_dir", "/var/lib/sf"}, {"audit.checkpoint_interval_s", "60"}}, nullptr);
+  REQUIRE(c.ok());
+  REQUIRE(finalize_config(*c, "/usr/bin").ok());
+  CHECK(c->audit.key_path == "/var/lib/sf/audit-signing.key");
+  CHECK(c->audit.checkpoint_interval_s == 60);
+  auto bad = load_config("", {{"audit.summary_interval_s", "0"}}, nullptr);
+  REQUIRE(bad.ok());
+  CHECK_FALSE(finalize_config(*bad, "/usr/bin").ok());
+}

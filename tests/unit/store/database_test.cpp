@@ -13,7 +13,7 @@ using namespace sandfort::store;
 namespace {
 
 constexpr const char* t0 = "2026-01-01T00:00:00.000Z";
-constexpr int migration_count = 3;
+constexpr int migration_count = 4;
 
 std::unique_ptr<database> open_db(const std::string& path) {
   auto db = database::open(path);
@@ -557,4 +557,135 @@ TEST_CASE("an organization's keys are revoked together; a key records its last u
   CHECK_FALSE(db->find_api_key_by_hash("hash-key-b1")->last_used_at);
   REQUIRE(db->touch_api_key("key-b1", "2026-01-04T00:00:00.000Z"));
   CHECK(db->find_api_key_by_hash("hash-key-b1")->last_used_at == std::optional<std::string>("2026-01-04T00:00:00.000Z"));
+}
+
+TEST_CASE("a version 3 database gains the audit tables at open and keeps its rows") {
+  testing::temp_dir dir;
+  const auto path = dir.file("sandfort.db");
+  std::string org_id;
+  { org_id = make_org(*open_db(path), "acme").id; }
+  {
+    // Back to the schema as version 3 shipped it.
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(raw, "DROP TABLE audit_events; DROP TABLE audit_checkpoints; PRAGMA user_version = 3",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  auto db = open_db(path);
+  CHECK(db->schema_version() == 4);
+  CHECK(db->get_org(org_id).ok());
+  auto head = db->audit_head_of(org_id);
+  REQUIRE(head);
+  CHECK(head->seq == 0);
+  CHECK(raw_query(path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'audit%'") == "6");
+}
+
+namespace {
+
+audit_event event_for(const std::string& org_id, std::int64_t seq, const std::string& action) {
+  audit_event e;
+  e.org_id = org_id;
+  e.seq = seq;
+  e.ts = t0;
+  e.actor = "key-0000000000000001";
+  e.action = action;
+  e.outcome = "ok";
+  e.prev_hash = std::string(64, '0');
+  e.hash = std::string(64, 'f');
+  return e;
+}
+
+// Every existing write, then the event that records them, in one transaction.
+struct changes_in_one_transaction {
+  org a, b;
+  sandbox_record kept, created;
+  api_key key_a;
+  std::string new_org_name = "made-inside";
+
+  void run(database& db) {
+    auto changed = kept;
+    changed.state = "stopped";
+    changed.updated_at = "2026-01-02T00:00:00.000Z";
+    REQUIRE(db.update_sandbox(changed));
+    changed.spec_json = R"({"cpu":2})";
+    REQUIRE(db.update_sandbox_spec(changed));
+    REQUIRE(db.insert_sandbox(created));
+    REQUIRE(db.revoke_api_key(a.id, key_a.id, "2026-01-02T00:00:00.000Z"));
+    REQUIRE(db.set_org_state(b.id, "disabled", {"active"}, "2026-01-02T00:00:00.000Z"));
+    REQUIRE(db.revoke_org_keys(b.id, "2026-01-02T00:00:00.000Z"));
+    REQUIRE(db.touch_api_key(key_a.id, "2026-01-02T00:00:00.000Z"));
+    REQUIRE(db.create_org(new_org_name, false, t0));
+    REQUIRE(db.insert_audit_event(event_for(a.id, 1, "sandbox.create")));
+  }
+
+  // All of the changes are there, or none is.
+  void check(database& db, bool present) {
+    auto got = db.get_sandbox(a.id, kept.id);
+    REQUIRE(got);
+    CHECK(got->state == (present ? "stopped" : "started"));
+    CHECK(got->spec_json == (present ? R"({"cpu":2})" : R"({"cpu":1})"));
+    CHECK(db.get_sandbox(a.id, created.id).ok() == present);
+    auto key_row = db.find_api_key_by_hash("hash-a");
+    REQUIRE(key_row);
+    CHECK(key_row->revoked_at.has_value() == present);
+    CHECK(key_row->last_used_at.has_value() == present);
+    CHECK(db.get_org(b.id)->state == (present ? "disabled" : "active"));
+    CHECK(db.find_api_key_by_hash("hash-b")->revoked_at.has_value() == present);
+    CHECK(db.find_org_by_name(new_org_name).ok() == present);
+    CHECK(db.audit_head_of(a.id)->seq == (present ? 1 : 0));
+  }
+};
+
+changes_in_one_transaction prepare_changes(database& db) {
+  changes_in_one_transaction c;
+  c.a = make_org(db, "a");
+  c.b = make_org(db, "b");
+  c.kept = sandbox(c.a.id, "kept");
+  REQUIRE(db.insert_sandbox(c.kept));
+  c.created = sandbox(c.a.id, "created");
+  c.key_a = key(c.a.id, "ka");
+  REQUIRE(db.insert_api_key(c.key_a, "hash-a"));
+  REQUIRE(db.insert_api_key(key(c.b.id, "kb"), "hash-b"));
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("every existing write joins a transaction: all of them with the audit event, or none") {
+  testing::temp_dir dir;
+  const auto path = dir.file("sandfort.db");
+  auto db = open_db(path);
+  auto changes = prepare_changes(*db);
+
+  SECTION("destroyed without commit: nothing happened, also for another connection") {
+    {
+      auto tx = db->begin();
+      REQUIRE(tx);
+      changes.run(*db);
+      changes.check(*db, true);  // visible to the writer meanwhile
+    }
+    changes.check(*db, false);
+    changes.check(*open_db(path), false);
+  }
+  SECTION("committed: everything, also for another connection") {
+    {
+      auto tx = db->begin();
+      REQUIRE(tx);
+      changes.run(*db);
+      REQUIRE(tx->commit());
+    }
+    changes.check(*db, true);
+    changes.check(*open_db(path), true);
+  }
+  SECTION("a failed statement inside does not end the transaction; the caller decides") {
+    auto tx = db->begin();
+    REQUIRE(tx);
+    REQUIRE(db->insert_sandbox(changes.created));
+    auto dup = db->insert_sandbox(changes.created);
+    REQUIRE_FALSE(dup);
+    CHECK(dup.err().code == errc::conflict);
+    REQUIRE(tx->commit());
+    CHECK(db->get_sandbox(changes.a.id, changes.created.id).ok());
+  }
 }

@@ -1,0 +1,19 @@
+#pragma once
+// An event's canonical JSON and its details' canonical form from one parse of details: the
+// verifier needs both for every event.
+
+#include <string>
+
+#include "sandfort/core/error.hpp"
+#include "sandfort/store/database.hpp"
+
+namespace sandfort::audit::detail {
+
+struct canonical_forms {
+  std::string event;
+  std::string details;
+};
+
+result<canonical_forms> canonical_forms_of(const store::audit_event& e);
+
+}  // namespace sandfort::audit::detail
