@@ -17,6 +17,11 @@ boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, st
   co_return who;
 }
 
+audit::actor actor_of(const auth::principal& p, const std::string& request_id, const std::string& remote) {
+  std::string name = p.via == auth::method::oidc ? "oidc:" + p.id + "@" + p.issuer : "key:" + p.id;
+  return {std::move(name), request_id, remote};
+}
+
 namespace {
 
 std::string header(const http::request& req, http::bhttp::field f) {
@@ -50,7 +55,7 @@ http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
 http::handler make_handler(dependencies d) {
   auto deps = std::make_shared<dependencies>(d);
   auto routes = std::make_shared<http::router>();
-  for (auto make : {health_routes, identity_routes, sandbox_routes})
+  for (auto make : {health_routes, identity_routes, sandbox_routes, audit_routes})
     for (auto& r : make(*deps)) routes->add(http::route{r.method, r.pattern, guard(deps, r)});
 
   return [routes](http::context& ctx) -> boost::asio::awaitable<http::response> {

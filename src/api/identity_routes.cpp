@@ -27,8 +27,15 @@ json key_json(const store::api_key& k) {
   return j;
 }
 
+// The chains an action on org_id goes into: that organization's, and the actor's own when it is
+// another (the superadmin acting on a tenant).
+std::vector<std::string> chains_of(const auth::principal& p, const std::string& org_id) {
+  if (p.org_id == org_id) return {org_id};
+  return {org_id, p.org_id};
+}
+
 // Shared by POST /v1/api-keys and the superadmin's POST /v1/orgs/{org}/api-keys.
-http::response create_key(dependencies& deps, http::context& ctx, const std::string& org_id) {
+http::response create_key(dependencies& deps, http::context& ctx, const auth::principal& p, const std::string& org_id) {
   auto body = parse_object(ctx.req);
   if (!body) return http::error_response(body.err(), ctx.request_id);
   std::string name, role_name;
@@ -40,11 +47,33 @@ http::response create_key(dependencies& deps, http::context& ctx, const std::str
   if (!role) return http::error_response(role.err(), ctx.request_id);
   if (expires_in_s && *expires_in_s <= 0)
     return http::error_response(make_error(errc::invalid_argument, "expires_in_s must be positive"), ctx.request_id);
-  auto issued = auth::issue_key(deps.db, deps.clk, org_id, name, *role, expires_in_s.value_or(0));
+  auto issued = deps.journal.record_change(
+      chains_of(p, org_id), actor_of(p, ctx.request_id, ctx.remote),
+      [&] { return auth::issue_key(deps.db, deps.clk, org_id, name, *role, expires_in_s.value_or(0)); },
+      [&](const auth::issued_key& k) {
+        // The key's id only: its secret never reaches the chain.
+        return audit::record{"api_key.create", k.record.id, "ok",
+                             {{"org_id", org_id}, {"name", k.record.name}, {"role", k.record.role},
+                              {"expires_at", k.record.expires_at ? json(*k.record.expires_at) : json(nullptr)}}};
+      });
   if (!issued) return http::error_response(issued.err(), ctx.request_id);
   json j = key_json(issued->record);
   j["key"] = issued->secret;
   return http::json_response(201, j);
+}
+
+// A new organization: its chain starts with its creation, and the superadmin's chain says so too.
+result<store::org> create_org(dependencies& deps, const audit::actor& who, const std::string& actor_org,
+                              const std::string& name) {
+  auto tx = deps.db.begin();
+  if (!tx) return std::move(tx).err();
+  auto o = deps.db.create_org(name, false, format_time(deps.clk.now()));
+  if (!o) return o;
+  audit::record r{"org.create", o->id, "ok", {{"name", name}}};
+  for (const auto& chain : {o->id, actor_org})
+    if (auto appended = deps.journal.append(chain, who, r); !appended) return std::move(appended).err();
+  if (auto committed = tx->commit(); !committed) return std::move(committed).err();
+  return o;
 }
 
 }  // namespace
@@ -65,7 +94,7 @@ std::vector<api_route> identity_routes(dependencies& deps) {
          co_return http::json_response(200, j);
        }},
       {http::verb::post, "/v1/orgs", permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto body = parse_object(ctx.req);
          if (!body) co_return http::error_response(body.err(), ctx.request_id);
          std::string name;
@@ -73,7 +102,7 @@ std::vector<api_route> identity_routes(dependencies& deps) {
          if (name.empty() || name.size() > 100)
            co_return http::error_response(make_error(errc::invalid_argument, "name must be 1-100 characters"),
                                           ctx.request_id);
-         auto o = deps.db.create_org(name, false, format_time(deps.clk.now()));
+         auto o = create_org(deps, actor_of(p, ctx.request_id, ctx.remote), p.org_id, name);
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
          co_return http::json_response(201, org_json(*o));
        }},
@@ -92,35 +121,35 @@ std::vector<api_route> identity_routes(dependencies& deps) {
          co_return http::json_response(200, {{"items", items}, {"next_cursor", nullptr}});
        }},
       {http::verb::post, "/v1/orgs/{org}/api-keys", permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto o = deps.db.get_org(ctx.params["org"]);
          if (!o) o = deps.db.find_org_by_name(ctx.params["org"]);
          if (o && o->state != "active")
            o = make_error(errc::conflict, "organization " + o->name + " is " + o->state);
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
-         co_return create_key(deps, ctx, o->id);
+         co_return create_key(deps, ctx, p, o->id);
        }},
       {http::verb::post, "/v1/orgs/{org}/disable", permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
-         auto o = co_await disable_org(deps, ctx.params["org"]);
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto o = co_await disable_org(deps, p, actor_of(p, ctx.request_id, ctx.remote), ctx.params["org"]);
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
          co_return http::json_response(200, org_json(*o));
        }},
       {http::verb::post, "/v1/orgs/{org}/enable", permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
-         auto o = co_await enable_org(deps, ctx.params["org"]);
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto o = co_await enable_org(deps, p, actor_of(p, ctx.request_id, ctx.remote), ctx.params["org"]);
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
          co_return http::json_response(200, org_json(*o));
        }},
       {http::verb::delete_, "/v1/orgs/{org}", permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
-         auto r = co_await delete_org(deps, ctx.params["org"]);
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto r = co_await delete_org(deps, p, actor_of(p, ctx.request_id, ctx.remote), ctx.params["org"]);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);
        }},
       {http::verb::post, "/v1/api-keys", permission::manage_org,
        [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         co_return create_key(deps, ctx, p.org_id);
+         co_return create_key(deps, ctx, p, p.org_id);
        }},
       {http::verb::get, "/v1/api-keys", permission::manage_org,
        [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
@@ -132,7 +161,11 @@ std::vector<api_route> identity_routes(dependencies& deps) {
        }},
       {http::verb::delete_, "/v1/api-keys/{id}", permission::manage_org,
        [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto r = deps.db.revoke_api_key(p.org_id, ctx.params["id"], format_time(deps.clk.now()));
+         const std::string key_id = ctx.params["id"];
+         auto r = deps.journal.record_change(
+             {p.org_id}, actor_of(p, ctx.request_id, ctx.remote),
+             [&] { return deps.db.revoke_api_key(p.org_id, key_id, format_time(deps.clk.now())); },
+             [&] { return audit::record{"api_key.revoke", key_id}; });
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);
        }},

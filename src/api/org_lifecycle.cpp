@@ -46,6 +46,16 @@ awaitable<result<int>> for_each_sandbox(dependencies& deps, const std::string& o
   co_return done;
 }
 
+// Moves the organization to `state` from one of `from`, with its event, in one transaction.
+result<void> change_state(dependencies& deps, const auth::principal& by, const audit::actor& who, const store::org& o,
+                          const std::string& state, const std::vector<std::string>& from, audit::record r) {
+  std::vector<std::string> chains{o.id};
+  if (by.org_id != o.id) chains.push_back(by.org_id);
+  return deps.journal.record_change(
+      chains, who, [&] { return deps.db.set_org_state(o.id, state, from, format_time(deps.clk.now())); },
+      [&] { return r; });
+}
+
 sandbox::task<void> stop_one(dependencies& deps, const std::string& org_id, const std::string& id) {
   auto r = co_await deps.sandboxes.stop(org_id, id);
   if (!r && r.err().code != errc::conflict && r.err().code != errc::not_found) co_return std::move(r).err();
@@ -60,11 +70,12 @@ sandbox::task<void> remove_one(dependencies& deps, const std::string& org_id, co
 
 }  // namespace
 
-awaitable<result<store::org>> disable_org(dependencies& deps, const std::string& id_or_name) {
+awaitable<result<store::org>> disable_org(dependencies& deps, const auth::principal& by, const audit::actor& who,
+                                          const std::string& id_or_name) {
   auto o = find_org(deps, id_or_name);
   if (!o) co_return o;
   if (o->state == "active") {
-    if (auto r = deps.db.set_org_state(o->id, "disabled", {"active"}, format_time(deps.clk.now())); !r) co_return r.err();
+    if (auto r = change_state(deps, by, who, *o, "disabled", {"active"}, {"org.disable", o->id}); !r) co_return r.err();
   } else if (o->state != "disabled") {
     co_return make_error(errc::conflict, "organization " + o->name + " is " + o->state);
   }
@@ -74,28 +85,36 @@ awaitable<result<store::org>> disable_org(dependencies& deps, const std::string&
   co_return deps.db.get_org(o->id);
 }
 
-awaitable<result<store::org>> enable_org(dependencies& deps, const std::string& id_or_name) {
+awaitable<result<store::org>> enable_org(dependencies& deps, const auth::principal& by, const audit::actor& who,
+                                         const std::string& id_or_name) {
   auto o = find_org(deps, id_or_name);
   if (!o) co_return o;
   if (o->state != "active") {
-    if (auto r = deps.db.set_org_state(o->id, "active", {"disabled"}, format_time(deps.clk.now())); !r) co_return r.err();
+    if (auto r = change_state(deps, by, who, *o, "active", {"disabled"}, {"org.enable", o->id}); !r) co_return r.err();
     spdlog::info("orgs: {} ({}) enabled", o->name, o->id);
   }
   co_return deps.db.get_org(o->id);
 }
 
-awaitable<result<void>> delete_org(dependencies& deps, const std::string& id_or_name) {
+awaitable<result<void>> delete_org(dependencies& deps, const auth::principal& by, const audit::actor& who,
+                                   const std::string& id_or_name) {
   auto o = find_org(deps, id_or_name);
   if (!o) co_return std::move(o).err();
-  const std::string now = format_time(deps.clk.now());
   if (o->state != "deleting")
-    if (auto r = deps.db.set_org_state(o->id, "deleting", {"active", "disabled"}, now); !r) co_return r;
+    if (auto r = change_state(deps, by, who, *o, "deleting", {"active", "disabled"}, {"org.delete", o->id, "started"}); !r)
+      co_return r;
   // From here on nothing of it authenticates; what is left is cleaning up.
-  auto revoked = deps.db.revoke_org_keys(o->id, now);
+  auto revoked = deps.journal.record_change(
+      {o->id}, who, [&] { return deps.db.revoke_org_keys(o->id, format_time(deps.clk.now())); },
+      [&](int n) { return audit::record{"api_key.revoke_all", o->id, "ok", {{"revoked", n}}}; });
   if (!revoked) co_return std::move(revoked).err();
   auto removed = co_await for_each_sandbox(deps, o->id, "", true, &remove_one);
   if (!removed) co_return std::move(removed).err();
-  if (auto r = deps.db.set_org_state(o->id, "deleted", {"deleting"}, format_time(deps.clk.now())); !r) co_return r;
+  // The organization's last event closes its chain.
+  if (auto r = change_state(deps, by, who, *o, "deleted", {"deleting"},
+                            {"org.delete", o->id, "ok", {{"chain", "closed"}, {"sandboxes_removed", *removed}}});
+      !r)
+    co_return r;
   spdlog::info("orgs: {} ({}) deleted: {} key(s) revoked, {} sandbox(es) removed", o->name, o->id, *revoked, *removed);
   co_return ok_t{};
 }

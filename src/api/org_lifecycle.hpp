@@ -7,12 +7,19 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "sandfort/api/api.hpp"
+#include "sandfort/auth/principal.hpp"
 
 namespace sandfort::api {
 
-boost::asio::awaitable<result<store::org>> disable_org(dependencies& deps, const std::string& id_or_name);
-boost::asio::awaitable<result<store::org>> enable_org(dependencies& deps, const std::string& id_or_name);
+// Each state change is recorded in the organization's audit chain and in the actor's (the
+// superadmin's), atomically with the change. Deleting closes the organization's chain with a
+// last event, `org.delete`; the chain stays, verifiable.
+boost::asio::awaitable<result<store::org>> disable_org(dependencies& deps, const auth::principal& by,
+                                                       const audit::actor& who, const std::string& id_or_name);
+boost::asio::awaitable<result<store::org>> enable_org(dependencies& deps, const auth::principal& by,
+                                                      const audit::actor& who, const std::string& id_or_name);
 // Idempotent: a deletion cut short (an error, a crash) is finished by calling it again.
-boost::asio::awaitable<result<void>> delete_org(dependencies& deps, const std::string& id_or_name);
+boost::asio::awaitable<result<void>> delete_org(dependencies& deps, const auth::principal& by, const audit::actor& who,
+                                                const std::string& id_or_name);
 
 }  // namespace sandfort::api

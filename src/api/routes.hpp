@@ -22,10 +22,14 @@ struct api_route {
 std::vector<api_route> health_routes(dependencies& deps);
 std::vector<api_route> identity_routes(dependencies& deps);
 std::vector<api_route> sandbox_routes(dependencies& deps);
+std::vector<api_route> audit_routes(dependencies& deps);
 
 // Shared by the whole and the streamed forms of exec and code-run.
 result<sandbox::exec_request> parse_exec(std::string_view body);
 result<sandbox::code_run_request> parse_code_run(std::string_view body);
+
+// How the audit chain names the caller of a request.
+audit::actor actor_of(const auth::principal& p, const std::string& request_id, const std::string& remote);
 
 // Authentication from the Authorization header (or, for browsers' WebSockets, the
 // Sec-WebSocket-Protocol `bearer.<token>` or `?access_token=`) and the role check.

@@ -75,6 +75,17 @@ response handle_bad_request(const std::string& message, const std::string& reque
 
 constexpr std::size_t max_header_bytes = 64 * 1024;
 
+template <typename Socket>
+std::string peer_name(const Socket& socket) {
+  if constexpr (std::is_same_v<typename Socket::protocol_type, asio::ip::tcp>) {
+    beast::error_code ec;
+    auto endpoint = socket.remote_endpoint(ec);
+    return ec ? std::string() : endpoint.address().to_string();
+  } else {
+    return "unix";
+  }
+}
+
 // Whether field `name` takes at least half of the header limit in what was read of a header
 // that exceeded it (the parser may already have consumed the request line). Only one field can.
 bool oversized_field_is(const beast::flat_buffer& buf, std::string_view name) {
@@ -131,6 +142,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
     }
   } on_exit{*st};
 
+  const std::string remote = peer_name(socket);
   stream_t<Protocol> stream(std::move(socket));
   beast::flat_buffer buffer;
   auto entry = st->sessions.insert(st->sessions.end(), server::state::session_entry{[&stream](bool force) {
@@ -231,6 +243,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
         context ctx;
         ctx.req = parser.release();
         ctx.request_id = request_id;
+        ctx.remote = remote;
         split_target(ctx.req.target(), ctx.path, ctx.query);
         stream.expires_never();
         try {

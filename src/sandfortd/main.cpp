@@ -17,8 +17,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "audit_verify.hpp"
+#include "checkpoint_loop.hpp"
 #include "logging.hpp"
 #include "sandfort/api/api.hpp"
+#include "sandfort/audit/journal.hpp"
+#include "sandfort/audit/signing.hpp"
 #include "sandfort/auth/keys.hpp"
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/firewall/host_firewall.hpp"
@@ -225,6 +229,11 @@ int serve(const config_flags& f) {
   sandbox::container_connector agent(engine, agent_opts);
   sandbox::service sandboxes(ioc.get_executor(), cfg, *db, engine, agent, clk);
 
+  auto audit_key = audit::signing_key::load_or_create(cfg.audit.key_path);
+  if (!audit_key) throw std::runtime_error("audit: " + audit_key.err().message);
+  spdlog::info("audit: checkpoints signed with key {} ({})", audit_key->key_id(), cfg.audit.key_path);
+  audit::journal journal(*db, clk);
+
   auth::oidc_verifier oidc(cfg.oidc, *db, clk, auth::network_fetcher(std::chrono::seconds(cfg.oidc.fetch_timeout_s)));
   auth::authenticator authn(*db, clk, &oidc);
   for (const auto& is : cfg.oidc.issuers) spdlog::info("oidc: accepting tokens of {}", is.issuer);
@@ -236,8 +245,8 @@ int serve(const config_flags& f) {
   options.max_connections = static_cast<std::size_t>(cfg.max_connections);
   options.listener_name = "api";
   options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
-  http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk, authn}));
-  server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk, authn}));
+  http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk, authn, journal, *audit_key}));
+  server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk, authn, journal, *audit_key}));
 
   auto proxy_opts = egress_options(cfg);
   if (!proxy_opts) throw std::runtime_error(proxy_opts.err().message);
@@ -314,6 +323,7 @@ int serve(const config_flags& f) {
   if (!preview_port) throw std::runtime_error("preview listener: " + preview_port.err().message);
   spdlog::info("preview listener on {} (port {}, *.{})", cfg.preview.listen, *preview_port, cfg.preview.domain);
   asio::co_spawn(ioc, reap_forever(sandboxes, stopping), asio::detached);
+  asio::co_spawn(ioc, daemon::checkpoint_forever(*db, *audit_key, clk, cfg.audit, stopping), asio::detached);
 
   asio::signal_set signals(ioc, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
@@ -326,6 +336,7 @@ int serve(const config_flags& f) {
     egress.stop();
     asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
         co_await server.drain(std::chrono::seconds(cfg.shutdown_grace_s));
+        daemon::checkpoint_once(*db, *audit_key, clk, cfg.audit);  // the requests that finished last
         co_await remove_firewall_if_unused(engine, network_name, firewall_thread, host_firewall);
         spdlog::info("stopped");
         ioc.stop();
@@ -350,6 +361,8 @@ int main(int argc, char** argv) {
   auto* bootstrap_cmd =
       admin_cmd->add_subcommand("bootstrap", "create the superadmin organization and print its first API key");
   add_config_flags(bootstrap_cmd, flags);
+  daemon::audit_verify_options verify_opts;
+  auto* verify_cmd = daemon::add_audit_verify_command(app, verify_opts);
   auto* version_cmd = app.add_subcommand("version", "print the version");
 
   CLI11_PARSE(app, argc, argv);
@@ -359,6 +372,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*bootstrap_cmd) return admin_bootstrap(flags);
+    if (*verify_cmd) return daemon::audit_verify(verify_opts, std::cout, std::cerr);
     if (*serve_cmd) return serve(flags);
   } catch (const std::exception& e) {
     std::cerr << "sandfortd: " << e.what() << "\n";

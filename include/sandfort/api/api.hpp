@@ -2,6 +2,8 @@
 // The REST API: a route table per resource; each handler parses, calls a service, serializes.
 // Authentication and role checks happen once, in front of every route that needs them.
 
+#include "sandfort/audit/journal.hpp"
+#include "sandfort/audit/signing.hpp"
 #include "sandfort/auth/oidc.hpp"
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/config.hpp"
@@ -18,6 +20,8 @@ struct dependencies {
   sandbox::service& sandboxes;
   const clock& clk;
   auth::authenticator& authn;
+  audit::journal& journal;
+  const audit::signing_key& audit_key;
 };
 
 // The handler the HTTP server calls for every request.

@@ -20,6 +20,7 @@ using response = bhttp::response<bhttp::string_body>;
 struct context {
   request req;
   std::string request_id;
+  std::string remote;                              // the client's address ("unix" on a unix socket)
   std::string path;                                // without the query string
   std::map<std::string, std::string> query;        // decoded ?k=v pairs (last one wins)
   std::map<std::string, std::string> params;       // {name} segments of the matched route

@@ -1,0 +1,34 @@
+#include "sandfort/audit/journal.hpp"
+
+#include "sandfort/audit/chain.hpp"
+
+namespace sandfort::audit {
+
+result<store::audit_event> journal::append(const std::string& org_id, const actor& who, const record& r) {
+  auto head = db_.audit_head_of(org_id);
+  if (!head) return std::move(head).err();
+  store::audit_event e;
+  e.org_id = org_id;
+  e.ts = format_time(clk_.now());
+  e.actor = who.name;
+  e.action = r.action;
+  e.target = r.target;
+  e.outcome = r.outcome;
+  e.request_id = who.request_id;
+  e.source = who.source;
+  e.details = r.details.dump();
+  if (auto sealed = seal(e, *head); !sealed) return std::move(sealed).err();
+  if (auto inserted = db_.insert_audit_event(e); !inserted) return std::move(inserted).err();
+  return e;
+}
+
+result<store::audit_event> journal::record_event(const std::string& org_id, const actor& who, const record& r) {
+  auto tx = db_.begin();
+  if (!tx) return std::move(tx).err();
+  auto e = append(org_id, who, r);
+  if (!e) return e;
+  if (auto committed = tx->commit(); !committed) return std::move(committed).err();
+  return e;
+}
+
+}  // namespace sandfort::audit
