@@ -41,6 +41,34 @@ std::pair<std::string, std::string> credentials(const tcp_exchange& ex) {
   return {"", ""};
 }
 
+std::string remote_of(const tcp_exchange& ex) {
+  boost::beast::error_code ec;
+  auto endpoint = ex.stream.socket().remote_endpoint(ec);
+  return ec ? std::string() : endpoint.address().to_string();
+}
+
+// What a forwarded request that acts is called in the audit chain: "sandbox.files.put",
+// "sandbox.sessions.exec", "sandbox.pty" (the route's words, ids and names left out).
+std::string forwarded_action(http::verb method, const std::string& agent_path) {
+  std::string action = "sandbox";
+  std::string path = agent_path.substr(0, agent_path.find('?'));
+  std::size_t start = 1, part = 0;
+  while (start <= path.size()) {
+    auto slash = std::min(path.find('/', start), path.size());
+    std::string word = path.substr(start, slash - start);
+    // Even positions are resources (files, sessions, commands); odd ones their names, except
+    // the verbs that follow a resource directly (files/mkdir, files/archive).
+    bool is_name = part % 2 == 1 && word != "mkdir" && word != "move" && word != "archive" && word != "list" &&
+                   word != "stat";
+    if (!word.empty() && !is_name) action += "." + word;
+    if (!word.empty()) ++part;
+    start = slash + 1;
+  }
+  if (method == http::verb::put) action += ".put";
+  if (method == http::verb::delete_) action += ".delete";
+  return action;
+}
+
 // The agent's path for a public one: what follows /v1/sandboxes/{id}, with the query string
 // (less any access_token, which is ours, not the agent's).
 std::string agent_target(const tcp_exchange& ex) {
@@ -117,26 +145,37 @@ bool runs_command(const tcp_exchange& ex) {
          ex.path.compare(ex.path.size() - 5, 5, "/exec") == 0;
 }
 
+// A terminal acts although it arrives as a GET.
+bool is_pty(const std::string& agent_path) { return agent_path == "/pty" || agent_path.starts_with("/pty?"); }
+
 struct exec_call {
   dependencies& deps;
   const auth::principal& who;
   std::string sandbox_id;
   bool code_run;
   std::string body;
+  std::string remote;
 };
 
 asio::awaitable<void> produce(exec_call& call, tcp_exchange& ex, sse_sink& sink, result<void>& outcome,
                               bool& finished) {
+  auto noted = [&](const audit::record& r) {
+    return record_action(call.deps, call.who, ex.request_id, call.remote, r);
+  };
   if (call.code_run) {
     auto req = parse_code_run(call.body);
     if (!req)
       outcome = std::move(req).err();
+    else if (auto n = noted(code_run_record(call.sandbox_id, *req)); !n)
+      outcome = std::move(n).err();
     else
       outcome = co_await call.deps.sandboxes.code_run_stream(call.who.org_id, call.sandbox_id, *req, sink);
   } else {
     auto req = parse_exec(call.body);
     if (!req)
       outcome = std::move(req).err();
+    else if (auto n = noted(exec_record(call.sandbox_id, *req)); !n)
+      outcome = std::move(n).err();
     else
       outcome = co_await call.deps.sandboxes.exec_stream(call.who.org_id, call.sandbox_id, std::move(*req), sink);
   }
@@ -170,7 +209,7 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
     return [deps, code_run](tcp_exchange& ex, const auth::principal& p, const std::string&) -> asio::awaitable<bool> {
       auto raw = co_await http::read_small_body(ex, deps->cfg.max_body_bytes);
       if (!raw) co_return co_await http::respond_error(ex, raw.err());
-      exec_call call{*deps, p, ex.params["id"], code_run, std::move(*raw)};
+      exec_call call{*deps, p, ex.params["id"], code_run, std::move(*raw), remote_of(ex)};
       sse_sink sink(ex);
       result<void> r = ok_t{};
       bool finished = false;
@@ -183,9 +222,18 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
 
   auto forward = [deps](tcp_exchange& ex, const auth::principal& p, const std::string& subprotocol) -> asio::awaitable<bool> {
     std::string id = ex.params["id"];
+    const std::string agent_path = agent_target(ex);
+    if (const auto method = ex.parser.get().method(); method != http::verb::get || is_pty(agent_path)) {
+      nlohmann::json details = {{"method", std::string(http::bhttp::to_string(method))},
+                                {"path", agent_path.substr(0, 1024)}};
+      if (auto n = record_action(*deps, p, ex.request_id, remote_of(ex), {forwarded_action(method, agent_path), id,
+                                                                           "accepted", std::move(details)});
+          !n)
+        co_return co_await http::respond_error(ex, n.err());
+    }
     auto agent = co_await deps->sandboxes.connect_agent(p.org_id, id);
     if (!agent) co_return co_await http::respond_error(ex, agent.err());
-    http::forward_options target{agent_target(ex), subprotocol};
+    http::forward_options target{agent_path, subprotocol};
     // The agent is untrusted: its answer must start within the longest command a caller may
     // run (a session's exec) or soon (everything else), and a body that is not an event stream
     // must keep moving.

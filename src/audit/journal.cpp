@@ -4,6 +4,18 @@
 
 namespace sandfort::audit {
 
+const actor& system_actor() {
+  static const actor system{};
+  return system;
+}
+
+nlohmann::json floats_as_text(nlohmann::json j) {
+  if (j.is_number_float()) return j.dump();
+  if (j.is_structured())
+    for (auto& v : j) v = floats_as_text(std::move(v));
+  return j;
+}
+
 result<store::audit_event> journal::append(const std::string& org_id, const actor& who, const record& r) {
   auto head = db_.audit_head_of(org_id);
   if (!head) return std::move(head).err();

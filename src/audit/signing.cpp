@@ -160,6 +160,15 @@ result<signing_key> signing_key::load_or_create(const std::string& path) {
   return signing_key(std::move(*key));
 }
 
+result<signing_key> signing_key::load(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT)
+    return make_error(errc::not_found, "signing key file " + path + " does not exist");
+  auto key = load_private_key(path);
+  if (!key) return std::move(key).err();
+  return signing_key(std::move(*key));
+}
+
 std::string signing_key::public_key_pem() const {
   bio_ptr bio(BIO_new(BIO_s_mem()), BIO_free);
   if (!bio || PEM_write_bio_PUBKEY(bio.get(), key_.get()) != 1) throw std::runtime_error("PEM_write_bio_PUBKEY failed");

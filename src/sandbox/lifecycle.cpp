@@ -16,7 +16,7 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 service::service(asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
                  agent_connector& agent, const clock& clk)
-    : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), clock_(clk) {}
+    : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), clock_(clk), journal_(db, clk) {}
 
 void service::notify(const std::string& sandbox_id) {
   auto it = waiters_.find(sandbox_id);
@@ -35,16 +35,34 @@ asio::awaitable<void> service::wait_change(const std::string& sandbox_id, std::c
   }
 }
 
-result<void> service::set_state(store::sandbox_record& rec, const std::string& state, const std::string& message) {
+nlohmann::json service::spec_for_audit(const std::string& spec_json) {
+  auto spec = nlohmann::json::parse(spec_json, nullptr, false);
+  if (!spec.is_object()) return nlohmann::json::object();
+  if (auto env = spec.find("env"); env != spec.end() && env->is_object()) {
+    auto names = nlohmann::json::array();
+    for (auto it = env->begin(); it != env->end(); ++it) names.push_back(it.key());
+    *env = names;
+  }
+  return audit::floats_as_text(std::move(spec));
+}
+
+result<void> service::set_state(store::sandbox_record& rec, const std::string& state, const std::string& message,
+                                const audit::actor& who, const std::string& action) {
   rec.state = state;
   rec.error_message = message;
   rec.updated_at = format_time(clock_.now());
-  auto r = db_.update_sandbox(rec);
+  auto r = journal_.record_change(
+      {rec.org_id}, who, [&] { return db_.update_sandbox(rec); },
+      [&] {
+        nlohmann::json details = {{"state", state}};
+        if (!message.empty()) details["message"] = message;
+        return audit::record{action.empty() ? "sandbox.state" : action, rec.id, "ok", std::move(details)};
+      });
   notify(rec.id);
   return r;
 }
 
-task<sandbox_view> service::create(const std::string& org_id, const create_request& req) {
+task<sandbox_view> service::create(const std::string& org_id, const create_request& req, const audit::actor& who) {
   auto spec = validate(req);
   if (!spec) co_return std::move(spec).err();
   if (!network_) co_return make_error(errc::unavailable, "the sandbox network is not ready yet (is Docker running?)");
@@ -67,7 +85,13 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   rec.preview_key = random_hex(32);
   // The row exists before any container does, so a crash at any later point leaves
   // something reconciliation can find by its labels.
-  if (auto r = db_.insert_sandbox(rec); !r) co_return std::move(r).err();
+  auto inserted = journal_.record_change(
+      {org_id}, who, [&] { return db_.insert_sandbox(rec); },
+      [&] {
+        return audit::record{"sandbox.create", rec.id, "ok",
+                             {{"name", rec.name}, {"snapshot", rec.snapshot}, {"spec", spec_for_audit(rec.spec_json)}}};
+      });
+  if (!inserted) co_return std::move(inserted).err();
   spdlog::info("sandbox {} creating (org {}, image {})", rec.id, org_id, rec.snapshot);
 
   if (!req.wait) {
@@ -219,7 +243,7 @@ task<list_page> service::list(const std::string& org_id, const list_request& req
   co_return page;
 }
 
-task<sandbox_view> service::stop(const std::string& org_id, const std::string& id_or_name) {
+task<sandbox_view> service::stop(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (rec->state == "stopped") co_return view_of(*rec);
@@ -229,12 +253,12 @@ task<sandbox_view> service::stop(const std::string& org_id, const std::string& i
   if (auto r = co_await engine_.stop_container(rec->container_id, cfg_.stop_timeout_s); !r)
     co_return std::move(r).err();
   rec->address.clear();
-  if (auto r = set_state(*rec, "stopped"); !r) co_return std::move(r).err();
+  if (auto r = set_state(*rec, "stopped", {}, who, "sandbox.stop"); !r) co_return std::move(r).err();
   disconnect(rec->id);
   co_return view_of(*rec);
 }
 
-task<sandbox_view> service::start(const std::string& org_id, const std::string& id_or_name) {
+task<sandbox_view> service::start(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (rec->state == "started") co_return view_of(*rec);
@@ -244,18 +268,18 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
     (void)set_state(*rec, "error", r.err().message);
     co_return std::move(r).err();
   }
-  if (auto r = set_state(*rec, "started"); !r) co_return std::move(r).err();
+  if (auto r = set_state(*rec, "started", {}, who, "sandbox.start"); !r) co_return std::move(r).err();
   co_return view_of(*rec);
 }
 
-task<void> service::remove(const std::string& org_id, const std::string& id_or_name) {
+task<void> service::remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   auto marked = begin_operation(rec->id);  // its die and destroy events are ours (container_events.cpp)
   // Container first: if Docker is unreachable the row stays, so nothing runs unaccounted for.
   if (auto r = co_await destroy_container(*rec); !r) co_return r;
   rec->address.clear();
-  if (auto r = set_state(*rec, "deleted"); !r) co_return r;
+  if (auto r = set_state(*rec, "deleted", {}, who, "sandbox.delete"); !r) co_return r;
   disconnect(rec->id);
   spdlog::info("sandbox {} deleted", rec->id);
   co_return ok_t{};

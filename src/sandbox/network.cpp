@@ -119,7 +119,8 @@ task<std::vector<listening_port>> service::ports(const std::string& org_id, cons
   co_return std::move(found).value();
 }
 
-task<sandbox_view> service::update(const std::string& org_id, const std::string& id_or_name, const update_request& req) {
+task<sandbox_view> service::update(const std::string& org_id, const std::string& id_or_name, const update_request& req,
+                                     const audit::actor& who) {
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   auto spec = spec_from_json(rec->spec_json);
@@ -143,7 +144,10 @@ task<sandbox_view> service::update(const std::string& org_id, const std::string&
   }
   rec->spec_json = spec_to_json(spec);
   rec->updated_at = format_time(now);
-  if (auto r = db_.update_sandbox_spec(*rec); !r) co_return std::move(r).err();
+  auto updated = journal_.record_change(
+      {rec->org_id}, who, [&] { return db_.update_sandbox_spec(*rec); },
+      [&] { return audit::record{"sandbox.update", rec->id, "ok", {{"spec", spec_for_audit(rec->spec_json)}}}; });
+  if (!updated) co_return std::move(updated).err();
   spdlog::info("sandbox {} updated", rec->id);
   co_return view_of(*rec);
 }

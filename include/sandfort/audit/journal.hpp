@@ -21,6 +21,10 @@ struct actor {
   std::string source;
 };
 
+// The daemon itself (a TTL, a container that died). A reference to one object, so that a default
+// argument of a coroutine never makes a temporary (GCC 12 mishandles those across co_await).
+const actor& system_actor();
+
 // One event before it is sealed: the chain adds org, seq, time and hashes.
 struct record {
   std::string action;  // "sandbox.create", "api_key.revoke", "auth.failure", ...
@@ -28,6 +32,10 @@ struct record {
   std::string outcome = "ok";
   nlohmann::json details = nlohmann::json::object();
 };
+
+// The chain's canonical form has no floats (their text is not the same in every language):
+// this turns each float in j into its decimal text ("1.5"), recursively.
+nlohmann::json floats_as_text(nlohmann::json j);
 
 class journal {
  public:

@@ -20,6 +20,9 @@ class signing_key {
   // a regular file, not owned by this process's user, or accessible to group or others; anything
   // but an unencrypted Ed25519 key. The directory must exist.
   static result<signing_key> load_or_create(const std::string& path);
+  // The same checks, but never creates: not_found when there is no file at path. For readers
+  // (audit-verify) that must not leave a fresh key where the operator's key was expected.
+  static result<signing_key> load(const std::string& path);
 
   std::string public_key_pem() const;  // SubjectPublicKeyInfo, "-----BEGIN PUBLIC KEY-----"
   // First 16 hex characters of SHA-256 of the 32-byte raw public key.

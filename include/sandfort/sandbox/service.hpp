@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sandfort/core/clock.hpp"
+#include "sandfort/audit/journal.hpp"
 #include "sandfort/core/config.hpp"
 #include "sandfort/core/error.hpp"
 #include "sandfort/docker/engine.hpp"
@@ -39,16 +40,19 @@ class service {
   service(boost::asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
           agent_connector& agent, const clock& clk);
 
-  task<sandbox_view> create(const std::string& org_id, const create_request& req);
+  // Every change of a sandbox row is appended to its organization's audit chain in the same
+  // transaction (`who`: the caller; changes the daemon makes itself are the "system"'s).
+  task<sandbox_view> create(const std::string& org_id, const create_request& req, const audit::actor& who = audit::system_actor());
   // wait_for: empty, or a state to block for (up to timeout); returns the sandbox either way.
   task<sandbox_view> get(const std::string& org_id, const std::string& id_or_name, const std::string& wait_for = {},
                          std::chrono::milliseconds timeout = {});
   task<list_page> list(const std::string& org_id, const list_request& req);
-  task<sandbox_view> stop(const std::string& org_id, const std::string& id_or_name);
-  task<sandbox_view> start(const std::string& org_id, const std::string& id_or_name);
-  task<void> remove(const std::string& org_id, const std::string& id_or_name);
+  task<sandbox_view> stop(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
+  task<sandbox_view> start(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
+  task<void> remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
   // PATCH: labels, ttl_s, egress_allowlist (the proxy reads it on every new connection).
-  task<sandbox_view> update(const std::string& org_id, const std::string& id_or_name, const update_request& req);
+  task<sandbox_view> update(const std::string& org_id, const std::string& id_or_name, const update_request& req,
+                            const audit::actor& who = audit::system_actor());
 
   // Creates the sandbox network, or adopts the one a previous run created; refuses a network of
   // that name that is not internal or lets containers talk to each other. Run before reconcile:
@@ -99,7 +103,12 @@ class service {
   task<void> wait_for_agent(const store::sandbox_record& rec);
   // Removes the sandbox's container: by id once known, else by its labels (mid-create).
   task<void> destroy_container(const store::sandbox_record& rec);
-  result<void> set_state(store::sandbox_record& rec, const std::string& state, const std::string& message = {});
+  // The row's new state and its audit event (`action`, default "sandbox.state") in one transaction.
+  result<void> set_state(store::sandbox_record& rec, const std::string& state, const std::string& message = {},
+                         const audit::actor& who = audit::system_actor(), const std::string& action = {});
+  // A sandbox's spec as the audit chain keeps it: environment variables by name only (their
+  // values are where secrets go), floats as text.
+  static nlohmann::json spec_for_audit(const std::string& spec_json);
   result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name);
   result<agent_exec> prepare_exec(exec_request req) const;
   task<exec_result> explain_unreachable_agent(store::sandbox_record& rec, error e);
@@ -121,6 +130,7 @@ class service {
   docker::engine& engine_;
   agent_connector& agent_;
   const clock& clock_;
+  audit::journal journal_;
   std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> waiters_;
   bool reconciled_ = false;  // not ready until Docker and the store agree
   std::optional<docker::network_info> network_;  // set by prepare_network

@@ -1,0 +1,21 @@
+#pragma once
+// The daemon's side of audit checkpoints: every organization's chain head signed now and then
+// every audit.checkpoint_interval_s, and once more at shutdown.
+
+#include <boost/asio/awaitable.hpp>
+
+#include "sandfort/audit/signing.hpp"
+#include "sandfort/core/clock.hpp"
+#include "sandfort/core/config.hpp"
+#include "sandfort/store/database.hpp"
+
+namespace sandfort::daemon {
+
+// Runs on the I/O thread; ends when `stopping` is seen (or with the io_context).
+boost::asio::awaitable<void> checkpoint_forever(store::database& db, const audit::signing_key& key, const clock& clk,
+                                                const audit_config& cfg, const bool& stopping);
+
+// One round, logged: what was signed, or why an organization was not.
+void checkpoint_once(store::database& db, const audit::signing_key& key, const clock& clk, const audit_config& cfg);
+
+}  // namespace sandfort::daemon
