@@ -9,9 +9,13 @@
 namespace sandfort::api {
 
 boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, std::string bearer,
-                                                         auth::permission needs, std::string request_id) {
+                                                         auth::permission needs, std::string request_id,
+                                                         std::string remote) {
   auto who = co_await deps.authn.authenticate(std::move(bearer), std::move(request_id));
-  if (!who) co_return who;
+  if (!who) {
+    if (who.err().code == errc::unauthenticated) deps.auth_failures.note(remote, who.err().message);
+    co_return who;
+  }
   if (!auth::allows(who->granted, who->superadmin, needs))
     co_return make_error(errc::permission_denied, "role " + auth::to_string(who->granted) + " may not do this");
   co_return who;
@@ -77,7 +81,8 @@ http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
       const auth::principal anonymous;
       co_return co_await r.fn(ctx, anonymous);
     }
-    auto who = co_await authorize(*deps, header(ctx.req, http::bhttp::field::authorization), *r.needs, ctx.request_id);
+    auto who = co_await authorize(*deps, header(ctx.req, http::bhttp::field::authorization), *r.needs, ctx.request_id,
+                                    ctx.remote);
     if (!who) {
       auto res = http::error_response(who.err(), ctx.request_id);
       if (who.err().code == errc::unauthenticated) res.set(http::bhttp::field::www_authenticate, "Bearer");

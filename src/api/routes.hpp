@@ -41,7 +41,9 @@ audit::record code_run_record(const std::string& sandbox, const sandbox::code_ru
 
 // Authentication from the Authorization header (or, for browsers' WebSockets, the
 // Sec-WebSocket-Protocol `bearer.<token>` or `?access_token=`) and the role check.
+// A refusal (401) is counted for the audit chain's auth.failures records, by client address.
 boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, std::string bearer,
-                                                         auth::permission needs, std::string request_id);
+                                                         auth::permission needs, std::string request_id,
+                                                         std::string remote);
 
 }  // namespace sandfort::api

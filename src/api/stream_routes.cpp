@@ -194,7 +194,7 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
     return [deps, needs, body](tcp_exchange& ex) -> asio::awaitable<bool> {
       auto started = std::chrono::steady_clock::now();
       auto [bearer, subprotocol] = credentials(ex);
-      auto who = co_await authorize(*deps, bearer, needs, ex.request_id);
+      auto who = co_await authorize(*deps, bearer, needs, ex.request_id, remote_of(ex));
       if (!who) {
         log_exchange(ex, "", static_cast<unsigned>(http_status(who.err().code)), started);
         co_return co_await http::respond_error(ex, who.err());

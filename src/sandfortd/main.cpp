@@ -233,6 +233,7 @@ int serve(const config_flags& f) {
   if (!audit_key) throw std::runtime_error("audit: " + audit_key.err().message);
   spdlog::info("audit: checkpoints signed with key {} ({})", audit_key->key_id(), cfg.audit.key_path);
   audit::journal journal(*db, clk);
+  audit::failure_summary auth_failures(*db, journal, clk);
 
   auth::oidc_verifier oidc(cfg.oidc, *db, clk, auth::network_fetcher(std::chrono::seconds(cfg.oidc.fetch_timeout_s)));
   auth::authenticator authn(*db, clk, &oidc);
@@ -245,8 +246,8 @@ int serve(const config_flags& f) {
   options.max_connections = static_cast<std::size_t>(cfg.max_connections);
   options.listener_name = "api";
   options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
-  http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk, authn, journal, *audit_key}));
-  server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk, authn, journal, *audit_key}));
+  http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures}));
+  server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures}));
 
   auto proxy_opts = egress_options(cfg);
   if (!proxy_opts) throw std::runtime_error(proxy_opts.err().message);
@@ -324,6 +325,7 @@ int serve(const config_flags& f) {
   spdlog::info("preview listener on {} (port {}, *.{})", cfg.preview.listen, *preview_port, cfg.preview.domain);
   asio::co_spawn(ioc, reap_forever(sandboxes, stopping), asio::detached);
   asio::co_spawn(ioc, daemon::checkpoint_forever(*db, *audit_key, clk, cfg.audit, stopping), asio::detached);
+  asio::co_spawn(ioc, daemon::summarize_failures_forever(auth_failures, cfg.audit, stopping), asio::detached);
 
   asio::signal_set signals(ioc, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
@@ -336,6 +338,7 @@ int serve(const config_flags& f) {
     egress.stop();
     asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
         co_await server.drain(std::chrono::seconds(cfg.shutdown_grace_s));
+        daemon::summarize_failures_once(auth_failures);
         daemon::checkpoint_once(*db, *audit_key, clk, cfg.audit);  // the requests that finished last
         co_await remove_firewall_if_unused(engine, network_name, firewall_thread, host_firewall);
         spdlog::info("stopped");

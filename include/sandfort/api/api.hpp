@@ -2,6 +2,7 @@
 // The REST API: a route table per resource; each handler parses, calls a service, serializes.
 // Authentication and role checks happen once, in front of every route that needs them.
 
+#include "sandfort/audit/failure_summary.hpp"
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/signing.hpp"
 #include "sandfort/auth/oidc.hpp"
@@ -22,6 +23,7 @@ struct dependencies {
   auth::authenticator& authn;
   audit::journal& journal;
   const audit::signing_key& audit_key;
+  audit::failure_summary& auth_failures;  // every 401, counted into the audit chain
 };
 
 // The handler the HTTP server calls for every request.

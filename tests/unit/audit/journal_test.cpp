@@ -1,0 +1,96 @@
+// The journal and the failure summary over a real SQLite file: events appended with their change
+// or not at all, and authentication failures counted into few events.
+#include <catch2/catch.hpp>
+
+#include "../store/temp_dir.hpp"
+#include "sandfort/audit/failure_summary.hpp"
+#include "sandfort/audit/journal.hpp"
+#include "sandfort/audit/verifier.hpp"
+
+using namespace sandfort;
+
+namespace {
+
+class fixed_clock final : public sandfort::clock {
+ public:
+  time_point now() const override { return time_point(std::chrono::seconds(1767225600)); }
+};
+
+struct journal_fixture {
+  testing::temp_dir dir;
+  std::unique_ptr<store::database> db = open(dir.file("sandfort.db"));
+  fixed_clock clk;
+  audit::journal journal{*db, clk};
+
+  static std::unique_ptr<store::database> open(const std::string& path) {
+    auto d = store::database::open(path);
+    REQUIRE(d);
+    return std::move(d).value();
+  }
+  std::vector<store::audit_event> events(const std::string& org_id) {
+    store::audit_filter f;
+    f.limit = 1000;
+    auto list = db->list_audit_events(org_id, f);
+    REQUIRE(list);
+    return *list;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("journal: a change that fails leaves no event; one that succeeds has exactly one") {
+  journal_fixture f;
+  auto o = f.db->create_org("acme", false, "t");
+  REQUIRE(o);
+  audit::actor who{"key:key-1", "req-1", "10.0.0.9"};
+  auto failed = f.journal.record_change(
+      {o->id}, who, [&]() -> result<void> { return make_error(errc::conflict, "no"); },
+      [] { return audit::record{"x.fail", "t"}; });
+  CHECK_FALSE(failed);
+  CHECK(f.events(o->id).empty());
+
+  auto done = f.journal.record_change(
+      {o->id}, who, [&] { return f.db->set_org_state(o->id, "disabled", {"active"}, "t2"); },
+      [] { return audit::record{"org.disable", "org-x", "ok", {{"ratio", 0.5}}}; });
+  // A float has no canonical form: the whole change is refused, the state is unchanged.
+  CHECK_FALSE(done);
+  CHECK(f.db->get_org(o->id)->state == "active");
+  CHECK(f.events(o->id).empty());
+
+  REQUIRE(f.journal.record_change(
+      {o->id}, who, [&] { return f.db->set_org_state(o->id, "disabled", {"active"}, "t2"); },
+      [] { return audit::record{"org.disable", "org-x", "ok", audit::floats_as_text({{"ratio", 0.5}})}; }));
+  auto got = f.events(o->id);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].actor == "key:key-1");
+  CHECK(got[0].source == "10.0.0.9");
+  CHECK(got[0].details == R"({"ratio":"0.5"})");
+  CHECK(f.db->get_org(o->id)->state == "disabled");
+}
+
+TEST_CASE("failure summary: many failures become one event per source and reason, in the operator's chain") {
+  journal_fixture f;
+  audit::failure_summary failures(*f.db, f.journal, f.clk);
+  for (int i = 0; i < 500; ++i) failures.note("10.0.0.1", "invalid API key");
+  failures.note("10.0.0.2", "invalid token");
+  // Not bootstrapped: nothing to write into yet, and nothing is lost.
+  CHECK_FALSE(failures.flush());
+  CHECK(failures.pending() == 2);
+
+  auto op = f.db->create_org("superadmin", true, "t");
+  REQUIRE(op);
+  auto written = failures.flush();
+  REQUIRE(written);
+  CHECK(*written == 2);
+  CHECK(failures.pending() == 0);
+  auto got = f.events(op->id);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].action == "auth.failures");
+  CHECK(got[0].actor == "anonymous");
+  CHECK(got[0].details.find(R"("count":500)") != std::string::npos);
+  CHECK(*failures.flush() == 0);  // nothing new
+
+  // A spray from many addresses cannot grow the tally without bound.
+  for (int i = 0; i < 20000; ++i) failures.note("10.1." + std::to_string(i / 250) + "." + std::to_string(i % 250), "x");
+  CHECK(failures.pending() <= 10001);
+}
