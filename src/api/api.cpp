@@ -89,8 +89,8 @@ http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
       co_return res;
     }
     ctx.attributes["org"] = who->org_id;
-    // A person or machine of an identity provider is (issuer, sub): the log names both.
-    ctx.attributes["principal"] = who->via == auth::method::oidc ? "oidc:" + who->id + "@" + who->issuer : who->id;
+    // As the audit chain names them: a key by its id, an identity provider's user as sub@issuer.
+    ctx.attributes["principal"] = actor_of(*who, ctx.request_id, ctx.remote).name;
     co_return co_await r.fn(ctx, *who);
   };
 }
