@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "base64.hpp"
+#include "sandfort/core/base64.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/crypto/digest.hpp"
 
@@ -187,7 +187,7 @@ std::string signing_key::sign(std::string_view message) const {
       EVP_DigestSign(ctx.get(), signature, &size, reinterpret_cast<const unsigned char*>(message.data()),
                      message.size()) != 1)
     throw std::runtime_error("Ed25519 signing failed");
-  return detail::base64_encode(std::string_view(reinterpret_cast<const char*>(signature), size));
+  return base64_encode(std::string_view(reinterpret_cast<const char*>(signature), size));
 }
 
 public_key::public_key(std::shared_ptr<evp_pkey_st> key) : key_(std::move(key)), key_id_(key_id_of(key_.get())) {}
@@ -202,7 +202,7 @@ result<public_key> public_key::from_pem(std::string_view pem) {
 }
 
 bool public_key::verify(std::string_view message, std::string_view signature_b64) const {
-  const auto signature = detail::base64_decode(signature_b64);
+  const auto signature = base64_decode(signature_b64);
   if (!signature || signature->size() != signature_size) return false;
   md_ctx_ptr ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   const bool ok = ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) == 1 &&

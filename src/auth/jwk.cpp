@@ -10,7 +10,7 @@
 
 #include <algorithm>
 
-#include "base64url.hpp"
+#include "sandfort/core/base64.hpp"
 
 namespace sandfort::auth::jwt {
 
@@ -48,7 +48,7 @@ const unsigned char* bytes(std::string_view s) { return reinterpret_cast<const u
 std::optional<std::string> member_bytes(const json& jwk, const char* name) {
   const auto it = jwk.find(name);
   if (it == jwk.end() || !it->is_string()) return std::nullopt;
-  return detail::base64url_decode(it->get_ref<const std::string&>());
+  return base64url_decode(it->get_ref<const std::string&>());
 }
 
 bool member_is(const json& jwk, const char* name, std::string_view value) {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "base64url.hpp"
+#include "sandfort/core/base64.hpp"
 
 namespace sandfort::auth::jwt {
 
@@ -156,7 +156,7 @@ result<token> parse(std::string_view compact, const policy& p) {
     return refused("token is larger than " + std::to_string(p.max_token_bytes) + " bytes");
   const auto parts = split(compact);
   if (!parts) return refused("token is not three dot-separated parts");
-  const auto header_text = detail::base64url_decode(parts->header);
+  const auto header_text = base64url_decode(parts->header);
   if (!header_text) return refused("header is not base64url");
   const json header = json::parse(*header_text, nullptr, false);
   if (header.is_discarded()) return refused("header is not JSON");
@@ -164,9 +164,9 @@ result<token> parse(std::string_view compact, const policy& p) {
   auto alg = header_alg(header, p);
   if (!alg) return std::move(alg).err();
   if (auto checked = check_header(header); !checked) return std::move(checked).err();
-  auto payload = detail::base64url_decode(parts->payload);
+  auto payload = base64url_decode(parts->payload);
   if (!payload) return refused("payload is not base64url");
-  auto signature = detail::base64url_decode(parts->signature);
+  auto signature = base64url_decode(parts->signature);
   if (!signature) return refused("signature is not base64url");
   if (signature->empty()) return refused("signature is empty");
   const auto kid = header.find("kid");
@@ -178,7 +178,7 @@ std::optional<std::string> peek_issuer(std::string_view compact) {
   if (compact.size() > peek_max_bytes) return std::nullopt;
   const auto parts = split(compact);
   if (!parts) return std::nullopt;
-  const auto payload_text = detail::base64url_decode(parts->payload);
+  const auto payload_text = base64url_decode(parts->payload);
   if (!payload_text) return std::nullopt;
   const json payload = json::parse(*payload_text, nullptr, false);
   if (!payload.is_object()) return std::nullopt;  // a discarded value is not an object either

@@ -1,5 +1,7 @@
 #include "sandfort/proxy/request.hpp"
 
+#include "sandfort/core/base64.hpp"
+
 #include <array>
 #include <cstdint>
 
@@ -10,39 +12,6 @@ namespace {
 // A credential is an id and a 64-hex secret; anything much longer is not one of ours.
 constexpr std::size_t max_authorization_length = 1024;
 
-int base64_value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
-// Strict RFC 4648: padded, standard alphabet, '=' only at the end, no stray bits.
-std::optional<std::string> base64_decode(std::string_view in) {
-  if (in.empty() || in.size() % 4 != 0) return std::nullopt;
-  std::size_t pad = 0;
-  if (in.back() == '=') ++pad;
-  if (in.size() >= 2 && in[in.size() - 2] == '=') ++pad;
-  std::string out;
-  out.reserve(in.size() / 4 * 3);
-  for (std::size_t i = 0; i < in.size(); i += 4) {
-    bool last = i + 4 == in.size();
-    std::array<int, 4> v{};
-    for (std::size_t j = 0; j < 4; ++j) {
-      bool padding = last && j >= 4 - pad;
-      v[j] = padding ? 0 : base64_value(in[i + j]);
-      if (v[j] < 0) return std::nullopt;
-    }
-    std::uint32_t group = (static_cast<std::uint32_t>(v[0]) << 18) | (static_cast<std::uint32_t>(v[1]) << 12) |
-                          (static_cast<std::uint32_t>(v[2]) << 6) | static_cast<std::uint32_t>(v[3]);
-    std::size_t bytes = last ? 3 - pad : 3;
-    if (last && pad > 0 && (group & ((1u << (8 * pad)) - 1)) != 0) return std::nullopt;  // stray bits
-    for (std::size_t k = 0; k < bytes; ++k) out.push_back(static_cast<char>((group >> (16 - 8 * k)) & 0xff));
-  }
-  return out;
-}
 
 bool has_control(std::string_view s) {
   for (char c : s)

@@ -156,27 +156,5 @@ result<void> check_fields(const nlohmann::json& j, std::initializer_list<std::st
   return {};
 }
 
-std::string base64_encode(std::string_view bytes) {
-  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  auto at = [&](std::size_t k) { return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k])); };
-  for (; i + 3 <= bytes.size(); i += 3) {
-    std::uint32_t n = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
-    out += alphabet[n >> 18 & 63];
-    out += alphabet[n >> 12 & 63];
-    out += alphabet[n >> 6 & 63];
-    out += alphabet[n & 63];
-  }
-  if (std::size_t rest = bytes.size() - i; rest > 0) {
-    std::uint32_t n = at(i) << 16 | (rest == 2 ? at(i + 1) << 8 : 0u);
-    out += alphabet[n >> 18 & 63];
-    out += alphabet[n >> 12 & 63];
-    out += rest == 2 ? alphabet[n >> 6 & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
 
 }  // namespace sandfort::agent

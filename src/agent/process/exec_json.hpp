@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "process/runner.hpp"
+#include "sandfort/core/base64.hpp"
 #include "sandfort/core/error.hpp"
 
 namespace sandfort::agent {
@@ -26,8 +27,6 @@ result<exec_call> parse_exec_call(std::string_view body);
 // result says (run() always does), "*_b64" too if binary.
 // Output is raw bytes: dump the result with error_handler_t::replace.
 nlohmann::json to_json(const exec_result& r, bool binary);
-
-std::string base64_encode(std::string_view bytes);
 
 // Shared by the agent's other JSON routes. A body that is empty reads as {}; otherwise it
 // must be a JSON object (invalid_argument otherwise).
