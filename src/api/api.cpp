@@ -26,46 +26,6 @@ audit::actor actor_of(const auth::principal& p, const std::string& request_id, c
   return {std::move(name), request_id, remote};
 }
 
-result<void> record_action(dependencies& deps, const auth::principal& p, const std::string& request_id,
-                           const std::string& remote, const audit::record& r) {
-  auto e = deps.journal.record_event(p.org_id, actor_of(p, request_id, remote), r);
-  if (!e) return std::move(e).err();
-  return {};
-}
-
-namespace {
-
-// Commands are recorded as given, cut at a length that keeps an event small; environment
-// variables by name only (values are where secrets go).
-constexpr std::size_t recorded_text = 1024;
-
-std::string cut(const std::string& s) { return s.size() <= recorded_text ? s : s.substr(0, recorded_text) + "…"; }
-
-nlohmann::json env_names(const std::map<std::string, std::string>& env) {
-  auto names = nlohmann::json::array();
-  for (const auto& [k, v] : env) names.push_back(k);
-  return names;
-}
-
-}  // namespace
-
-audit::record exec_record(const std::string& sandbox, const sandbox::exec_request& req) {
-  nlohmann::json details = {{"env", env_names(req.env)}};
-  if (!req.command.empty()) details["command"] = cut(req.command);
-  else {
-    auto argv = nlohmann::json::array();
-    for (const auto& a : req.argv) argv.push_back(cut(a));
-    details["argv"] = argv;
-  }
-  if (!req.cwd.empty()) details["cwd"] = req.cwd;
-  return {"sandbox.exec", sandbox, "accepted", std::move(details)};
-}
-
-audit::record code_run_record(const std::string& sandbox, const sandbox::code_run_request& req) {
-  return {"sandbox.code_run", sandbox, "accepted",
-          {{"language", req.language}, {"code", cut(req.code)}, {"env", env_names(req.env)}}};
-}
-
 namespace {
 
 std::string header(const http::request& req, http::bhttp::field f) {

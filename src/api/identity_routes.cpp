@@ -131,19 +131,22 @@ std::vector<api_route> identity_routes(dependencies& deps) {
        }},
       {http::verb::post, "/v1/orgs/{org}/disable", permission::superadmin,
        [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto o = co_await disable_org(deps, p, actor_of(p, ctx.request_id, ctx.remote), ctx.params["org"]);
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto o = co_await disable_org(deps, p, who, ctx.params["org"]);
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
          co_return http::json_response(200, org_json(*o));
        }},
       {http::verb::post, "/v1/orgs/{org}/enable", permission::superadmin,
        [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto o = co_await enable_org(deps, p, actor_of(p, ctx.request_id, ctx.remote), ctx.params["org"]);
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto o = co_await enable_org(deps, p, who, ctx.params["org"]);
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
          co_return http::json_response(200, org_json(*o));
        }},
       {http::verb::delete_, "/v1/orgs/{org}", permission::superadmin,
        [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto r = co_await delete_org(deps, p, actor_of(p, ctx.request_id, ctx.remote), ctx.params["org"]);
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto r = co_await delete_org(deps, p, who, ctx.params["org"]);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);
        }},

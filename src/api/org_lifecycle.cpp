@@ -19,9 +19,10 @@ result<store::org> find_org(dependencies& deps, const std::string& id_or_name) {
 
 // Applies `act` to every sandbox of the organization; the first failure is returned after the
 // rest were tried. Pages are read afresh each round, so removals do not shift the cursor.
-awaitable<result<int>> for_each_sandbox(dependencies& deps, const std::string& org_id, const std::string& state,
-                                        bool removes, sandbox::task<void> (*act)(dependencies&, const std::string&,
-                                                                                 const std::string&)) {
+awaitable<result<int>> for_each_sandbox(dependencies& deps, const audit::actor& who, const std::string& org_id,
+                                        const std::string& state, bool removes,
+                                        sandbox::task<void> (*act)(dependencies&, const audit::actor&,
+                                                                   const std::string&, const std::string&)) {
   int done = 0;
   std::optional<error> first_failure;
   sandbox::list_request req;
@@ -31,7 +32,7 @@ awaitable<result<int>> for_each_sandbox(dependencies& deps, const std::string& o
     auto page = co_await deps.sandboxes.list(org_id, req);
     if (!page) co_return std::move(page).err();
     for (const auto& s : page->items) {
-      if (auto r = co_await act(deps, org_id, s.id); !r) {
+      if (auto r = co_await act(deps, who, org_id, s.id); !r) {
         spdlog::warn("orgs: sandbox {} of {}: {}", s.id, org_id, r.err().message);
         if (!first_failure) first_failure = r.err();
       } else {
@@ -56,14 +57,16 @@ result<void> change_state(dependencies& deps, const auth::principal& by, const a
       [&] { return r; });
 }
 
-sandbox::task<void> stop_one(dependencies& deps, const std::string& org_id, const std::string& id) {
-  auto r = co_await deps.sandboxes.stop(org_id, id);
+sandbox::task<void> stop_one(dependencies& deps, const audit::actor& who, const std::string& org_id,
+                             const std::string& id) {
+  auto r = co_await deps.sandboxes.stop(org_id, id, who);
   if (!r && r.err().code != errc::conflict && r.err().code != errc::not_found) co_return std::move(r).err();
   co_return ok_t{};
 }
 
-sandbox::task<void> remove_one(dependencies& deps, const std::string& org_id, const std::string& id) {
-  auto r = co_await deps.sandboxes.remove(org_id, id);
+sandbox::task<void> remove_one(dependencies& deps, const audit::actor& who, const std::string& org_id,
+                               const std::string& id) {
+  auto r = co_await deps.sandboxes.remove(org_id, id, who);
   if (!r && r.err().code != errc::not_found) co_return std::move(r).err();
   co_return ok_t{};
 }
@@ -79,7 +82,7 @@ awaitable<result<store::org>> disable_org(dependencies& deps, const auth::princi
   } else if (o->state != "disabled") {
     co_return make_error(errc::conflict, "organization " + o->name + " is " + o->state);
   }
-  auto stopped = co_await for_each_sandbox(deps, o->id, "started", false, &stop_one);
+  auto stopped = co_await for_each_sandbox(deps, who, o->id, "started", false, &stop_one);
   if (!stopped) co_return std::move(stopped).err();
   spdlog::info("orgs: {} ({}) disabled; {} sandbox(es) stopped", o->name, o->id, *stopped);
   co_return deps.db.get_org(o->id);
@@ -108,7 +111,7 @@ awaitable<result<void>> delete_org(dependencies& deps, const auth::principal& by
       {o->id}, who, [&] { return deps.db.revoke_org_keys(o->id, format_time(deps.clk.now())); },
       [&](int n) { return audit::record{"api_key.revoke_all", o->id, "ok", {{"revoked", n}}}; });
   if (!revoked) co_return std::move(revoked).err();
-  auto removed = co_await for_each_sandbox(deps, o->id, "", true, &remove_one);
+  auto removed = co_await for_each_sandbox(deps, who, o->id, "", true, &remove_one);
   if (!removed) co_return std::move(removed).err();
   // The organization's last event closes its chain.
   if (auto r = change_state(deps, by, who, *o, "deleted", {"deleting"},

@@ -31,16 +31,6 @@ result<sandbox::code_run_request> parse_code_run(std::string_view body);
 // How the audit chain names the caller of a request.
 audit::actor actor_of(const auth::principal& p, const std::string& request_id, const std::string& remote);
 
-// Actions whose effect is outside the database (a command run, a file written, a terminal
-// opened) are recorded before they start, as accepted requests; when the record cannot be
-// written the action does not happen (the error is returned instead).
-result<void> record_action(dependencies& deps, const auth::principal& p, const std::string& request_id,
-                           const std::string& remote, const audit::record& r);
-audit::record exec_record(const std::string& sandbox, const sandbox::exec_request& req);
-audit::record code_run_record(const std::string& sandbox, const sandbox::code_run_request& req);
-
-// Authentication from the Authorization header (or, for browsers' WebSockets, the
-// Sec-WebSocket-Protocol `bearer.<token>` or `?access_token=`) and the role check.
 // A refusal (401) is counted for the audit chain's auth.failures records, by client address.
 boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, std::string bearer,
                                                          auth::permission needs, std::string request_id,

@@ -168,7 +168,8 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto req = parse_create(ctx.req);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
-         auto r = co_await svc.create(p.org_id, *req, actor_of(p, ctx.request_id, ctx.remote));
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto r = co_await svc.create(p.org_id, *req, who);
          co_return reply(r, ctx, 201, sandbox_json);
        }},
       {http::verb::get, "/v1/sandboxes", permission::read,
@@ -198,7 +199,8 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          auto req = parse_update(ctx.req);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
-         auto r = co_await svc.update(p.org_id, id, *req, actor_of(p, ctx.request_id, ctx.remote));
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto r = co_await svc.update(p.org_id, id, *req, who);
          co_return reply(r, ctx, 200, sandbox_json);
        }},
       {http::verb::get, "/v1/sandboxes/{id}/preview/{port}", permission::read,
@@ -249,40 +251,41 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
       {http::verb::post, "/v1/sandboxes/{id}/stop", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto id = ctx.params["id"];
-         auto r = co_await svc.stop(p.org_id, id, actor_of(p, ctx.request_id, ctx.remote));
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto r = co_await svc.stop(p.org_id, id, who);
          co_return reply(r, ctx, 200, sandbox_json);
        }},
       {http::verb::post, "/v1/sandboxes/{id}/start", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto id = ctx.params["id"];
-         auto r = co_await svc.start(p.org_id, id, actor_of(p, ctx.request_id, ctx.remote));
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto r = co_await svc.start(p.org_id, id, who);
          co_return reply(r, ctx, 200, sandbox_json);
        }},
       {http::verb::delete_, "/v1/sandboxes/{id}", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto id = ctx.params["id"];
-         auto r = co_await svc.remove(p.org_id, id, actor_of(p, ctx.request_id, ctx.remote));
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto r = co_await svc.remove(p.org_id, id, who);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);
        }},
       {http::verb::post, "/v1/sandboxes/{id}/process/exec", permission::use_sandboxes,
-       [&deps, &svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto req = parse_exec(ctx.req.body());
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
-         if (auto noted = record_action(deps, p, ctx.request_id, ctx.remote, exec_record(id, *req)); !noted)
-           co_return http::error_response(noted.err(), ctx.request_id);
-         auto r = co_await svc.exec(p.org_id, id, std::move(*req));
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto r = co_await svc.exec(p.org_id, id, std::move(*req), who);
          co_return exec_reply(r, ctx);
        }},
       {http::verb::post, "/v1/sandboxes/{id}/process/code-run", permission::use_sandboxes,
-       [&deps, &svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto req = parse_code_run(ctx.req.body());
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
-         if (auto noted = record_action(deps, p, ctx.request_id, ctx.remote, code_run_record(id, *req)); !noted)
-           co_return http::error_response(noted.err(), ctx.request_id);
-         auto r = co_await svc.code_run(p.org_id, id, *req);
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto r = co_await svc.code_run(p.org_id, id, *req, who);
          co_return exec_reply(r, ctx);
        }},
   };

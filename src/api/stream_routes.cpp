@@ -159,25 +159,19 @@ struct exec_call {
 
 asio::awaitable<void> produce(exec_call& call, tcp_exchange& ex, sse_sink& sink, result<void>& outcome,
                               bool& finished) {
-  auto noted = [&](const audit::record& r) {
-    return record_action(call.deps, call.who, ex.request_id, call.remote, r);
-  };
+  const auto who = actor_of(call.who, ex.request_id, call.remote);
   if (call.code_run) {
     auto req = parse_code_run(call.body);
     if (!req)
       outcome = std::move(req).err();
-    else if (auto n = noted(code_run_record(call.sandbox_id, *req)); !n)
-      outcome = std::move(n).err();
     else
-      outcome = co_await call.deps.sandboxes.code_run_stream(call.who.org_id, call.sandbox_id, *req, sink);
+      outcome = co_await call.deps.sandboxes.code_run_stream(call.who.org_id, call.sandbox_id, *req, sink, who);
   } else {
     auto req = parse_exec(call.body);
     if (!req)
       outcome = std::move(req).err();
-    else if (auto n = noted(exec_record(call.sandbox_id, *req)); !n)
-      outcome = std::move(n).err();
     else
-      outcome = co_await call.deps.sandboxes.exec_stream(call.who.org_id, call.sandbox_id, std::move(*req), sink);
+      outcome = co_await call.deps.sandboxes.exec_stream(call.who.org_id, call.sandbox_id, std::move(*req), sink, who);
   }
   finished = true;
   boost::beast::error_code ignored;
@@ -223,15 +217,14 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
   auto forward = [deps](tcp_exchange& ex, const auth::principal& p, const std::string& subprotocol) -> asio::awaitable<bool> {
     std::string id = ex.params["id"];
     const std::string agent_path = agent_target(ex);
-    if (const auto method = ex.parser.get().method(); method != http::verb::get || is_pty(agent_path)) {
-      nlohmann::json details = {{"method", std::string(http::bhttp::to_string(method))},
-                                {"path", agent_path.substr(0, 1024)}};
-      if (auto n = record_action(*deps, p, ex.request_id, remote_of(ex), {forwarded_action(method, agent_path), id,
-                                                                           "accepted", std::move(details)});
-          !n)
-        co_return co_await http::respond_error(ex, n.err());
-    }
-    auto agent = co_await deps->sandboxes.connect_agent(p.org_id, id);
+    const auto method = ex.parser.get().method();
+    // An action (not a read) is recorded in the audit chain once the sandbox is found, before it happens.
+    const bool acts = method != http::verb::get || is_pty(agent_path);
+    const audit::record note{forwarded_action(method, agent_path), "", "accepted",
+                             {{"method", std::string(http::bhttp::to_string(method))},
+                              {"path", agent_path.substr(0, 1024)}}};
+    const auto who = actor_of(p, ex.request_id, remote_of(ex));
+    auto agent = co_await deps->sandboxes.connect_agent(p.org_id, id, who, acts ? &note : nullptr);
     if (!agent) co_return co_await http::respond_error(ex, agent.err());
     http::forward_options target{agent_path, subprotocol};
     // The agent is untrusted: its answer must start within the longest command a caller may

@@ -3,6 +3,40 @@
 
 namespace sandfort::sandbox {
 
+namespace {
+
+// Commands are recorded as given, cut at a length that keeps an event small; environment
+// variables by name only (values are where secrets go).
+constexpr std::size_t recorded_text = 1024;
+
+std::string cut(const std::string& s) { return s.size() <= recorded_text ? s : s.substr(0, recorded_text) + "…"; }
+
+nlohmann::json env_names(const std::map<std::string, std::string>& env) {
+  auto names = nlohmann::json::array();
+  for (const auto& [k, v] : env) names.push_back(k);
+  return names;
+}
+
+audit::record exec_note(const exec_request& req) {
+  nlohmann::json details = {{"env", env_names(req.env)}};
+  if (!req.command.empty()) {
+    details["command"] = cut(req.command);
+  } else {
+    auto argv = nlohmann::json::array();
+    for (const auto& a : req.argv) argv.push_back(cut(a));
+    details["argv"] = argv;
+  }
+  if (!req.cwd.empty()) details["cwd"] = req.cwd;
+  return {"sandbox.exec", "", "accepted", std::move(details)};
+}
+
+audit::record code_run_note(const code_run_request& req) {
+  return {"sandbox.code_run", "", "accepted",
+          {{"language", req.language}, {"code", cut(req.code)}, {"env", env_names(req.env)}}};
+}
+
+}  // namespace
+
 result<store::sandbox_record> service::require_started(const std::string& org_id, const std::string& id_or_name) {
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) return rec;
@@ -35,31 +69,56 @@ task<exec_result> service::explain_unreachable_agent(store::sandbox_record& rec,
   co_return e;
 }
 
-task<exec_result> service::exec(const std::string& org_id, const std::string& id_or_name, exec_request req) {
+result<void> service::note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note) {
+  note.target = rec.id;
+  auto e = journal_.record_event(rec.org_id, who, note);
+  if (!e) return std::move(e).err();
+  return {};
+}
+
+task<exec_result> service::exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
+                                      const audit::actor& who, audit::record note) {
   auto call = prepare_exec(std::move(req));
   if (!call) co_return std::move(call).err();
   auto rec = require_started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
+  if (auto noted = note_action(*rec, who, std::move(note)); !noted) co_return std::move(noted).err();
   auto r = co_await agent_.exec(agent_address_of(*rec), *call);
   if (r || r.err().code != errc::unavailable) co_return r;
   co_return co_await explain_unreachable_agent(*rec, std::move(r).err());
 }
 
-task<void> service::exec_stream(const std::string& org_id, const std::string& id_or_name, exec_request req,
-                                byte_sink& sink) {
+task<void> service::exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
+                                      byte_sink& sink, const audit::actor& who, audit::record note) {
   auto call = prepare_exec(std::move(req));
   if (!call) co_return std::move(call).err();
   auto rec = require_started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
+  if (auto noted = note_action(*rec, who, std::move(note)); !noted) co_return std::move(noted).err();
   auto r = co_await agent_.exec_stream(agent_address_of(*rec), *call, sink);
   if (r || r.err().code != errc::unavailable) co_return r;
   auto explained = co_await explain_unreachable_agent(*rec, std::move(r).err());
   co_return std::move(explained).err();
 }
 
-task<agent_stream> service::connect_agent(const std::string& org_id, const std::string& id_or_name) {
+task<exec_result> service::exec(const std::string& org_id, const std::string& id_or_name, exec_request req,
+                                const audit::actor& who) {
+  auto note = exec_note(req);
+  co_return co_await exec_noted(org_id, id_or_name, std::move(req), who, std::move(note));
+}
+
+task<void> service::exec_stream(const std::string& org_id, const std::string& id_or_name, exec_request req,
+                                byte_sink& sink, const audit::actor& who) {
+  auto note = exec_note(req);
+  co_return co_await exec_stream_noted(org_id, id_or_name, std::move(req), sink, who, std::move(note));
+}
+
+task<agent_stream> service::connect_agent(const std::string& org_id, const std::string& id_or_name,
+                                          const audit::actor& who, const audit::record* note) {
   auto rec = require_started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
+  if (note)
+    if (auto noted = note_action(*rec, who, *note); !noted) co_return std::move(noted).err();
   co_return co_await agent_.connect(agent_address_of(*rec));
 }
 
@@ -84,17 +143,17 @@ result<exec_request> code_to_exec(const code_run_request& req) {
 }  // namespace
 
 task<exec_result> service::code_run(const std::string& org_id, const std::string& id_or_name,
-                                    const code_run_request& req) {
+                                    const code_run_request& req, const audit::actor& who) {
   auto run = code_to_exec(req);
   if (!run) co_return std::move(run).err();
-  co_return co_await exec(org_id, id_or_name, std::move(*run));
+  co_return co_await exec_noted(org_id, id_or_name, std::move(*run), who, code_run_note(req));
 }
 
 task<void> service::code_run_stream(const std::string& org_id, const std::string& id_or_name,
-                                    const code_run_request& req, byte_sink& sink) {
+                                    const code_run_request& req, byte_sink& sink, const audit::actor& who) {
   auto run = code_to_exec(req);
   if (!run) co_return std::move(run).err();
-  co_return co_await exec_stream(org_id, id_or_name, std::move(*run), sink);
+  co_return co_await exec_stream_noted(org_id, id_or_name, std::move(*run), sink, who, code_run_note(req));
 }
 
 }  // namespace sandfort::sandbox

@@ -70,16 +70,23 @@ class service {
   // router close what that sandbox still has open.
   void on_disconnect(std::function<void(const std::string&)> hook) { disconnect_hooks_.push_back(std::move(hook)); }
 
-  task<exec_result> exec(const std::string& org_id, const std::string& id_or_name, exec_request req);
-  task<exec_result> code_run(const std::string& org_id, const std::string& id_or_name, const code_run_request& req);
+  // Commands (and, below, forwarded actions) are recorded in the audit chain as `accepted` once
+  // the sandbox is found started and before they run; one that cannot be recorded does not run.
+  task<exec_result> exec(const std::string& org_id, const std::string& id_or_name, exec_request req,
+                         const audit::actor& who = audit::system_actor());
+  task<exec_result> code_run(const std::string& org_id, const std::string& id_or_name, const code_run_request& req,
+                             const audit::actor& who = audit::system_actor());
   // The same, with output streamed to sink as server-sent events. An error means nothing
   // was written to the sink.
-  task<void> exec_stream(const std::string& org_id, const std::string& id_or_name, exec_request req, byte_sink& sink);
+  task<void> exec_stream(const std::string& org_id, const std::string& id_or_name, exec_request req, byte_sink& sink,
+                         const audit::actor& who = audit::system_actor());
   task<void> code_run_stream(const std::string& org_id, const std::string& id_or_name, const code_run_request& req,
-                             byte_sink& sink);
+                             byte_sink& sink, const audit::actor& who = audit::system_actor());
   // A connection to the agent of a started sandbox, which serves its own API (sessions,
   // commands, files, PTY): the api module forwards requests over it.
-  task<agent_stream> connect_agent(const std::string& org_id, const std::string& id_or_name);
+  // `note`, when given, is recorded (its target set to the sandbox's id) before the connection is made.
+  task<agent_stream> connect_agent(const std::string& org_id, const std::string& id_or_name,
+                                   const audit::actor& who = audit::system_actor(), const audit::record* note = nullptr);
 
   // Run once before serving: brings Docker's state and the database into agreement.
   task<reconcile_report> reconcile();
@@ -111,6 +118,11 @@ class service {
   static nlohmann::json spec_for_audit(const std::string& spec_json);
   result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name);
   result<agent_exec> prepare_exec(exec_request req) const;
+  result<void> note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note);
+  task<exec_result> exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
+                               const audit::actor& who, audit::record note);
+  task<void> exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
+                               byte_sink& sink, const audit::actor& who, audit::record note);
   task<exec_result> explain_unreachable_agent(store::sandbox_record& rec, error e);
   docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
                                        const std::string& proxy_secret) const;
