@@ -371,6 +371,7 @@ asio::awaitable<void> serve(std::shared_ptr<state> st, tcp::socket socket, asio:
   if (st->stopping) co_return;
   try {
     egress_event ev;
+    ev.source = source.to_string();
     auto work = handle(*st, c, ev);
     auto refused = co_await std::move(work);
     if (refused) {

@@ -29,19 +29,20 @@ asio::awaitable<void> checkpoint_forever(store::database& db, const audit::signi
   }
 }
 
-void summarize_failures_once(audit::failure_summary& failures) {
-  auto written = failures.flush();
-  if (!written) spdlog::warn("audit: authentication failures not written yet: {}", written.err().message);
+void summarize_once(summaries s) {
+  if (auto written = s.auth_failures.flush(); !written)
+    spdlog::warn("audit: authentication failures not written yet: {}", written.err().message);
+  if (auto written = s.egress.flush(); !written)
+    spdlog::warn("audit: egress decisions not written yet: {}", written.err().message);
 }
 
-asio::awaitable<void> summarize_failures_forever(audit::failure_summary& failures, const audit_config& cfg,
-                                                 const bool& stopping) {
+asio::awaitable<void> summarize_forever(summaries s, const audit_config& cfg, const bool& stopping) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   while (!stopping) {
     timer.expires_after(std::chrono::seconds(cfg.summary_interval_s));
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;
-    summarize_failures_once(failures);
+    summarize_once(s);
   }
 }
 

@@ -234,6 +234,7 @@ int serve(const config_flags& f) {
   spdlog::info("audit: checkpoints signed with key {} ({})", audit_key->key_id(), cfg.audit.key_path);
   audit::journal journal(*db, clk);
   audit::failure_summary auth_failures(*db, journal, clk);
+  audit::egress_summary egress_decisions(*db, journal, clk);
 
   auth::oidc_verifier oidc(cfg.oidc, *db, clk, auth::network_fetcher(std::chrono::seconds(cfg.oidc.fetch_timeout_s)));
   auth::authenticator authn(*db, clk, &oidc);
@@ -263,6 +264,10 @@ int serve(const config_flags& f) {
   sandboxes.on_disconnect([&](const std::string& id) {
     egress.disconnect(id);
     previews.disconnect(id);
+  });
+  egress.on_decision([&](const proxy::egress_event& ev) {
+    egress_decisions.note({ev.org_id, ev.sandbox_id, ev.host, ev.port, ev.decision == "allow", ev.reason, ev.source,
+                           ev.bytes_in, ev.bytes_out});
   });
   sandboxes.set_egress_meter([&](const std::string& id) {
     auto t = egress.sandbox_traffic(id);
@@ -325,7 +330,8 @@ int serve(const config_flags& f) {
   spdlog::info("preview listener on {} (port {}, *.{})", cfg.preview.listen, *preview_port, cfg.preview.domain);
   asio::co_spawn(ioc, reap_forever(sandboxes, stopping), asio::detached);
   asio::co_spawn(ioc, daemon::checkpoint_forever(*db, *audit_key, clk, cfg.audit, stopping), asio::detached);
-  asio::co_spawn(ioc, daemon::summarize_failures_forever(auth_failures, cfg.audit, stopping), asio::detached);
+  const daemon::summaries counted{auth_failures, egress_decisions};
+  asio::co_spawn(ioc, daemon::summarize_forever(counted, cfg.audit, stopping), asio::detached);
 
   asio::signal_set signals(ioc, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
@@ -338,7 +344,7 @@ int serve(const config_flags& f) {
     egress.stop();
     asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
         co_await server.drain(std::chrono::seconds(cfg.shutdown_grace_s));
-        daemon::summarize_failures_once(auth_failures);
+        daemon::summarize_once(counted);
         daemon::checkpoint_once(*db, *audit_key, clk, cfg.audit);  // the requests that finished last
         co_await remove_firewall_if_unused(engine, network_name, firewall_thread, host_firewall);
         spdlog::info("stopped");

@@ -65,7 +65,7 @@ class system_resolver final : public name_resolver {
   boost::asio::awaitable<result<std::vector<boost::asio::ip::address>>> resolve(const std::string& host) override;
 };
 
-// One per decision: also the seam for the audit log and metrics to come.
+// One per decision: logged, counted, and handed to on_decision (the audit chain's egress records).
 struct egress_event {
   // The credential's sandbox. When the credential was refused (407): the id it claimed, if it
   // could be read, and the org only if that sandbox exists.
@@ -82,6 +82,7 @@ struct egress_event {
   std::uint64_t bytes_out = 0;  // sandbox → upstream (for forwarding: the rewritten head too)
   std::chrono::milliseconds duration{0};
   std::string address;  // allow: the address dialed
+  std::string source;   // the connecting client's address (the sandbox's, for a valid credential)
 };
 
 struct proxy_options {
