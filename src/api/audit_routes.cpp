@@ -130,7 +130,8 @@ result<void> check_format(const http::context& ctx) {
 }
 
 // JSON Lines, page by page. X-Next-Cursor is set when more events match than were sent.
-result<http::response> export_jsonl(dependencies& deps, const std::string& org, store::audit_filter f,
+// Runs on the background reader (a long read).
+result<http::response> export_jsonl(store::database& db, const std::string& org, store::audit_filter f,
                                     std::int64_t limit) {
   // A page with a time bound reads its whole window (database.hpp): fewer, larger pages then.
   const std::size_t page = f.since_ts.empty() && f.until_ts.empty() ? 1000 : 10000;
@@ -139,7 +140,7 @@ result<http::response> export_jsonl(dependencies& deps, const std::string& org, 
   bool more = false;
   while (remaining > 0) {
     f.limit = std::min(page, remaining) + 1;  // one beyond: is there more?
-    auto events = deps.db.list_audit_events(org, f);
+    auto events = db.list_audit_events(org, f);
     if (!events) return std::move(events).err();
     more = events->size() == f.limit;
     if (more) events->pop_back();
@@ -159,26 +160,33 @@ result<http::response> export_jsonl(dependencies& deps, const std::string& org, 
   return res;
 }
 
-result<http::response> list_events(dependencies& deps, const http::context& ctx, const auth::principal& p) {
+awaitable<result<http::response>> list_events(dependencies& deps, const http::context& ctx,
+                                              const auth::principal& p) {
   auto org = chain_org(deps, ctx, p);
-  if (!org) return std::move(org).err();
-  if (auto r = check_format(ctx); !r) return std::move(r).err();
+  if (!org) co_return std::move(org).err();
+  if (auto r = check_format(ctx); !r) co_return std::move(r).err();
   auto f = parse_filter(ctx);
-  if (!f) return std::move(f).err();
+  if (!f) co_return std::move(f).err();
   const bool jsonl = wants_jsonl(ctx);
   auto limit = jsonl ? query_limit(ctx, export_default, export_max) : query_limit(ctx, page_default, page_max);
-  if (!limit) return std::move(limit).err();
-  if (jsonl) return export_jsonl(deps, *org, std::move(*f), *limit);
+  if (!limit) co_return std::move(limit).err();
+  if (jsonl) {
+    // Named: GCC 12 mishandles temporaries inside co_await expressions.
+    auto read = [org = *org, f = std::move(*f), limit = *limit](store::database& db) {
+      return export_jsonl(db, org, f, limit);
+    };
+    co_return co_await deps.reader.run(std::move(read));
+  }
 
   f->limit = static_cast<std::size_t>(*limit) + 1;
   auto events = deps.db.list_audit_events(*org, *f);
-  if (!events) return std::move(events).err();
+  if (!events) co_return std::move(events).err();
   const bool more = events->size() == f->limit;
   if (more) events->pop_back();
   json items = json::array();
   for (const auto& e : *events) items.push_back(event_json(e));
   json next = more ? json(std::to_string(events->back().seq)) : json(nullptr);
-  return http::json_response(200, {{"items", std::move(items)}, {"next_cursor", std::move(next)}});
+  co_return http::json_response(200, {{"items", std::move(items)}, {"next_cursor", std::move(next)}});
 }
 
 // Every checkpoint of org, in pages (a year of 5-minute checkpoints is about 105,000).
@@ -193,15 +201,16 @@ result<std::vector<store::audit_checkpoint>> all_checkpoints(store::database& db
   }
 }
 
-result<json> verify_chain(dependencies& deps, const std::string& org) {
-  auto pk = audit::public_key::from_pem(deps.audit_key.public_key_pem());
+// Runs on the background reader (a long read): the chain recomputed against the daemon's key.
+result<json> verify_chain(store::database& db, const std::string& public_key_pem, const std::string& org) {
+  auto pk = audit::public_key::from_pem(public_key_pem);
   if (!pk) return std::move(pk).err();
-  auto checkpoints = all_checkpoints(deps.db, org);
+  auto checkpoints = all_checkpoints(db, org);
   if (!checkpoints) return std::move(checkpoints).err();
   audit::chain_verifier verifier(org, *checkpoints);
   // From the lowest seq there is, so that a row with an impossible seq is seen too.
-  auto scanned = deps.db.scan_audit_events(org, std::numeric_limits<std::int64_t>::min(),
-                                           [&](const store::audit_event& e) { return verifier.feed(e); });
+  auto scanned = db.scan_audit_events(org, std::numeric_limits<std::int64_t>::min(),
+                                      [&](const store::audit_event& e) { return verifier.feed(e); });
   if (!scanned) return std::move(scanned).err();
   const auto r = verifier.finish(*checkpoints, *pk);
   json j = {{"ok", r.ok},
@@ -217,44 +226,62 @@ result<json> verify_chain(dependencies& deps, const std::string& org) {
   return j;
 }
 
-result<http::response> list_checkpoints(dependencies& deps, const http::context& ctx, const auth::principal& p) {
+awaitable<result<http::response>> verify(dependencies& deps, const http::context& ctx, const auth::principal& p) {
   auto org = chain_org(deps, ctx, p);
-  if (!org) return std::move(org).err();
+  if (!org) co_return std::move(org).err();
+  auto read = [org = *org, pem = deps.audit_key.public_key_pem()](store::database& db) {
+    return verify_chain(db, pem, org);
+  };
+  auto report = co_await deps.reader.run(std::move(read));
+  if (!report) co_return std::move(report).err();
+  co_return http::json_response(200, *report);
+}
+
+awaitable<result<http::response>> list_checkpoints(dependencies& deps, const http::context& ctx,
+                                                   const auth::principal& p) {
+  auto org = chain_org(deps, ctx, p);
+  if (!org) co_return std::move(org).err();
   auto limit = query_limit(ctx, page_default, page_max);
-  if (!limit) return std::move(limit).err();
+  if (!limit) co_return std::move(limit).err();
   auto after = query_int(ctx, "cursor");
   if (after && !*after) after = query_int(ctx, "after_seq");
-  if (!after) return std::move(after).err();
+  if (!after) co_return std::move(after).err();
   // Absent: from the very first, a checkpoint of the empty chain (seq 0) included.
   auto page = deps.db.list_audit_checkpoints(*org, after->value_or(-1), static_cast<std::size_t>(*limit) + 1);
-  if (!page) return std::move(page).err();
+  if (!page) co_return std::move(page).err();
   const bool more = page->size() > static_cast<std::size_t>(*limit);
   if (more) page->pop_back();
   json items = json::array();
   for (const auto& c : *page) items.push_back(audit::checkpoint_json(c));
   json next = more ? json(std::to_string(page->back().seq)) : json(nullptr);
-  return http::json_response(200, {{"items", std::move(items)}, {"next_cursor", std::move(next)}});
+  co_return http::json_response(200, {{"items", std::move(items)}, {"next_cursor", std::move(next)}});
 }
 
-// 201 with a new checkpoint; 200 with the latest when the head has not moved since.
-result<http::response> checkpoint_now(dependencies& deps, const http::context& ctx, const auth::principal& p) {
+// 201 with a new checkpoint; 200 with the latest when the head has not moved since. The events
+// since the latest checkpoint are re-hashed on the background reader; signing and storing are quick.
+awaitable<result<http::response>> checkpoint_now(dependencies& deps, const http::context& ctx,
+                                                 const auth::principal& p) {
   auto org = chain_org(deps, ctx, p);
-  if (!org) return std::move(org).err();
-  auto made = audit::checkpoint_org(deps.db, *org, deps.audit_key, format_time(deps.clk.now()),
-                                    deps.cfg.audit.export_path);
-  if (!made) return std::move(made).err();
-  if (*made) return http::json_response(201, audit::checkpoint_json(**made));
+  if (!org) co_return std::move(org).err();
+  auto read = [org = *org, &key = deps.audit_key](store::database& db) { return audit::find_head_to_sign(db, org, key); };
+  auto head = co_await deps.reader.run(std::move(read));
+  if (!head) co_return std::move(head).err();
+  if (*head) {
+    auto made = audit::sign_head(deps.db, **head, deps.audit_key, format_time(deps.clk.now()), deps.cfg.audit.export_path);
+    if (!made) co_return std::move(made).err();
+    if (*made) co_return http::json_response(201, audit::checkpoint_json(**made));
+  }
   auto latest = deps.db.latest_audit_checkpoint(*org);
-  if (!latest) return std::move(latest).err();
-  if (!*latest) return make_error(errc::conflict, "the audit chain of " + *org + " has no events to sign yet");
-  return http::json_response(200, audit::checkpoint_json(**latest));
+  if (!latest) co_return std::move(latest).err();
+  if (!*latest) co_return make_error(errc::conflict, "the audit chain of " + *org + " has no events to sign yet");
+  co_return http::json_response(200, audit::checkpoint_json(**latest));
 }
 
 // Runs one of the functions above and turns its error into the API's error response.
 template <typename F>
 authed_handler answer(dependencies& deps, F f) {
   return [&deps, f](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-    auto res = f(deps, ctx, p);
+    auto res = co_await f(deps, ctx, p);
     if (!res) co_return http::error_response(res.err(), ctx.request_id);
     co_return std::move(*res);
   };
@@ -266,20 +293,13 @@ std::vector<api_route> audit_routes(dependencies& deps) {
   using auth::permission;
   return {
       {http::verb::get, "/v1/audit", permission::manage_org, answer(deps, list_events)},
-      {http::verb::get, "/v1/audit/verify", permission::manage_org,
-       answer(deps, [](dependencies& d, const http::context& ctx, const auth::principal& p) -> result<http::response> {
-         auto org = chain_org(d, ctx, p);
-         if (!org) return std::move(org).err();
-         auto report = verify_chain(d, *org);
-         if (!report) return std::move(report).err();
-         return http::json_response(200, *report);
-       })},
+      {http::verb::get, "/v1/audit/verify", permission::manage_org, answer(deps, verify)},
       {http::verb::get, "/v1/audit/checkpoints", permission::manage_org, answer(deps, list_checkpoints)},
       {http::verb::post, "/v1/audit/checkpoints", permission::manage_org, answer(deps, checkpoint_now)},
       // Public information: any role may fetch it to pin it.
       {http::verb::get, "/v1/audit/public-key", permission::read,
-       answer(deps, [](dependencies& d, const http::context&, const auth::principal&) -> result<http::response> {
-         return http::json_response(200, {{"key_id", d.audit_key.key_id()},
+       answer(deps, [](dependencies& d, const http::context&, const auth::principal&) -> awaitable<result<http::response>> {
+         co_return http::json_response(200, {{"key_id", d.audit_key.key_id()},
                                           {"algorithm", "Ed25519"},
                                           {"public_key_pem", d.audit_key.public_key_pem()}});
        })},

@@ -61,10 +61,8 @@ result<store::audit_head> rehash_since(store::database& db, const std::string& o
 
 }  // namespace
 
-result<std::optional<store::audit_checkpoint>> checkpoint_org(store::database& db, const std::string& org_id,
-                                                              const signing_key& key, const std::string& ts,
-                                                              const std::string& export_path) {
-  using none = std::optional<store::audit_checkpoint>;
+result<std::optional<head_to_sign>> find_head_to_sign(store::database& db, const std::string& org_id,
+                                                      const signing_key& key) {
   auto latest = db.latest_audit_checkpoint(org_id);
   if (!latest) return std::move(latest).err();
   store::audit_head from;
@@ -74,15 +72,33 @@ result<std::optional<store::audit_checkpoint>> checkpoint_org(store::database& d
   }
   auto head = rehash_since(db, org_id, from);
   if (!head) return std::move(head).err();
-  if (head->seq == from.seq) return none();  // nothing new (or nothing at all) to sign
+  if (head->seq == from.seq) return std::optional<head_to_sign>();  // nothing new (or nothing at all) to sign
+  return std::optional<head_to_sign>(head_to_sign{org_id, *head});
+}
 
-  auto c = make_checkpoint(org_id, *head, ts, key);
+result<std::optional<store::audit_checkpoint>> sign_head(store::database& db, const head_to_sign& h,
+                                                         const signing_key& key, const std::string& ts,
+                                                         const std::string& export_path) {
+  using none = std::optional<store::audit_checkpoint>;
+  auto latest = db.latest_audit_checkpoint(h.org_id);
+  if (!latest) return std::move(latest).err();
+  if (*latest && (*latest)->seq >= h.head.seq) return none();  // signed meanwhile
+  auto c = make_checkpoint(h.org_id, h.head, ts, key);
   // Exported first: a checkpoint the file has and the database lacks still binds the chain; the
   // reverse would leave a gap in the only copy an attacker of the database cannot reach.
   if (!export_path.empty())
     if (auto r = export_checkpoint(export_path, c); !r) return std::move(r).err();
   if (auto r = db.insert_audit_checkpoint(c); !r) return std::move(r).err();
   return none(std::move(c));
+}
+
+result<std::optional<store::audit_checkpoint>> checkpoint_org(store::database& db, const std::string& org_id,
+                                                              const signing_key& key, const std::string& ts,
+                                                              const std::string& export_path) {
+  auto h = find_head_to_sign(db, org_id, key);
+  if (!h) return std::move(h).err();
+  if (!*h) return std::optional<store::audit_checkpoint>();
+  return sign_head(db, **h, key, ts, export_path);
 }
 
 result<int> checkpoint_all(store::database& db, const signing_key& key, const clock& clk,

@@ -28,7 +28,9 @@ result<store::audit_event> journal::append(const std::string& org_id, const acto
   e.outcome = r.outcome;
   e.request_id = who.request_id;
   e.source = who.source;
-  e.details = r.details.dump();
+  // Invalid UTF-8 (a request path's raw bytes) is replaced, not thrown on: an action is recorded
+  // whatever bytes its caller sent. seal() does the same for the other fields.
+  e.details = r.details.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (auto sealed = seal(e, *head); !sealed) return std::move(sealed).err();
   if (auto inserted = db_.insert_audit_event(e); !inserted) return std::move(inserted).err();
   return e;

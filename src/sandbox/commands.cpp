@@ -9,7 +9,13 @@ namespace {
 // variables by name only (values are where secrets go).
 constexpr std::size_t recorded_text = 1024;
 
-std::string cut(const std::string& s) { return s.size() <= recorded_text ? s : s.substr(0, recorded_text) + "…"; }
+// At a character boundary: never in the middle of a UTF-8 sequence.
+std::string cut(const std::string& s) {
+  if (s.size() <= recorded_text) return s;
+  std::size_t end = recorded_text;
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  return s.substr(0, end) + "…";
+}
 
 nlohmann::json env_names(const std::map<std::string, std::string>& env) {
   auto names = nlohmann::json::array();

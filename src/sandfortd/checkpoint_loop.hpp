@@ -5,6 +5,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "sandfort/api/background_reader.hpp"
 #include "sandfort/audit/egress_summary.hpp"
 #include "sandfort/audit/failure_summary.hpp"
 #include "sandfort/audit/signing.hpp"
@@ -14,8 +15,10 @@
 
 namespace sandfort::daemon {
 
-// Runs on the I/O thread; ends when `stopping` is seen (or with the io_context).
-boost::asio::awaitable<void> checkpoint_forever(store::database& db, const audit::signing_key& key, const clock& clk,
+// Runs on the I/O thread, re-hashing on the background reader; ends when `stopping` is seen (or
+// with the io_context).
+boost::asio::awaitable<void> checkpoint_forever(store::database& db, api::background_reader& reader,
+                                                const audit::signing_key& key, const clock& clk,
                                                 const audit_config& cfg, const bool& stopping);
 
 // The counted records (authentication failures, egress decisions), written every
@@ -27,7 +30,8 @@ struct summaries {
 boost::asio::awaitable<void> summarize_forever(summaries s, const audit_config& cfg, const bool& stopping);
 void summarize_once(summaries s);
 
-// One round, logged: what was signed, or why an organization was not.
+// One round on the I/O thread alone (at shutdown), logged: what was signed, or why an
+// organization was not.
 void checkpoint_once(store::database& db, const audit::signing_key& key, const clock& clk, const audit_config& cfg);
 
 }  // namespace sandfort::daemon

@@ -235,6 +235,9 @@ int serve(const config_flags& f) {
   audit::journal journal(*db, clk);
   audit::failure_summary auth_failures(*db, journal, clk);
   audit::egress_summary egress_decisions(*db, journal, clk);
+  // After ioc: destroyed first, so that no read finishing at shutdown posts to a dead io_context.
+  auto reader = api::background_reader::open(cfg.database, 4);
+  if (!reader) throw std::runtime_error("store: " + reader.err().message);
 
   auth::oidc_verifier oidc(cfg.oidc, *db, clk, auth::network_fetcher(std::chrono::seconds(cfg.oidc.fetch_timeout_s)));
   auth::authenticator authn(*db, clk, &oidc);
@@ -247,8 +250,8 @@ int serve(const config_flags& f) {
   options.max_connections = static_cast<std::size_t>(cfg.max_connections);
   options.listener_name = "api";
   options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
-  http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures}));
-  server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures}));
+  http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, **reader}));
+  server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, **reader}));
 
   auto proxy_opts = egress_options(cfg);
   if (!proxy_opts) throw std::runtime_error(proxy_opts.err().message);
@@ -329,7 +332,7 @@ int serve(const config_flags& f) {
   if (!preview_port) throw std::runtime_error("preview listener: " + preview_port.err().message);
   spdlog::info("preview listener on {} (port {}, *.{})", cfg.preview.listen, *preview_port, cfg.preview.domain);
   asio::co_spawn(ioc, reap_forever(sandboxes, stopping), asio::detached);
-  asio::co_spawn(ioc, daemon::checkpoint_forever(*db, *audit_key, clk, cfg.audit, stopping), asio::detached);
+  asio::co_spawn(ioc, daemon::checkpoint_forever(*db, **reader, *audit_key, clk, cfg.audit, stopping), asio::detached);
   const daemon::summaries counted{auth_failures, egress_decisions};
   asio::co_spawn(ioc, daemon::summarize_forever(counted, cfg.audit, stopping), asio::detached);
 

@@ -2,6 +2,7 @@
 // The REST API: a route table per resource; each handler parses, calls a service, serializes.
 // Authentication and role checks happen once, in front of every route that needs them.
 
+#include "sandfort/api/background_reader.hpp"
 #include "sandfort/audit/failure_summary.hpp"
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/signing.hpp"
@@ -24,6 +25,7 @@ struct dependencies {
   audit::journal& journal;
   const audit::signing_key& audit_key;
   audit::failure_summary& auth_failures;  // every 401, counted into the audit chain
+  background_reader& reader;              // long reads of the audit log, off the I/O thread
 };
 
 // The handler the HTTP server calls for every request.

@@ -27,6 +27,21 @@ result<std::optional<store::audit_checkpoint>> checkpoint_org(store::database& d
                                                               const signing_key& key, const std::string& ts,
                                                               const std::string& export_path = "");
 
+// checkpoint_org in two halves, so that the long one can run on another connection and thread
+// (api::background_reader) while the short one writes on the daemon's own:
+// 1. reads only: the head to sign when it moved since the latest checkpoint (nullopt when not),
+//    after the same checks as checkpoint_org;
+struct head_to_sign {
+  std::string org_id;
+  store::audit_head head;
+};
+result<std::optional<head_to_sign>> find_head_to_sign(store::database& db, const std::string& org_id,
+                                                      const signing_key& key);
+// 2. signs it, exports and stores it; nullopt when a checkpoint at or beyond it was stored since.
+result<std::optional<store::audit_checkpoint>> sign_head(store::database& db, const head_to_sign& h,
+                                                         const signing_key& key, const std::string& ts,
+                                                         const std::string& export_path = "");
+
 // checkpoint_org for every organization with events; returns how many checkpoints were made.
 // One organization's failure does not stop the others: the error then names every failed one.
 result<int> checkpoint_all(store::database& db, const signing_key& key, const clock& clk,

@@ -7,6 +7,8 @@
         assert r.exit_code == 7            # a value, not an exception
 """
 
+from .audit import (Audit, AuditCheckpoint, AuditEvent, AuditEventPage, AuditPublicKey, AuditVerifyReport,
+                    verify_chain)
 from .client import Client, Command, FileSystem, Process, Sandbox, Session
 from .errors import (APIConnectionError, APIError, AuthenticationError, ConfigurationError, ConflictError,
                      InternalServerError, InvalidArgumentError, NotFoundError, PayloadTooLargeError,
@@ -27,5 +29,6 @@ __all__ = [
     "PayloadTooLargeError", "QuotaExceededError", "RateLimitedError", "InternalServerError", "UnavailableError",
     "ApiKey", "ArchiveResult", "CommandInfo", "CommandLogs", "ExecResult", "FileInfo", "Metrics",
     "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "StreamEvent",
-    "UploadResult", "WhoAmI", "__version__",
+    "UploadResult", "WhoAmI", "Audit", "AuditEvent", "AuditEventPage", "AuditCheckpoint", "AuditPublicKey",
+    "AuditVerifyReport", "verify_chain", "__version__",
 ]

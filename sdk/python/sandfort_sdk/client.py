@@ -9,6 +9,7 @@ import time
 from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Sequence, Union
 from urllib.parse import quote
 
+from .audit import Audit
 from .errors import ConfigurationError, NotFoundError, SandfortError
 from .pty import PtySession
 from ._transport import ExecStream, OutputCallback, TokenProvider, Transport, socket_timeout_for
@@ -56,6 +57,7 @@ class Client:
         self._t = Transport(base_url, api_key, timeout if timeout is not None else 60.0, token_provider)
         self.base_url = self._t.base_url
         self.timeout = timeout
+        self.audit = Audit(self)
 
     def __repr__(self) -> str:
         return f"Client(base_url={self.base_url!r})"

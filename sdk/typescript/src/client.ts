@@ -1,3 +1,4 @@
+import { Audit } from "./audit.js";
 import { SandfortError } from "./errors.js";
 import { Transport, parseSse, type Query, type RequestOptions, type TokenProvider } from "./http.js";
 import { PtyApi } from "./pty.js";
@@ -145,6 +146,8 @@ function splitOptions<T extends object>(o: (T & ClientOptions) | undefined): [Cl
 export class SandfortClient {
   /** @internal */
   readonly http: Transport;
+  /** The organization's audit chain, its checkpoints and their verification. */
+  readonly audit: Audit;
 
   constructor(opts: ClientOptions = {}) {
     const baseUrl = opts.baseUrl ?? env("SANDFORT_BASE_URL");
@@ -172,6 +175,7 @@ export class SandfortClient {
       headers: opts.headers,
       fetch: opts.fetch,
     });
+    this.audit = new Audit(this.http, () => this.whoami());
   }
 
   get baseUrl(): string {

@@ -2,6 +2,25 @@ export { SandfortClient, Sandbox, Commands, CommandHandle, Sessions, Session, Fi
 export type { ClientOptions, SessionRunOptions, WriteData } from "./client.js";
 export type { TokenProvider } from "./http.js";
 export { SandfortError } from "./errors.js";
+export {
+  Audit,
+  verifyChain,
+  canonicalJson,
+  eventCanonicalJson,
+  eventHash,
+  checkpointMessage,
+  compareCodePoints,
+  GENESIS_HASH,
+} from "./audit.js";
+export type {
+  AuditEvent,
+  AuditCheckpoint,
+  AuditPublicKey,
+  AuditVerifyReport,
+  AuditFilter,
+  ListAuditEventsOptions,
+  AuditExportOptions,
+} from "./audit.js";
 export { PtyApi, PtyHandle } from "./pty.js";
 export type { PtyOptions } from "./pty.js";
 export type * from "./types.js";

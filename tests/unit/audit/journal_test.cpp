@@ -94,3 +94,18 @@ TEST_CASE("failure summary: many failures become one event per source and reason
   for (int i = 0; i < 20000; ++i) failures.note("10.1." + std::to_string(i / 250) + "." + std::to_string(i % 250), "x");
   CHECK(failures.pending() <= 10001);
 }
+
+TEST_CASE("journal: details with invalid UTF-8 (a raw request path, a cut character) are recorded with U+FFFD") {
+  journal_fixture f;
+  auto o = f.db->create_org("acme", false, "t");
+  REQUIRE(o);
+  const std::string cut_e_acute = std::string("true \xc3\xa9\xc3", 8);  // "true é" and half of the next "é"
+  auto e = f.journal.record_event(o->id, audit::system_actor(),
+                                  {"sandbox.files.put", "sbx-1", "accepted", {{"path", "/files?path=/a\xff"}, {"command", cut_e_acute}}});
+  REQUIRE(e);
+  auto d = nlohmann::json::parse(e->details);
+  CHECK(d["path"] == "/files?path=/a\xef\xbf\xbd");
+  CHECK(d["command"] == "true \xc3\xa9\xef\xbf\xbd");
+  audit::chain_verifier v(o->id);
+  CHECK(v.feed(f.events(o->id).at(0)));
+}
