@@ -103,6 +103,7 @@ response exchange(Stream& stream, const request_spec& spec, const http::request_
   response out;
   out.status = parser.get().result_int();
   out.request_id = std::string(parser.get()["X-Request-Id"]);
+  out.next_cursor = std::string(parser.get()["X-Next-Cursor"]);
   bool stream_body = out.status / 100 == 2 && spec.on_chunk;
   std::string piece(64 * 1024, '\0');
   while (!parser.is_done()) {

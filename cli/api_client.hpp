@@ -21,6 +21,7 @@ struct response {
   unsigned status = 0;
   std::string body;  // empty when the body went to a chunk callback
   std::string request_id;
+  std::string next_cursor;  // X-Next-Cursor: where a paged JSON Lines export continues
 };
 
 struct request_spec {

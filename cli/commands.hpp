@@ -1,6 +1,7 @@
 #pragma once
 // One function per CLI command. Each returns the process's exit status or throws failure.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,29 @@ struct login_options {
   std::string scope = "openid offline_access";
   std::string resource;
   std::string audience;
+};
+
+// The audit log of an organization (`org` empty: the caller's own; the superadmin may name any).
+struct audit_filter_options {
+  std::string org;
+  std::optional<std::int64_t> since_seq;
+  std::string since, until;  // RFC 3339 UTC
+  std::string actor, action, target;
+};
+
+struct audit_list_options {
+  audit_filter_options filter;
+  std::optional<int> limit;  // events per page
+  bool all = false;          // every page, not just the first
+  bool json = false;
+};
+
+struct audit_verify_options {
+  std::string org;
+  std::string public_key_file;   // the pinned PEM; required
+  std::string checkpoints_file;  // checkpoints kept outside the server (the daemon's export file)
+  int page_size = 100000;        // events per export response
+  bool json = false;
 };
 
 int cmd_login(const login_options& o);
@@ -52,5 +76,14 @@ int cmd_shell(const std::string& id, const std::string& command);
 // A bash or zsh completion script on stdout.
 int cmd_completion(const std::string& shell);
 int cmd_preview(const std::string& id, int port, bool json);
+
+int cmd_audit_list(const audit_list_options& o);
+// JSON Lines of every matching event, page_size per response, to out_file ("" or "-": stdout).
+int cmd_audit_export(const audit_filter_options& o, const std::string& out_file, int page_size);
+// The PEM to stdout, or into out_file (an existing file only with force).
+int cmd_audit_public_key(const std::string& out_file, bool force, bool json);
+int cmd_audit_checkpoint(const std::string& org, bool json);
+// Exit 0 intact, 1 broken, 2 usage, connection or API errors.
+int cmd_audit_verify(const audit_verify_options& o);
 
 }  // namespace sandfort::cli

@@ -16,7 +16,7 @@ _sandfort_sandboxes() {
 _sandfort() {
   local cur="${COMP_WORDS[COMP_CWORD]}" cmd="${COMP_WORDS[1]}" sub="${COMP_WORDS[2]}"
   if [[ $COMP_CWORD -eq 1 ]]; then
-    COMPREPLY=($(compgen -W "login logout whoami sandbox exec new run rm cp logs preview shell completion --help" -- "$cur"))
+    COMPREPLY=($(compgen -W "login logout whoami sandbox exec new run rm cp logs preview shell audit completion --help" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -44,6 +44,22 @@ _sandfort() {
     whoami) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
     login) COMPREPLY=($(compgen -W "--base-url --oidc --client-id --scope --resource --audience --help" -- "$cur")) ;;
     cp) compopt -o default 2>/dev/null; COMPREPLY=($(compgen -W "$(_sandfort_sandboxes)" -- "$cur")) ;;
+    audit)
+      if [[ $COMP_CWORD -eq 2 ]]; then
+        COMPREPLY=($(compgen -W "list export public-key checkpoint verify --help" -- "$cur"))
+        return
+      fi
+      case "${COMP_WORDS[COMP_CWORD-1]}" in
+        --public-key|--checkpoints|-o|--output) compopt -o default 2>/dev/null; COMPREPLY=(); return ;;
+      esac
+      local filters="--org --since-seq --since --until --actor --action --target"
+      case "$sub" in
+        list|ls) COMPREPLY=($(compgen -W "$filters --limit --all --json --help" -- "$cur")) ;;
+        export) COMPREPLY=($(compgen -W "$filters -o --output --page-size --help" -- "$cur")) ;;
+        public-key) COMPREPLY=($(compgen -W "-o --output --force --json --help" -- "$cur")) ;;
+        checkpoint) COMPREPLY=($(compgen -W "--org --json --help" -- "$cur")) ;;
+        verify) COMPREPLY=($(compgen -W "--public-key --checkpoints --org --page-size --json --help" -- "$cur")) ;;
+      esac ;;
     completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
   esac
 }

@@ -18,6 +18,95 @@ void add_create_options(CLI::App* cmd, sc::create_options& o) {
   cmd->add_option("--memory", o.memory_mb, "Memory limit in MiB");
 }
 
+void add_audit_filter_options(CLI::App* cmd, sc::audit_filter_options& f) {
+  cmd->add_option("--org", f.org, "Organization id or name (default: your own; another one: superadmin only)");
+  cmd->add_option("--since-seq", f.since_seq, "Only events after this seq");
+  cmd->add_option("--since", f.since, "Only events at or after this UTC time (2025-01-02T03:04:05Z)");
+  cmd->add_option("--until", f.until, "Only events at or before this UTC time");
+  cmd->add_option("--actor", f.actor, "Only this actor (exact: key:<id>, oidc:<sub>@<issuer>, system, anonymous)");
+  cmd->add_option("--action", f.action, "Only this action (exact, e.g. api_key.create)");
+  cmd->add_option("--target", f.target, "Only events on this target (exact: org-…, key-…, sbx-…)");
+}
+
+// Each export response is built on the daemon's one I/O thread: smaller ones hold it for less long.
+void add_page_size_option(CLI::App* cmd, int& page_size) {
+  cmd->add_option("--page-size", page_size, "Events per response (1-100000; smaller holds the daemon for less long)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+}
+
+// What the audit commands parse into; main() keeps it alive for the callbacks.
+struct audit_args {
+  sc::audit_list_options list;
+  sc::audit_filter_options exported;
+  std::string export_out;
+  int export_page_size = 100000;
+  std::string key_out;
+  bool force = false;
+  std::string checkpoint_org;
+  sc::audit_verify_options verify;
+};
+
+// audit …: the organization's audit log, and its verification against a pinned key.
+void add_audit_commands(CLI::App& app, audit_args& a, int& status, bool& as_json) {
+  auto* audit = app.add_subcommand("audit", "Read the organization's audit log and verify its hash chain (admin)");
+  audit->require_subcommand(1);
+
+  auto* ls = audit->add_subcommand("list", "List audit events, oldest first (one page, or every page with --all)");
+  ls->alias("ls");
+  add_audit_filter_options(ls, a.list.filter);
+  ls->add_option("--limit", a.list.limit, "Events per page (1-1000; server default 100, 1000 with --all)")
+      ->check(CLI::Range(1, 1000));
+  ls->add_flag("--all", a.list.all, "Follow next_cursor to the last page");
+  ls->add_flag("--json", as_json, "Print the API's JSON ({items, next_cursor})");
+  ls->callback([&] {
+    a.list.json = as_json;
+    status = sc::cmd_audit_list(a.list);
+  });
+
+  auto* exp = audit->add_subcommand("export", "Write every matching event as JSON Lines, as GET /v1/audit?format=jsonl "
+                                              "sends them, following X-Next-Cursor to the end");
+  add_audit_filter_options(exp, a.exported);
+  exp->add_option("-o,--output", a.export_out, "File to write (complete or not at all; mode 0600); default: stdout");
+  add_page_size_option(exp, a.export_page_size);
+  exp->callback([&] { status = sc::cmd_audit_export(a.exported, a.export_out, a.export_page_size); });
+
+  auto* key = audit->add_subcommand("public-key", "Print or save the daemon's audit public key (PEM), to pin it");
+  key->add_option("-o,--output", a.key_out, "Save the PEM in this file (for audit verify --public-key)");
+  key->add_flag("--force", a.force, "Replace an existing file");
+  key->add_flag("--json", as_json, "Print the API's JSON ({key_id, algorithm, public_key_pem})");
+  key->footer("Pin the key once, at a time you trust the server (or get it from its operator), and keep the "
+              "file where the server cannot change it: audit verify trusts that file, not the server.");
+  key->callback([&] { status = sc::cmd_audit_public_key(a.key_out, a.force, as_json); });
+
+  auto* checkpoint = audit->add_subcommand("checkpoint", "Have the daemon sign the chain's head now "
+                                                         "(POST /v1/audit/checkpoints)");
+  checkpoint->add_option("--org", a.checkpoint_org, "Organization id or name (superadmin only; default: your own)");
+  checkpoint->add_flag("--json", as_json, "Print the checkpoint's JSON");
+  checkpoint->callback([&] { status = sc::cmd_audit_checkpoint(a.checkpoint_org, as_json); });
+
+  auto* ver = audit->add_subcommand(
+      "verify", "Download the chain and its signed checkpoints and recompute it here against a pinned public key; "
+                "exit 0 intact, 1 broken, 2 usage, connection or API error");
+  ver->add_option("--public-key", a.verify.public_key_file,
+                  "The daemon's audit public key (PEM) pinned earlier (`sandfort audit public-key -o FILE`). Required: "
+                  "a key fetched now from the server being audited would prove nothing")
+      ->required();
+  ver->add_option("--org", a.verify.org, "Organization id or name (superadmin only; default: your own)");
+  ver->add_option("--checkpoints", a.verify.checkpoints_file,
+                  "Checkpoints kept outside the server (the daemon's audit.export_path file, JSON Lines); "
+                  "they are checked too, so a tail deleted with its checkpoints is found");
+  add_page_size_option(ver, a.verify.page_size);
+  ver->add_flag("--json", as_json, "Print the report as JSON");
+  ver->footer("What it proves: every event up to the latest checkpoint signed by the pinned key is the one that was "
+              "hashed, in its place. Events after that checkpoint can still be cut or rewritten unnoticed; "
+              "docs/audit.md says what the chain does not prove.");
+  ver->callback([&] {
+    a.verify.json = as_json;
+    status = sc::cmd_audit_verify(a.verify);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -138,6 +227,9 @@ int main(int argc, char** argv) {
   preview->add_option("port", port, "Port inside the sandbox")->required()->check(CLI::Range(1, 65535));
   json_flag(preview);
   preview->callback([&] { status = sc::cmd_preview(id, port, as_json); });
+
+  audit_args audit_state;
+  add_audit_commands(app, audit_state, status, as_json);
 
   std::string shell_name;
   auto* completion = app.add_subcommand("completion", "Print a shell completion script: eval \"$(sandfort completion bash)\"");
