@@ -14,14 +14,19 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "commands/commands.hpp"
 #include "process/oom.hpp"
 #include "routes.hpp"
+#include "session/session.hpp"
 #include "sandfort/http/server.hpp"
 
 namespace {
@@ -35,16 +40,56 @@ struct options {
   std::string socket = "/run/sandfort/agent.sock";
   std::optional<mode_t> socket_mode;
   std::string cgroup_root = "/sys/fs/cgroup";
+  // The maxima sandfortd passes at container start; every command the agent runs obeys them,
+  // whatever a request asks (sessions::limits and commands::limits hold the defaults).
+  std::optional<std::uint64_t> max_timeout_s, default_timeout_s, output_cap, log_cap;
 };
 
+// The agent's own bounds on the numeric flags: beyond them a flag is a mistake.
+constexpr std::uint64_t max_seconds = 2'000'000;
+constexpr std::uint64_t max_bytes = std::uint64_t{1} << 30;
+
 constexpr const char* usage =
-    "usage: sandfort-agent [--socket PATH] [--socket-mode OCTAL] [--cgroup-root PATH]\n"
+    "usage: sandfort-agent [--socket PATH] [--socket-mode OCTAL] [--cgroup-root PATH] [LIMITS]\n"
     "  --socket PATH        unix socket to serve on (default /run/sandfort/agent.sock);\n"
     "                       its directory is created if missing\n"
     "  --socket-mode OCTAL  chmod the socket after binding (default: as the umask leaves it)\n"
     "  --cgroup-root PATH   where the sandbox's cgroup is mounted, to tell OOM kills apart\n"
     "                       (default /sys/fs/cgroup)\n"
+    "  --max-timeout-s N    the longest any command may run; a session exec asking more is\n"
+    "                       refused, a one-shot exec is held to it (default 3600)\n"
+    "  --default-timeout-s N  a session exec's timeout when it names none (default 60, at most\n"
+    "                       --max-timeout-s)\n"
+    "  --output-cap BYTES   output kept per stream of an exec; the rest is cut (default 10485760)\n"
+    "  --log-cap BYTES      a background command's log per stream: the newest bytes are kept\n"
+    "                       (default 1048576)\n"
     "  --version            print the version and exit\n";
+
+bool limit_flag(std::string_view flag) {
+  return flag == "--max-timeout-s" || flag == "--default-timeout-s" || flag == "--output-cap" || flag == "--log-cap";
+}
+
+// A limit flag's value: a whole number within the agent's bounds (at least 1, except an output
+// cap of 0, which keeps no output at all).
+bool parse_limit(std::string_view flag, const std::string& value, options& opts) {
+  const bool bytes = flag == "--output-cap" || flag == "--log-cap";
+  const std::uint64_t low = flag == "--output-cap" ? 0 : 1, high = bytes ? max_bytes : max_seconds;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(value.c_str(), &end, 10);
+  if (value.empty() || value[0] == '-' || *end != '\0' || errno != 0 || n < low || n > high) {
+    std::fprintf(stderr, "sandfort-agent: %.*s wants a whole number from %llu to %llu, not '%s'\n",
+                 static_cast<int>(flag.size()), flag.data(), static_cast<unsigned long long>(low),
+                 static_cast<unsigned long long>(high), value.c_str());
+    return false;
+  }
+  auto& slot = flag == "--max-timeout-s"       ? opts.max_timeout_s
+               : flag == "--default-timeout-s" ? opts.default_timeout_s
+               : flag == "--output-cap"        ? opts.output_cap
+                                               : opts.log_cap;
+  slot = n;
+  return true;
+}
 
 // Returns an exit code when the process should stop here (help, version, bad flags).
 std::optional<int> parse_flags(int argc, char** argv, options& opts) {
@@ -65,7 +110,7 @@ std::optional<int> parse_flags(int argc, char** argv, options& opts) {
       std::printf("sandfort-agent %s\n", SANDFORT_AGENT_VERSION);
       return 0;
     }
-    if (flag != "--socket" && flag != "--socket-mode" && flag != "--cgroup-root") {
+    if (flag != "--socket" && flag != "--socket-mode" && flag != "--cgroup-root" && !limit_flag(flag)) {
       std::fprintf(stderr, "sandfort-agent: unknown flag '%s'\n%s", argv[i], usage);
       return 2;
     }
@@ -76,7 +121,9 @@ std::optional<int> parse_flags(int argc, char** argv, options& opts) {
       }
       value = argv[++i];
     }
-    if (flag == "--socket") {
+    if (limit_flag(flag)) {
+      if (!parse_limit(flag, value, opts)) return 2;
+    } else if (flag == "--socket") {
       if (value.empty()) {
         std::fprintf(stderr, "sandfort-agent: --socket must not be empty\n");
         return 2;
@@ -110,6 +157,21 @@ bool make_dirs(const std::string& dir) {
   }
 }
 
+// The limit flags over the built-in defaults. A default timeout above the maximum is brought
+// down to it: a command that names no timeout must not run longer than one that names the most.
+void apply_limits(const options& opts) {
+  using std::chrono::seconds;
+  agent::sessions::limits s = agent::sessions::current_limits();
+  if (opts.max_timeout_s) s.max_timeout = seconds(*opts.max_timeout_s);
+  if (opts.default_timeout_s) s.default_timeout = seconds(*opts.default_timeout_s);
+  s.default_timeout = std::min(s.default_timeout, s.max_timeout);
+  if (opts.output_cap) s.output_cap = static_cast<std::size_t>(*opts.output_cap);
+  agent::sessions::configure(s);
+  agent::commands::limits c = agent::commands::current_limits();
+  if (opts.log_cap) c.log_cap = static_cast<std::size_t>(*opts.log_cap);
+  agent::commands::configure(c);
+}
+
 // Started with 0/1/2 closed, the first pipes of a command would land on them.
 void ensure_standard_fds() {
   for (int fd = 0; fd <= 2; ++fd) {
@@ -129,6 +191,7 @@ int main(int argc, char** argv) {
   ::signal(SIGCHLD, SIG_DFL);
   ensure_standard_fds();
   agent::set_cgroup_root(opts.cgroup_root);
+  apply_limits(opts);
 
   if (auto slash = opts.socket.rfind('/'); slash != std::string::npos && slash > 0) {
     std::string dir = opts.socket.substr(0, slash);

@@ -10,6 +10,7 @@
 #include "process/runner.hpp"
 #include "pty/routes.hpp"
 #include "session/routes.hpp"
+#include "session/session.hpp"
 
 namespace sandfort::agent {
 namespace {
@@ -24,6 +25,8 @@ asio::awaitable<http::response> health(http::context&) {
 asio::awaitable<http::response> exec(http::context& ctx) {
   auto call = parse_exec_call(ctx.req.body());
   if (!call) co_return http::error_response(call.err(), ctx.request_id);
+  const auto& limits = sessions::current_limits();
+  hold_to_limits(call->request, limits.max_timeout, limits.output_cap);
   auto done = co_await run(std::move(call->request));
   if (!done) co_return http::error_response(done.err(), ctx.request_id);
   co_return http::json_response(200, to_json(*done, call->binary));

@@ -2,11 +2,34 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <spdlog/spdlog.h>
 
 #include "routes.hpp"
 
 namespace sandfort::api {
+
+namespace {
+
+// Every authenticated request takes a token from its principal's bucket, whatever it asks for
+// (a key hammering routes it may not use is load all the same).
+std::optional<error> over_rate_limit(dependencies& deps, const auth::principal& p, const std::string& remote) {
+  const rate_limit& limit = deps.limiter.limit_for(p);
+  if (limit.rate_per_s <= 0) return std::nullopt;
+  const std::string name = actor_of(p, "", remote).name;
+  auto decided = deps.limiter.admit(name, limit);
+  if (decided.allowed) return std::nullopt;
+  deps.rate_refusals.note({p.org_id, name, remote, limit});
+  error e = make_error(errc::rate_limited,
+                       fmt::format("rate limit of this {} exceeded ({:g} requests per second, bursts of {}); retry "
+                                   "in {} s",
+                                   p.via == auth::method::oidc ? "identity" : "API key", limit.rate_per_s,
+                                   limit.burst, decided.retry_after_s));
+  e.retry_after_s = decided.retry_after_s;
+  return e;
+}
+
+}  // namespace
 
 boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, std::string bearer,
                                                          auth::permission needs, std::string request_id,
@@ -16,6 +39,7 @@ boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, st
     if (who.err().code == errc::unauthenticated) deps.auth_failures.note(remote, who.err().message);
     co_return who;
   }
+  if (auto refused = over_rate_limit(deps, *who, remote)) co_return std::move(*refused);
   if (!auth::allows(who->granted, who->superadmin, needs))
     co_return make_error(errc::permission_denied, "role " + auth::to_string(who->granted) + " may not do this");
   co_return who;
@@ -60,7 +84,7 @@ http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
 http::handler make_handler(dependencies d) {
   auto deps = std::make_shared<dependencies>(d);
   auto routes = std::make_shared<http::router>();
-  for (auto make : {health_routes, identity_routes, sandbox_routes, audit_routes})
+  for (auto make : {health_routes, identity_routes, sandbox_routes, audit_routes, guardrail_routes})
     for (auto& r : make(*deps)) routes->add(http::route{r.method, r.pattern, guard(deps, r)});
 
   return [routes](http::context& ctx) -> boost::asio::awaitable<http::response> {

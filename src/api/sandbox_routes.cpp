@@ -19,6 +19,8 @@ json sandbox_json(const sandbox::sandbox_view& v) {
             {"created_at", v.created_at},
             {"updated_at", v.updated_at},
             {"expires_at", v.expires_at ? json(*v.expires_at) : json(nullptr)},
+            {"ttl_s", v.spec.ttl_s ? json(*v.spec.ttl_s) : json(nullptr)},
+            {"idle_timeout_s", v.spec.idle_timeout_s},
             {"resources",
              {{"cpus", v.spec.limits.cpus}, {"memory_mb", v.spec.limits.memory_mb}, {"pids", v.spec.limits.pids}}},
             {"egress_allowlist", v.spec.egress_allowlist},
@@ -60,7 +62,6 @@ http::response exec_reply(result<sandbox::exec_result>& r, const http::context& 
 result<void> refuse_unbuilt(const json& body) {
   static const std::pair<const char*, const char*> unbuilt[] = {
       {"volumes", "volumes are not available yet"},
-      {"idle_timeout_s", "idle_timeout_s is not enforced yet"},
   };
   for (const auto& [key, why] : unbuilt)
     if (body.contains(key) && !body.at(key).is_null() && body.at(key) != json(false))
@@ -81,7 +82,8 @@ result<sandbox::create_request> parse_create(const http::request& req) {
   if (!resources.is_object()) return make_error(errc::invalid_argument, "field 'resources' must be an object");
   for (auto r : {read(j, "name", c.name), read(j, "snapshot", c.snapshot), read(j, "wait", c.wait),
                  read(j, "env", c.env), read(j, "labels", c.labels), read(j, "egress_allowlist", c.egress_allowlist),
-                 read(j, "ttl_s", c.ttl_s), read(j, "user", c.user), read(j, "workdir", c.workdir),
+                 read(j, "ttl_s", c.ttl_s), read(j, "idle_timeout_s", c.idle_timeout_s),
+                 read(j, "user", c.user), read(j, "workdir", c.workdir),
                  read(j, "public_preview", c.public_preview),
                  read(resources, "cpus", c.cpus), read(resources, "memory_mb", c.memory_mb),
                  read(resources, "pids", c.pids)})
@@ -96,10 +98,12 @@ result<sandbox::update_request> parse_update(const http::request& req) {
   if (!body) return std::move(body).err();
   const json& j = *body;
   for (const auto& [key, unused] : j.items())
-    if (key != "labels" && key != "ttl_s" && key != "egress_allowlist")
-      return make_error(errc::invalid_argument, "field '" + key + "' cannot be changed (labels, ttl_s, egress_allowlist can)");
+    if (key != "labels" && key != "ttl_s" && key != "idle_timeout_s" && key != "egress_allowlist")
+      return make_error(errc::invalid_argument,
+                        "field '" + key + "' cannot be changed (labels, ttl_s, idle_timeout_s, egress_allowlist can)");
   sandbox::update_request u;
-  for (auto r : {read(j, "labels", u.labels), read(j, "ttl_s", u.ttl_s), read(j, "egress_allowlist", u.egress_allowlist)})
+  for (auto r : {read(j, "labels", u.labels), read(j, "ttl_s", u.ttl_s), read(j, "idle_timeout_s", u.idle_timeout_s),
+                 read(j, "egress_allowlist", u.egress_allowlist)})
     if (!r) return std::move(r).err();
   return u;
 }

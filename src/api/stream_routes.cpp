@@ -233,7 +233,7 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
     auto idle = std::chrono::seconds(deps->cfg.agent_idle_timeout_s);
     target.answer_timeout = runs_command(ex) ? std::chrono::seconds(deps->cfg.exec_max_timeout_s + 60) : idle;
     target.idle_timeout = idle;
-    co_return co_await http::forward(ex, *agent, std::move(target));
+    co_return co_await http::forward(ex, agent->stream, std::move(target));
   };
 
   using http::verb;

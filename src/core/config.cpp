@@ -11,6 +11,19 @@ namespace {
 
 using nlohmann::json;
 
+json rate_limits_tree(const rate_limits_config& r) {
+  auto one = [](const rate_limit& l) { return json{{"rate_per_s", l.rate_per_s}, {"burst", l.burst}}; };
+  return json{{"viewer", one(r.viewer)}, {"member", one(r.member)}, {"admin", one(r.admin)},
+              {"superadmin", one(r.superadmin)}};
+}
+
+rate_limits_config rate_limits_from(const json& j) {
+  auto one = [&](const char* role) {
+    return rate_limit{j.at(role).at("rate_per_s").get<double>(), j.at(role).at("burst").get<std::int64_t>()};
+  };
+  return {one("viewer"), one("member"), one("admin"), one("superadmin")};
+}
+
 json to_json_tree(const config& c) {
   auto limits = [](const resource_limits& l) {
     return json{{"cpus", l.cpus}, {"memory_mb", l.memory_mb}, {"pids", l.pids}};
@@ -70,7 +83,19 @@ json to_json_tree(const config& c) {
                {{"key_path", c.audit.key_path},
                 {"checkpoint_interval_s", c.audit.checkpoint_interval_s},
                 {"export_path", c.audit.export_path},
-                {"summary_interval_s", c.audit.summary_interval_s}}}};
+                {"summary_interval_s", c.audit.summary_interval_s}}},
+              {"guardrails",
+               {{"max_sandboxes", c.guardrails.max_sandboxes},
+                {"max_cpus", c.guardrails.max_cpus},
+                {"max_memory_mb", c.guardrails.max_memory_mb},
+                {"allowed_images", c.guardrails.allowed_images},
+                {"default_idle_timeout_s", c.guardrails.default_idle_timeout_s},
+                {"delete_grace_s", c.guardrails.delete_grace_s},
+                {"rate_limits", rate_limits_tree(c.guardrails.rate_limits)},
+                {"command_log_cap_bytes", c.guardrails.command_log_cap_bytes}}},
+              {"store",
+               {{"deleted_retention_s", c.store.deleted_retention_s},
+                {"maintenance_interval_s", c.store.maintenance_interval_s}}}};
 }
 
 constexpr const char* issuers_key = "oidc.issuers";
@@ -188,6 +213,18 @@ config from_json_tree(const json& j) {
   c.audit.checkpoint_interval_s = a.at("checkpoint_interval_s").get<int>();
   c.audit.export_path = a.at("export_path").get<std::string>();
   c.audit.summary_interval_s = a.at("summary_interval_s").get<int>();
+  const json& g = j.at("guardrails");
+  c.guardrails.max_sandboxes = g.at("max_sandboxes").get<int>();
+  c.guardrails.max_cpus = g.at("max_cpus").get<double>();
+  c.guardrails.max_memory_mb = g.at("max_memory_mb").get<std::int64_t>();
+  c.guardrails.allowed_images = g.at("allowed_images").get<std::vector<std::string>>();
+  c.guardrails.default_idle_timeout_s = g.at("default_idle_timeout_s").get<int>();
+  c.guardrails.delete_grace_s = g.at("delete_grace_s").get<int>();
+  c.guardrails.rate_limits = rate_limits_from(g.at("rate_limits"));
+  c.guardrails.command_log_cap_bytes = g.at("command_log_cap_bytes").get<std::uint64_t>();
+  const json& st = j.at("store");
+  c.store.deleted_retention_s = st.at("deleted_retention_s").get<std::int64_t>();
+  c.store.maintenance_interval_s = st.at("maintenance_interval_s").get<int>();
   return c;
 }
 
@@ -285,7 +322,40 @@ json* find_key(json& root, const std::string& dotted) {
   }
 }
 
+result<void> check_store(const store_config& s) {
+  // Ten years bounds the cutoff's arithmetic and is longer than any retention policy asks for.
+  constexpr std::int64_t max_retention_s = 10LL * 365 * 24 * 3600;
+  if (s.deleted_retention_s < 0 || s.deleted_retention_s > max_retention_s)
+    return make_error(errc::invalid_argument, "config: store.deleted_retention_s must be 0 (keep for ever) to " +
+                                                  std::to_string(max_retention_s) + " (10 years)");
+  if (s.maintenance_interval_s <= 0 || s.maintenance_interval_s > 24 * 3600)
+    return make_error(errc::invalid_argument, "config: store.maintenance_interval_s must be 1 to 86400");
+  return {};
+}
+
 bool is_role_name(const std::string& r) { return r == "admin" || r == "member" || r == "viewer"; }
+
+// The maxima are passed to every sandbox's agent as flags, which it checks: a value the agent
+// would refuse must fail here, not in every sandbox.
+result<void> check_rate_limits_and_maxima(const config& c) {
+  const auto& r = c.guardrails.rate_limits;
+  for (auto [role, l] : {std::pair{"viewer", r.viewer}, std::pair{"member", r.member}, std::pair{"admin", r.admin},
+                         std::pair{"superadmin", r.superadmin}}) {
+    const std::string where = std::string("config: guardrails.rate_limits.") + role;
+    if (!(l.rate_per_s >= 0 && l.rate_per_s <= 1e6) || l.burst < 0 || l.burst > 1'000'000'000)
+      return make_error(errc::invalid_argument, where + ": rate_per_s must be 0 to 1000000 and burst 0 to 1000000000");
+    if (l.rate_per_s > 0 && l.burst < 1)
+      return make_error(errc::invalid_argument, where + ".burst must be at least 1 when rate_per_s is set");
+  }
+  constexpr std::uint64_t agent_max_bytes = std::uint64_t{1} << 30;
+  if (c.guardrails.command_log_cap_bytes < 1 || c.guardrails.command_log_cap_bytes > agent_max_bytes)
+    return make_error(errc::invalid_argument, "config: guardrails.command_log_cap_bytes must be 1 to 1073741824");
+  if (c.output_cap_bytes > agent_max_bytes)
+    return make_error(errc::invalid_argument, "config: output_cap_bytes must be at most 1073741824");
+  if (c.exec_max_timeout_s > 2'000'000)
+    return make_error(errc::invalid_argument, "config: exec_max_timeout_s must be at most 2000000");
+  return {};
+}
 
 result<void> check_oidc(const oidc_config& o) {
   if (o.leeway_s < 0 || o.leeway_s > 600) return make_error(errc::invalid_argument, "config: oidc.leeway_s must be 0 to 600");
@@ -361,6 +431,10 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
   c.audit.key_path = fs::absolute(c.audit.key_path, ec).lexically_normal().string();
   if (c.audit.checkpoint_interval_s <= 0 || c.audit.summary_interval_s <= 0)
     return make_error(errc::invalid_argument, "config: audit intervals must be positive");
+  if (auto r = check_store(c.store); !r) return r;
+  if (c.guardrails.max_sandboxes < 0 || !(c.guardrails.max_cpus >= 0) || c.guardrails.max_memory_mb < 0 ||
+      c.guardrails.default_idle_timeout_s < 0 || c.guardrails.delete_grace_s < 0)
+    return make_error(errc::invalid_argument, "config: guardrails limits and times must not be negative");
   if (c.agent_path.empty()) {
     // In the build tree the agent sits in ../agent; installed, it sits beside sandfortd.
     fs::path beside = fs::path(executable_dir) / "sandfort-agent";
@@ -398,6 +472,7 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
     if (r.empty() || r.size() > 255 || r.find_first_of("/@ \t\r\n") != std::string::npos)
       return make_error(errc::invalid_argument, "config: images.allowed_registries entry '" + r +
                                                     "' must be a registry host[:port] or '*'");
+  if (auto r = check_rate_limits_and_maxima(c); !r) return r;
   return check_oidc(c.oidc);
 }
 

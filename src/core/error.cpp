@@ -15,6 +15,7 @@ std::string_view to_string(errc code) noexcept {
     case errc::internal: return "internal";
     case errc::unavailable: return "unavailable";
     case errc::idp_unavailable: return "idp_unavailable";
+    case errc::image_not_allowed: return "image_not_allowed";
   }
   return "internal";
 }
@@ -32,6 +33,7 @@ int http_status(errc code) noexcept {
     case errc::internal: return 500;
     case errc::unavailable: return 503;
     case errc::idp_unavailable: return 503;
+    case errc::image_not_allowed: return 403;
   }
   return 500;
 }

@@ -20,7 +20,9 @@ response empty_response(unsigned status) {
 response error_response(const error& e, const std::string& request_id) {
   nlohmann::json body = {
       {"error", {{"code", to_string(e.code)}, {"message", e.message}, {"request_id", request_id}}}};
-  return json_response(static_cast<unsigned>(http_status(e.code)), body);
+  auto res = json_response(static_cast<unsigned>(http_status(e.code)), body);
+  if (e.retry_after_s > 0) res.set(bhttp::field::retry_after, std::to_string(e.retry_after_s));
+  return res;
 }
 
 std::string percent_decode(std::string_view s) {

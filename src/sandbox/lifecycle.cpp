@@ -16,7 +16,8 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 service::service(asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
                  agent_connector& agent, const clock& clk)
-    : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), clock_(clk), journal_(db, clk) {}
+    : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), clock_(clk), journal_(db, clk),
+      activity_(clk) {}
 
 void service::notify(const std::string& sandbox_id) {
   auto it = waiters_.find(sandbox_id);
@@ -47,15 +48,22 @@ nlohmann::json service::spec_for_audit(const std::string& spec_json) {
 }
 
 result<void> service::set_state(store::sandbox_record& rec, const std::string& state, const std::string& message,
-                                const audit::actor& who, const std::string& action) {
+                                const audit::actor& who, const std::string& action,
+                                const std::optional<store::sandbox_deadline>& deadline) {
   rec.state = state;
   rec.error_message = message;
   rec.updated_at = format_time(clock_.now());
   auto r = journal_.record_change(
-      {rec.org_id}, who, [&] { return db_.update_sandbox(rec); },
+      {rec.org_id}, who,
+      [&]() -> result<void> {
+        if (auto u = db_.update_sandbox(rec); !u) return u;
+        if (deadline) return db_.set_sandbox_deadline(*deadline);
+        return state == "stopped" ? result<void>() : db_.clear_sandbox_deadline(rec.id);
+      },
       [&] {
         nlohmann::json details = {{"state", state}};
         if (!message.empty()) details["message"] = message;
+        if (deadline) details["delete_after"] = deadline->delete_after;
         return audit::record{action.empty() ? "sandbox.state" : action, rec.id, "ok", std::move(details)};
       });
   notify(rec.id);
@@ -69,12 +77,15 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // Reconciliation removes containers and marks rows it cannot account for: a sandbox created
   // while it sweeps could be taken for a leftover.
   if (!reconciled_) co_return make_error(errc::unavailable, "sandfortd is still reconciling with Docker; retry shortly");
+  const std::string image = req.snapshot.empty() ? cfg_.default_image : req.snapshot;
+  // Checked and inserted without a co_await between: no other create can slip in and overrun.
+  if (auto admitted = admit(org_id, *spec, image, {}, who); !admitted) co_return std::move(admitted).err();
   store::sandbox_record rec;
   rec.id = new_id("sbx-");
   rec.org_id = org_id;
   rec.name = req.name;
   rec.state = "creating";
-  rec.snapshot = req.snapshot.empty() ? cfg_.default_image : req.snapshot;
+  rec.snapshot = image;
   rec.spec_json = spec_to_json(*spec);
   auto now = clock_.now();
   rec.created_at = rec.updated_at = format_time(now);
@@ -144,7 +155,11 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
     co_return cancelled;
   }
   if (auto r = set_state(rec, "started"); !r) co_return r;
+  activity_.touch(rec.id);
   spdlog::info("sandbox {} started", rec.id);
+  // The kill switch went on while this one was being made: it stops like the others did.
+  if (auto g = db_.get_org_guardrails(rec.org_id); g && g->stopped_since)
+    co_return co_await halt(rec, "stopped by the organization's kill switch", audit::system_actor(), std::nullopt);
   co_return ok_t{};
 }
 
@@ -217,29 +232,15 @@ task<sandbox_view> service::get(const std::string& org_id, const std::string& id
 task<list_page> service::list(const std::string& org_id, const list_request& req) {
   store::sandbox_filter filter;
   filter.state = req.state;
+  filter.labels = req.labels;
   filter.after_id = req.cursor;
-  filter.limit = req.limit;
+  filter.limit = req.limit + 1;  // one row past the page says whether another page follows
+  // The store filters by state and labels in its query: one query per page, and pages are full.
+  auto rows = db_.list_sandboxes(org_id, filter);
+  if (!rows) co_return std::move(rows).err();
   list_page page;
-  // Label filters apply after the query, so pages may come back short; the cursor stays exact.
-  while (page.items.size() < req.limit) {
-    auto rows = db_.list_sandboxes(org_id, filter);
-    if (!rows) co_return std::move(rows).err();
-    for (const auto& r : *rows) {
-      filter.after_id = r.id;
-      auto view = view_of(r);
-      bool match = std::all_of(req.labels.begin(), req.labels.end(), [&](const auto& kv) {
-        auto it = view.spec.labels.find(kv.first);
-        return it != view.spec.labels.end() && it->second == kv.second;
-      });
-      if (match) page.items.push_back(std::move(view));
-      if (page.items.size() == req.limit) break;
-    }
-    if (rows->size() < filter.limit && (rows->empty() || filter.after_id == rows->back().id)) {
-      filter.after_id.clear();
-      break;
-    }
-  }
-  page.next_cursor = filter.after_id;
+  for (std::size_t i = 0; i < rows->size() && i < req.limit; ++i) page.items.push_back(view_of((*rows)[i]));
+  if (rows->size() > req.limit && !page.items.empty()) page.next_cursor = page.items.back().id;
   co_return page;
 }
 
@@ -249,13 +250,18 @@ task<sandbox_view> service::stop(const std::string& org_id, const std::string& i
   if (rec->state == "stopped") co_return view_of(*rec);
   if (rec->state != "started")
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be stopped");
-  auto marked = begin_operation(rec->id);  // its die event is ours (container_events.cpp)
-  if (auto r = co_await engine_.stop_container(rec->container_id, cfg_.stop_timeout_s); !r)
-    co_return std::move(r).err();
-  rec->address.clear();
-  if (auto r = set_state(*rec, "stopped", {}, who, "sandbox.stop"); !r) co_return std::move(r).err();
-  disconnect(rec->id);
+  if (auto r = co_await halt(*rec, {}, who, std::nullopt); !r) co_return std::move(r).err();
   co_return view_of(*rec);
+}
+
+task<void> service::halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
+                         const std::optional<store::sandbox_deadline>& deadline) {
+  auto marked = begin_operation(rec.id);  // its die event is ours (container_events.cpp)
+  if (auto r = co_await engine_.stop_container(rec.container_id, cfg_.stop_timeout_s); !r) co_return r;
+  rec.address.clear();
+  if (auto r = set_state(rec, "stopped", message, who, "sandbox.stop", deadline); !r) co_return r;
+  disconnect(rec.id);
+  co_return ok_t{};
 }
 
 task<sandbox_view> service::start(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
@@ -264,6 +270,17 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
   if (rec->state == "started") co_return view_of(*rec);
   if (rec->state != "stopped")
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be started");
+  if (starting_->contains(rec->id))
+    co_return make_error(errc::conflict, "sandbox " + rec->id + " is being started");
+  if (auto admitted = admit(org_id, spec_from_json(rec->spec_json), rec->snapshot, rec->id, who); !admitted)
+    co_return std::move(admitted).err();
+  starting_->insert(rec->id);
+  struct started_or_not {
+    std::shared_ptr<std::set<std::string>> set;
+    std::string id;
+    ~started_or_not() { set->erase(id); }
+  } in_flight{starting_, rec->id};
+  activity_.touch(rec->id);
   if (auto r = co_await start_and_wait(*rec); !r) {
     (void)set_state(*rec, "error", r.err().message);
     co_return std::move(r).err();
@@ -281,25 +298,9 @@ task<void> service::remove(const std::string& org_id, const std::string& id_or_n
   rec->address.clear();
   if (auto r = set_state(*rec, "deleted", {}, who, "sandbox.delete"); !r) co_return r;
   disconnect(rec->id);
+  activity_.forget(rec->id);
   spdlog::info("sandbox {} deleted", rec->id);
   co_return ok_t{};
-}
-
-asio::awaitable<int> service::reap_expired() {
-  auto rows = db_.list_live_sandboxes_all_orgs();
-  if (!rows) co_return 0;
-  int reaped = 0;
-  auto now = clock_.now();
-  for (auto& rec : *rows) {
-    time_point expires;
-    if (!rec.expires_at || !parse_time(*rec.expires_at, expires) || expires > now) continue;
-    if (rec.state == "creating" || rec.state == "pulling") continue;  // provisioning owns it for now
-    if (auto r = co_await remove(rec.org_id, rec.id); r) {
-      spdlog::info("sandbox {} reached its TTL and was deleted", rec.id);
-      ++reaped;
-    }
-  }
-  co_return reaped;
 }
 
 task<void> service::ready() {

@@ -134,6 +134,10 @@ task<sandbox_view> service::update(const std::string& org_id, const std::string&
     if (auto r = validate(probe); !r) co_return std::move(r).err();
     spec.labels = *req.labels;
   }
+  if (req.idle_timeout_s) {
+    if (auto r = check_idle_timeout(req.idle_timeout_s); !r) co_return std::move(r).err();
+    spec.idle_timeout_s = *req.idle_timeout_s;
+  }
   auto now = clock_.now();
   if (req.ttl_s) {
     if (*req.ttl_s <= 0 || *req.ttl_s > 30LL * 24 * 3600)

@@ -16,6 +16,7 @@ std::optional<proxy::sandbox_egress> egress_lookup::find(const std::string& sand
 std::optional<preview::preview_target> preview_lookup::find(const std::string& sandbox_id) {
   auto rec = db_.find_live_sandbox(sandbox_id);
   if (!rec) return std::nullopt;
+  if (activity_) activity_->touch(rec->id);  // a preview request is use (the idle timeout)
   return preview::preview_target{rec->id, rec->state, rec->address, spec_from_json(rec->spec_json).public_preview,
                                  rec->preview_key};
 }

@@ -95,6 +95,7 @@ result<sandbox_spec> service::validate(const create_request& req) const {
   if (auto r = validate_allowlist(req.egress_allowlist); !r) return std::move(r).err();
   if (req.ttl_s && (*req.ttl_s <= 0 || *req.ttl_s > 30LL * 24 * 3600))
     return bad("ttl_s must be between 1 and 2592000 (30 days)");
+  if (auto r = check_idle_timeout(req.idle_timeout_s); !r) return std::move(r).err();
   if (req.user.size() > 64 || req.user.find_first_of(" \t\n\"'") != std::string::npos)
     return bad("user must be a user name or uid[:gid] of at most 64 characters");
   if (!req.workdir.empty() && (req.workdir.front() != '/' || req.workdir.size() > 4096))
@@ -103,6 +104,7 @@ result<sandbox_spec> service::validate(const create_request& req) const {
   spec.labels = req.labels;
   spec.egress_allowlist = req.egress_allowlist;
   spec.ttl_s = req.ttl_s;
+  spec.idle_timeout_s = req.idle_timeout_s.value_or(cfg_.guardrails.default_idle_timeout_s);
   spec.user = req.user;
   spec.workdir = req.workdir;
   spec.public_preview = req.public_preview;
@@ -129,7 +131,12 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
   docker::container_spec c;
   c.name = new_container_name();
   c.image = rec.snapshot;
-  c.entrypoint = {"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock"};
+  // The server-side maxima go to the agent too, which applies them itself (sandfortd enforces them as well).
+  c.entrypoint = {"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock",
+                  "--max-timeout-s", std::to_string(cfg_.exec_max_timeout_s),
+                  "--default-timeout-s", std::to_string(cfg_.exec_default_timeout_s),
+                  "--output-cap", std::to_string(cfg_.output_cap_bytes),
+                  "--log-cap", std::to_string(cfg_.guardrails.command_log_cap_bytes)};
   for (const auto& [k, v] : spec.env) c.env.push_back(k + "=" + v);
   // Appended last: Docker keeps the last of duplicate names, so a caller cannot point a
   // sandbox at another proxy (it would have no route to it anyway).
@@ -170,7 +177,14 @@ std::string spec_to_json(const sandbox_spec& spec) {
             {"workdir", spec.workdir},
             {"public_preview", spec.public_preview}};
   if (spec.ttl_s) j["ttl_s"] = *spec.ttl_s;
+  if (spec.idle_timeout_s) j["idle_timeout_s"] = spec.idle_timeout_s;
   return j.dump();
+}
+
+result<void> check_idle_timeout(const std::optional<std::int64_t>& idle_timeout_s) {
+  if (idle_timeout_s && (*idle_timeout_s < 0 || *idle_timeout_s > 30LL * 24 * 3600))
+    return make_error(errc::invalid_argument, "idle_timeout_s must be between 0 (never) and 2592000 (30 days)");
+  return {};
 }
 
 sandbox_spec spec_from_json(const std::string& text) {
@@ -185,6 +199,7 @@ sandbox_spec spec_from_json(const std::string& text) {
   }
   spec.egress_allowlist = j.value("egress_allowlist", std::vector<std::string>{});
   if (j.contains("ttl_s")) spec.ttl_s = j["ttl_s"].get<std::int64_t>();
+  spec.idle_timeout_s = j.value("idle_timeout_s", std::int64_t{0});
   spec.user = j.value("user", "");
   spec.workdir = j.value("workdir", "");
   spec.public_preview = j.value("public_preview", false);

@@ -60,6 +60,8 @@ void summarize_once(summaries s) {
     spdlog::warn("audit: authentication failures not written yet: {}", written.err().message);
   if (auto written = s.egress.flush(); !written)
     spdlog::warn("audit: egress decisions not written yet: {}", written.err().message);
+  if (auto written = s.rate_limits.flush(); !written)
+    spdlog::warn("audit: rate-limit refusals not written yet: {}", written.err().message);
 }
 
 asio::awaitable<void> summarize_forever(summaries s, const audit_config& cfg, const bool& stopping) {

@@ -19,6 +19,7 @@
 
 #include "audit_verify.hpp"
 #include "checkpoint_loop.hpp"
+#include "history_loop.hpp"
 #include "logging.hpp"
 #include "sandfort/api/api.hpp"
 #include "sandfort/audit/journal.hpp"
@@ -174,7 +175,7 @@ asio::awaitable<void> reap_forever(sandbox::service& svc, bool& stopping) {
   while (!stopping) {
     timer.expires_after(std::chrono::seconds(5));
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (!stopping) co_await svc.reap_expired();
+    if (!stopping) co_await svc.reap();
   }
 }
 
@@ -235,6 +236,8 @@ int serve(const config_flags& f) {
   audit::journal journal(*db, clk);
   audit::failure_summary auth_failures(*db, journal, clk);
   audit::egress_summary egress_decisions(*db, journal, clk);
+  audit::rate_limit_summary rate_refusals(*db, journal, clk);
+  api::rate_limiter limiter(cfg.guardrails.rate_limits, clk);
   // After ioc: destroyed first, so that no read finishing at shutdown posts to a dead io_context.
   auto reader = api::background_reader::open(cfg.database, 4);
   if (!reader) throw std::runtime_error("store: " + reader.err().message);
@@ -250,15 +253,17 @@ int serve(const config_flags& f) {
   options.max_connections = static_cast<std::size_t>(cfg.max_connections);
   options.listener_name = "api";
   options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
-  http::server server(ioc, options, api::make_handler({cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, **reader}));
-  server.set_stream_selector(api::make_stream_selector({cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, **reader}));
+  const api::dependencies api_deps{cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, **reader,
+                                   limiter, rate_refusals};
+  http::server server(ioc, options, api::make_handler(api_deps));
+  server.set_stream_selector(api::make_stream_selector(api_deps));
 
   auto proxy_opts = egress_options(cfg);
   if (!proxy_opts) throw std::runtime_error(proxy_opts.err().message);
   sandbox::egress_lookup egress_directory(*db);
   proxy::system_resolver resolver;
   proxy::egress_proxy egress(ioc, *proxy_opts, egress_directory, resolver);
-  sandbox::preview_lookup preview_directory(*db);
+  sandbox::preview_lookup preview_directory(*db, &sandboxes.activity());
   preview::preview_options preview_opts;
   preview_opts.domain = cfg.preview.domain;
   preview_opts.max_connections = static_cast<std::size_t>(cfg.preview.max_connections);
@@ -333,7 +338,8 @@ int serve(const config_flags& f) {
   spdlog::info("preview listener on {} (port {}, *.{})", cfg.preview.listen, *preview_port, cfg.preview.domain);
   asio::co_spawn(ioc, reap_forever(sandboxes, stopping), asio::detached);
   asio::co_spawn(ioc, daemon::checkpoint_forever(*db, **reader, *audit_key, clk, cfg.audit, stopping), asio::detached);
-  const daemon::summaries counted{auth_failures, egress_decisions};
+  asio::co_spawn(ioc, daemon::keep_history_bounded(*db, clk, cfg.store, stopping), asio::detached);
+  const daemon::summaries counted{auth_failures, egress_decisions, rate_refusals};
   asio::co_spawn(ioc, daemon::summarize_forever(counted, cfg.audit, stopping), asio::detached);
 
   asio::signal_set signals(ioc, SIGTERM, SIGINT);

@@ -43,11 +43,14 @@ result<int> user_version(sqlite3* db) {
   return std::stoi(*v);
 }
 
+// Each connection's settings; docs/configuration.md ("Store") gives the reasons.
 result<void> configure(sqlite3* db) {
   auto mode = query_text(db, "PRAGMA journal_mode=WAL");
   if (!mode) return std::move(mode).err();
   if (*mode != "wal") return make_error(errc::internal, "journal_mode is '" + *mode + "', not 'wal'");
-  for (const char* pragma : {"PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA synchronous=NORMAL"}) {
+  for (const char* pragma : {"PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000", "PRAGMA synchronous=NORMAL",
+                             "PRAGMA cache_size=-16384", "PRAGMA temp_store=MEMORY", "PRAGMA wal_autocheckpoint=1000",
+                             "PRAGMA journal_size_limit=33554432"}) {
     if (auto r = exec(db, pragma); !r) return r;
   }
   return {};
@@ -93,6 +96,19 @@ result<void> migrate(sqlite3* db) {
 constexpr const char* sandbox_columns =
     "id, org_id, name, state, snapshot, spec_json, container_id, error_message, created_at, updated_at, "
     "expires_at, proxy_secret_sha256, preview_key, address";
+
+// The same, each prefixed "s." for queries that join another table.
+const std::string& sandbox_columns_of_s() {
+  static const std::string qualified = [] {
+    std::string out = "s.";
+    for (const char* c = sandbox_columns; *c != '\0'; ++c) {
+      out += *c;
+      if (*c == ' ') out += "s.";
+    }
+    return out;
+  }();
+  return qualified;
+}
 
 sandbox_record read_sandbox(const statement& st) {
   sandbox_record s;
@@ -210,6 +226,118 @@ std::string list_audit_events_sql(const audit_filter& f) {
   return q;
 }
 
+// --- the statements of a request's path (explain_request_paths() shows their plans) ---
+
+const std::string& api_key_by_hash_sql() {
+  static const std::string q = sql("SELECT ", key_columns, " FROM api_keys WHERE secret_sha256 = ?1");
+  return q;
+}
+const std::string& org_by_id_sql() {
+  static const std::string q = sql("SELECT ", org_columns, " FROM orgs WHERE id = ?1");
+  return q;
+}
+constexpr const char* touch_api_key_sql = "UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1";
+
+// get_sandbox is these two point lookups: `id = ?2 OR name = ?2` in one statement defeats
+// both indexes and reads every row the organization ever had.
+const std::string& sandbox_by_id_sql() {
+  static const std::string q =
+      sql("SELECT ", sandbox_columns, " FROM sandboxes WHERE id = ?2 AND org_id = ?1 AND state <> 'deleted'");
+  return q;
+}
+// `state <> 'deleted'` written out as in the partial index sandboxes_live_name, so it applies.
+const std::string& sandbox_by_name_sql() {
+  static const std::string q =
+      sql("SELECT ", sandbox_columns, " FROM sandboxes WHERE org_id = ?1 AND name = ?2 AND state <> 'deleted'");
+  return q;
+}
+const std::string& live_sandbox_by_id_sql() {
+  static const std::string q = sql("SELECT ", sandbox_columns, " FROM sandboxes WHERE id = ?1 AND state <> 'deleted'");
+  return q;
+}
+constexpr const char* update_sandbox_sql =
+    "UPDATE sandboxes SET state = ?3, container_id = ?4, error_message = ?5, updated_at = ?6, address = ?7 "
+    "WHERE org_id = ?1 AND id = ?2 AND state <> 'deleted'";
+constexpr const char* update_sandbox_spec_sql =
+    "UPDATE sandboxes SET spec_json = ?3, expires_at = ?4, updated_at = ?5 "
+    "WHERE org_id = ?1 AND id = ?2 AND state <> 'deleted'";
+// What an organization's quotas count, on every create.
+const std::string& live_sandboxes_of_org_sql() {
+  static const std::string q = sql("SELECT ", sandbox_columns,
+                                   " FROM sandboxes INDEXED BY sandboxes_live_by_org WHERE org_id = ?1 "
+                                   "AND state <> 'deleted' ORDER BY id");
+  return q;
+}
+const std::string& live_sandboxes_all_orgs_sql() {
+  static const std::string q = sql("SELECT ", sandbox_columns,
+                                   " FROM sandboxes INDEXED BY sandboxes_live_by_org WHERE state <> 'deleted' ORDER BY id");
+  return q;
+}
+constexpr const char* audit_head_sql = "SELECT seq, hash FROM audit_events WHERE org_id = ?1 ORDER BY seq DESC LIMIT 1";
+
+constexpr std::size_t max_label_filters = 64;
+
+// Parameters: ?1 org, ?2 state, ?3 cursor, ?4 limit, then each label's key and value from ?5 on.
+// Indexes are named, not left to the planner, so a page reads what sandbox_filter promises:
+// live rows come from the partial indexes of live rows, and only a list of deleted sandboxes
+// reads deleted ones (matching their labels in spec_json: they have none in sandbox_labels).
+std::string list_sandboxes_sql(const sandbox_filter& f) {
+  auto key = [](std::size_t i) { return "?" + std::to_string(5 + 2 * i); };
+  auto value = [](std::size_t i) { return "?" + std::to_string(6 + 2 * i); };
+  std::string q = "SELECT " + sandbox_columns_of_s();
+  if (f.state == "deleted") {
+    q += " FROM sandboxes AS s INDEXED BY sandboxes_by_org WHERE s.org_id = ?1 AND s.state = 'deleted' AND s.id > ?3";
+    for (std::size_t i = 0; i < f.labels.size(); ++i)
+      q += " AND EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(s.spec_json) THEN s.spec_json ELSE '{}' END, "
+           "'$.labels') AS j WHERE j.type = 'text' AND j.key = " + key(i) + " AND j.value = " + value(i) + ")";
+    return q + " ORDER BY s.id LIMIT ?4";
+  }
+  const std::string state = f.state.empty() ? "" : " AND s.state = ?2";
+  if (f.labels.empty())
+    return q + " FROM sandboxes AS s INDEXED BY sandboxes_live_by_org WHERE s.org_id = ?1 AND s.state <> 'deleted'" +
+           state + " AND s.id > ?3 ORDER BY s.id LIMIT ?4";
+  // The first label's index gives the page in id order; the others are checked by primary key.
+  q += " FROM sandbox_labels AS l INDEXED BY sandbox_labels_by_value CROSS JOIN sandboxes AS s"
+       " WHERE l.org_id = ?1 AND l.key = ?5 AND l.value = ?6 AND l.sandbox_id > ?3"
+       " AND s.id = l.sandbox_id AND s.state <> 'deleted'" + state;
+  for (std::size_t i = 1; i < f.labels.size(); ++i)
+    q += " AND EXISTS (SELECT 1 FROM sandbox_labels AS m WHERE m.sandbox_id = l.sandbox_id AND m.key = " + key(i) +
+         " AND m.value = " + value(i) + ")";
+  return q + " ORDER BY l.sandbox_id LIMIT ?4";
+}
+
+constexpr const char* prune_deleted_sql =
+    "DELETE FROM sandboxes WHERE id IN (SELECT id FROM sandboxes INDEXED BY sandboxes_deleted_at "
+    "WHERE state = 'deleted' AND updated_at < ?1 ORDER BY updated_at LIMIT ?2)";
+
+// Every statement explain_request_paths() shows, by what it is for.
+std::vector<std::pair<std::string, std::string>> request_path_statements() {
+  auto list = [](std::string state, std::vector<std::pair<std::string, std::string>> labels) {
+    sandbox_filter f;
+    f.state = std::move(state);
+    f.labels = std::move(labels);
+    return list_sandboxes_sql(f);
+  };
+  return {
+      {"api key by hash", api_key_by_hash_sql()},
+      {"organization by id", org_by_id_sql()},
+      {"api key use", touch_api_key_sql},
+      {"sandbox by id", sandbox_by_id_sql()},
+      {"sandbox by name", sandbox_by_name_sql()},
+      {"live sandbox by id (egress proxy, preview router)", live_sandbox_by_id_sql()},
+      {"sandbox update", update_sandbox_sql},
+      {"sandbox spec update", update_sandbox_spec_sql},
+      {"list", list("", {})},
+      {"list by state", list("started", {})},
+      {"list by label", list("", {{"k", "v"}})},
+      {"list by two labels", list("", {{"k", "v"}, {"k2", "v2"}})},
+      {"list by state and label", list("started", {{"k", "v"}})},
+      {"live sandboxes of an organization (quotas)", live_sandboxes_of_org_sql()},
+      {"live sandboxes of all organizations (reaper)", live_sandboxes_all_orgs_sql()},
+      {"audit chain head", audit_head_sql},
+  };
+}
+
 // Appends the distinct org ids of `table` in order, seeking to the next one each time instead of
 // reading every row. An id that does not sort after the previous one (not text: the file was
 // edited) would repeat forever, so it ends the walk with an error.
@@ -262,9 +390,18 @@ result<std::unique_ptr<database>> database::open(const std::string& path) {
   return db;
 }
 
-database::database(sqlite3* db) : db_(db) {}
+// Enough for every fixed statement and the usual list shapes; rarer shapes are compiled per use.
+constexpr std::size_t statement_cache_capacity = 128;
 
-database::~database() { sqlite3_close_v2(db_); }
+database::database(sqlite3* db)
+    : db_(db), statements_(std::make_unique<detail::statement_cache>(db, stats_, statement_cache_capacity)) {}
+
+database::~database() {
+  statements_.reset();  // finalized before the connection closes
+  sqlite3_close_v2(db_);
+}
+
+result<statement> database::prepare(std::string_view sql) { return statements_->get(sql); }
 
 int database::schema_version() const {
   auto v = user_version(db_);
@@ -280,7 +417,7 @@ result<void> database::ping() {
 // --- organizations ---
 
 result<org> database::create_org(const std::string& name, bool superadmin, const std::string& created_at) {
-  auto st = statement::prepare(db_, "INSERT INTO orgs (id, name, superadmin, created_at) VALUES (?1, ?2, ?3, ?4)");
+  auto st = prepare("INSERT INTO orgs (id, name, superadmin, created_at) VALUES (?1, ?2, ?3, ?4)");
   if (!st) return std::move(st).err();
   org o{new_id("org-"), name, superadmin, created_at, "active", std::nullopt};
   st->bind(1, o.id);
@@ -295,21 +432,21 @@ result<org> database::create_org(const std::string& name, bool superadmin, const
 }
 
 result<org> database::get_org(const std::string& id) {
-  auto st = statement::prepare(db_, sql("SELECT ", org_columns, " FROM orgs WHERE id = ?1"));
+  auto st = prepare(org_by_id_sql());
   if (!st) return std::move(st).err();
   st->bind(1, id);
   return one<org>(*st, read_org, "organization " + id + " not found");
 }
 
 result<org> database::find_org_by_name(const std::string& name) {
-  auto st = statement::prepare(db_, sql("SELECT ", org_columns, " FROM orgs WHERE name = ?1"));
+  auto st = prepare(sql("SELECT ", org_columns, " FROM orgs WHERE name = ?1"));
   if (!st) return std::move(st).err();
   st->bind(1, name);
   return one<org>(*st, read_org, "organization '" + name + "' not found");
 }
 
 result<std::vector<org>> database::list_orgs() {
-  auto st = statement::prepare(db_, sql("SELECT ", org_columns, " FROM orgs WHERE state <> 'deleted' ORDER BY name"));
+  auto st = prepare(sql("SELECT ", org_columns, " FROM orgs WHERE state <> 'deleted' ORDER BY name"));
   if (!st) return std::move(st).err();
   return collect<org>(*st, read_org);
 }
@@ -320,7 +457,7 @@ result<void> database::set_org_state(const std::string& id, const std::string& s
   if (!current) return std::move(current).err();
   if (std::find(from.begin(), from.end(), current->state) == from.end())
     return make_error(errc::conflict, "organization " + id + " is " + current->state);
-  auto st = statement::prepare(db_, "UPDATE orgs SET state = ?2, state_changed_at = ?3 WHERE id = ?1 AND state = ?4");
+  auto st = prepare("UPDATE orgs SET state = ?2, state_changed_at = ?3 WHERE id = ?1 AND state = ?4");
   if (!st) return std::move(st).err();
   st->bind(1, id);
   st->bind(2, state);
@@ -332,7 +469,7 @@ result<void> database::set_org_state(const std::string& id, const std::string& s
 }
 
 result<int> database::revoke_org_keys(const std::string& org_id, const std::string& revoked_at) {
-  auto st = statement::prepare(db_, "UPDATE api_keys SET revoked_at = ?2 WHERE org_id = ?1 AND revoked_at IS NULL");
+  auto st = prepare("UPDATE api_keys SET revoked_at = ?2 WHERE org_id = ?1 AND revoked_at IS NULL");
   if (!st) return std::move(st).err();
   st->bind(1, org_id);
   st->bind(2, revoked_at);
@@ -343,7 +480,7 @@ result<int> database::revoke_org_keys(const std::string& org_id, const std::stri
 // --- API keys ---
 
 result<void> database::insert_api_key(const api_key& key, const std::string& secret_sha256_hex) {
-  auto st = statement::prepare(db_,
+  auto st = prepare(
                                "INSERT INTO api_keys (id, org_id, name, role, secret_sha256, created_at, expires_at) "
                                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   if (!st) return std::move(st).err();
@@ -363,14 +500,14 @@ result<void> database::insert_api_key(const api_key& key, const std::string& sec
 }
 
 result<api_key> database::find_api_key_by_hash(const std::string& secret_sha256_hex) {
-  auto st = statement::prepare(db_, sql("SELECT ", key_columns, " FROM api_keys WHERE secret_sha256 = ?1"));
+  auto st = prepare(api_key_by_hash_sql());
   if (!st) return std::move(st).err();
   st->bind(1, secret_sha256_hex);
   return one<api_key>(*st, read_key, "API key not found");
 }
 
 result<std::vector<api_key>> database::list_api_keys(const std::string& org_id) {
-  auto st = statement::prepare(db_, sql("SELECT ", key_columns, " FROM api_keys WHERE org_id = ?1 ORDER BY id"));
+  auto st = prepare(sql("SELECT ", key_columns, " FROM api_keys WHERE org_id = ?1 ORDER BY id"));
   if (!st) return std::move(st).err();
   st->bind(1, org_id);
   return collect<api_key>(*st, read_key);
@@ -378,8 +515,8 @@ result<std::vector<api_key>> database::list_api_keys(const std::string& org_id) 
 
 result<void> database::revoke_api_key(const std::string& org_id, const std::string& key_id,
                                       const std::string& revoked_at) {
-  auto st = statement::prepare(
-      db_, "UPDATE api_keys SET revoked_at = ?3 WHERE org_id = ?1 AND id = ?2 AND revoked_at IS NULL");
+  auto st = prepare(
+      "UPDATE api_keys SET revoked_at = ?3 WHERE org_id = ?1 AND id = ?2 AND revoked_at IS NULL");
   if (!st) return std::move(st).err();
   st->bind(1, org_id);
   st->bind(2, key_id);
@@ -390,7 +527,7 @@ result<void> database::revoke_api_key(const std::string& org_id, const std::stri
 }
 
 result<void> database::touch_api_key(const std::string& key_id, const std::string& used_at) {
-  auto st = statement::prepare(db_, "UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1");
+  auto st = prepare(touch_api_key_sql);
   if (!st) return std::move(st).err();
   st->bind(1, key_id);
   st->bind(2, used_at);
@@ -400,7 +537,7 @@ result<void> database::touch_api_key(const std::string& key_id, const std::strin
 // --- sandboxes ---
 
 result<void> database::insert_sandbox(const sandbox_record& s) {
-  auto st = statement::prepare(db_, sql("INSERT INTO sandboxes (", sandbox_columns,
+  auto st = prepare(sql("INSERT INTO sandboxes (", sandbox_columns,
                                         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"));
   if (!st) return std::move(st).err();
   st->bind(1, s.id);
@@ -431,35 +568,39 @@ result<void> database::insert_sandbox(const sandbox_record& s) {
 }
 
 result<sandbox_record> database::get_sandbox(const std::string& org_id, const std::string& id_or_name) {
-  // An id wins over a name that happens to look like one.
-  auto st = statement::prepare(db_, sql("SELECT ", sandbox_columns,
-                                        " FROM sandboxes WHERE org_id = ?1 AND (id = ?2 OR name = ?2) "
-                                        "AND state <> 'deleted' ORDER BY id = ?2 DESC LIMIT 1"));
-  if (!st) return std::move(st).err();
-  st->bind(1, org_id);
-  st->bind(2, id_or_name);
-  return one<sandbox_record>(*st, read_sandbox, "sandbox " + id_or_name + " not found");
+  for (const std::string* q : {&sandbox_by_id_sql(), &sandbox_by_name_sql()}) {
+    auto st = prepare(*q);
+    if (!st) return std::move(st).err();
+    st->bind(1, org_id);
+    st->bind(2, id_or_name);
+    auto row = st->step();
+    if (!row) return std::move(row).err();
+    if (*row) return read_sandbox(*st);
+  }
+  return make_error(errc::not_found, "sandbox " + id_or_name + " not found");
 }
 
 result<std::vector<sandbox_record>> database::list_sandboxes(const std::string& org_id,
                                                              const sandbox_filter& filter) {
-  auto st = statement::prepare(db_, sql("SELECT ", sandbox_columns,
-                                        " FROM sandboxes WHERE org_id = ?1 "
-                                        "AND (CASE WHEN ?2 = '' THEN state <> 'deleted' ELSE state = ?2 END) "
-                                        "AND id > ?3 ORDER BY id LIMIT ?4"));
+  if (filter.labels.size() > max_label_filters)
+    return make_error(errc::invalid_argument,
+                      "at most " + std::to_string(max_label_filters) + " label filters, not " +
+                          std::to_string(filter.labels.size()));
+  auto st = prepare(list_sandboxes_sql(filter));
   if (!st) return std::move(st).err();
-  constexpr auto max_limit = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
   st->bind(1, org_id);
   st->bind(2, filter.state);
   st->bind(3, filter.after_id);
-  st->bind(4, static_cast<std::int64_t>(std::min(filter.limit, max_limit)));
+  st->bind(4, sql_limit(filter.limit));
+  for (std::size_t i = 0; i < filter.labels.size(); ++i) {
+    st->bind(static_cast<int>(5 + 2 * i), filter.labels[i].first);
+    st->bind(static_cast<int>(6 + 2 * i), filter.labels[i].second);
+  }
   return collect<sandbox_record>(*st, read_sandbox);
 }
 
 result<void> database::update_sandbox(const sandbox_record& s) {
-  auto st = statement::prepare(db_,
-                               "UPDATE sandboxes SET state = ?3, container_id = ?4, error_message = ?5, "
-                               "updated_at = ?6, address = ?7 WHERE org_id = ?1 AND id = ?2 AND state <> 'deleted'");
+  auto st = prepare(update_sandbox_sql);
   if (!st) return std::move(st).err();
   st->bind(1, s.org_id);
   st->bind(2, s.id);
@@ -474,9 +615,7 @@ result<void> database::update_sandbox(const sandbox_record& s) {
 }
 
 result<void> database::update_sandbox_spec(const sandbox_record& s) {
-  auto st = statement::prepare(db_,
-                               "UPDATE sandboxes SET spec_json = ?3, expires_at = ?4, updated_at = ?5 "
-                               "WHERE org_id = ?1 AND id = ?2 AND state <> 'deleted'");
+  auto st = prepare(update_sandbox_spec_sql);
   if (!st) return std::move(st).err();
   st->bind(1, s.org_id);
   st->bind(2, s.id);
@@ -489,16 +628,61 @@ result<void> database::update_sandbox_spec(const sandbox_record& s) {
 }
 
 result<sandbox_record> database::find_live_sandbox(const std::string& id) {
-  auto st = statement::prepare(db_, sql("SELECT ", sandbox_columns, " FROM sandboxes WHERE id = ?1 AND state <> 'deleted'"));
+  auto st = prepare(live_sandbox_by_id_sql());
   if (!st) return std::move(st).err();
   st->bind(1, id);
   return one<sandbox_record>(*st, read_sandbox, "sandbox " + id + " not found");
 }
 
+result<std::vector<sandbox_record>> database::list_live_sandboxes(const std::string& org_id) {
+  auto st = prepare(live_sandboxes_of_org_sql());
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  return collect<sandbox_record>(*st, read_sandbox);
+}
+
 result<std::vector<sandbox_record>> database::list_live_sandboxes_all_orgs() {
-  auto st = statement::prepare(db_, sql("SELECT ", sandbox_columns, " FROM sandboxes WHERE state <> 'deleted' ORDER BY id"));
+  auto st = prepare(live_sandboxes_all_orgs_sql());
   if (!st) return std::move(st).err();
   return collect<sandbox_record>(*st, read_sandbox);
+}
+
+// --- keeping history bounded ---
+
+result<std::size_t> database::prune_deleted_sandboxes(const std::string& deleted_before, std::size_t batch) {
+  auto st = prepare(prune_deleted_sql);
+  if (!st) return std::move(st).err();
+  st->bind(1, deleted_before);
+  st->bind(2, sql_limit(batch));
+  if (auto r = st->run(); !r) return std::move(r).err();
+  return static_cast<std::size_t>(sqlite3_changes(db_));
+}
+
+result<wal_checkpoint> database::checkpoint_wal() {
+  wal_checkpoint out;
+  int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &out.log_frames,
+                                     &out.checkpointed_frames);
+  if (rc == SQLITE_BUSY) out.busy = true;
+  else if (rc != SQLITE_OK) return detail::sqlite_error(db_, "wal checkpoint");
+  return out;
+}
+
+// --- for tests and benchmarks ---
+
+result<std::vector<std::string>> database::explain(const std::string& sql_text) {
+  auto st = statement::prepare(db_, "EXPLAIN QUERY PLAN " + sql_text);
+  if (!st) return std::move(st).err();
+  return collect<std::string>(*st, [](const statement& row) { return row.column_text(3); });
+}
+
+result<std::vector<statement_plan>> database::explain_request_paths() {
+  std::vector<statement_plan> out;
+  for (auto& [name, text] : request_path_statements()) {
+    auto steps = explain(text);
+    if (!steps) return make_error(steps.err().code, name + ": " + steps.err().message);
+    out.push_back({name, std::move(*steps)});
+  }
+  return out;
 }
 
 // --- transactions ---
@@ -519,7 +703,7 @@ result<void> transaction::commit() {
 
 result<transaction> database::begin() {
   if (in_transaction_) return make_error(errc::internal, "a transaction is already open on this connection");
-  auto st = statement::prepare(db_, "BEGIN IMMEDIATE");
+  auto st = prepare("BEGIN IMMEDIATE");
   if (!st) return std::move(st).err();
   if (auto r = st->run(); !r) return std::move(r).err();
   in_transaction_ = true;
@@ -534,7 +718,7 @@ result<void> database::end_transaction(bool commit) {
     if (commit) return make_error(errc::internal, "the transaction was rolled back after an earlier error");
     return {};
   }
-  auto st = statement::prepare(db_, commit ? "COMMIT" : "ROLLBACK");
+  auto st = prepare(commit ? "COMMIT" : "ROLLBACK");
   auto r = st ? st->run() : result<void>(std::move(st).err());
   // A failed ROLLBACK is not retried: nothing better is left to do than to report it.
   if (r || !commit) in_transaction_ = false;
@@ -544,7 +728,7 @@ result<void> database::end_transaction(bool commit) {
 // --- audit chain ---
 
 result<audit_head> database::audit_head_of(const std::string& org_id) {
-  auto st = statement::prepare(db_, "SELECT seq, hash FROM audit_events WHERE org_id = ?1 ORDER BY seq DESC LIMIT 1");
+  auto st = prepare(audit_head_sql);
   if (!st) return std::move(st).err();
   st->bind(1, org_id);
   auto row = st->step();
@@ -555,7 +739,7 @@ result<audit_head> database::audit_head_of(const std::string& org_id) {
 
 result<void> database::insert_audit_event(const audit_event& e) {
   if (e.seq < 1) return make_error(errc::invalid_argument, "audit seq must be at least 1, not " + std::to_string(e.seq));
-  auto st = statement::prepare(db_, sql("INSERT INTO audit_events (", audit_event_columns,
+  auto st = prepare(sql("INSERT INTO audit_events (", audit_event_columns,
                                         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"));
   if (!st) return std::move(st).err();
   st->bind(1, e.org_id);
@@ -580,7 +764,7 @@ result<void> database::insert_audit_event(const audit_event& e) {
 }
 
 result<std::vector<audit_event>> database::list_audit_events(const std::string& org_id, const audit_filter& f) {
-  auto st = statement::prepare(db_, list_audit_events_sql(f));
+  auto st = prepare(list_audit_events_sql(f));
   if (!st) return std::move(st).err();
   st->bind(1, org_id);
   st->bind(2, f.after_seq);
@@ -595,8 +779,8 @@ result<std::vector<audit_event>> database::list_audit_events(const std::string& 
 
 result<void> database::scan_audit_events(const std::string& org_id, std::int64_t from_seq,
                                          const std::function<bool(const audit_event&)>& each) {
-  auto st = statement::prepare(
-      db_, sql("SELECT ", audit_event_columns, " FROM audit_events WHERE org_id = ?1 AND seq >= ?2 ORDER BY seq"));
+  auto st = prepare(
+      sql("SELECT ", audit_event_columns, " FROM audit_events WHERE org_id = ?1 AND seq >= ?2 ORDER BY seq"));
   if (!st) return std::move(st).err();
   st->bind(1, org_id);
   st->bind(2, from_seq);
@@ -617,7 +801,7 @@ result<std::vector<std::string>> database::audit_org_ids() {
 }
 
 result<void> database::insert_audit_checkpoint(const audit_checkpoint& c) {
-  auto st = statement::prepare(db_, sql("INSERT INTO audit_checkpoints (", checkpoint_columns,
+  auto st = prepare(sql("INSERT INTO audit_checkpoints (", checkpoint_columns,
                                         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
   if (!st) return std::move(st).err();
   st->bind(1, c.org_id);
@@ -636,8 +820,8 @@ result<void> database::insert_audit_checkpoint(const audit_checkpoint& c) {
 }
 
 result<std::optional<audit_checkpoint>> database::latest_audit_checkpoint(const std::string& org_id) {
-  auto st = statement::prepare(
-      db_, sql("SELECT ", checkpoint_columns, " FROM audit_checkpoints WHERE org_id = ?1 ORDER BY seq DESC LIMIT 1"));
+  auto st = prepare(
+      sql("SELECT ", checkpoint_columns, " FROM audit_checkpoints WHERE org_id = ?1 ORDER BY seq DESC LIMIT 1"));
   if (!st) return std::move(st).err();
   st->bind(1, org_id);
   auto row = st->step();
@@ -648,7 +832,7 @@ result<std::optional<audit_checkpoint>> database::latest_audit_checkpoint(const 
 
 result<std::vector<audit_checkpoint>> database::list_audit_checkpoints(const std::string& org_id,
                                                                        std::int64_t after_seq, std::size_t limit) {
-  auto st = statement::prepare(db_, sql("SELECT ", checkpoint_columns,
+  auto st = prepare(sql("SELECT ", checkpoint_columns,
                                         " FROM audit_checkpoints WHERE org_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"));
   if (!st) return std::move(st).err();
   st->bind(1, org_id);

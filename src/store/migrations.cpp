@@ -106,6 +106,88 @@ CREATE TABLE audit_checkpoints (
 ) WITHOUT ROWID;
 )sql";
 
+// Guardrails (docs/guardrails.md): an organization's own limits (NULL: the configured default)
+// and its kill switch; and when a sandbox a guardrail stopped (TTL, idle) is to be deleted.
+constexpr const char* v5_sql = R"sql(
+CREATE TABLE org_guardrails (
+  org_id                TEXT PRIMARY KEY REFERENCES orgs(id),
+  max_sandboxes         INTEGER,
+  max_millicpus         INTEGER,
+  max_memory_mb         INTEGER,
+  allowed_images        TEXT,
+  stopped_since         TEXT,
+  stopped_by_superadmin INTEGER NOT NULL DEFAULT 0,
+  updated_at            TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE sandbox_deadlines (
+  sandbox_id   TEXT PRIMARY KEY REFERENCES sandboxes(id),
+  org_id       TEXT NOT NULL,
+  delete_after TEXT NOT NULL,
+  reason       TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX sandbox_deadlines_by_time ON sandbox_deadlines (delete_after);
+)sql";
+
+// History: a deleted sandbox's row stays until pruned (store.deleted_retention_s), so nothing a
+// request does may walk deleted rows. Live rows get their own partial indexes (lists, the reaper,
+// by name: sandboxes_live_name above); deleted ones an index by deletion time (a deleted row is
+// final, so updated_at is when it was deleted) for pruning oldest first.
+// Labels: the `labels` object of spec_json, one row per label of each live sandbox, kept by
+// triggers in the statement that writes the sandbox row (so a row and its labels never disagree,
+// whoever writes it). A sandbox's labels go when it is deleted: the table holds live sandboxes
+// only, and a label search reads only matching live sandboxes. No foreign key: the triggers are
+// the only writers, and a key would cost a lookup per label and per pruned row.
+constexpr const char* v6_sql = R"sql(
+CREATE INDEX sandboxes_live_by_org ON sandboxes (org_id, id) WHERE state <> 'deleted';
+CREATE INDEX sandboxes_deleted_at ON sandboxes (updated_at) WHERE state = 'deleted';
+
+CREATE TABLE sandbox_labels (
+  sandbox_id TEXT NOT NULL,
+  key        TEXT NOT NULL,
+  value      TEXT NOT NULL,
+  org_id     TEXT NOT NULL,
+  PRIMARY KEY (sandbox_id, key)
+) WITHOUT ROWID;
+CREATE INDEX sandbox_labels_by_value ON sandbox_labels (org_id, key, value, sandbox_id);
+
+CREATE TRIGGER sandbox_labels_on_insert AFTER INSERT ON sandboxes WHEN new.state <> 'deleted'
+BEGIN
+  INSERT OR REPLACE INTO sandbox_labels (sandbox_id, key, value, org_id)
+    SELECT new.id, j.key, j.value, new.org_id
+    FROM json_each(CASE WHEN json_valid(new.spec_json) THEN new.spec_json ELSE '{}' END, '$.labels') AS j
+    WHERE j.type = 'text' AND typeof(j.key) = 'text';
+END;
+
+CREATE TRIGGER sandbox_labels_on_update AFTER UPDATE OF spec_json, state ON sandboxes
+  WHEN old.spec_json IS NOT new.spec_json OR (old.state = 'deleted') <> (new.state = 'deleted')
+BEGIN
+  DELETE FROM sandbox_labels WHERE sandbox_id = old.id;
+  INSERT OR REPLACE INTO sandbox_labels (sandbox_id, key, value, org_id)
+    SELECT new.id, j.key, j.value, new.org_id
+    FROM json_each(CASE WHEN json_valid(new.spec_json) THEN new.spec_json ELSE '{}' END, '$.labels') AS j
+    WHERE new.state <> 'deleted' AND j.type = 'text' AND typeof(j.key) = 'text';
+END;
+
+-- A deleted row has no labels left: pruning costs no lookup here.
+CREATE TRIGGER sandbox_labels_on_delete AFTER DELETE ON sandboxes WHEN old.state <> 'deleted'
+BEGIN
+  DELETE FROM sandbox_labels WHERE sandbox_id = old.id;
+END;
+
+-- A deadline left behind by a deleted sandbox goes with its row (it would block the delete).
+CREATE TRIGGER sandbox_deadlines_on_delete AFTER DELETE ON sandboxes
+BEGIN
+  DELETE FROM sandbox_deadlines WHERE sandbox_id = old.id;
+END;
+
+INSERT OR REPLACE INTO sandbox_labels (sandbox_id, key, value, org_id)
+  SELECT s.id, j.key, j.value, s.org_id
+  FROM sandboxes AS s INDEXED BY sandboxes_live_by_org,
+       json_each(CASE WHEN json_valid(s.spec_json) THEN s.spec_json ELSE '{}' END, '$.labels') AS j
+  WHERE s.state <> 'deleted' AND j.type = 'text' AND typeof(j.key) = 'text';
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -121,6 +203,8 @@ const std::vector<migration>& migrations() {
       {2, v2_sql},
       {3, v3_sql},
       {4, v4_sql},
+      {5, v5_sql},
+      {6, v6_sql},
   };
   return all;
 }

@@ -1,15 +1,20 @@
 #pragma once
-// A prepared SQLite statement that finalizes itself. Binding errors are remembered and reported
-// by the next step(), so call sites read as a straight sequence of binds.
+// A prepared SQLite statement that finalizes itself, or, when it came from a connection's
+// statement_cache, goes back to it reset. Binding errors are remembered and reported by the next
+// step(), so call sites read as a straight sequence of binds.
 
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 
 #include "sandfort/core/error.hpp"
+#include "sandfort/store/database.hpp"
 
 namespace sandfort::store::detail {
 
@@ -35,24 +40,33 @@ inline error classify_step_error(sqlite3* db) {
   }
 }
 
+// Compiles sql; `flags` as for sqlite3_prepare_v3.
+inline result<sqlite3_stmt*> compile(sqlite3* db, std::string_view sql, unsigned flags) {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), flags, &raw, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(raw);
+    return sqlite_error(db, "sqlite prepare");
+  }
+  return raw;
+}
+
 class statement {
  public:
-  static result<statement> prepare(sqlite3* db, std::string_view sql) {
-    sqlite3_stmt* raw = nullptr;
-    if (sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &raw, nullptr) != SQLITE_OK) {
-      sqlite3_finalize(raw);
-      return sqlite_error(db, "sqlite prepare");
-    }
-    return statement(db, raw);
+  // A statement of its own, finalized when done; its work is added to `stats` when given.
+  static result<statement> prepare(sqlite3* db, std::string_view sql, statement_stats* stats = nullptr) {
+    auto raw = compile(db, sql, 0);
+    if (!raw) return std::move(raw).err();
+    if (stats != nullptr) ++stats->prepared;
+    return statement(db, *raw, stats, nullptr);
   }
 
-  statement(statement&& other) noexcept : db_(other.db_), stmt_(other.stmt_), bind_rc_(other.bind_rc_) {
-    other.stmt_ = nullptr;
-  }
+  statement(statement&& other) noexcept
+      : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)), stats_(other.stats_), lent_(other.lent_),
+        bind_rc_(other.bind_rc_) {}
   statement& operator=(statement&&) = delete;
   statement(const statement&) = delete;
   statement& operator=(const statement&) = delete;
-  ~statement() { sqlite3_finalize(stmt_); }
+  ~statement() { release(); }
 
   // Indexes start at 1, as in SQLite.
   void bind(int index, std::string_view text) {
@@ -106,14 +120,90 @@ class statement {
   }
 
  private:
-  statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  friend class statement_cache;
+  // lent: the cache's in-use flag of a cached statement, cleared when this one is done with it.
+  statement(sqlite3* db, sqlite3_stmt* stmt, statement_stats* stats, bool* lent)
+      : db_(db), stmt_(stmt), stats_(stats), lent_(lent) {}
   void note(int rc) {
     if (bind_rc_ == SQLITE_OK) bind_rc_ = rc;
+  }
+  // Counted after the reset or before the finalize that reports the run to a profile callback
+  // (sqlite3_trace_v2), which then sees this run's counters.
+  void count_work(int reset) {
+    if (stats_ == nullptr) return;
+    stats_->vm_steps += static_cast<std::uint64_t>(sqlite3_stmt_status(stmt_, SQLITE_STMTSTATUS_VM_STEP, reset));
+    stats_->full_scan_steps +=
+        static_cast<std::uint64_t>(sqlite3_stmt_status(stmt_, SQLITE_STMTSTATUS_FULLSCAN_STEP, reset));
+  }
+  void release() {
+    if (stmt_ == nullptr) return;
+    if (lent_ == nullptr) {
+      count_work(0);
+      sqlite3_finalize(stmt_);
+      return;
+    }
+    // Reset at once: a statement left mid-way keeps its read snapshot, and with it the WAL, alive.
+    sqlite3_reset(stmt_);
+    count_work(1);  // the next use counts from zero
+    sqlite3_clear_bindings(stmt_);
+    *lent_ = false;
   }
 
   sqlite3* db_;
   sqlite3_stmt* stmt_;
+  statement_stats* stats_;
+  bool* lent_;
   int bind_rc_ = SQLITE_OK;
+};
+
+// The statements of one connection, compiled once per SQL text and reused: a request's lookups
+// cost a bind and a step, not a parse and a plan. Not thread-safe, like the connection's use.
+// A statement whose text is in use already (a query run from inside another's loop) or that
+// does not fit any more is compiled for that one use.
+class statement_cache {
+ public:
+  statement_cache(sqlite3* db, statement_stats& stats, std::size_t capacity)
+      : db_(db), stats_(stats), capacity_(capacity) {}
+  statement_cache(const statement_cache&) = delete;
+  statement_cache& operator=(const statement_cache&) = delete;
+  // Every statement lent out must have been returned.
+  ~statement_cache() { clear(); }
+
+  result<statement> get(std::string_view sql) {
+    auto it = entries_.find(sql);
+    if (it != entries_.end() && !it->second.lent) {
+      ++stats_.reused;
+      it->second.lent = true;
+      return statement(db_, it->second.stmt, &stats_, &it->second.lent);
+    }
+    if (it != entries_.end() || entries_.size() >= capacity_) return statement::prepare(db_, sql, &stats_);
+    auto raw = compile(db_, sql, SQLITE_PREPARE_PERSISTENT);
+    if (!raw) return std::move(raw).err();
+    ++stats_.prepared;
+    // Nodes of an unordered_map stay put, so the flag's address is stable.
+    auto& e = entries_.emplace(std::string(sql), entry{*raw, true}).first->second;
+    return statement(db_, e.stmt, &stats_, &e.lent);
+  }
+
+  void clear() {
+    for (auto& [sql, e] : entries_) sqlite3_finalize(e.stmt);
+    entries_.clear();
+  }
+
+ private:
+  struct entry {
+    sqlite3_stmt* stmt;
+    bool lent;
+  };
+  struct text_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+
+  sqlite3* db_;
+  statement_stats& stats_;
+  std::size_t capacity_;
+  std::unordered_map<std::string, entry, text_hash, std::equal_to<>> entries_;
 };
 
 }  // namespace sandfort::store::detail

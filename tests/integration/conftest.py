@@ -9,7 +9,11 @@ from sandfort_harness import Daemon  # noqa: E402
 
 @pytest.fixture(scope="session")
 def daemon():
-    d = Daemon().start()
+    # The suite's shared keys call at test speed (hundreds of requests a second, walking the role
+    # table): per-key rate limits are off here and tested on a daemon of their own
+    # (test_guardrails_limits.py). Every other default is the shipped one.
+    unlimited = {"rate_per_s": 0, "burst": 0}
+    d = Daemon({"guardrails": {"rate_limits": {"viewer": unlimited, "member": unlimited, "admin": unlimited}}}).start()
     yield d
     rc = d.stop()
     log = d.log()  # before cleanup removes it

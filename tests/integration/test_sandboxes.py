@@ -167,13 +167,17 @@ def test_list_filters_and_pages(member):
             member.delete(f"/v1/sandboxes/{s['id']}")
 
 
-def test_ttl_deletes_the_sandbox(member):
+def test_ttl_stops_the_sandbox_and_says_when_it_goes(member):
+    # Deletion after guardrails.delete_grace_s (1 h here) is test_guardrails.py's, on a short grace.
     sbx = member.create_sandbox(ttl_s=1)
-    assert sbx["expires_at"]
+    assert sbx["expires_at"] and sbx["ttl_s"] == 1
     deadline = time.time() + 30
-    while time.time() < deadline and member.get(f"/v1/sandboxes/{sbx['id']}").status != 404:
+    while time.time() < deadline and member.get(f"/v1/sandboxes/{sbx['id']}").json()["state"] != "stopped":
         time.sleep(0.5)
-    assert member.get(f"/v1/sandboxes/{sbx['id']}").status == 404
+    stopped = member.get(f"/v1/sandboxes/{sbx['id']}").json()
+    assert stopped["state"] == "stopped", stopped
+    assert "TTL reached" in stopped["error_message"] and "deleted at" in stopped["error_message"], stopped
+    assert member.delete(f"/v1/sandboxes/{sbx['id']}").status == 204
     assert docker_container(sbx["id"]) is None
 
 

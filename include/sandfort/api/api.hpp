@@ -3,8 +3,10 @@
 // Authentication and role checks happen once, in front of every route that needs them.
 
 #include "sandfort/api/background_reader.hpp"
+#include "sandfort/api/rate_limiter.hpp"
 #include "sandfort/audit/failure_summary.hpp"
 #include "sandfort/audit/journal.hpp"
+#include "sandfort/audit/rate_limit_summary.hpp"
 #include "sandfort/audit/signing.hpp"
 #include "sandfort/auth/oidc.hpp"
 #include "sandfort/core/clock.hpp"
@@ -26,6 +28,8 @@ struct dependencies {
   const audit::signing_key& audit_key;
   audit::failure_summary& auth_failures;  // every 401, counted into the audit chain
   background_reader& reader;              // long reads of the audit log, off the I/O thread
+  rate_limiter& limiter;                  // per-key token buckets, one token per authenticated request
+  audit::rate_limit_summary& rate_refusals;  // every 429 rate_limited, counted into the audit chain
 };
 
 // The handler the HTTP server calls for every request.

@@ -93,6 +93,45 @@ struct audit_config {
   int summary_interval_s = 60;      // authentication failures and egress decisions are counted per interval
 };
 
+// A token bucket: `burst` requests at once, refilled at `rate_per_s`; rate 0 means unlimited.
+struct rate_limit {
+  double rate_per_s = 0;
+  std::int64_t burst = 0;
+};
+
+// Per API key (or identity provider user), by the role it authenticates with.
+struct rate_limits_config {
+  rate_limit viewer{20, 100};
+  rate_limit member{50, 200};
+  rate_limit admin{50, 200};
+  rate_limit superadmin{0, 0};  // the operator's own keys: unlimited unless set
+};
+
+// Guardrails (docs/guardrails.md): what one organization and one sandbox may take.
+struct guardrails_config {
+  // An organization's quotas unless its own limits say otherwise (PUT /v1/orgs/{org}/limits).
+  int max_sandboxes = 100;       // sandboxes not deleted (stopped ones hold a container and disk)
+  double max_cpus = 32;          // CPUs of its running sandboxes together
+  std::int64_t max_memory_mb = 65536;  // memory of its running sandboxes together
+  std::vector<std::string> allowed_images{"*"};  // image patterns ('*' any run of characters)
+  // A sandbox without traffic (exec, sessions, files, PTY, previews) this long is stopped; 0: never.
+  int default_idle_timeout_s = 1800;
+  // A sandbox stopped by its TTL or idle timeout is deleted this long after.
+  int delete_grace_s = 3600;
+  rate_limits_config rate_limits{};
+  // What a background command's log keeps per stream (the newest bytes); the agent's --log-cap.
+  std::uint64_t command_log_cap_bytes = 1u << 20;
+};
+
+// The SQLite store's upkeep (docs/configuration.md, "Store").
+struct store_config {
+  // Rows of deleted sandboxes are removed this long after their deletion (the audit log keeps
+  // what happened to them). 0 keeps them for ever; requests cost the same either way.
+  std::int64_t deleted_retention_s = 7 * 24 * 3600;
+  // How often deleted rows past retention are pruned and the WAL is checkpointed and truncated.
+  int maintenance_interval_s = 60;
+};
+
 struct config {
   std::string listen = "127.0.0.1:8080";
   std::string state_dir = "./var";
@@ -132,6 +171,8 @@ struct config {
   images_config images{};
   oidc_config oidc{};
   audit_config audit{};
+  guardrails_config guardrails{};
+  store_config store{};
 };
 
 // key=value pairs from the command line; keys as in the file ("max_resources.cpus").

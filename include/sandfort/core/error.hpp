@@ -21,6 +21,7 @@ enum class errc {
   internal,
   unavailable,
   idp_unavailable,  // 503: the identity provider that must vouch for a token cannot be reached
+  image_not_allowed,  // 403: the organization's image policy does not allow that image or snapshot
 };
 
 // The wire name of the code, as in the API's error shape ("not_found").
@@ -31,6 +32,8 @@ int http_status(errc code) noexcept;
 struct error {
   errc code;
   std::string message;
+  // rate_limited: whole seconds until a retry can succeed, sent as Retry-After (0: no header).
+  long long retry_after_s = 0;
 };
 
 inline error make_error(errc code, std::string message) { return error{code, std::move(message)}; }

@@ -5,6 +5,7 @@
 
 #include "sandfort/preview/server.hpp"
 #include "sandfort/proxy/proxy.hpp"
+#include "sandfort/sandbox/activity.hpp"
 #include "sandfort/store/database.hpp"
 
 namespace sandfort::sandbox {
@@ -20,11 +21,13 @@ class egress_lookup final : public proxy::egress_directory {
 
 class preview_lookup final : public preview::preview_directory {
  public:
-  explicit preview_lookup(store::database& db) : db_(db) {}
+  // Each lookup (one per preview request or connection) counts as use of the sandbox in `activity`.
+  explicit preview_lookup(store::database& db, activity_tracker* activity = nullptr) : db_(db), activity_(activity) {}
   std::optional<preview::preview_target> find(const std::string& sandbox_id) override;
 
  private:
   store::database& db_;
+  activity_tracker* activity_;
 };
 
 }  // namespace sandfort::sandbox

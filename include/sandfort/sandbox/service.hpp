@@ -20,6 +20,7 @@
 #include "sandfort/core/config.hpp"
 #include "sandfort/core/error.hpp"
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/sandbox/activity.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/store/database.hpp"
@@ -28,6 +29,12 @@ namespace sandfort::sandbox {
 
 template <typename T>
 using task = boost::asio::awaitable<result<T>>;
+
+// A connection to a sandbox's agent, which keeps the sandbox busy (the idle timeout) while it lives.
+struct agent_session {
+  agent_stream stream;
+  activity_tracker::hold busy;
+};
 
 struct reconcile_report {
   int containers_removed = 0;   // labelled as ours but without a live row
@@ -85,13 +92,26 @@ class service {
   // A connection to the agent of a started sandbox, which serves its own API (sessions,
   // commands, files, PTY): the api module forwards requests over it.
   // `note`, when given, is recorded (its target set to the sandbox's id) before the connection is made.
-  task<agent_stream> connect_agent(const std::string& org_id, const std::string& id_or_name,
+  task<agent_session> connect_agent(const std::string& org_id, const std::string& id_or_name,
                                    const audit::actor& who = audit::system_actor(), const audit::record* note = nullptr);
 
   // Run once before serving: brings Docker's state and the database into agreement.
   task<reconcile_report> reconcile();
-  // Deletes sandboxes whose TTL has passed; the daemon runs it periodically.
-  boost::asio::awaitable<int> reap_expired();
+
+  // --- Guardrails (src/sandbox/guardrails.cpp, docs/guardrails.md) -----------------------------
+  // The organization's limits (its own or the configured defaults), its use and its kill switch.
+  result<org_guardrails_view> guardrails(const std::string& org_id);
+  result<org_guardrails_view> set_limits(const std::string& org_id, const limits_update& update,
+                                         const audit::actor& who);
+  // The kill switch: from now on no sandbox of the organization is created or started, and every
+  // running one is stopped, all at once. Lifted only by the superadmin when the superadmin set it.
+  task<stop_all_report> stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who);
+  result<void> lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who);
+  // Stops sandboxes past their TTL or idle timeout and deletes those whose grace period is over;
+  // the daemon runs it periodically. Returns how many sandboxes it stopped or deleted.
+  boost::asio::awaitable<int> reap();
+  // Where calls and previews mark a sandbox as used (the idle timeout).
+  activity_tracker& activity() { return activity_; }
   // Reconciled, Docker and the store reachable; the reason otherwise.
   task<void> ready();
 
@@ -111,8 +131,10 @@ class service {
   // Removes the sandbox's container: by id once known, else by its labels (mid-create).
   task<void> destroy_container(const store::sandbox_record& rec);
   // The row's new state and its audit event (`action`, default "sandbox.state") in one transaction.
+  // A stopped sandbox keeps `deadline` (a guardrail stopped it) or none; other states clear it.
   result<void> set_state(store::sandbox_record& rec, const std::string& state, const std::string& message = {},
-                         const audit::actor& who = audit::system_actor(), const std::string& action = {});
+                         const audit::actor& who = audit::system_actor(), const std::string& action = {},
+                         const std::optional<store::sandbox_deadline>& deadline = std::nullopt);
   // A sandbox's spec as the audit chain keeps it: environment variables by name only (their
   // values are where secrets go), floats as text.
   static nlohmann::json spec_for_audit(const std::string& spec_json);
@@ -124,6 +146,16 @@ class service {
   task<void> exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                byte_sink& sink, const audit::actor& who, audit::record note);
   task<exec_result> explain_unreachable_agent(store::sandbox_record& rec, error e);
+  // Whether the organization may have this sandbox running: its kill switch, its image policy
+  // (for a new one) and its quotas. `restarting`: the id of a stopped sandbox being started (it
+  // is counted already). A refusal is recorded in the organization's audit chain.
+  result<void> admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
+                     const std::string& restarting, const audit::actor& who);
+  org_limits limits_of(const store::org_guardrails& own) const;
+  // Stops a started sandbox's container and records it (`message`: why, when not its caller's
+  // wish; `deadline`: when a guardrail will delete it).
+  task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
+                  const std::optional<store::sandbox_deadline>& deadline);
   docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
                                        const std::string& proxy_secret) const;
   result<sandbox_spec> validate(const create_request& req) const;
@@ -148,6 +180,11 @@ class service {
   std::optional<docker::network_info> network_;  // set by prepare_network
   std::vector<std::function<void(const std::string&)>> disconnect_hooks_;
   std::function<egress_traffic(const std::string&)> egress_meter_;
+  activity_tracker activity_;
+  // Stopped sandboxes being started: the quotas count them as running (a start checks the quota
+  // before its co_awaits, so two starts must see each other), and a second start of one is a 409.
+  // Shared with the start in flight, which may outlive the service at shutdown.
+  std::shared_ptr<std::set<std::string>> starting_ = std::make_shared<std::set<std::string>>();
 
   // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
   // While stop() or remove() works on a sandbox's container, the events it causes (die, destroy)
@@ -206,5 +243,7 @@ sandbox_view to_view(const store::sandbox_record& rec);
 // Serialization of the stored spec (the store keeps it as opaque JSON text).
 std::string spec_to_json(const sandbox_spec& spec);
 sandbox_spec spec_from_json(const std::string& text);
+// idle_timeout_s, when given: 0 (never) up to 30 days.
+result<void> check_idle_timeout(const std::optional<std::int64_t>& idle_timeout_s);
 
 }  // namespace sandfort::sandbox

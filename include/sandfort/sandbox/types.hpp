@@ -27,6 +27,7 @@ struct create_request {
   std::optional<std::int64_t> pids;
   std::vector<std::string> egress_allowlist;
   std::optional<std::int64_t> ttl_s;
+  std::optional<std::int64_t> idle_timeout_s;  // 0: never; absent: guardrails.default_idle_timeout_s
   std::string user;
   std::string workdir;
   bool public_preview = false;
@@ -36,6 +37,7 @@ struct create_request {
 struct update_request {
   std::optional<std::map<std::string, std::string>> labels;
   std::optional<std::int64_t> ttl_s;
+  std::optional<std::int64_t> idle_timeout_s;
   std::optional<std::vector<std::string>> egress_allowlist;
 };
 
@@ -46,6 +48,7 @@ struct sandbox_spec {
   resources limits;
   std::vector<std::string> egress_allowlist;
   std::optional<std::int64_t> ttl_s;
+  std::int64_t idle_timeout_s = 0;  // 0: never
   std::string user;
   std::string workdir;
   bool public_preview = false;
@@ -140,6 +143,45 @@ struct exec_result {
   bool timed_out = false;
   bool truncated = false;
   bool oom_killed = false;  // the kernel's OOM killer ended the process (the sandbox's memory limit)
+};
+
+// --- Guardrails (docs/guardrails.md) ------------------------------------------------------------
+
+// What an organization may take: its own limits where set, else the configured defaults.
+struct org_limits {
+  std::int64_t max_sandboxes = 0;  // not deleted
+  double max_cpus = 0;             // of running sandboxes together
+  std::int64_t max_memory_mb = 0;  // of running sandboxes together
+  std::vector<std::string> allowed_images;  // patterns, '*' any run of characters
+};
+
+struct org_usage {
+  std::int64_t sandboxes = 0;  // not deleted
+  std::int64_t running = 0;    // creating, pulling, started
+  double cpus = 0;
+  std::int64_t memory_mb = 0;
+};
+
+struct org_guardrails_view {
+  std::string org_id;
+  org_limits limits;
+  std::vector<std::string> own_fields;  // which of limits are the organization's own (the rest: defaults)
+  org_usage usage;
+  std::optional<std::string> stopped_since;  // the kill switch
+  bool stopped_by_superadmin = false;
+};
+
+// PUT /v1/orgs/{org}/limits: an absent field is unchanged, a null one goes back to the default.
+struct limits_update {
+  std::optional<std::optional<std::int64_t>> max_sandboxes;
+  std::optional<std::optional<double>> max_cpus;
+  std::optional<std::optional<std::int64_t>> max_memory_mb;
+  std::optional<std::optional<std::vector<std::string>>> allowed_images;
+};
+
+struct stop_all_report {
+  std::vector<std::string> stopped;             // ids
+  std::map<std::string, std::string> failed;    // id → why
 };
 
 }  // namespace sandfort::sandbox

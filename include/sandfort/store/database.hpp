@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sandfort/core/error.hpp"
@@ -17,6 +19,11 @@
 struct sqlite3;
 
 namespace sandfort::store {
+
+namespace detail {
+class statement;
+class statement_cache;
+}  // namespace detail
 
 struct org {
   std::string id;  // "org-" + 16 hex
@@ -57,10 +64,63 @@ struct sandbox_record {
   std::string address;              // IPv4 on the sandbox network while started, else empty
 };
 
+// What a page reads besides the rows it returns: without labels, nothing (the live rows of the
+// organization from the cursor on, in id order; a state filter skips the live rows in other
+// states); with labels, the live sandboxes that carry the first label, from the cursor on, whose
+// other labels or state do not match. Deleted rows are read only when state is "deleted".
 struct sandbox_filter {
   std::string state;       // empty: any state but deleted
   std::string after_id;    // cursor: ids sort ascending
   std::size_t limit = 100;
+  // (key, value): only sandboxes whose spec_json `labels` object has every one. At most 64.
+  std::vector<std::pair<std::string, std::string>> labels;
+};
+
+// What a connection's statements did so far. vm_steps counts SQLite's virtual-machine
+// instructions: it grows with the rows a statement visits and not with the speed of the machine,
+// so tests compare it between stores. prepared: statements compiled; reused: taken from the
+// connection's statement cache instead.
+struct statement_stats {
+  std::uint64_t vm_steps = 0;
+  std::uint64_t full_scan_steps = 0;  // steps of scans that read a whole table or index
+  std::uint64_t prepared = 0;
+  std::uint64_t reused = 0;
+};
+
+// EXPLAIN QUERY PLAN of one statement: what it is for, and SQLite's lines ("SEARCH sandboxes
+// USING INDEX sandboxes_live_name (org_id=? AND name=?)") in order.
+struct statement_plan {
+  std::string name;
+  std::vector<std::string> steps;
+};
+
+// A WAL checkpoint's outcome: busy when a reader or writer held the log longer than the busy
+// timeout (the frames that could be copied were; the log was not emptied). Frame counts as
+// sqlite3_wal_checkpoint_v2 gives them (-1 when unknown).
+struct wal_checkpoint {
+  bool busy = false;
+  int log_frames = 0;
+  int checkpointed_frames = 0;
+};
+
+// An organization's guardrails (docs/guardrails.md). Empty optionals: the configured default.
+struct org_guardrails {
+  std::string org_id;
+  std::optional<std::int64_t> max_sandboxes;
+  std::optional<std::int64_t> max_millicpus;
+  std::optional<std::int64_t> max_memory_mb;
+  std::optional<std::string> allowed_images_json;  // JSON array of patterns, owned by the sandbox module
+  std::optional<std::string> stopped_since;        // the kill switch: set while new sandboxes are refused
+  bool stopped_by_superadmin = false;
+  std::string updated_at;
+};
+
+// A sandbox a guardrail stopped, and when it is to be deleted unless started again.
+struct sandbox_deadline {
+  std::string sandbox_id;
+  std::string org_id;
+  std::string delete_after;
+  std::string reason;
 };
 
 // One event of an organization's audit chain, stored exactly as given: the audit module computes
@@ -178,10 +238,13 @@ class database {
   // Records a use of the key (the caller writes at most once a minute per key).
   result<void> touch_api_key(const std::string& key_id, const std::string& used_at);
 
-  // conflict when the name is taken in that organization.
+  // conflict when the name is taken in that organization. The labels of spec_json become
+  // searchable (sandbox_filter::labels) in the same statement.
   result<void> insert_sandbox(const sandbox_record& s);
-  // By id or by name; rows in state deleted are not found.
+  // By id, else by name (an id wins over a name that looks like one): two index lookups whatever
+  // the organization's history. Rows in state deleted are not found.
   result<sandbox_record> get_sandbox(const std::string& org_id, const std::string& id_or_name);
+  // One query per page (see sandbox_filter); invalid_argument beyond 64 label filters.
   result<std::vector<sandbox_record>> list_sandboxes(const std::string& org_id, const sandbox_filter& filter);
   // Updates state, container_id, error_message, address and updated_at of one row. A deleted
   // row is final: updating it is not_found, so a stale copy held across an await cannot revive it.
@@ -192,8 +255,39 @@ class database {
   // Daemon-wide lookup by id for the egress proxy and the preview router, which are reached
   // without an organization's key: rows in state deleted are not found.
   result<sandbox_record> find_live_sandbox(const std::string& id);
-  // Daemon-wide, for reconciliation only: every row not deleted, of every organization.
+  // Daemon-wide, for reconciliation and the TTL reaper: every row not deleted, of every
+  // organization, by id. Reads live rows only.
   result<std::vector<sandbox_record>> list_live_sandboxes_all_orgs();
+
+  // --- keeping history bounded ---
+  // Removes up to `batch` rows of sandboxes deleted before `deleted_before` (RFC 3339 as
+  // format_time writes it), oldest first, in one short statement; returns how many. Their labels
+  // went when they were deleted; the audit log keeps their story.
+  result<std::size_t> prune_deleted_sandboxes(const std::string& deleted_before, std::size_t batch);
+  // Copies the WAL into the database file and empties it (PRAGMA wal_checkpoint(TRUNCATE)),
+  // waiting at most the busy timeout for readers and writers of other connections.
+  result<wal_checkpoint> checkpoint_wal();
+
+  // --- for tests and benchmarks ---
+  // The plan of every statement a request may run: API key and organization lookups, the
+  // sandbox lookups by id and by name (every sandbox-scoped call, sessions and commands
+  // included), the egress proxy's and the preview router's lookup by id, the updates of a
+  // sandbox, lists with cursor, state and label filters, the reaper's live rows and the audit
+  // chain's head. A list of deleted sandboxes is not among them: it asks for history.
+  result<std::vector<statement_plan>> explain_request_paths();
+  const statement_stats& stats() const { return stats_; }
+
+  // --- Guardrails (src/store/guardrails.cpp) ---------------------------------------------------
+  // The organization's row, or one with only org_id set when it has none.
+  result<org_guardrails> get_org_guardrails(const std::string& org_id);
+  result<void> put_org_guardrails(const org_guardrails& g);
+  // The organization's sandboxes that are not deleted: what its quotas count.
+  result<std::vector<sandbox_record>> list_live_sandboxes(const std::string& org_id);
+  // Replaces the sandbox's deadline; clear_sandbox_deadline removes it (started again, deleted).
+  result<void> set_sandbox_deadline(const sandbox_deadline& d);
+  result<void> clear_sandbox_deadline(const std::string& sandbox_id);
+  // Deadlines at or before `now` (RFC 3339 text), oldest first, at most `limit`.
+  result<std::vector<sandbox_deadline>> due_sandbox_deadlines(const std::string& now, std::size_t limit);
 
   // Takes the write lock now (unavailable when another connection holds it longer than the busy
   // timeout), so nothing between here and commit() can fail for lack of it. A second begin()
@@ -226,10 +320,15 @@ class database {
   explicit database(sqlite3* db);
   // COMMIT or ROLLBACK of the open transaction.
   result<void> end_transaction(bool commit);
+  // The connection's cached statement for sql, reset when the caller is done with it.
+  result<detail::statement> prepare(std::string_view sql);
+  result<std::vector<std::string>> explain(const std::string& sql);
 
   sqlite3* db_;
   std::string instance_id_;
   bool in_transaction_ = false;
+  statement_stats stats_;
+  std::unique_ptr<detail::statement_cache> statements_;
 };
 
 }  // namespace sandfort::store

@@ -110,6 +110,11 @@ result<exec_call> parse_exec_call(std::string_view body) {
   return call;
 }
 
+void hold_to_limits(exec_request& req, std::chrono::milliseconds max_timeout, std::size_t output_cap) {
+  req.timeout = std::min(req.timeout, max_timeout);
+  req.max_output_bytes = std::min(req.max_output_bytes, output_cap);
+}
+
 json to_json(const exec_result& r, bool binary) {
   json j = {{"exit_code", r.exit_code},
             {"stdout", r.stdout_data},

@@ -2,6 +2,7 @@
 // The JSON of POST /exec: request body → exec_request, exec_result → response body.
 
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -22,6 +23,11 @@ struct exec_call {
 // cwd, env, stdin, timeout_ms, max_output_bytes, binary. Unknown fields and wrong types are
 // invalid_argument errors whose message names the field.
 result<exec_call> parse_exec_call(std::string_view body);
+
+// Holds a one-shot exec to the agent's maxima (its --max-timeout-s and --output-cap): sandfortd
+// never asks for more, and a request that does gets the maxima rather than a refusal, so that a
+// sandbox started under older limits keeps answering.
+void hold_to_limits(exec_request& req, std::chrono::milliseconds max_timeout, std::size_t output_cap);
 
 // {"exit_code","stdout","stderr","duration_ms","timed_out","truncated"}, "oom_killed" when the
 // result says (run() always does), "*_b64" too if binary.

@@ -5,6 +5,7 @@
 #include "process/runner.hpp"
 #include "process/sse.hpp"
 #include "sandfort/http/server.hpp"
+#include "session/session.hpp"
 
 namespace sandfort::agent {
 namespace {
@@ -23,6 +24,8 @@ asio::awaitable<bool> exec_events(unix_exchange& ex) {
     error e = call.err();
     co_return co_await http::respond_error(ex, e);
   }
+  const auto& limits = sessions::current_limits();
+  hold_to_limits(call->request, limits.max_timeout, limits.output_cap);
   // What can be refused is refused before the stream starts, with its own status.
   if (auto valid = validate(call->request); !valid) {
     error e = valid.err();

@@ -205,3 +205,38 @@ TEST_CASE("audit settings: the signing key defaults into the state directory") {
   REQUIRE(bad.ok());
   CHECK_FALSE(finalize_config(*bad, "/usr/bin").ok());
 }
+
+TEST_CASE("store settings: retention of deleted sandboxes from file, environment and --set, checked") {
+  auto d = load_config("", {}, nullptr);
+  REQUIRE(d.ok());
+  CHECK(d->store.deleted_retention_s == 7 * 24 * 3600);
+  CHECK(d->store.maintenance_interval_s == 60);
+
+  auto path = write_temp(R"({"store": {"deleted_retention_s": 3600, "maintenance_interval_s": 5}})");
+  char env1[] = "SANDFORT_STORE_MAINTENANCE_INTERVAL_S=7";
+  char* env[] = {env1, nullptr};
+  auto c = load_config(path, {}, env);
+  REQUIRE(c.ok());
+  CHECK(c->store.deleted_retention_s == 3600);
+  CHECK(c->store.maintenance_interval_s == 7);
+  REQUIRE(finalize_config(*c, "/usr/bin").ok());
+  std::remove(path.c_str());
+
+  auto keep = load_config("", {{"store.deleted_retention_s", "0"}}, nullptr);
+  REQUIRE(keep.ok());
+  CHECK(keep->store.deleted_retention_s == 0);
+  CHECK(finalize_config(*keep, "/usr/bin").ok());
+
+  CHECK_FALSE(load_config("", {{"store.deleted_retention_s", "-1"}}, nullptr).ok());
+  CHECK_FALSE(load_config("", {{"store.deleted_retention_s", "week"}}, nullptr).ok());
+  auto negative = write_temp(R"({"store": {"deleted_retention_s": -5}})");
+  auto n = load_config(negative, {}, nullptr);
+  REQUIRE(n.ok());
+  CHECK_THAT(finalize_config(*n, "/usr/bin").err().message, Catch::Contains("store.deleted_retention_s"));
+  std::remove(negative.c_str());
+  for (const char* interval : {"0", "86401"}) {
+    auto bad = load_config("", {{"store.maintenance_interval_s", interval}}, nullptr);
+    REQUIRE(bad.ok());
+    CHECK_FALSE(finalize_config(*bad, "/usr/bin").ok());
+  }
+}

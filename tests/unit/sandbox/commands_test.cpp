@@ -257,7 +257,7 @@ TEST_CASE("sandbox: exec_stream validates then streams the connector's bytes to 
   req.timeout_s = 5;
   auto r = f.run(f.svc->exec_stream(f.org_a.id, v.id, req, sink));
   REQUIRE(r.ok());
-  CHECK(sink.bytes == "event: stdout\ndata: hi\n\nevent: exit\ndata: {\"exit_code\":0}\n\n");
+  CHECK(sink.bytes == "event: stdout\ndata: {\"data\":\"hi\"}\n\nevent: exit\ndata: {\"exit_code\":0}\n\n");
   REQUIRE(f.agent.execs.size() == 1);
   CHECK(f.agent.execs[0].first == v.id);
   CHECK(f.agent.execs[0].second.request.argv == req.argv);
@@ -276,6 +276,32 @@ TEST_CASE("sandbox: exec_stream validates then streams the connector's bytes to 
   CHECK(f.run(f.svc->exec_stream(f.org_a.id, v.id, req, untouched)).err().code == errc::conflict);
   CHECK(untouched.writes == 0);
   CHECK(f.agent.execs.size() == 1);
+}
+
+TEST_CASE("sandbox: exec_stream holds a lying agent to the output cap", "[sandbox][exec]") {
+  fixture f;
+  auto v = f.create_started();
+  // 12345 bytes per stream (the fixture's output_cap_bytes); the agent sends 3 x 5000 on stdout,
+  // an event it never sends, a second exit and output after it.
+  const std::string chunk(5000, 'x');
+  const std::string out = "event: stdout\ndata: {\"data\":\"" + chunk + "\"}\n\n";
+  f.agent.stream_chunks = {out, out, "event: bogus\ndata: {}\n\n", out,
+                           "event: stderr\ndata: {\"data\":\"e\"}\n\n",
+                           "event: exit\ndata: {\"exit_code\":0}\n\n",
+                           "event: exit\ndata: {\"exit_code\":1}\n\n", out};
+  collecting_sink sink;
+  exec_request req;
+  req.argv = {"yes"};
+  REQUIRE(f.run(f.svc->exec_stream(f.org_a.id, v.id, req, sink)).ok());
+  std::size_t stdout_bytes = 0;
+  for (auto at = sink.bytes.find("\"data\":\""); at != std::string::npos; at = sink.bytes.find("\"data\":\"", at + 1)) {
+    if (sink.bytes.compare(at + 8, 1, "x") == 0) stdout_bytes += sink.bytes.find('"', at + 8) - (at + 8);
+  }
+  CHECK(stdout_bytes == 12345u);
+  CHECK(sink.bytes.find("bogus") == std::string::npos);
+  CHECK(sink.bytes.find("\"e\"") != std::string::npos);  // stderr has its own cap
+  CHECK(sink.bytes.ends_with("event: exit\ndata: {\"exit_code\":0,\"truncated\":true}\n\n"));
+  CHECK(sink.bytes.find("exit_code\":1") == std::string::npos);
 }
 
 TEST_CASE("sandbox: code_run_stream maps the language like code_run", "[sandbox][code_run]") {

@@ -346,7 +346,9 @@ class fake_connector final : public agent_connector {
   asio::awaitable<result<std::vector<listening_port>>> ports(const agent_address&) override { co_return listening; }
 
   // Streams: writes stream_chunks to the sink, then answers stream_answer.
-  std::vector<std::string> stream_chunks = {"event: stdout\ndata: hi\n\n", "event: exit\ndata: {\"exit_code\":0}\n\n"};
+  // As the agent writes them (src/agent/process/sse.cpp): output events carry {"data": text}.
+  std::vector<std::string> stream_chunks = {"event: stdout\ndata: {\"data\":\"hi\"}\n\n",
+                                            "event: exit\ndata: {\"exit_code\":0}\n\n"};
   result<void> stream_answer = ok_t{};
   asio::awaitable<result<void>> exec_stream(const agent_address& at, const agent_exec& call,
                                             byte_sink& sink) override {

@@ -1,5 +1,5 @@
 // The sandbox lifecycle over the fakes: create (with pulls and failures), waiting for states,
-// organization scoping, stop/start, delete and the TTL reaper.
+// organization scoping, stop/start and delete (the reaper: guardrails_test.cpp).
 
 #include <catch2/catch.hpp>
 
@@ -422,48 +422,6 @@ TEST_CASE("sandbox: remove during start does not bring the sandbox back", "[sand
   auto now = f.get(f.org_a.id, v.id);
   INFO("after the delete the sandbox is " << (now ? now->state : std::string("gone")));
   CHECK_FALSE(now.ok());
-}
-
-TEST_CASE("sandbox: reap_expired deletes only sandboxes past their TTL", "[sandbox][reaper]") {
-  fixture f;
-  create_request short_ttl;
-  short_ttl.ttl_s = 60;
-  auto a = f.create_started(short_ttl);
-  create_request long_ttl;
-  long_ttl.ttl_s = 3600;
-  auto b = f.create_started(long_ttl);
-  auto c = f.create_started();  // no TTL
-  REQUIRE(a.expires_at);
-  CHECK(*a.expires_at == format_time(f.clk.now() + std::chrono::seconds(60)));
-
-  // Nothing has expired yet.
-  CHECK(f.run(f.svc->reap_expired()) == 0);
-
-  f.clk.t += std::chrono::seconds(61);
-  CHECK(f.run(f.svc->reap_expired()) == 1);
-  CHECK(f.get(f.org_a.id, a.id).err().code == errc::not_found);
-  CHECK(f.get(f.org_a.id, b.id));
-  CHECK(f.get(f.org_a.id, c.id));
-  CHECK_FALSE(f.engine.of_sandbox(a.id));
-  CHECK(f.engine.of_sandbox(b.id));
-
-  f.clk.t += std::chrono::hours(24 * 365);
-  CHECK(f.run(f.svc->reap_expired()) == 1);
-  CHECK(f.get(f.org_a.id, b.id).err().code == errc::not_found);
-  CHECK(f.get(f.org_a.id, c.id));
-}
-
-TEST_CASE("sandbox: reap_expired keeps an expired sandbox when Docker cannot remove it", "[sandbox][reaper]") {
-  fixture f;
-  create_request req;
-  req.ttl_s = 10;
-  auto a = f.create_started(req);
-  f.clk.t += std::chrono::seconds(11);
-  f.engine.remove_error = make_error(errc::unavailable, "Docker is unreachable (fake)");
-  CHECK(f.run(f.svc->reap_expired()) == 0);
-  CHECK(f.get(f.org_a.id, a.id));
-  f.engine.remove_error.reset();
-  CHECK(f.run(f.svc->reap_expired()) == 1);
 }
 
 namespace {

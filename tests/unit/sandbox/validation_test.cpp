@@ -165,7 +165,10 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
   CHECK(c.name.find(v.id) == std::string::npos);
   CHECK(c.name.size() == std::string("sandfort-").size() + 16);
   CHECK(c.image == "python:3.12-slim");
-  CHECK(c.entrypoint == std::vector<std::string>{"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock"});
+  // The server-side maxima go to the agent as flags (docs/guardrails.md).
+  CHECK(c.entrypoint == std::vector<std::string>{"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock",
+                                                 "--max-timeout-s", "100", "--default-timeout-s", "42",
+                                                 "--output-cap", "12345", "--log-cap", "1048576"});
   CHECK(c.cmd.empty());
   // Exactly the caller's variables, K=V, then the egress proxy's; nothing of the daemon's own.
   REQUIRE(c.env.size() == 9);

@@ -623,11 +623,12 @@ enum class death { exit, sigkill };
   auto tx = (*db)->begin();
   if (!tx) ::_exit(11);
   if (at >= stop_at::after_change) {
-    // Larger than the page cache, so uncommitted pages reach the WAL file before the end.
+    // Larger than the page cache (16 MiB: configure() in database.cpp), so uncommitted pages
+    // reach the WAL file before the end.
     auto big = s;
     big.id = new_id("sbx-");
     big.name = "big";
-    big.spec_json = std::string(6 << 20, 'x');
+    big.spec_json = std::string(24 << 20, 'x');
     if (!(*db)->insert_sandbox(big) || !(*db)->insert_sandbox(s)) ::_exit(12);
   }
   if (at >= stop_at::after_event && !(*db)->insert_audit_event(e)) ::_exit(13);

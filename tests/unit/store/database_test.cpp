@@ -13,7 +13,7 @@ using namespace sandfort::store;
 namespace {
 
 constexpr const char* t0 = "2026-01-01T00:00:00.000Z";
-constexpr int migration_count = 4;
+constexpr int migration_count = 6;
 
 std::unique_ptr<database> open_db(const std::string& path) {
   auto db = database::open(path);
@@ -313,7 +313,7 @@ TEST_CASE("an organization never sees another's sandboxes") {
   auto listed = db->list_sandboxes(b.id, {});
   REQUIRE(listed);
   CHECK(listed->empty());
-  auto listed_stopped = db->list_sandboxes(b.id, sandbox_filter{"started", "", 100});
+  auto listed_stopped = db->list_sandboxes(b.id, sandbox_filter{"started", "", 100, {}});
   REQUIRE(listed_stopped);
   CHECK(listed_stopped->empty());
 
@@ -381,12 +381,12 @@ TEST_CASE("listing sandboxes filters by state and pages by id") {
   CHECK(all->size() == 5);
   CHECK(std::is_sorted(all->begin(), all->end(), [](auto& x, auto& y) { return x.id < y.id; }));
 
-  auto started = db->list_sandboxes(a.id, sandbox_filter{"started", "", 100});
+  auto started = db->list_sandboxes(a.id, sandbox_filter{"started", "", 100, {}});
   REQUIRE(started);
   REQUIRE(started->size() == 3);
   for (std::size_t i = 0; i < 3; ++i) CHECK((*started)[i].id == started_ids[i]);
 
-  auto deleted = db->list_sandboxes(a.id, sandbox_filter{"deleted", "", 100});
+  auto deleted = db->list_sandboxes(a.id, sandbox_filter{"deleted", "", 100, {}});
   REQUIRE(deleted);
   REQUIRE(deleted->size() == 1);
   CHECK((*deleted)[0].name == "gone");
@@ -395,7 +395,7 @@ TEST_CASE("listing sandboxes filters by state and pages by id") {
   std::vector<std::string> seen;
   std::string cursor;
   for (int page = 0; page < 4; ++page) {
-    auto got = db->list_sandboxes(a.id, sandbox_filter{"", cursor, 2});
+    auto got = db->list_sandboxes(a.id, sandbox_filter{"", cursor, 2, {}});
     REQUIRE(got);
     if (got->empty()) break;
     CHECK(got->size() <= 2);
@@ -405,7 +405,7 @@ TEST_CASE("listing sandboxes filters by state and pages by id") {
   REQUIRE(seen.size() == 5);
   for (std::size_t i = 0; i < 5; ++i) CHECK(seen[i] == (*all)[i].id);
 
-  auto page2 = db->list_sandboxes(a.id, sandbox_filter{"started", started_ids[0], 1});
+  auto page2 = db->list_sandboxes(a.id, sandbox_filter{"started", started_ids[0], 1, {}});
   REQUIRE(page2);
   REQUIRE(page2->size() == 1);
   CHECK((*page2)[0].id == started_ids[1]);
@@ -565,15 +565,22 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
   std::string org_id;
   { org_id = make_org(*open_db(path), "acme").id; }
   {
-    // Back to the schema as version 3 shipped it.
+    // Back to the schema as version 3 shipped it: without what versions 4 (audit), 5 (guardrails)
+    // and 6 (history) added.
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(raw, "DROP TABLE audit_events; DROP TABLE audit_checkpoints; PRAGMA user_version = 3",
+    REQUIRE(sqlite3_exec(raw,
+                         "DROP TABLE audit_events; DROP TABLE audit_checkpoints; "
+                         "DROP TABLE org_guardrails; DROP TABLE sandbox_deadlines; "
+                         "DROP TRIGGER sandbox_labels_on_insert; DROP TRIGGER sandbox_labels_on_update; "
+                         "DROP TRIGGER sandbox_labels_on_delete; DROP TRIGGER sandbox_deadlines_on_delete; "
+                         "DROP TABLE sandbox_labels; DROP INDEX sandboxes_live_by_org; "
+                         "DROP INDEX sandboxes_deleted_at; PRAGMA user_version = 3",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
   auto db = open_db(path);
-  CHECK(db->schema_version() == 4);
+  CHECK(db->schema_version() == migration_count);
   CHECK(db->get_org(org_id).ok());
   auto head = db->audit_head_of(org_id);
   REQUIRE(head);

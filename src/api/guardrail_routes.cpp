@@ -1,0 +1,117 @@
+// An organization's guardrails: its limits and their use, and its kill switch (docs/guardrails.md).
+#include "json_body.hpp"
+#include "routes.hpp"
+
+namespace sandfort::api {
+
+using nlohmann::json;
+using boost::asio::awaitable;
+
+namespace {
+
+json limits_json(const sandbox::org_guardrails_view& v) {
+  const auto& l = v.limits;
+  return {{"org_id", v.org_id},
+          {"limits",
+           {{"max_sandboxes", l.max_sandboxes},
+            {"max_cpus", l.max_cpus},
+            {"max_memory_mb", l.max_memory_mb},
+            {"allowed_images", l.allowed_images}}},
+          {"own", v.own_fields},
+          {"usage",
+           {{"sandboxes", v.usage.sandboxes},
+            {"running", v.usage.running},
+            {"cpus", v.usage.cpus},
+            {"memory_mb", v.usage.memory_mb}}},
+          {"stopped", v.stopped_since ? json{{"since", *v.stopped_since}, {"by_superadmin", v.stopped_by_superadmin}}
+                                      : json(nullptr)}};
+}
+
+// {org} by id or name: the caller's own organization, or any one for the superadmin; another
+// organization is not_found, like any other organization's resource.
+result<std::string> org_in_path(dependencies& deps, const http::context& ctx, const auth::principal& p) {
+  auto it = ctx.params.find("org");
+  const std::string named = it == ctx.params.end() ? std::string() : it->second;
+  if (named == p.org_id || named == p.org_name) return p.org_id;
+  if (!p.superadmin) return make_error(errc::not_found, "organization " + named + " not found");
+  auto o = deps.db.get_org(named);
+  if (!o) o = deps.db.find_org_by_name(named);
+  if (!o) return std::move(o).err();
+  if (o->state == "deleted") return make_error(errc::not_found, "organization " + named + " not found");
+  return o->id;
+}
+
+// A field that is absent stays as it is; null resets it to the configured default.
+template <typename T>
+result<void> read_nullable(const json& body, const char* key, std::optional<std::optional<T>>& out) {
+  if (!body.contains(key)) return {};
+  if (body.at(key).is_null()) {
+    out.emplace();
+    return {};
+  }
+  std::optional<T> v;
+  if (auto r = read(body, key, v); !r) return r;
+  out.emplace(std::move(v));
+  return {};
+}
+
+result<sandbox::limits_update> parse_limits(const http::request& req) {
+  auto body = parse_object(req);
+  if (!body) return std::move(body).err();
+  for (const auto& [key, unused] : body->items())
+    if (key != "max_sandboxes" && key != "max_cpus" && key != "max_memory_mb" && key != "allowed_images")
+      return make_error(errc::invalid_argument,
+                        "field '" + key + "' is not a limit (max_sandboxes, max_cpus, max_memory_mb, allowed_images)");
+  sandbox::limits_update u;
+  for (auto r : {read_nullable(*body, "max_sandboxes", u.max_sandboxes), read_nullable(*body, "max_cpus", u.max_cpus),
+                 read_nullable(*body, "max_memory_mb", u.max_memory_mb),
+                 read_nullable(*body, "allowed_images", u.allowed_images)})
+    if (!r) return std::move(r).err();
+  return u;
+}
+
+}  // namespace
+
+std::vector<api_route> guardrail_routes(dependencies& deps) {
+  using auth::permission;
+  return {
+      {http::verb::get, "/v1/orgs/{org}/limits", permission::manage_org,
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto org = org_in_path(deps, ctx, p);
+         if (!org) co_return http::error_response(org.err(), ctx.request_id);
+         auto v = deps.sandboxes.guardrails(*org);
+         if (!v) co_return http::error_response(v.err(), ctx.request_id);
+         co_return http::json_response(200, limits_json(*v));
+       }},
+      // The operator sets what an organization may take; its own admin reads it.
+      {http::verb::put, "/v1/orgs/{org}/limits", permission::superadmin,
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto org = org_in_path(deps, ctx, p);
+         if (!org) co_return http::error_response(org.err(), ctx.request_id);
+         auto u = parse_limits(ctx.req);
+         if (!u) co_return http::error_response(u.err(), ctx.request_id);
+         auto v = deps.sandboxes.set_limits(*org, *u, actor_of(p, ctx.request_id, ctx.remote));
+         if (!v) co_return http::error_response(v.err(), ctx.request_id);
+         co_return http::json_response(200, limits_json(*v));
+       }},
+      {http::verb::post, "/v1/orgs/{org}/stop-all", permission::manage_org,
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto org = org_in_path(deps, ctx, p);
+         if (!org) co_return http::error_response(org.err(), ctx.request_id);
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto report = co_await deps.sandboxes.stop_all(*org, p.superadmin, who);
+         if (!report) co_return http::error_response(report.err(), ctx.request_id);
+         co_return http::json_response(200, {{"org_id", *org}, {"stopped", report->stopped}, {"failed", report->failed}});
+       }},
+      {http::verb::delete_, "/v1/orgs/{org}/stop-all", permission::manage_org,
+       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto org = org_in_path(deps, ctx, p);
+         if (!org) co_return http::error_response(org.err(), ctx.request_id);
+         if (auto r = deps.sandboxes.lift_stop(*org, p.superadmin, actor_of(p, ctx.request_id, ctx.remote)); !r)
+           co_return http::error_response(r.err(), ctx.request_id);
+         co_return http::empty_response(204);
+       }},
+  };
+}
+
+}  // namespace sandfort::api

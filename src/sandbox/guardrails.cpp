@@ -1,0 +1,299 @@
+// Guardrails (docs/guardrails.md): what an organization may take (quotas, image policy), its
+// kill switch, and the reaper that stops sandboxes past their TTL or idle timeout and deletes
+// them after a grace period. Every decision is in the organization's audit chain.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include "sandfort/sandbox/service.hpp"
+
+namespace sandfort::sandbox {
+
+namespace asio = boost::asio;
+using nlohmann::json;
+
+namespace {
+
+// '*' matches any run of characters (none included); everything else matches itself.
+bool glob_match(std::string_view pattern, std::string_view text) {
+  std::size_t p = 0, t = 0, star = std::string_view::npos, resume = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = t;
+    } else if (p < pattern.size() && pattern[p] == text[t]) {
+      ++p;
+      ++t;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+bool running(const std::string& state) { return state == "creating" || state == "pulling" || state == "started"; }
+
+std::string number(double v) {
+  std::string s = json(v).dump();
+  return s.size() > 2 && s.ends_with(".0") ? s.substr(0, s.size() - 2) : s;
+}
+
+result<std::vector<std::string>> patterns_from_json(const std::string& text) {
+  auto j = json::parse(text, nullptr, false);
+  if (!j.is_array()) return make_error(errc::internal, "stored image patterns are not a JSON array");
+  std::vector<std::string> out;
+  for (const auto& p : j) {
+    if (!p.is_string()) return make_error(errc::internal, "stored image patterns are not strings");
+    out.push_back(p.get<std::string>());
+  }
+  return out;
+}
+
+result<void> check_patterns(const std::vector<std::string>& patterns) {
+  if (patterns.size() > 100) return make_error(errc::invalid_argument, "allowed_images: at most 100 patterns");
+  for (const auto& p : patterns)
+    if (p.empty() || p.size() > 255 || p.find_first_of(" \t\r\n") != std::string::npos)
+      return make_error(errc::invalid_argument, "allowed_images: each pattern is 1-255 characters without spaces");
+  return {};
+}
+
+std::string when(time_point t) { return format_time(t); }
+
+}  // namespace
+
+org_limits service::limits_of(const store::org_guardrails& own) const {
+  const auto& d = cfg_.guardrails;
+  org_limits l{d.max_sandboxes, d.max_cpus, d.max_memory_mb, d.allowed_images};
+  if (own.max_sandboxes) l.max_sandboxes = *own.max_sandboxes;
+  if (own.max_millicpus) l.max_cpus = static_cast<double>(*own.max_millicpus) / 1000.0;
+  if (own.max_memory_mb) l.max_memory_mb = *own.max_memory_mb;
+  if (own.allowed_images_json)
+    if (auto p = patterns_from_json(*own.allowed_images_json)) l.allowed_images = std::move(*p);
+  return l;
+}
+
+result<org_guardrails_view> service::guardrails(const std::string& org_id) {
+  auto own = db_.get_org_guardrails(org_id);
+  if (!own) return std::move(own).err();
+  auto live = db_.list_live_sandboxes(org_id);
+  if (!live) return std::move(live).err();
+  org_guardrails_view v;
+  v.org_id = org_id;
+  v.limits = limits_of(*own);
+  for (auto [name, set] : {std::pair{"max_sandboxes", own->max_sandboxes.has_value()},
+                           std::pair{"max_cpus", own->max_millicpus.has_value()},
+                           std::pair{"max_memory_mb", own->max_memory_mb.has_value()},
+                           std::pair{"allowed_images", own->allowed_images_json.has_value()}})
+    if (set) v.own_fields.push_back(name);
+  for (const auto& rec : *live) {
+    ++v.usage.sandboxes;
+    if (!running(rec.state) && !starting_->contains(rec.id)) continue;
+    auto spec = spec_from_json(rec.spec_json);
+    ++v.usage.running;
+    v.usage.cpus += spec.limits.cpus;
+    v.usage.memory_mb += spec.limits.memory_mb;
+  }
+  v.stopped_since = own->stopped_since;
+  v.stopped_by_superadmin = own->stopped_by_superadmin;
+  return v;
+}
+
+result<void> service::admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
+                            const std::string& restarting, const audit::actor& who) {
+  auto g = guardrails(org_id);
+  if (!g) return std::move(g).err();
+  const auto refuse = [&](errc code, const std::string& action, std::string message, json details) -> result<void> {
+    details["image"] = image;
+    if (!restarting.empty()) details["sandbox"] = restarting;
+    // The refusal is recorded; if even that fails, the call is still refused.
+    (void)journal_.record_event(org_id, who, {action, restarting, "denied", std::move(details)});
+    return make_error(code, std::move(message));
+  };
+  if (g->stopped_since)
+    return refuse(errc::conflict, "guardrail.org_stopped",
+                  "organization " + org_id + " is stopped (kill switch, since " + *g->stopped_since +
+                      "): no sandbox may be created or started until it is lifted",
+                  {{"since", *g->stopped_since}});
+  const auto& l = g->limits;
+  if (restarting.empty()) {
+    const bool allowed = std::any_of(l.allowed_images.begin(), l.allowed_images.end(),
+                                     [&](const std::string& p) { return glob_match(p, image); });
+    if (!allowed)
+      return refuse(errc::image_not_allowed, "guardrail.image_not_allowed",
+                    "image " + image + " is not allowed for this organization (allowed: " +
+                        json(l.allowed_images).dump() + ")",
+                    {{"allowed", l.allowed_images}});
+    if (g->usage.sandboxes + 1 > l.max_sandboxes)
+      return refuse(errc::quota_exceeded, "guardrail.quota_exceeded",
+                    "quota exceeded: sandboxes — " + std::to_string(g->usage.sandboxes) + " of " +
+                        std::to_string(l.max_sandboxes) + " in use (stopped ones count; delete some)",
+                    {{"quota", "sandboxes"}, {"limit", l.max_sandboxes}, {"in_use", g->usage.sandboxes}});
+  }
+  if (g->usage.cpus + spec.limits.cpus > l.max_cpus + 1e-9)
+    return refuse(errc::quota_exceeded, "guardrail.quota_exceeded",
+                  "quota exceeded: cpus — " + number(g->usage.cpus) + " of " + number(l.max_cpus) +
+                      " in use by running sandboxes, " + number(spec.limits.cpus) + " more asked",
+                  {{"quota", "cpus"}, {"limit", number(l.max_cpus)}, {"in_use", number(g->usage.cpus)},
+                   {"asked", number(spec.limits.cpus)}});
+  if (g->usage.memory_mb + spec.limits.memory_mb > l.max_memory_mb)
+    return refuse(errc::quota_exceeded, "guardrail.quota_exceeded",
+                  "quota exceeded: memory_mb — " + std::to_string(g->usage.memory_mb) + " of " +
+                      std::to_string(l.max_memory_mb) + " in use by running sandboxes, " +
+                      std::to_string(spec.limits.memory_mb) + " more asked",
+                  {{"quota", "memory_mb"}, {"limit", l.max_memory_mb}, {"in_use", g->usage.memory_mb},
+                   {"asked", spec.limits.memory_mb}});
+  return {};
+}
+
+result<org_guardrails_view> service::set_limits(const std::string& org_id, const limits_update& u,
+                                                const audit::actor& who) {
+  auto own = db_.get_org_guardrails(org_id);
+  if (!own) return std::move(own).err();
+  store::org_guardrails next = *own;
+  if (u.max_sandboxes) {
+    if (*u.max_sandboxes && (**u.max_sandboxes < 0 || **u.max_sandboxes > 1'000'000))
+      return make_error(errc::invalid_argument, "max_sandboxes must be between 0 and 1000000");
+    next.max_sandboxes = *u.max_sandboxes;
+  }
+  if (u.max_cpus) {
+    if (*u.max_cpus && !(**u.max_cpus >= 0 && **u.max_cpus <= 100'000))
+      return make_error(errc::invalid_argument, "max_cpus must be between 0 and 100000");
+    next.max_millicpus = *u.max_cpus ? std::optional<std::int64_t>(static_cast<std::int64_t>(**u.max_cpus * 1000 + 0.5))
+                                     : std::nullopt;
+  }
+  if (u.max_memory_mb) {
+    if (*u.max_memory_mb && (**u.max_memory_mb < 0 || **u.max_memory_mb > (std::int64_t{1} << 40)))
+      return make_error(errc::invalid_argument, "max_memory_mb must be between 0 and 2^40");
+    next.max_memory_mb = *u.max_memory_mb;
+  }
+  if (u.allowed_images) {
+    if (*u.allowed_images)
+      if (auto r = check_patterns(**u.allowed_images); !r) return std::move(r).err();
+    next.allowed_images_json = *u.allowed_images ? std::optional<std::string>(json(**u.allowed_images).dump()) : std::nullopt;
+  }
+  next.updated_at = format_time(clock_.now());
+  auto limits = limits_of(next);
+  auto done = journal_.record_change(
+      {org_id}, who, [&] { return db_.put_org_guardrails(next); },
+      [&] {
+        return audit::record{"org.limits", org_id, "ok",
+                             {{"max_sandboxes", limits.max_sandboxes},
+                              {"max_cpus", number(limits.max_cpus)},
+                              {"max_memory_mb", limits.max_memory_mb},
+                              {"allowed_images", limits.allowed_images}}};
+      });
+  if (!done) return std::move(done).err();
+  return guardrails(org_id);
+}
+
+task<stop_all_report> service::stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
+  auto own = db_.get_org_guardrails(org_id);
+  if (!own) co_return std::move(own).err();
+  store::org_guardrails next = *own;
+  if (!next.stopped_since) next.stopped_since = format_time(clock_.now());
+  next.stopped_by_superadmin = next.stopped_by_superadmin || by_superadmin;
+  next.updated_at = format_time(clock_.now());
+  auto live = db_.list_live_sandboxes(org_id);
+  if (!live) co_return std::move(live).err();
+  // The switch first, in one transaction with its event: from here on nothing new starts.
+  auto on = journal_.record_change(
+      {org_id}, who, [&] { return db_.put_org_guardrails(next); },
+      [&] {
+        return audit::record{"org.stop_all", org_id, "ok",
+                             {{"since", *next.stopped_since}, {"by_superadmin", next.stopped_by_superadmin}}};
+      });
+  if (!on) co_return std::move(on).err();
+
+  // Then every started sandbox at once; ones still being made stop when they are (provision()).
+  auto report = std::make_shared<stop_all_report>();
+  auto pending = std::make_shared<std::size_t>(0);
+  auto all_done = std::make_shared<asio::steady_timer>(executor_, asio::steady_timer::time_point::max());
+  for (auto& rec : *live) {
+    if (rec.state != "started") continue;
+    ++*pending;
+    asio::co_spawn(executor_, [this, rec, who, report, pending, all_done]() mutable -> asio::awaitable<void> {
+      auto r = co_await halt(rec, "stopped by the organization's kill switch", who, std::nullopt);
+      if (r) report->stopped.push_back(rec.id);
+      else report->failed[rec.id] = r.err().message;
+      if (--*pending == 0) all_done->cancel();
+    }, asio::detached);
+  }
+  if (*pending > 0) co_await all_done->async_wait(asio::as_tuple(asio::use_awaitable));
+  spdlog::warn("organization {}: kill switch on; {} sandbox(es) stopped, {} failed", org_id, report->stopped.size(),
+               report->failed.size());
+  co_return std::move(*report);
+}
+
+result<void> service::lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
+  auto own = db_.get_org_guardrails(org_id);
+  if (!own) return std::move(own).err();
+  if (!own->stopped_since) return {};
+  if (own->stopped_by_superadmin && !by_superadmin)
+    return make_error(errc::permission_denied, "the operator stopped this organization; only the operator lifts it");
+  store::org_guardrails next = *own;
+  next.stopped_since.reset();
+  next.stopped_by_superadmin = false;
+  next.updated_at = format_time(clock_.now());
+  return journal_.record_change(
+      {org_id}, who, [&] { return db_.put_org_guardrails(next); },
+      [&] { return audit::record{"org.stop_all_lifted", org_id, "ok", {{"since", *own->stopped_since}}}; });
+}
+
+asio::awaitable<int> service::reap() {
+  auto rows = db_.list_live_sandboxes_all_orgs();
+  if (!rows) co_return 0;
+  const auto now = clock_.now();
+  const auto grace = std::chrono::seconds(cfg_.guardrails.delete_grace_s);
+  int reaped = 0;
+  for (auto& rec : *rows) {
+    if (rec.state == "creating" || rec.state == "pulling") continue;  // provisioning owns it for now
+    time_point expires{};
+    const bool expired = rec.expires_at && parse_time(*rec.expires_at, expires) && expires <= now;
+    // Past its TTL and its grace, or past its TTL and not worth keeping (error): deleted.
+    if (expired && (expires + grace <= now || rec.state == "error")) {
+      if (auto r = co_await remove(rec.org_id, rec.id); r) {
+        spdlog::info("sandbox {} reached its TTL and was deleted", rec.id);
+        ++reaped;
+      }
+      continue;
+    }
+    if (rec.state != "started") continue;
+    std::string why;
+    if (expired) {
+      why = "TTL reached (expired at " + *rec.expires_at + ")";
+    } else {
+      const auto idle_limit = spec_from_json(rec.spec_json).idle_timeout_s;
+      const auto idle = activity_.idle_for(rec.id);
+      if (idle_limit <= 0 || idle.count() < idle_limit) continue;
+      why = "idle for " + std::to_string(idle.count()) + " s (idle_timeout_s " + std::to_string(idle_limit) + ")";
+    }
+    const store::sandbox_deadline deadline{rec.id, rec.org_id, when(now + grace), expired ? "ttl" : "idle"};
+    auto r = co_await halt(rec, "stopped: " + why + "; deleted at " + deadline.delete_after + " unless started again",
+                           audit::system_actor(), deadline);
+    if (r) {
+      spdlog::info("sandbox {} stopped: {}", rec.id, why);
+      ++reaped;
+    }
+  }
+  // Stopped by a guardrail and not started again within the grace period.
+  auto due = db_.due_sandbox_deadlines(when(now), 100);
+  if (!due) co_return reaped;
+  for (const auto& d : *due) {
+    auto r = co_await remove(d.org_id, d.sandbox_id);
+    if (r || r.err().code == errc::not_found) (void)db_.clear_sandbox_deadline(d.sandbox_id);
+    if (r) {
+      spdlog::info("sandbox {} deleted: stopped by its {} guardrail and not started again", d.sandbox_id, d.reason);
+      ++reaped;
+    }
+  }
+  co_return reaped;
+}
+
+}  // namespace sandfort::sandbox
