@@ -104,6 +104,7 @@ response exchange(Stream& stream, const request_spec& spec, const http::request_
   out.status = parser.get().result_int();
   out.request_id = std::string(parser.get()["X-Request-Id"]);
   out.next_cursor = std::string(parser.get()["X-Next-Cursor"]);
+  out.retry_after = std::string(parser.get()["Retry-After"]);
   bool stream_body = out.status / 100 == 2 && spec.on_chunk;
   std::string piece(64 * 1024, '\0');
   while (!parser.is_done()) {
@@ -191,6 +192,13 @@ void throw_api_error(const response& r) {
   if (!request_id.empty()) text += ", request " + request_id;
   text += ")";
   if (r.status == 401) text += "\nhint: the credentials were refused; run `sandfort login` or set SANDFORT_API_KEY";
+  if (code == "rate_limited")
+    text += "\nhint: too many requests with these credentials; retry" +
+            (r.retry_after.empty() ? std::string(" later") : " in " + r.retry_after + " s");
+  if (code == "quota_exceeded")
+    text += "\nhint: delete or stop sandboxes the organization no longer needs (`sandfort sandbox ls`); "
+            "`sandfort org limits` shows its quotas and their use";
+  if (code == "image_not_allowed") text += "\nhint: `sandfort org limits` shows the images the organization may use";
   throw failure(text);
 }
 

@@ -22,6 +22,7 @@ struct response {
   std::string body;  // empty when the body went to a chunk callback
   std::string request_id;
   std::string next_cursor;  // X-Next-Cursor: where a paged JSON Lines export continues
+  std::string retry_after;  // Retry-After (seconds) of a 429 rate_limited
 };
 
 struct request_spec {
@@ -69,7 +70,8 @@ class api_client {
   bool tls_ = false;
 };
 
-// Throws the failure for an error answer: "error: <message> (<code>, request <id>)".
+// Throws the failure for an error answer: "error: <message> (<code>, request <id>)", and a hint
+// for the errors a user can act on (credentials refused, rate limit, quota, image policy).
 [[noreturn]] void throw_api_error(const response& r);
 
 // A client for the daemon the configuration names (failure when there is none).

@@ -29,8 +29,9 @@ std::string text_of(const json& j, const char* key) {
 void print_json(const json& j) { std::cout << j.dump(2) << "\n"; }
 
 void print_sandbox(const json& s) {
-  for (const char* key : {"id", "name", "state", "snapshot", "created_at", "updated_at", "expires_at", "resources",
-                          "egress_allowlist", "labels", "env_keys", "preview_url_template", "error_message"}) {
+  for (const char* key : {"id", "name", "state", "snapshot", "created_at", "updated_at", "expires_at", "ttl_s",
+                          "idle_timeout_s", "resources", "egress_allowlist", "labels", "env_keys",
+                          "preview_url_template", "error_message"}) {
     if (!s.contains(key)) continue;
     std::cout << key << ": " << text_of(s, key) << "\n";
   }
@@ -115,6 +116,8 @@ json create_body(const create_options& o) {
     if (o.memory_mb) res["memory_mb"] = *o.memory_mb;
     body["resources"] = res;
   }
+  if (o.ttl_s) body["ttl_s"] = *o.ttl_s;
+  if (o.idle_timeout_s) body["idle_timeout_s"] = *o.idle_timeout_s;
   return body;
 }
 

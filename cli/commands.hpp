@@ -16,6 +16,19 @@ struct create_options {
   std::vector<std::string> env;  // K=V
   std::optional<double> cpus;
   std::optional<int> memory_mb;
+  std::optional<int> ttl_s;           // stopped that long from now, deleted later
+  std::optional<int> idle_timeout_s;  // stopped after that long unused; 0 never
+  bool json = false;
+};
+
+// `org set-limits`: the fields given change, the ones in `reset` go back to the configured default.
+struct org_limits_options {
+  std::string org;
+  std::optional<int> max_sandboxes;
+  std::optional<double> max_cpus;
+  std::optional<std::int64_t> max_memory_mb;
+  std::vector<std::string> allowed_images;
+  std::vector<std::string> reset;  // field names: max_sandboxes, max_cpus, max_memory_mb, allowed_images
   bool json = false;
 };
 
@@ -76,6 +89,13 @@ int cmd_shell(const std::string& id, const std::string& command);
 // A bash or zsh completion script on stdout.
 int cmd_completion(const std::string& shell);
 int cmd_preview(const std::string& id, int port, bool json);
+
+// An organization's guardrails (`org` empty: the caller's own).
+int cmd_org_limits(const std::string& org, bool json);
+int cmd_org_set_limits(const org_limits_options& o);
+// The kill switch; exit 1 when a sandbox could not be stopped (the switch is on all the same).
+int cmd_org_stop_all(const std::string& org, bool json);
+int cmd_org_lift(const std::string& org);
 
 int cmd_audit_list(const audit_list_options& o);
 // JSON Lines of every matching event, page_size per response, to out_file ("" or "-": stdout).

@@ -16,7 +16,7 @@ _sandfort_sandboxes() {
 _sandfort() {
   local cur="${COMP_WORDS[COMP_CWORD]}" cmd="${COMP_WORDS[1]}" sub="${COMP_WORDS[2]}"
   if [[ $COMP_CWORD -eq 1 ]]; then
-    COMPREPLY=($(compgen -W "login logout whoami sandbox exec new run rm cp logs preview shell audit completion --help" -- "$cur"))
+    COMPREPLY=($(compgen -W "login logout whoami sandbox exec new run rm cp logs preview shell audit org completion --help" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -26,7 +26,7 @@ _sandfort() {
         return
       fi
       case "$sub" in
-        create) COMPREPLY=($(compgen -W "--wait --snapshot --egress --env --cpus --memory --json --help" -- "$cur")) ;;
+        create) COMPREPLY=($(compgen -W "--wait --snapshot --egress --env --cpus --memory --ttl --idle-timeout --json --help" -- "$cur")) ;;
         ls) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
         get|rm|stop|start) COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --json --help" -- "$cur")) ;;
       esac ;;
@@ -40,7 +40,7 @@ _sandfort() {
       if [[ $COMP_CWORD -eq 2 ]]; then COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --help" -- "$cur")); fi ;;
     run) COMPREPLY=($(compgen -W "--id --timeout --help" -- "$cur")) ;;
     rm) COMPREPLY=($(compgen -W "--id --help" -- "$cur")) ;;
-    new) COMPREPLY=($(compgen -W "--name --snapshot --egress --env --cpus --memory --help" -- "$cur")) ;;
+    new) COMPREPLY=($(compgen -W "--name --snapshot --egress --env --cpus --memory --ttl --idle-timeout --help" -- "$cur")) ;;
     whoami) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
     login) COMPREPLY=($(compgen -W "--base-url --oidc --client-id --scope --resource --audience --help" -- "$cur")) ;;
     cp) compopt -o default 2>/dev/null; COMPREPLY=($(compgen -W "$(_sandfort_sandboxes)" -- "$cur")) ;;
@@ -59,6 +59,20 @@ _sandfort() {
         public-key) COMPREPLY=($(compgen -W "-o --output --force --json --help" -- "$cur")) ;;
         checkpoint) COMPREPLY=($(compgen -W "--org --json --help" -- "$cur")) ;;
         verify) COMPREPLY=($(compgen -W "--public-key --checkpoints --org --page-size --json --help" -- "$cur")) ;;
+      esac ;;
+    org)
+      if [[ $COMP_CWORD -eq 2 ]]; then
+        COMPREPLY=($(compgen -W "limits set-limits stop-all lift --help" -- "$cur"))
+        return
+      fi
+      if [[ "${COMP_WORDS[COMP_CWORD-1]}" == --reset ]]; then
+        COMPREPLY=($(compgen -W "max_sandboxes max_cpus max_memory_mb allowed_images" -- "$cur"))
+        return
+      fi
+      case "$sub" in
+        limits|stop-all) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        set-limits) COMPREPLY=($(compgen -W "--max-sandboxes --max-cpus --max-memory-mb --allowed-image --reset --json --help" -- "$cur")) ;;
+        lift) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
       esac ;;
     completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
   esac

@@ -16,6 +16,11 @@ void add_create_options(CLI::App* cmd, sc::create_options& o) {
   cmd->add_option("--env", o.env, "Environment variable KEY=VALUE (repeatable)")->allow_extra_args(false);
   cmd->add_option("--cpus", o.cpus, "CPU limit");
   cmd->add_option("--memory", o.memory_mb, "Memory limit in MiB");
+  // The ranges are the server's to check (its 400 names them).
+  cmd->add_option("--ttl", o.ttl_s, "Seconds to live: stopped then, deleted later");
+  cmd->add_option("--idle-timeout", o.idle_timeout_s,
+                  "Seconds without use (exec, files, terminal, preview) before it is stopped; 0 never "
+                  "(default: the server's)");
 }
 
 void add_audit_filter_options(CLI::App* cmd, sc::audit_filter_options& f) {
@@ -105,6 +110,52 @@ void add_audit_commands(CLI::App& app, audit_args& a, int& status, bool& as_json
     a.verify.json = as_json;
     status = sc::cmd_audit_verify(a.verify);
   });
+}
+
+// What the org commands parse into; main() keeps it alive for the callbacks.
+struct org_args {
+  std::string org;
+  sc::org_limits_options set;
+};
+
+// org …: an organization's guardrails (limits, their use) and its kill switch.
+void add_org_commands(CLI::App& app, org_args& a, int& status, bool& as_json) {
+  auto* org = app.add_subcommand("org", "An organization's limits and kill switch");
+  org->require_subcommand(1);
+  const char* org_help = "Organization id or name (default: your own; another one: superadmin only)";
+
+  auto* limits = org->add_subcommand("limits", "Show the organization's limits, their use and its kill switch (admin)");
+  limits->add_option("org", a.org, org_help);
+  limits->add_flag("--json", as_json, "Print the API's JSON");
+  limits->callback([&] { status = sc::cmd_org_limits(a.org, as_json); });
+
+  auto* set = org->add_subcommand("set-limits", "Set an organization's limits (superadmin); options not given stay");
+  set->add_option("org", a.set.org, "Organization id or name")->required();
+  set->add_option("--max-sandboxes", a.set.max_sandboxes, "Sandboxes not deleted (stopped ones count)");
+  set->add_option("--max-cpus", a.set.max_cpus, "CPUs of its running sandboxes together");
+  set->add_option("--max-memory-mb", a.set.max_memory_mb, "Memory (MiB) of its running sandboxes together");
+  set->add_option("--allowed-image", a.set.allowed_images,
+                  "Image pattern it may start ('*' any run of characters; repeatable: the list replaces the old one)")
+      ->allow_extra_args(false);
+  set->add_option("--reset", a.set.reset, "Put this limit back to the server's default (repeatable)")
+      ->allow_extra_args(false)
+      ->check(CLI::IsMember({"max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images"}));
+  set->add_flag("--json", as_json, "Print the API's JSON");
+  set->callback([&] {
+    a.set.json = as_json;
+    status = sc::cmd_org_set_limits(a.set);
+  });
+
+  auto* stop = org->add_subcommand("stop-all", "The kill switch: stop every started sandbox now and refuse new and "
+                                               "restarted ones until `org lift`; exit 1 if one could not be stopped");
+  stop->add_option("org", a.org, org_help);
+  stop->add_flag("--json", as_json, "Print the API's JSON ({org_id, stopped, failed})");
+  stop->callback([&] { status = sc::cmd_org_stop_all(a.org, as_json); });
+
+  auto* lift = org->add_subcommand("lift", "Lift the kill switch (one the superadmin threw: superadmin only); "
+                                           "stopped sandboxes stay stopped");
+  lift->add_option("org", a.org, org_help);
+  lift->callback([&] { status = sc::cmd_org_lift(a.org); });
 }
 
 }  // namespace
@@ -230,6 +281,8 @@ int main(int argc, char** argv) {
 
   audit_args audit_state;
   add_audit_commands(app, audit_state, status, as_json);
+  org_args org_state;
+  add_org_commands(app, org_state, status, as_json);
 
   std::string shell_name;
   auto* completion = app.add_subcommand("completion", "Print a shell completion script: eval \"$(sandfort completion bash)\"");

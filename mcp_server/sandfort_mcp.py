@@ -51,12 +51,13 @@ def log(msg):
 class PlatformError(Exception):
     """The platform failed (HTTP error from sandfortd, or sandfortd unreachable)."""
 
-    def __init__(self, message, status=None, code=None, request_id=None):
+    def __init__(self, message, status=None, code=None, request_id=None, retry_after=None):
         super().__init__(message)
         self.message = message
         self.status = status
         self.code = code
         self.request_id = request_id
+        self.retry_after = retry_after
 
     def text(self):
         if self.status is None:
@@ -67,7 +68,28 @@ class PlatformError(Exception):
         parts.append(f": {self.message}")
         if self.request_id:
             parts.append(f" (request_id {self.request_id})")
+        advice = self.advice()
+        if advice:
+            parts.append("\n" + advice)
         return "".join(parts)
+
+    def advice(self):
+        """What a model should do about the organization's guardrails, which it cannot change:
+        without this it tends to retry the same call."""
+        if self.code == "quota_exceeded":
+            return ("The organization's quota is used up. Delete sandboxes you no longer need "
+                    "(list_sandboxes, then delete_sandbox) and try again; if none can go, tell the "
+                    "user the quota must be raised by the operator.")
+        if self.code == "image_not_allowed":
+            return ("The organization may not use this image. Omit image to use the default one, "
+                    "or use an image its policy allows; ask the user which.")
+        if self.code == "conflict" and "kill switch" in (self.message or ""):
+            return ("The organization's kill switch is on: no sandbox can be created or started "
+                    "until an administrator lifts it. Do not retry; tell the user.")
+        if self.code == "rate_limited":
+            wait = f"{self.retry_after:g} s" if self.retry_after is not None else "a moment"
+            return f"Too many requests: wait {wait} before calling again."
+        return None
 
 
 class SandfortAPI:
@@ -146,7 +168,12 @@ class SandfortAPI:
         if not message:
             text = payload.decode("utf-8", "replace").strip()
             message = text[:500] or (resp.reason or "request failed")
-        return PlatformError(message, status=resp.status, code=code, request_id=request_id)
+        try:
+            retry_after = float(resp.headers.get("Retry-After"))
+        except (TypeError, ValueError):
+            retry_after = None
+        return PlatformError(message, status=resp.status, code=code, request_id=request_id,
+                             retry_after=retry_after)
 
     def json(self, method, path, query=None, body=None, timeout=60):
         status, _headers, payload, _ = self.request(method, path, query=query, body=body,
@@ -253,20 +280,22 @@ SANDBOX_OUTPUT_SCHEMA = {
         "name": {"type": ["string", "null"]},
         "state": {"type": "string"},
         "snapshot": {"type": "string"},
+        "ttl_s": {"type": ["integer", "null"]},
+        "idle_timeout_s": {"type": ["integer", "null"]},
     },
     "required": ["id", "state"],
 }
 
 
 def _sandbox_summary(s):
-    keys = ("id", "name", "state", "snapshot", "created_at", "expires_at", "resources",
-            "egress_allowlist", "labels", "env_keys", "preview_url_template", "error_message")
+    keys = ("id", "name", "state", "snapshot", "created_at", "expires_at", "ttl_s", "idle_timeout_s",
+            "resources", "egress_allowlist", "labels", "env_keys", "preview_url_template", "error_message")
     return {k: s[k] for k in keys if k in s}
 
 
 def tool_create_sandbox(api, a):
     body = {"snapshot": a.get("image") or DEFAULT_IMAGE, "wait": True}
-    for key in ("name", "env", "labels", "ttl_s", "egress_allowlist", "workdir"):
+    for key in ("name", "env", "labels", "ttl_s", "idle_timeout_s", "egress_allowlist", "workdir"):
         if key in a:
             body[key] = a[key]
     resources = {k: a[k] for k in ("cpus", "memory_mb") if k in a}
@@ -406,9 +435,9 @@ TOOLS = [
         "description": (
             "Create a new isolated Linux sandbox (a container) and wait until it is ready. "
             f"The default image {DEFAULT_IMAGE} has python3, node and bash. Returns the sandbox "
-            "id to pass as sandbox_id to the other tools. The sandbox keeps running until "
-            "delete_sandbox (or ttl_s) ends it; it has no network access unless "
-            "egress_allowlist allows hosts."),
+            "id to pass as sandbox_id to the other tools. The sandbox runs until delete_sandbox, "
+            "ttl_s or idle_timeout_s ends it; it has no network access unless egress_allowlist "
+            "allows hosts. The organization's quotas and image policy may refuse it."),
         "inputSchema": {
             "type": "object",
             "properties": {
@@ -420,8 +449,13 @@ TOOLS = [
                 "env": dict(STRING_MAP, description="Environment variables for every process."),
                 "labels": dict(STRING_MAP, description="Labels (key/value) for filtering."),
                 "ttl_s": {"type": "integer", "minimum": 1, "maximum": 2592000,
-                          "description": "Delete the sandbox automatically after this many "
-                                         "seconds."},
+                          "description": "Stop the sandbox automatically after this many "
+                                         "seconds (it is deleted a while later)."},
+                "idle_timeout_s": {"type": "integer", "minimum": 0, "maximum": 2592000,
+                                   "description": "Stop the sandbox after this many seconds in "
+                                                  "which no tool used it (0: never; default: "
+                                                  "the server's, typically 1800). A stopped "
+                                                  "sandbox is deleted a while later."},
                 "egress_allowlist": {"type": "array", "items": {"type": "string"},
                                      "description": "Hosts the sandbox may reach through its "
                                                     "proxy: 'example.com', '*.example.com' or "

@@ -11,9 +11,11 @@ from .audit import (Audit, AuditCheckpoint, AuditEvent, AuditEventPage, AuditPub
                     verify_chain)
 from .client import Client, Command, FileSystem, Process, Sandbox, Session
 from .errors import (APIConnectionError, APIError, AuthenticationError, ConfigurationError, ConflictError,
-                     InternalServerError, InvalidArgumentError, NotFoundError, PayloadTooLargeError,
+                     ImageNotAllowedError, InternalServerError, InvalidArgumentError, NotFoundError,
+                     PayloadTooLargeError,
                      PermissionDeniedError, QuotaExceededError, RateLimitedError, SandfortError, StreamError,
                      UnavailableError)
+from .guardrails import Limits, LimitsUsage, OrgLimits, OrgStop, StopAllReport
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, Metrics,
                      Organization, PortInfo, PreviewLink, Resources, SandboxInfo, SessionInfo, StreamEvent,
                      UploadResult, WhoAmI)
@@ -27,6 +29,7 @@ __all__ = [
     "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError",
     "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",
     "PayloadTooLargeError", "QuotaExceededError", "RateLimitedError", "InternalServerError", "UnavailableError",
+    "ImageNotAllowedError", "OrgLimits", "Limits", "LimitsUsage", "OrgStop", "StopAllReport",
     "ApiKey", "ArchiveResult", "CommandInfo", "CommandLogs", "ExecResult", "FileInfo", "Metrics",
     "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "StreamEvent",
     "UploadResult", "WhoAmI", "Audit", "AuditEvent", "AuditEventPage", "AuditCheckpoint", "AuditPublicKey",

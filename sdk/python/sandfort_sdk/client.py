@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from .audit import Audit
 from .errors import ConfigurationError, NotFoundError, SandfortError
+from .guardrails import UNSET, Guardrails, OrgLimits, StopAllReport
 from .pty import PtySession
 from ._transport import ExecStream, OutputCallback, TokenProvider, Transport, socket_timeout_for
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, Metrics,
@@ -58,6 +59,7 @@ class Client:
         self.base_url = self._t.base_url
         self.timeout = timeout
         self.audit = Audit(self)
+        self._guardrails = Guardrails(self)
 
     def __repr__(self) -> str:
         return f"Client(base_url={self.base_url!r})"
@@ -85,25 +87,53 @@ class Client:
     def list_orgs(self) -> List[Organization]:
         return [Organization.from_json(o) for o in self._t.call("GET", "/v1/orgs")["items"]]
 
+    # --- guardrails (sandfort_sdk.guardrails) -------------------------------------------------
+    def org_limits(self, org: Optional[str] = None) -> OrgLimits:
+        """The organization's limits, their use and its kill switch (admin; ``org``: an id or a
+        name, None for your own; another organization: superadmin only)."""
+        return self._guardrails.limits(org)
+
+    def set_org_limits(self, org: str, *, max_sandboxes: Any = UNSET, max_cpus: Any = UNSET,
+                       max_memory_mb: Any = UNSET, allowed_images: Any = UNSET, **extra: Any) -> OrgLimits:
+        """Superadmin: sets an organization's limits. Only the fields given change; ``None`` resets
+        a field to the daemon's configured default. Returns the limits as ``org_limits`` does."""
+        return self._guardrails.set_limits(org, max_sandboxes=max_sandboxes, max_cpus=max_cpus,
+                                           max_memory_mb=max_memory_mb, allowed_images=allowed_images, **extra)
+
+    def stop_all(self, org: Optional[str] = None) -> StopAllReport:
+        """The kill switch: stops every started sandbox of the organization at once and refuses
+        new and restarted ones (``ConflictError``) until :meth:`lift_stop_all`."""
+        return self._guardrails.stop_all(org)
+
+    def lift_stop_all(self, org: Optional[str] = None) -> None:
+        """Lifts the kill switch (one the superadmin threw: superadmin only, else
+        ``PermissionDeniedError``). Stopped sandboxes stay stopped until started."""
+        self._guardrails.lift_stop_all(org)
+
     # --- sandboxes --------------------------------------------------------------------------
     def create_sandbox(self, snapshot: Optional[str] = None, *, name: Optional[str] = None,
                        wait: bool = True, env: Optional[Mapping[str, str]] = None,
                        labels: Optional[Mapping[str, str]] = None,
                        resources: Optional[Mapping[str, Any]] = None,
                        egress_allowlist: Optional[Sequence[str]] = None, ttl_s: Optional[int] = None,
+                       idle_timeout_s: Optional[int] = None,
                        user: Optional[str] = None, workdir: Optional[str] = None,
                        public_preview: Optional[bool] = None, timeout: Optional[float] = 600.0,
                        **extra: Any) -> "Sandbox":
         """Creates a sandbox. ``snapshot`` is an image reference (the daemon's default image when
         omitted). With ``wait=True`` it returns once the sandbox is started (a pull may take a
-        while: ``timeout`` is the socket timeout for this call). Extra keyword arguments are sent
-        as they are, for fields newer than this SDK."""
+        while: ``timeout`` is the socket timeout for this call). ``ttl_s``: stopped that long from
+        now, deleted later; ``idle_timeout_s``: stopped after that long unused (0 never; the
+        daemon's default when omitted). Extra keyword arguments are sent as they are, for fields
+        newer than this SDK. The organization's guardrails may refuse: ``QuotaExceededError``,
+        ``ImageNotAllowedError``, ``ConflictError`` while its kill switch is on."""
         body = _clean({"snapshot": snapshot, "name": name, "wait": wait,
                        "env": dict(env) if env is not None else None,
                        "labels": dict(labels) if labels is not None else None,
                        "resources": dict(resources) if resources is not None else None,
                        "egress_allowlist": list(egress_allowlist) if egress_allowlist is not None else None,
-                       "ttl_s": ttl_s, "user": user, "workdir": workdir, "public_preview": public_preview})
+                       "ttl_s": ttl_s, "idle_timeout_s": idle_timeout_s, "user": user, "workdir": workdir,
+                       "public_preview": public_preview})
         body.update(extra)
         data = self._t.call("POST", "/v1/sandboxes", json_body=body, timeout=timeout)
         return Sandbox(self, SandboxInfo.from_json(data))
@@ -205,9 +235,12 @@ class Sandbox:
         self._client.delete(self.id)
 
     def update(self, *, labels: Optional[Mapping[str, str]] = None, ttl_s: Optional[int] = None,
-               egress_allowlist: Optional[Sequence[str]] = None) -> "Sandbox":
-        """PATCH: only the fields given change. ``egress_allowlist=[]`` forbids all egress."""
+               egress_allowlist: Optional[Sequence[str]] = None,
+               idle_timeout_s: Optional[int] = None) -> "Sandbox":
+        """PATCH: only the fields given change. ``egress_allowlist=[]`` forbids all egress;
+        ``ttl_s`` counts from now; ``idle_timeout_s=0`` never stops it for being idle."""
         body = _clean({"labels": dict(labels) if labels is not None else None, "ttl_s": ttl_s,
+                       "idle_timeout_s": idle_timeout_s,
                        "egress_allowlist": list(egress_allowlist) if egress_allowlist is not None else None})
         return self._set(self._t.call("PATCH", self._base, json_body=body))
 

@@ -64,8 +64,15 @@ class PayloadTooLargeError(APIError):
     """413 ``payload_too_large``."""
 
 
+class ImageNotAllowedError(PermissionDeniedError):
+    """403 ``image_not_allowed``: the image is outside the organization's image policy
+    (``allowed_images`` of :meth:`Client.org_limits`)."""
+
+
 class QuotaExceededError(APIError):
-    """429 (or 403) ``quota_exceeded``: e.g. the sandbox's disk is full."""
+    """429 ``quota_exceeded``: an organization's quota of sandboxes, CPUs or memory is used up (the
+    message names the quota, its limit and the use; deleting or stopping sandboxes makes room),
+    or the sandbox's disk is full."""
 
 
 class RateLimitedError(APIError):
@@ -84,6 +91,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "invalid_argument": InvalidArgumentError,
     "unauthenticated": AuthenticationError,
     "permission_denied": PermissionDeniedError,
+    "image_not_allowed": ImageNotAllowedError,
     "not_found": NotFoundError,
     "conflict": ConflictError,
     "payload_too_large": PayloadTooLargeError,

@@ -37,6 +37,8 @@ class SandboxInfo:
     created_at: Optional[str] = None
     updated_at: Optional[str] = None
     expires_at: Optional[str] = None
+    ttl_s: Optional[int] = None
+    idle_timeout_s: Optional[int] = None
     resources: Resources = field(default_factory=Resources)
     egress_allowlist: List[str] = field(default_factory=list)
     labels: Dict[str, str] = field(default_factory=dict)
@@ -52,7 +54,8 @@ class SandboxInfo:
     def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":
         return cls(id=d["id"], state=d.get("state", ""), name=d.get("name"), snapshot=d.get("snapshot"),
                    created_at=d.get("created_at"), updated_at=d.get("updated_at"),
-                   expires_at=d.get("expires_at"), resources=Resources.from_json(d.get("resources")),
+                   expires_at=d.get("expires_at"), ttl_s=d.get("ttl_s"), idle_timeout_s=d.get("idle_timeout_s"),
+                   resources=Resources.from_json(d.get("resources")),
                    egress_allowlist=list(d.get("egress_allowlist") or []),
                    labels=dict(d.get("labels") or {}), env_keys=list(d.get("env_keys") or []),
                    user=d.get("user"), workdir=d.get("workdir"),

@@ -1,5 +1,6 @@
 import { Audit } from "./audit.js";
 import { SandfortError } from "./errors.js";
+import { Guardrails, type LimitsUpdate, type OrgLimits, type StopAllReport } from "./guardrails.js";
 import { Transport, parseSse, type Query, type RequestOptions, type TokenProvider } from "./http.js";
 import { PtyApi } from "./pty.js";
 import type {
@@ -82,6 +83,8 @@ function toSandboxInfo(j: Json): SandboxInfo {
     createdAt: j.created_at,
     updatedAt: j.updated_at ?? null,
     expiresAt: j.expires_at ?? null,
+    ttlS: j.ttl_s ?? null,
+    idleTimeoutS: j.idle_timeout_s ?? null,
     resources: { cpus: r.cpus, memoryMb: r.memory_mb, pids: r.pids },
     egressAllowlist: j.egress_allowlist ?? [],
     labels: j.labels ?? {},
@@ -124,6 +127,7 @@ function createBody(o: CreateSandboxOptions): Json {
   }
   if (o.egressAllowlist !== undefined) b.egress_allowlist = o.egressAllowlist;
   if (o.ttlS !== undefined) b.ttl_s = o.ttlS;
+  if (o.idleTimeoutS !== undefined) b.idle_timeout_s = o.idleTimeoutS;
   if (o.user !== undefined) b.user = o.user;
   if (o.workdir !== undefined) b.workdir = o.workdir;
   if (o.publicPreview !== undefined) b.public_preview = o.publicPreview;
@@ -148,6 +152,7 @@ export class SandfortClient {
   readonly http: Transport;
   /** The organization's audit chain, its checkpoints and their verification. */
   readonly audit: Audit;
+  private readonly guardrails: Guardrails;
 
   constructor(opts: ClientOptions = {}) {
     const baseUrl = opts.baseUrl ?? env("SANDFORT_BASE_URL");
@@ -176,13 +181,18 @@ export class SandfortClient {
       fetch: opts.fetch,
     });
     this.audit = new Audit(this.http, () => this.whoami());
+    this.guardrails = new Guardrails(this.http, () => this.whoami());
   }
 
   get baseUrl(): string {
     return this.http.baseUrl;
   }
 
-  /** Creates a sandbox and (by default) waits until it is started. */
+  /**
+   * Creates a sandbox and (by default) waits until it is started. The organization's guardrails
+   * may refuse it: `quota_exceeded` (429), `image_not_allowed` (403), `conflict` (409) while its
+   * kill switch is on.
+   */
   async createSandbox(opts: CreateSandboxOptions = {}): Promise<Sandbox> {
     const j = await this.http.json<Json>("POST", "/v1/sandboxes", { json: createBody(opts) });
     return new Sandbox(this, toSandboxInfo(j));
@@ -227,6 +237,29 @@ export class SandfortClient {
       if (e instanceof SandfortError && e.status === 404) return false;
       throw e;
     }
+  }
+
+  /** The organization's limits, their use and its kill switch (admin). `org`: an id or a name; absent, your own. */
+  orgLimits(org?: string): Promise<OrgLimits> {
+    return this.guardrails.limits(org);
+  }
+
+  /** Superadmin: sets an organization's limits. Absent fields stay as they are; `null` resets one to the configured default. */
+  setOrgLimits(org: string, update: LimitsUpdate): Promise<OrgLimits> {
+    return this.guardrails.setLimits(org, update);
+  }
+
+  /**
+   * The kill switch: stops every started sandbox of the organization at once; new and restarted
+   * ones are refused (`conflict`, 409) until liftStopAll.
+   */
+  stopAll(org?: string): Promise<StopAllReport> {
+    return this.guardrails.stopAll(org);
+  }
+
+  /** Lifts the kill switch (one the superadmin threw: superadmin only, else `permission_denied`). */
+  liftStopAll(org?: string): Promise<void> {
+    return this.guardrails.liftStopAll(org);
   }
 
   async whoami(): Promise<WhoAmI> {
@@ -396,11 +429,12 @@ export class Sandbox {
     await this.req("DELETE", "");
   }
 
-  /** PATCH: labels, ttl (seconds from now), egress allowlist (applies to the proxy's next connection). */
+  /** PATCH: labels, ttl (seconds from now), idle timeout, egress allowlist (applies to the proxy's next connection). */
   async update(opts: UpdateSandboxOptions): Promise<SandboxInfo> {
     const body: Json = {};
     if (opts.labels !== undefined) body.labels = opts.labels;
     if (opts.ttlS !== undefined) body.ttl_s = opts.ttlS;
+    if (opts.idleTimeoutS !== undefined) body.idle_timeout_s = opts.idleTimeoutS;
     if (opts.egressAllowlist !== undefined) body.egress_allowlist = opts.egressAllowlist;
     this.info = toSandboxInfo(await this.req<Json>("PATCH", "", { json: body }));
     return this.info;

@@ -1,4 +1,30 @@
 /**
+ * The API's error codes (docs/api.md), plus the client's own: `connection_error`, `timeout`,
+ * `aborted`, `config`, `protocol`. Guardrails answer `quota_exceeded` (429: an organization's
+ * quota of sandboxes, CPUs or memory, or a full disk), `image_not_allowed` (403: outside the
+ * organization's image policy), `conflict` (409, also while its kill switch is on) and
+ * `rate_limited` (429, with `retryAfterS`).
+ */
+export type ErrorCode =
+  | "invalid_argument"
+  | "unauthenticated"
+  | "permission_denied"
+  | "image_not_allowed"
+  | "not_found"
+  | "conflict"
+  | "payload_too_large"
+  | "quota_exceeded"
+  | "rate_limited"
+  | "internal"
+  | "unavailable"
+  | "idp_unavailable"
+  | "connection_error"
+  | "timeout"
+  | "aborted"
+  | "config"
+  | "protocol";
+
+/**
  * Every failure of the platform (an HTTP error answer, an unreachable daemon, a missing
  * configuration) is a SandfortError. A command that exits non-zero is NOT an error: it is a
  * result with a non-zero `exitCode`.
@@ -13,10 +39,19 @@ export class SandfortError extends Error {
   readonly requestId: string | null;
   /** The parsed error body, when there was one. */
   readonly body: unknown;
+  /** Seconds to wait before retrying, from the answer's `Retry-After` (sent with `rate_limited`); else null. */
+  readonly retryAfterS: number | null;
 
   constructor(
     message: string,
-    opts: { code: string; status?: number; requestId?: string | null; body?: unknown; cause?: unknown },
+    opts: {
+      code: ErrorCode | string;
+      status?: number;
+      requestId?: string | null;
+      body?: unknown;
+      cause?: unknown;
+      retryAfterS?: number | null;
+    },
   ) {
     super(message, opts.cause !== undefined ? { cause: opts.cause } : undefined);
     this.name = "SandfortError";
@@ -24,11 +59,30 @@ export class SandfortError extends Error {
     this.status = opts.status ?? 0;
     this.requestId = opts.requestId ?? null;
     this.body = opts.body;
+    this.retryAfterS = opts.retryAfterS ?? null;
   }
 
   get isNotFound(): boolean {
     return this.status === 404;
   }
+
+  /** A quota of the organization (or a disk) is used up: deleting or stopping sandboxes makes room. */
+  get isQuotaExceeded(): boolean {
+    return this.code === "quota_exceeded";
+  }
+
+  /** Too many requests from this key: wait `retryAfterS` seconds. */
+  get isRateLimited(): boolean {
+    return this.code === "rate_limited";
+  }
+}
+
+/** Retry-After as seconds (delta-seconds or an HTTP date); null when absent or unreadable. */
+function retryAfterSeconds(value: string | null): number | null {
+  if (value === null || value.trim() === "") return null;
+  if (/^\s*\d+(\.\d+)?\s*$/.test(value)) return Number(value);
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, Math.ceil((at - Date.now()) / 1000));
 }
 
 const CODE_BY_STATUS: Record<number, string> = {
@@ -69,5 +123,6 @@ export function errorFromResponse(status: number, headers: Headers, text: string
     status,
     requestId,
     body,
+    retryAfterS: retryAfterSeconds(headers.get("retry-after")),
   });
 }

@@ -2,6 +2,8 @@ export { SandfortClient, Sandbox, Commands, CommandHandle, Sessions, Session, Fi
 export type { ClientOptions, SessionRunOptions, WriteData } from "./client.js";
 export type { TokenProvider } from "./http.js";
 export { SandfortError } from "./errors.js";
+export type { ErrorCode } from "./errors.js";
+export type { Limits, LimitField, LimitsUpdate, LimitsUsage, OrgLimits, StopAllReport } from "./guardrails.js";
 export {
   Audit,
   verifyChain,

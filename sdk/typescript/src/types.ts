@@ -14,6 +14,10 @@ export interface SandboxInfo {
   createdAt: string;
   updatedAt: string | null;
   expiresAt: string | null;
+  /** The time to live it was given (seconds, from creation or the last update); null: none. */
+  ttlS: number | null;
+  /** Stopped after this long unused (seconds; 0 never). */
+  idleTimeoutS: number | null;
   resources: Resources;
   egressAllowlist: string[];
   labels: Record<string, string>;
@@ -35,7 +39,10 @@ export interface CreateSandboxOptions {
   labels?: Record<string, string>;
   resources?: Resources;
   egressAllowlist?: string[];
+  /** Stopped this many seconds from now, deleted later (`guardrails.delete_grace_s`). */
   ttlS?: number;
+  /** Stopped after this many seconds without use (exec, files, terminal, preview…); 0 never; the daemon's default when absent. */
+  idleTimeoutS?: number;
   user?: string;
   workdir?: string;
   publicPreview?: boolean;
@@ -43,7 +50,10 @@ export interface CreateSandboxOptions {
 
 export interface UpdateSandboxOptions {
   labels?: Record<string, string>;
+  /** Counted from now. */
   ttlS?: number;
+  /** 0: never stopped for being idle. */
+  idleTimeoutS?: number;
   egressAllowlist?: string[];
 }
 

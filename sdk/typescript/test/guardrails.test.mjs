@@ -1,0 +1,146 @@
+// Guardrails through the SDK against the live daemon: the superadmin (the suite's key) sets an
+// organization's limits, its admin creates sandboxes until the quota refuses them, an image
+// outside the policy, the kill switch (stopAll, conflict, liftStopAll), idleTimeoutS / ttlS round
+// trips, and a key over its rate limit (rate_limited with retryAfterS).
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { SandfortClient, SandfortError } from "../dist/esm/index.js";
+import { BASE_URL, client } from "../testlib/live.mjs";
+
+const admins = [];
+
+/** A fresh organization and a client holding a key of it with `role`. */
+async function newOrg(role = "admin") {
+  const org = await client.http.json("POST", "/v1/orgs", { json: { name: `ts-gr-${randomBytes(4).toString("hex")}` } });
+  const key = await client.http.json("POST", `/v1/orgs/${org.id}/api-keys`, { json: { name: role, role } });
+  const c = new SandfortClient({ baseUrl: BASE_URL, apiKey: key.key });
+  admins.push(c);
+  return { org, c };
+}
+
+after(async () => {
+  for (const c of admins) {
+    const page = await c.listSandboxes().catch(() => ({ items: [] }));
+    await Promise.all(page.items.map((s) => c.deleteSandbox(s.id).catch(() => {})));
+  }
+});
+
+test("creating until the quota refuses: quota_exceeded, 429, naming the quota", async () => {
+  const { org, c } = await newOrg();
+  const set = await client.setOrgLimits(org.name, { maxSandboxes: 2 });
+  assert.equal(set.orgId, org.id);
+  assert.equal(set.limits.maxSandboxes, 2);
+  assert.deepEqual(set.own, ["maxSandboxes"]);
+  const made = [];
+  let refusal;
+  for (let i = 0; i < 5 && !refusal; i++) {
+    try {
+      made.push(await c.createSandbox({ wait: false }));
+    } catch (e) {
+      refusal = e;
+    }
+  }
+  assert.equal(made.length, 2);
+  assert.ok(refusal instanceof SandfortError);
+  assert.equal(refusal.status, 429);
+  assert.equal(refusal.code, "quota_exceeded");
+  assert.equal(refusal.isQuotaExceeded, true);
+  assert.equal(refusal.isRateLimited, false);
+  assert.equal(refusal.retryAfterS, null);
+  assert.match(refusal.message, /sandboxes/);
+  assert.match(refusal.message, /2 of 2/);
+  assert.match(refusal.requestId, /^req-/);
+  // No org: the caller's own.
+  const mine = await c.orgLimits();
+  assert.equal(mine.orgId, org.id);
+  assert.equal(mine.usage.sandboxes, 2);
+  assert.equal(mine.stopped, null);
+  await made[0].delete();
+  made.push(await c.createSandbox({ wait: false }));
+  assert.equal((await c.orgLimits(org.id)).usage.sandboxes, 2);
+});
+
+test("an image outside the policy: image_not_allowed, 403; null resets a limit, absent keeps it", async () => {
+  const { org, c } = await newOrg();
+  const set = await client.setOrgLimits(org.id, { allowedImages: ["sandfort/*"], maxCpus: 2 });
+  assert.deepEqual(set.limits.allowedImages, ["sandfort/*"]);
+  assert.deepEqual([...set.own].sort(), ["allowedImages", "maxCpus"]);
+  const err = await c.createSandbox({ snapshot: "python:3.12-slim", wait: false }).catch((e) => e);
+  assert.ok(err instanceof SandfortError);
+  assert.equal(err.status, 403);
+  assert.equal(err.code, "image_not_allowed");
+  assert.match(err.message, /python:3\.12-slim/);
+  // The organization's admin reads its limits but may not set them.
+  await assert.rejects(c.setOrgLimits(org.id, { allowedImages: ["*"] }), { status: 403, code: "permission_denied" });
+  const reset = await client.setOrgLimits(org.id, { allowedImages: null, maxSandboxes: undefined });
+  assert.deepEqual(reset.limits.allowedImages, ["*"]);
+  assert.deepEqual(reset.own, ["maxCpus"]);
+  assert.equal(reset.limits.maxCpus, 2);
+  await assert.rejects(client.setOrgLimits(org.id, { maxSandbox: 1 }), TypeError);
+});
+
+test("the kill switch: stopAll stops, creating and starting are conflicts, liftStopAll", async () => {
+  const { org, c } = await newOrg();
+  const sbx = await c.createSandbox({ idleTimeoutS: 0 });
+  const report = await c.stopAll();
+  assert.deepEqual(report, { orgId: org.id, stopped: [sbx.id], failed: {} });
+  assert.equal((await sbx.refresh()).state, "stopped");
+  const state = await c.orgLimits();
+  assert.equal(state.stopped.bySuperadmin, false);
+  assert.ok(state.stopped.since);
+  const err = await c.createSandbox({ wait: false }).catch((e) => e);
+  assert.ok(err instanceof SandfortError);
+  assert.equal(err.status, 409);
+  assert.equal(err.code, "conflict");
+  assert.match(err.message, /kill switch/);
+  await assert.rejects(sbx.start(), { status: 409, code: "conflict" });
+  await c.liftStopAll();
+  assert.equal((await c.orgLimits()).stopped, null);
+  assert.equal((await sbx.start()).state, "started");
+
+  // The superadmin's switch: only the superadmin lifts it.
+  await sbx.stop();
+  assert.deepEqual(await client.stopAll(org.name), { orgId: org.id, stopped: [], failed: {} });
+  assert.equal((await c.orgLimits()).stopped.bySuperadmin, true);
+  await assert.rejects(c.liftStopAll(), { status: 403 });
+  await client.liftStopAll(org.id);
+  assert.equal((await c.orgLimits()).stopped, null);
+});
+
+test("idleTimeoutS and ttlS round trip through create, update and get", async () => {
+  const { c } = await newOrg("member");
+  const sbx = await c.createSandbox({ idleTimeoutS: 120, ttlS: 3600 });
+  assert.equal(sbx.info.idleTimeoutS, 120);
+  assert.equal(sbx.info.ttlS, 3600);
+  assert.ok(sbx.info.expiresAt);
+  assert.equal((await sbx.update({ idleTimeoutS: 0 })).idleTimeoutS, 0);
+  assert.equal(sbx.info.ttlS, 3600);
+  let got = await c.getSandboxInfo(sbx.id);
+  assert.equal(got.idleTimeoutS, 0);
+  await sbx.update({ ttlS: 60, idleTimeoutS: 45 });
+  got = await c.getSandboxInfo(sbx.id);
+  assert.deepEqual([got.ttlS, got.idleTimeoutS], [60, 45]);
+  await assert.rejects(sbx.update({ idleTimeoutS: -1 }), { status: 400, code: "invalid_argument" });
+  await sbx.delete();
+  // Without them: the daemon's default idle timeout, no TTL.
+  const plain = await c.createSandbox({ wait: false });
+  assert.ok(Number.isInteger(plain.info.idleTimeoutS) && plain.info.idleTimeoutS > 0);
+  assert.equal(plain.info.ttlS, null);
+  await plain.delete();
+});
+
+test("a key over its rate limit: rate_limited, 429, retryAfterS from Retry-After", async () => {
+  // The daemon's default member limit (50/s, bursts of 200) is what this runs into: requests one
+  // after another outrun the refill.
+  const { c } = await newOrg("member");
+  let err;
+  for (let i = 0; i < 5000 && !err; i++) err = await c.whoami().then(() => undefined, (e) => e);
+  assert.ok(err instanceof SandfortError, "no 429 after 5000 requests: is the member rate limit off?");
+  assert.equal(err.status, 429);
+  assert.equal(err.code, "rate_limited");
+  assert.equal(err.isRateLimited, true);
+  assert.ok(err.retryAfterS >= 1 && err.retryAfterS <= 5, String(err.retryAfterS));
+  await new Promise((r) => setTimeout(r, err.retryAfterS * 1000 + 100));
+  assert.equal((await c.whoami()).role, "member");
+});
