@@ -7,6 +7,11 @@
   exec    POST /process/exec of `true` in one sandbox (default: 10 rounds of 100)
   create  POST /v1/sandboxes with wait=true (timed), then DELETE (not timed) (default: 10 rounds of 5)
 
+  --role member|admin   call with a key of an ordinary organization instead of the superadmin's
+  --candidate-config J  extra config (JSON) for the candidate only, e.g. rate limits high enough
+                        for a benchmark: '{"guardrails":{"rate_limits":{"member":{"rate_per_s":1e5,"burst":1e5}}}}'
+  --baseline-config J   the same for the baseline (one build against itself: a setting's cost)
+
 Each build gets its own sandfortd (temporary state, its own sandbox network); rounds alternate
 between them so that whatever else the machine does weighs on both alike. Prints p50/p95 of
 each, and the candidate's p50 minus the baseline's. Use it for "before vs after" questions:
@@ -31,13 +36,22 @@ def pct(samples, p):
 
 
 class Side:
-    def __init__(self, name, build_dir, op):
+    def __init__(self, name, build_dir, op, role=None, config=None):
         self.name = name
         self.op = op
         sandfort_harness.SANDFORTD = os.path.join(build_dir, "src", "sandfortd", "sandfortd")
         sandfort_harness.AGENT = os.path.join(build_dir, "src", "agent", "sandfort-agent")
-        self.daemon = sandfort_harness.Daemon().start()
+        self.daemon = sandfort_harness.Daemon(config).start()
         self.conn = http.client.HTTPConnection("127.0.0.1", self.daemon.port, timeout=120)
+        self.key = self.daemon.admin_key
+        if role:
+            # A key of an ordinary organization: what a tenant's calls go through (the superadmin's
+            # key skips the per-key rate limit when it is unlimited, as by default).
+            status, org = self.call("POST", "/v1/orgs", {"name": "bench"})
+            assert status == 201, org
+            status, key = self.call("POST", f"/v1/orgs/{org['id']}/api-keys", {"name": "bench", "role": role})
+            assert status == 201, key
+            self.key = key["key"]
         if op == "exec":
             status, sbx = self.call("POST", "/v1/sandboxes", {"snapshot": sandfort_harness.IMAGE, "wait": True})
             assert status == 201, sbx
@@ -46,7 +60,7 @@ class Side:
 
     def call(self, method, path, body=None):
         self.conn.request(method, path, body=None if body is None else json.dumps(body),
-                          headers={"Authorization": "Bearer " + self.daemon.admin_key,
+                          headers={"Authorization": "Bearer " + self.key,
                                    "Content-Type": "application/json"})
         r = self.conn.getresponse()
         data = r.read()
@@ -90,11 +104,17 @@ def main():
     ap.add_argument("--op", choices=sorted(WHAT), default="exec")
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--per-round", type=int)
+    ap.add_argument("--role", choices=["member", "admin"],
+                    help="call with a key of that role in an organization of its own (default: the superadmin's)")
+    ap.add_argument("--baseline-config", type=json.loads, default=None, help="extra config for the baseline, as JSON")
+    ap.add_argument("--candidate-config", type=json.loads, default=None,
+                    help="extra config for the candidate only, as JSON (keys the baseline may not know)")
     args = ap.parse_args()
     rounds, per_round, warm_up = DEFAULTS[args.op]
     rounds = args.rounds or rounds
     per_round = args.per_round or per_round
-    sides = [Side("baseline", args.baseline, args.op), Side("candidate", args.candidate, args.op)]
+    sides = [Side("baseline", args.baseline, args.op, args.role, args.baseline_config),
+             Side("candidate", args.candidate, args.op, args.role, args.candidate_config)]
     try:
         for s in sides:
             s.round(warm_up, record=False)
