@@ -82,9 +82,15 @@ awaitable<result<store::org>> disable_org(dependencies& deps, const auth::princi
   } else if (o->state != "disabled") {
     co_return make_error(errc::conflict, "organization " + o->name + " is " + o->state);
   }
-  auto stopped = co_await for_each_sandbox(deps, who, o->id, "started", false, &stop_one);
-  if (!stopped) co_return std::move(stopped).err();
-  spdlog::info("orgs: {} ({}) disabled; {} sandbox(es) stopped", o->name, o->id, *stopped);
+  // Paused ones too: frozen, they still hold their memory, and nobody of a disabled organization
+  // could resume or stop them.
+  int stopped = 0;
+  for (const char* state : {"started", "paused"}) {
+    auto n = co_await for_each_sandbox(deps, who, o->id, state, false, &stop_one);
+    if (!n) co_return std::move(n).err();
+    stopped += *n;
+  }
+  spdlog::info("orgs: {} ({}) disabled; {} sandbox(es) stopped", o->name, o->id, stopped);
   co_return deps.db.get_org(o->id);
 }
 

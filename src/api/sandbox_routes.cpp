@@ -266,6 +266,20 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          auto r = co_await svc.start(p.org_id, id, who);
          co_return reply(r, ctx, 200, sandbox_json);
        }},
+      {http::verb::post, "/v1/sandboxes/{id}/pause", permission::use_sandboxes,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto id = ctx.params["id"];
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto r = co_await svc.pause(p.org_id, id, who);
+         co_return reply(r, ctx, 200, sandbox_json);
+       }},
+      {http::verb::post, "/v1/sandboxes/{id}/resume", permission::use_sandboxes,
+       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto id = ctx.params["id"];
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto r = co_await svc.resume(p.org_id, id, who);
+         co_return reply(r, ctx, 200, sandbox_json);
+       }},
       {http::verb::delete_, "/v1/sandboxes/{id}", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto id = ctx.params["id"];

@@ -84,6 +84,7 @@ container_info info_from_inspect(const json& j) {
   if (member(state, "ExitCode").is_number_integer())
     info.exit_code = static_cast<int>(member(state, "ExitCode").get<std::int64_t>());
   info.oom_killed = member(state, "OOMKilled").is_boolean() && member(state, "OOMKilled").get<bool>();
+  info.paused = member(state, "Paused").is_boolean() && member(state, "Paused").get<bool>();
   if (info.running && member(state, "Pid").is_number_integer())
     info.pid = static_cast<int>(member(state, "Pid").get<std::int64_t>());
   const json& networks = member(member(j, "NetworkSettings"), "Networks");
@@ -111,7 +112,8 @@ container_info info_from_list_entry(const json& j) {
   if (names.is_array() && !names.empty()) info.name = without_leading_slash(string_of(names.front()));
   info.labels = labels_of(member(j, "Labels"));
   info.status = string_of(member(j, "State"));
-  info.running = info.status == "running";
+  info.paused = info.status == "paused";
+  info.running = info.status == "running" || info.paused;  // as inspect's State.Running says
   info.exit_code = exit_code_from_status_text(string_of(member(j, "Status")));
   return info;
 }
@@ -231,6 +233,30 @@ task<void> unix_engine::stop_container(const std::string& id, int timeout_s) {
                                client_options(deadline));
   if (!res) co_return std::move(res).err();
   if (!is_status(*res, {204, 304})) co_return error_of(*res, "stop container " + id);  // 304: not running
+  co_return ok_t{};
+}
+
+task<void> unix_engine::pause_container(const std::string& id) {
+  auto path = container_path(id, "/pause");
+  if (!path) co_return std::move(path).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, "/v" + *v + *path),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {204})) co_return error_of(*res, "pause container " + id);
+  co_return ok_t{};
+}
+
+task<void> unix_engine::unpause_container(const std::string& id) {
+  auto path = container_path(id, "/unpause");
+  if (!path) co_return std::move(path).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, "/v" + *v + *path),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {204})) co_return error_of(*res, "unpause container " + id);
   co_return ok_t{};
 }
 

@@ -149,6 +149,8 @@ verdict decide(state& st, const bhttp::request_header<>& req) {
   const std::string& id = address->sandbox_id;
   auto found = st.directory.find(id);
   if (!found) return page(404, "There is no sandbox " + id + ".");
+  // A frozen application would hold the request until resume: say so at once instead.
+  if (found->state == "paused") return page(503, "Sandbox " + id + " is paused; resume it to reach its preview.");
   if (found->state != "started") return page(503, "Sandbox " + id + " is " + found->state + ", not started.");
   // No address: its container left the sandbox network (or died and the row was cleared). Never
   // relay to an address the sandbox's container does not hold now.

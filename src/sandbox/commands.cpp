@@ -178,6 +178,8 @@ class capped_events final : public byte_sink {
 result<store::sandbox_record> service::require_started(const std::string& org_id, const std::string& id_or_name) {
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) return rec;
+  if (rec->state == "paused")
+    return make_error(errc::conflict, "sandbox " + rec->id + " is paused; resume it first");
   if (rec->state != "started")
     return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + "; it must be started for this call");
   activity_.touch(rec->id);  // every call that needs it started is use (the idle timeout)
@@ -200,8 +202,7 @@ task<exec_result> service::explain_unreachable_agent(store::sandbox_record& rec,
   // The agent is gone: tell a stopped container (exit, OOM) from a transient failure.
   auto info = co_await engine_.inspect_container(rec.container_id);
   if (info && !info->running) {
-    std::string why = "the sandbox's container exited with code " + std::to_string(info->exit_code) +
-                      (info->oom_killed ? " (out of memory)" : "");
+    std::string why = container_exit_reason(info->exit_code, info->oom_killed);
     (void)set_state(rec, "stopped", why);
     co_return make_error(errc::conflict, "sandbox " + rec.id + " is stopped: " + why);
   }

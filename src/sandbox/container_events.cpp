@@ -16,6 +16,10 @@
 
 namespace sandfort::sandbox {
 
+std::string container_exit_reason(int exit_code, bool oom_killed) {
+  return "the container exited with code " + std::to_string(exit_code) + (oom_killed ? " (out of memory)" : "");
+}
+
 namespace asio = boost::asio;
 
 namespace {
@@ -29,7 +33,8 @@ constexpr std::chrono::seconds replay_margin{1};
 // oom events whose die never came (the kernel killed a child, not the init): forget them.
 constexpr std::size_t max_oom_remembered = 1024;
 
-bool lifecycle_owns(const std::string& state) { return state != "started" && state != "stopped"; }
+// A paused sandbox's container is still there and can still die or vanish: followed like a started one.
+bool lifecycle_owns(const std::string& state) { return state != "started" && state != "stopped" && state != "paused"; }
 
 std::string attribute(const docker::engine_event& ev, const char* key) {
   auto it = ev.attributes.find(key);
@@ -63,7 +68,7 @@ asio::awaitable<void> service::follow_container_events() {
   co_await asio::this_coro::throw_if_cancelled(false);
   docker::event_subscription sub;
   sub.container_labels = {std::string(label_instance) + "=" + db_.instance_id()};
-  sub.container_actions = {"die", "oom", "destroy", "stop", "start"};
+  sub.container_actions = {"die", "oom", "destroy", "stop", "start", "pause", "unpause"};
   sub.networks = {cfg_.network.name};
   sub.network_actions = {"disconnect", "connect"};
   sub.since_nano = unix_nano(clock_.now() - replay_margin);
@@ -169,15 +174,23 @@ asio::awaitable<void> service::recheck_sandbox(std::string sandbox_id) {
     disconnect(sandbox_id);
     co_return;
   }
-  if (cur->state != "started") co_return;  // stopped and still there: nothing to correct
+  if (cur->state == "stopped") co_return;  // stopped and still there: nothing to correct
   if (!info->running) {
     bool oom = info->oom_killed || oom_seen_.erase(container) > 0;
-    std::string why = "the container exited with code " + std::to_string(info->exit_code) + (oom ? " (out of memory)" : "");
+    std::string why = container_exit_reason(info->exit_code, oom);
     spdlog::warn("sandbox {}: {}", sandbox_id, why);
     cur->address.clear();
     (void)set_state(*cur, "stopped", why);
     disconnect(sandbox_id);
     co_return;
+  }
+  // Paused or thawed with `docker pause`/`unpause`: the row follows, so calls answer 409 while
+  // it is frozen instead of hanging on an agent that cannot answer.
+  if (info->paused != (cur->state == "paused")) {
+    const std::string now_state = info->paused ? "paused" : "started";
+    spdlog::warn("sandbox {}: its container was {} outside sandfortd", sandbox_id, info->paused ? "paused" : "unpaused");
+    if (!info->paused) activity_.touch(sandbox_id);
+    (void)set_state(*cur, now_state, {}, audit::system_actor(), info->paused ? "sandbox.pause" : "sandbox.resume");
   }
   std::string address;
   if (auto it = info->addresses.find(cfg_.network.name); it != info->addresses.end()) address = it->second;

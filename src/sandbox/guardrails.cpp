@@ -38,7 +38,10 @@ bool glob_match(std::string_view pattern, std::string_view text) {
   return p == pattern.size();
 }
 
-bool running(const std::string& state) { return state == "creating" || state == "pulling" || state == "started"; }
+// A paused sandbox keeps its memory (and its CPU share is only idle): it counts as running.
+bool running(const std::string& state) {
+  return state == "creating" || state == "pulling" || state == "started" || state == "paused";
+}
 
 std::string number(double v) {
   std::string s = json(v).dump();
@@ -216,7 +219,7 @@ task<stop_all_report> service::stop_all(const std::string& org_id, bool by_super
   auto pending = std::make_shared<std::size_t>(0);
   auto all_done = std::make_shared<asio::steady_timer>(executor_, asio::steady_timer::time_point::max());
   for (auto& rec : *live) {
-    if (rec.state != "started") continue;
+    if (rec.state != "started" && rec.state != "paused") continue;
     ++*pending;
     asio::co_spawn(executor_, [this, rec, who, report, pending, all_done]() mutable -> asio::awaitable<void> {
       auto r = co_await halt(rec, "stopped by the organization's kill switch", who, std::nullopt);
@@ -264,11 +267,13 @@ asio::awaitable<int> service::reap() {
       }
       continue;
     }
-    if (rec.state != "started") continue;
+    if (rec.state != "started" && rec.state != "paused") continue;
     std::string why;
     if (expired) {
       why = "TTL reached (expired at " + *rec.expires_at + ")";
     } else {
+      // Paused is someone's deliberate choice to keep it, frozen: not idleness.
+      if (rec.state == "paused") continue;
       const auto idle_limit = spec_from_json(rec.spec_json).idle_timeout_s;
       const auto idle = activity_.idle_for(rec.id);
       if (idle_limit <= 0 || idle.count() < idle_limit) continue;

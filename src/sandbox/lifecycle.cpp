@@ -216,9 +216,9 @@ task<void> service::destroy_container(const store::sandbox_record& rec) {
 
 task<sandbox_view> service::get(const std::string& org_id, const std::string& id_or_name, const std::string& wait_for,
                                 std::chrono::milliseconds timeout) {
-  static const std::vector<std::string> waitable = {"creating", "pulling", "started", "stopped", "error"};
+  static const std::vector<std::string> waitable = {"creating", "pulling", "started", "paused", "stopped", "error"};
   if (!wait_for.empty() && std::find(waitable.begin(), waitable.end(), wait_for) == waitable.end())
-    co_return make_error(errc::invalid_argument, "wait_for must be one of creating, pulling, started, stopped, error");
+    co_return make_error(errc::invalid_argument, "wait_for must be one of creating, pulling, started, paused, stopped, error");
   auto until = std::chrono::steady_clock::now() + timeout;
   while (true) {
     auto rec = db_.get_sandbox(org_id, id_or_name);
@@ -248,7 +248,8 @@ task<sandbox_view> service::stop(const std::string& org_id, const std::string& i
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (rec->state == "stopped") co_return view_of(*rec);
-  if (rec->state != "started")
+  // Docker stops a paused container as it is: no need to thaw it first.
+  if (rec->state != "started" && rec->state != "paused")
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be stopped");
   if (auto r = co_await halt(*rec, {}, who, std::nullopt); !r) co_return std::move(r).err();
   co_return view_of(*rec);

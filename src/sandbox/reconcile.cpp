@@ -46,10 +46,15 @@ task<reconcile_report> service::reconcile() {
       if (rec.state == "error") continue;
       (void)set_state(rec, "error", "the sandbox's container vanished");
       ++report.rows_marked_error;
-    } else if (!found->second.running && rec.state == "started") {
+    } else if (!found->second.running && (rec.state == "started" || rec.state == "paused")) {
       (void)set_state(rec, "stopped", "the container was not running when sandfortd started");
       ++report.rows_marked_stopped;
-    } else if (rec.state == "started" && rec.address.empty()) {
+    } else if ((rec.state == "started" || rec.state == "paused") && found->second.paused != (rec.state == "paused")) {
+      // Paused or thawed with `docker pause`/`unpause` while sandfortd was down: a paused
+      // sandbox stays paused across a restart, and the row says what the container is.
+      (void)set_state(rec, found->second.paused ? "paused" : "started", {}, audit::system_actor(),
+                      found->second.paused ? "sandbox.pause" : "sandbox.resume");
+    } else if ((rec.state == "started" || rec.state == "paused") && rec.address.empty()) {
       // Started by a build without the sandbox network, or the address was never recorded.
       if (auto r = co_await refresh_address(rec); r) (void)db_.update_sandbox(rec);
     }

@@ -123,7 +123,8 @@ struct container_info {
   std::string name;
   std::map<std::string, std::string> labels;
   std::string status;  // created | running | paused | restarting | removing | exited | dead
-  bool running = false;
+  bool running = false;  // a paused container is running too: its processes exist, frozen
+  bool paused = false;
   int exit_code = 0;
   bool oom_killed = false;
   // The host pid of the container's init process while it runs, 0 otherwise (inspect only).
@@ -212,6 +213,10 @@ class engine {
   virtual task<std::string> create_container(const container_spec& spec) = 0;
   virtual task<void> start_container(const std::string& id) = 0;
   virtual task<void> stop_container(const std::string& id, int timeout_s) = 0;
+  // Freezes every process of a running container (the cgroup freezer: memory is kept) and
+  // thaws it again. A container that is not running, or not paused, is `conflict`.
+  virtual task<void> pause_container(const std::string& id) = 0;
+  virtual task<void> unpause_container(const std::string& id) = 0;
   // Force-removes the container and its anonymous volumes; absent is `not_found`.
   virtual task<void> remove_container(const std::string& id) = 0;
   virtual task<container_info> inspect_container(const std::string& id) = 0;
@@ -249,6 +254,8 @@ class unix_engine final : public engine {
   task<std::string> create_container(const container_spec& spec) override;
   task<void> start_container(const std::string& id) override;
   task<void> stop_container(const std::string& id, int timeout_s) override;
+  task<void> pause_container(const std::string& id) override;
+  task<void> unpause_container(const std::string& id) override;
   task<void> remove_container(const std::string& id) override;
   task<container_info> inspect_container(const std::string& id) override;
   task<std::vector<container_info>> list_containers(const std::vector<std::string>& label_filters) override;

@@ -57,6 +57,10 @@ class service {
   task<sandbox_view> stop(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
   task<sandbox_view> start(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
   task<void> remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
+  // Freezes every process of a started sandbox (memory kept) and thaws it again (src/sandbox/pause.cpp).
+  // Calls that need it running answer 409 meanwhile; stop and delete work on a paused sandbox.
+  task<sandbox_view> pause(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
+  task<sandbox_view> resume(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
   // PATCH: labels, ttl_s, egress_allowlist (the proxy reads it on every new connection).
   task<sandbox_view> update(const std::string& org_id, const std::string& id_or_name, const update_request& req,
                             const audit::actor& who = audit::system_actor());
@@ -116,11 +120,12 @@ class service {
   task<void> ready();
 
   // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
-  // Follows the engine's events about our containers (die, oom, destroy, stop, start) and the
-  // sandbox network (connect, disconnect) until cancelled, and brings each row it concerns in
-  // line with what inspect says: a container that exited stops its row, one removed behind our
-  // back makes it `error`, one off the network loses its address; relays, tunnels and the agent
-  // connection close with it. Spawn it before reconcile(): it replays from the moment it was
+  // Follows the engine's events about our containers (die, oom, destroy, stop, start, pause,
+  // unpause) and the sandbox network (connect, disconnect) until cancelled, and brings each row it
+  // concerns in line with what inspect says: a container that exited stops its row, one removed
+  // behind our back makes it `error`, one off the network loses its address, one paused or thawed
+  // outside sandfortd makes it `paused` or `started`; relays, tunnels and the agent connection
+  // close with it. Spawn it before reconcile(): it replays from the moment it was
   // called, so nothing that happens during reconciliation is missed. Reconnects with back-off.
   boost::asio::awaitable<void> follow_container_events();
 
@@ -152,7 +157,7 @@ class service {
   result<void> admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
                      const std::string& restarting, const audit::actor& who);
   org_limits limits_of(const store::org_guardrails& own) const;
-  // Stops a started sandbox's container and records it (`message`: why, when not its caller's
+  // Stops a started (or paused) sandbox's container and records it (`message`: why, when not its caller's
   // wish; `deadline`: when a guardrail will delete it).
   task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
                   const std::optional<store::sandbox_deadline>& deadline);
@@ -243,6 +248,10 @@ sandbox_view to_view(const store::sandbox_record& rec);
 // Serialization of the stored spec (the store keeps it as opaque JSON text).
 std::string spec_to_json(const sandbox_spec& spec);
 sandbox_spec spec_from_json(const std::string& text);
+// Why a sandbox's container stopped by itself ("the container exited with code 137 (out of
+// memory)"): the same words whether Docker's events or a failed call noticed it first.
+std::string container_exit_reason(int exit_code, bool oom_killed);
+
 // idle_timeout_s, when given: 0 (never) up to 30 days.
 result<void> check_idle_timeout(const std::optional<std::int64_t>& idle_timeout_s);
 

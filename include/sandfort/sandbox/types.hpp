@@ -157,7 +157,7 @@ struct org_limits {
 
 struct org_usage {
   std::int64_t sandboxes = 0;  // not deleted
-  std::int64_t running = 0;    // creating, pulling, started
+  std::int64_t running = 0;    // creating, pulling, started, paused
   double cpus = 0;
   std::int64_t memory_mb = 0;
 };

@@ -145,10 +145,34 @@ class fake_engine final : public docker::engine {
     auto* c = find(id);
     if (!c) co_return make_error(errc::not_found, "no such container " + id);
     c->running = false;
+    c->paused = false;
     c->status = "exited";
     // Docker answers after the container died (and told its event stream so).
     if (stop_delay.count() > 0) co_await sleep_for(stop_delay);
     if (stop_error) co_return *stop_error;
+    co_return ok_t{};
+  }
+
+  // Like Docker's: only a running container pauses, only a paused one unpauses (409 otherwise).
+  std::vector<std::string> paused_ids, unpaused_ids;
+  std::optional<error> pause_error;
+  docker::task<void> pause_container(const std::string& id) override {
+    if (pause_error) co_return *pause_error;
+    auto* c = find(id);
+    if (!c) co_return make_error(errc::not_found, "no such container " + id);
+    if (!c->running || c->paused) co_return make_error(errc::conflict, "container " + id + " is not running");
+    paused_ids.push_back(id);
+    c->paused = true;
+    c->status = "paused";
+    co_return ok_t{};
+  }
+  docker::task<void> unpause_container(const std::string& id) override {
+    auto* c = find(id);
+    if (!c) co_return make_error(errc::not_found, "no such container " + id);
+    if (!c->paused) co_return make_error(errc::conflict, "container " + id + " is not paused");
+    unpaused_ids.push_back(id);
+    c->paused = false;
+    c->status = "running";
     co_return ok_t{};
   }
 
@@ -449,7 +473,7 @@ struct fixture {
 
   // The row even when deleted, straight from the store.
   std::optional<store::sandbox_record> row_any_state(const std::string& org_id, const std::string& id) {
-    for (const char* state : {"creating", "pulling", "started", "stopped", "error", "deleted"}) {
+    for (const char* state : {"creating", "pulling", "started", "paused", "stopped", "error", "deleted"}) {
       store::sandbox_filter f;
       f.state = state;
       f.limit = 1000;
