@@ -72,20 +72,6 @@ std::string cell(const json& v) {
   return v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-void print_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width(rows.front().size(), 0);
-  for (const auto& row : rows)
-    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    std::cout << line << "\n";
-  }
-}
-
 void print_events(const json& items) {
   std::vector<std::vector<std::string>> rows = {{"SEQ", "TS", "ACTOR", "ACTION", "TARGET", "OUTCOME", "DETAILS"}};
   for (const auto& e : items) {

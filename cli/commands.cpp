@@ -205,6 +205,20 @@ int login_with_oidc(const login_options& o) {
 
 }  // namespace
 
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width(rows.front().size(), 0);
+  for (const auto& row : rows)
+    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  }
+}
+
 int cmd_login(const login_options& o) {
   if (o.oidc_issuer.empty()) {
     if (!o.client_id.empty() || !o.resource.empty() || !o.audience.empty())
@@ -280,17 +294,7 @@ int cmd_sandbox_ls(bool as_json) {
   std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "SNAPSHOT", "CREATED"}};
   for (const auto& s : all)
     rows.push_back({text_of(s, "id"), text_of(s, "name"), text_of(s, "state"), text_of(s, "snapshot"), text_of(s, "created_at")});
-  std::vector<std::size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows)
-    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    std::cout << line << "\n";
-  }
+  print_table(rows);
   return 0;
 }
 
@@ -314,9 +318,9 @@ int cmd_sandbox_rm(const std::vector<std::string>& ids) {
   return 0;
 }
 
-int cmd_sandbox_stop_start(const std::string& id, bool start, bool as_json) {
+int cmd_sandbox_lifecycle(const std::string& id, const std::string& action, bool as_json) {
   api_client client = connect_api();
-  json sbx = client.call(verb::post, sandbox_path(id) + (start ? "/start" : "/stop"));
+  json sbx = client.call(verb::post, sandbox_path(id) + "/" + action);
   if (as_json)
     print_json(sbx);
   else

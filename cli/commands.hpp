@@ -8,6 +8,9 @@
 
 namespace sandfort::cli {
 
+// Rows as aligned columns, two spaces apart; the first row is the header. Not empty.
+void print_table(const std::vector<std::vector<std::string>>& rows);
+
 struct create_options {
   std::string name;
   std::string snapshot;
@@ -72,7 +75,8 @@ int cmd_sandbox_create(const create_options& o);
 int cmd_sandbox_ls(bool json);
 int cmd_sandbox_get(const std::string& id, bool json);
 int cmd_sandbox_rm(const std::vector<std::string>& ids);
-int cmd_sandbox_stop_start(const std::string& id, bool start, bool json);
+// action is stop, start, pause or resume: POST /v1/sandboxes/{id}/{action}.
+int cmd_sandbox_lifecycle(const std::string& id, const std::string& action, bool json);
 
 // args[0] is the sandbox, the rest the command's argv.
 // With send_stdin, all of this process's stdin is read first and handed to the command.

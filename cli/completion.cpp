@@ -22,13 +22,13 @@ _sandfort() {
   case "$cmd" in
     sandbox)
       if [[ $COMP_CWORD -eq 2 ]]; then
-        COMPREPLY=($(compgen -W "create ls get rm stop start --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "create ls get rm stop start pause resume --help" -- "$cur"))
         return
       fi
       case "$sub" in
         create) COMPREPLY=($(compgen -W "--wait --snapshot --egress --env --cpus --memory --ttl --idle-timeout --json --help" -- "$cur")) ;;
         ls) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
-        get|rm|stop|start) COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --json --help" -- "$cur")) ;;
+        get|rm|stop|start|pause|resume) COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --json --help" -- "$cur")) ;;
       esac ;;
     exec)
       if [[ $COMP_CWORD -eq 2 || "${COMP_WORDS[COMP_CWORD-1]}" == --* && $COMP_CWORD -eq 3 ]]; then

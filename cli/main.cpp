@@ -216,11 +216,18 @@ int main(int argc, char** argv) {
   rm->alias("delete");
   rm->add_option("ids", ids, "Sandbox ids or names")->required();
   rm->callback([&] { status = sc::cmd_sandbox_rm(ids); });
-  for (bool start : {false, true}) {
-    auto* cmd = sandbox->add_subcommand(start ? "start" : "stop", start ? "Start a stopped sandbox" : "Stop a sandbox");
+  struct lifecycle_command {
+    const char* name;
+    const char* help;
+  };
+  for (auto [name, help] : {lifecycle_command{"stop", "Stop a sandbox"},
+                            lifecycle_command{"start", "Start a stopped sandbox"},
+                            lifecycle_command{"pause", "Pause a started sandbox: freeze its processes, memory kept"},
+                            lifecycle_command{"resume", "Resume a paused sandbox where it was"}}) {
+    auto* cmd = sandbox->add_subcommand(name, help);
     cmd->add_option("id", id, "Sandbox id or name")->required();
     json_flag(cmd);
-    cmd->callback([&, start] { status = sc::cmd_sandbox_stop_start(id, start, as_json); });
+    cmd->callback([&, action = std::string(name)] { status = sc::cmd_sandbox_lifecycle(id, action, as_json); });
   }
 
   // exec ID CMD… : everything after the id is the command's, options included.

@@ -44,20 +44,6 @@ json field(const json& j, const char* object, const char* key) {
   return j[object][key];
 }
 
-void print_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width(rows.front().size(), 0);
-  for (const auto& row : rows)
-    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    std::cout << line << "\n";
-  }
-}
-
 void print_limits(const json& v) {
   std::set<std::string> own;
   if (v.contains("own") && v["own"].is_array())

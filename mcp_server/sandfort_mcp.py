@@ -594,7 +594,7 @@ TOOLS = [
             "type": "object",
             "properties": {
                 "state": {"type": "string",
-                          "enum": ["creating", "pulling", "started", "stopped", "error"],
+                          "enum": ["creating", "pulling", "started", "paused", "stopped", "error"],
                           "description": "Only sandboxes in this state."},
                 "label": {"type": "string",
                           "description": "Only sandboxes with these labels: 'k:v' or "

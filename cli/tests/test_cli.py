@@ -157,6 +157,25 @@ def test_sandbox_lifecycle_with_json(cli):
     assert r.returncode == 1 and "not found" in r.stderr and "req-" in r.stderr
 
 
+def test_sandbox_pause_resume(cli):
+    sid = cli.ok("sandbox", "create", "--wait").stdout.strip()
+    try:
+        cli.ok("exec", sid, "sh", "-c", "echo kept > /tmp/state")
+        assert cli.ok("sandbox", "pause", sid).stdout.strip() == f"{sid} paused"
+        assert cli.json("sandbox", "pause", sid)["state"] == "paused"
+        assert "state: paused" in cli.ok("sandbox", "get", sid).stdout
+        r = cli.run("exec", sid, "true")
+        assert r.returncode == 1 and "paused" in r.stderr and "resume it first" in r.stderr, r.stderr
+        assert cli.json("sandbox", "resume", sid)["state"] == "started"
+        assert cli.ok("sandbox", "resume", sid).stdout.strip() == f"{sid} started"
+        assert cli.run("exec", sid, "cat", "/tmp/state").stdout == "kept\n"
+        cli.ok("sandbox", "stop", sid)
+        r = cli.run("sandbox", "pause", sid)
+        assert r.returncode == 1 and "conflict" in r.stderr, r.stderr
+    finally:
+        cli.ok("sandbox", "rm", sid)
+
+
 def test_sandbox_create_rejects_bad_env(cli):
     r = cli.run("sandbox", "create", "--env", "NOEQUALS")
     assert r.returncode == 2
@@ -412,6 +431,8 @@ def test_bash_completion_offers_commands_and_sandboxes(cli, sandbox):
     assert {"sandbox", "shell"} <= set(_complete(cli, ["sandfort", "s"]))
     assert _complete(cli, ["sandfort", "sandbox", "cr"]) == ["create"]
     assert sandbox in _complete(cli, ["sandfort", "sandbox", "get", "sbx-"])
+    assert _complete(cli, ["sandfort", "sandbox", "p"]) == ["pause"]
+    assert sandbox in _complete(cli, ["sandfort", "sandbox", "resume", "sbx-"])
     assert cli.run("completion", "fish").returncode == 2
     zsh = cli.ok("completion", "zsh").stdout
     assert "bashcompinit" in zsh and "complete -F _sandfort sandfort" in zsh

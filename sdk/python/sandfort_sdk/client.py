@@ -231,6 +231,16 @@ class Sandbox:
     def start(self) -> "Sandbox":
         return self._set(self._t.call("POST", f"{self._base}/start", timeout=max(self._client.timeout or 60, 300)))
 
+    def pause(self) -> "Sandbox":
+        """Freezes every process (memory kept): state ``paused``; exec, files and sessions then raise
+        ConflictError until ``resume()``. Already paused: unchanged; not started: ConflictError."""
+        return self._set(self._t.call("POST", f"{self._base}/pause", timeout=max(self._client.timeout or 60, 120)))
+
+    def resume(self) -> "Sandbox":
+        """Lets the processes of a paused sandbox carry on where they were: state ``started``.
+        Already started: unchanged; not paused: ConflictError."""
+        return self._set(self._t.call("POST", f"{self._base}/resume", timeout=max(self._client.timeout or 60, 120)))
+
     def delete(self) -> None:
         self._client.delete(self.id)
 

@@ -419,6 +419,21 @@ export class Sandbox {
     return this.info;
   }
 
+  /**
+   * Freezes every process (memory kept): state `paused`; commands, files and sessions then answer
+   * 409 until `resume()`. Already paused: unchanged; not started: 409.
+   */
+  async pause(): Promise<SandboxInfo> {
+    this.info = toSandboxInfo(await this.req<Json>("POST", "/pause"));
+    return this.info;
+  }
+
+  /** Lets a paused sandbox's processes carry on where they were: state `started`. Already started: unchanged; not paused: 409. */
+  async resume(): Promise<SandboxInfo> {
+    this.info = toSandboxInfo(await this.req<Json>("POST", "/resume"));
+    return this.info;
+  }
+
   /** Deletes the sandbox (container, files, preview URLs, proxy credential). False if it was already gone. */
   async kill(): Promise<boolean> {
     return this.client.deleteSandbox(this.info.id);

@@ -1,4 +1,4 @@
-export type SandboxState = "creating" | "pulling" | "started" | "stopped" | "error" | "deleted" | string;
+export type SandboxState = "creating" | "pulling" | "started" | "paused" | "stopped" | "error" | "deleted" | string;
 
 export interface Resources {
   cpus?: number;
