@@ -71,6 +71,31 @@ sandbox::task<void> remove_one(dependencies& deps, const audit::actor& who, cons
   co_return ok_t{};
 }
 
+// Deletes every volume of the organization; the first failure is returned after the rest were tried.
+awaitable<result<int>> remove_volumes(dependencies& deps, const audit::actor& who, const std::string& org_id) {
+  int done = 0;
+  std::optional<error> first_failure;
+  sandbox::volume_list_request req;
+  req.limit = 100;
+  while (true) {
+    auto page = deps.sandboxes.list_volumes(org_id, req);
+    if (!page) co_return std::move(page).err();
+    for (const auto& v : page->items) {
+      auto r = co_await deps.sandboxes.delete_volume(org_id, v.id, who);
+      if (!r && r.err().code != errc::not_found) {
+        spdlog::warn("orgs: volume {} of {}: {}", v.id, org_id, r.err().message);
+        if (!first_failure) first_failure = r.err();
+      } else {
+        ++done;
+      }
+    }
+    if (page->next_cursor.empty()) break;
+    req.cursor = page->next_cursor;  // names sort, so a page read afresh would start at the same place
+  }
+  if (first_failure) co_return *first_failure;
+  co_return done;
+}
+
 }  // namespace
 
 awaitable<result<store::org>> disable_org(dependencies& deps, const auth::principal& by, const audit::actor& who,
@@ -119,12 +144,18 @@ awaitable<result<void>> delete_org(dependencies& deps, const auth::principal& by
   if (!revoked) co_return std::move(revoked).err();
   auto removed = co_await for_each_sandbox(deps, who, o->id, "", true, &remove_one);
   if (!removed) co_return std::move(removed).err();
+  // Volumes after sandboxes: none is mounted any more. A failure leaves the organization
+  // `deleting`, and a second DELETE finishes.
+  auto volumes = co_await remove_volumes(deps, who, o->id);
+  if (!volumes) co_return std::move(volumes).err();
   // The organization's last event closes its chain.
   if (auto r = change_state(deps, by, who, *o, "deleted", {"deleting"},
-                            {"org.delete", o->id, "ok", {{"chain", "closed"}, {"sandboxes_removed", *removed}}});
+                            {"org.delete", o->id, "ok",
+                             {{"chain", "closed"}, {"sandboxes_removed", *removed}, {"volumes_removed", *volumes}}});
       !r)
     co_return r;
-  spdlog::info("orgs: {} ({}) deleted: {} key(s) revoked, {} sandbox(es) removed", o->name, o->id, *revoked, *removed);
+  spdlog::info("orgs: {} ({}) deleted: {} key(s) revoked, {} sandbox(es) and {} volume(s) removed", o->name, o->id,
+               *revoked, *removed, *volumes);
   co_return ok_t{};
 }
 

@@ -33,6 +33,12 @@ json sandbox_json(const sandbox::sandbox_view& v) {
             {"user", v.spec.user.empty() ? json(nullptr) : json(v.spec.user)},
             {"workdir", v.spec.workdir.empty() ? json(nullptr) : json(v.spec.workdir)},
             {"public_preview", v.spec.public_preview},
+            {"volumes", [&] {
+               json volumes = json::array();
+               for (const auto& m : v.spec.volumes)
+                 volumes.push_back({{"name", m.name}, {"mount_path", m.mount_path}, {"read_only", m.read_only}});
+               return volumes;
+             }()},
             {"preview_url_template", v.preview_url_template}};
   if (!v.error_message.empty()) j["error_message"] = v.error_message;
   return j;
@@ -58,17 +64,32 @@ http::response exec_reply(result<sandbox::exec_result>& r, const http::context& 
 }
 
 // Fields the contract names but this build does not provide yet are refused, not ignored:
-// a caller must never believe a volume is mounted or a limit applies when it does not.
+// a caller must never believe a limit applies when it does not.
 result<void> refuse_unbuilt(const json& body) {
-  static const std::pair<const char*, const char*> unbuilt[] = {
-      {"volumes", "volumes are not available yet"},
-  };
-  for (const auto& [key, why] : unbuilt)
-    if (body.contains(key) && !body.at(key).is_null() && body.at(key) != json(false))
-      return make_error(errc::invalid_argument, std::string(key) + ": " + why);
   if (body.contains("resources") && body["resources"].is_object() && body["resources"].contains("disk_mb") &&
       !body["resources"]["disk_mb"].is_null())
     return make_error(errc::invalid_argument, "resources.disk_mb: disk quotas are not available on this backend yet");
+  return {};
+}
+
+// volumes: [{name, mount_path, read_only?}]
+result<void> read_volumes(const json& body, std::vector<sandbox::volume_request>& out) {
+  if (!body.contains("volumes") || body["volumes"].is_null()) return {};
+  const json& list = body["volumes"];
+  if (!list.is_array()) return make_error(errc::invalid_argument, "field 'volumes' must be an array");
+  for (const auto& item : list) {
+    if (!item.is_object())
+      return make_error(errc::invalid_argument, "each of 'volumes' must be an object {name, mount_path, read_only?}");
+    for (const auto& [key, unused] : item.items())
+      if (key != "name" && key != "mount_path" && key != "read_only")
+        return make_error(errc::invalid_argument, "volumes: unknown field '" + key + "' (name, mount_path, read_only)");
+    sandbox::volume_request v;
+    for (auto r : {read(item, "name", v.name), read(item, "mount_path", v.mount_path), read(item, "read_only", v.read_only)})
+      if (!r) return make_error(errc::invalid_argument, "volumes: " + r.err().message);
+    if (v.name.empty() || v.mount_path.empty())
+      return make_error(errc::invalid_argument, "volumes: each needs a name and a mount_path");
+    out.push_back(std::move(v));
+  }
   return {};
 }
 
@@ -86,7 +107,7 @@ result<sandbox::create_request> parse_create(const http::request& req) {
                  read(j, "user", c.user), read(j, "workdir", c.workdir),
                  read(j, "public_preview", c.public_preview),
                  read(resources, "cpus", c.cpus), read(resources, "memory_mb", c.memory_mb),
-                 read(resources, "pids", c.pids)})
+                 read(resources, "pids", c.pids), read_volumes(j, c.volumes)})
     if (!r) return std::move(r).err();
   return c;
 }
@@ -160,6 +181,19 @@ template <typename T, typename F>
 http::response reply(const result<T>& r, const http::context& ctx, unsigned status, F&& to_json) {
   if (!r) return http::error_response(r.err(), ctx.request_id);
   return http::json_response(status, to_json(*r));
+}
+
+// POST /v1/sandboxes/{id}/stop|start|pause|resume: one state change, answered with the sandbox.
+using state_change = sandbox::task<sandbox::sandbox_view> (sandbox::service::*)(const std::string&, const std::string&,
+                                                                                const audit::actor&);
+api_route state_route(sandbox::service& svc, const char* path, state_change change) {
+  return {http::verb::post, path, auth::permission::use_sandboxes,
+          [&svc, change](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+            auto id = ctx.params["id"];
+            const auto who = actor_of(p, ctx.request_id, ctx.remote);
+            auto r = co_await (svc.*change)(p.org_id, id, who);
+            co_return reply(r, ctx, 200, sandbox_json);
+          }};
 }
 
 }  // namespace
@@ -252,34 +286,10 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
            return json{{"items", items}};
          });
        }},
-      {http::verb::post, "/v1/sandboxes/{id}/stop", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto id = ctx.params["id"];
-         const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.stop(p.org_id, id, who);
-         co_return reply(r, ctx, 200, sandbox_json);
-       }},
-      {http::verb::post, "/v1/sandboxes/{id}/start", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto id = ctx.params["id"];
-         const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.start(p.org_id, id, who);
-         co_return reply(r, ctx, 200, sandbox_json);
-       }},
-      {http::verb::post, "/v1/sandboxes/{id}/pause", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto id = ctx.params["id"];
-         const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.pause(p.org_id, id, who);
-         co_return reply(r, ctx, 200, sandbox_json);
-       }},
-      {http::verb::post, "/v1/sandboxes/{id}/resume", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto id = ctx.params["id"];
-         const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.resume(p.org_id, id, who);
-         co_return reply(r, ctx, 200, sandbox_json);
-       }},
+      state_route(svc, "/v1/sandboxes/{id}/stop", &sandbox::service::stop),
+      state_route(svc, "/v1/sandboxes/{id}/start", &sandbox::service::start),
+      state_route(svc, "/v1/sandboxes/{id}/pause", &sandbox::service::pause),
+      state_route(svc, "/v1/sandboxes/{id}/resume", &sandbox::service::resume),
       {http::verb::delete_, "/v1/sandboxes/{id}", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto id = ctx.params["id"];

@@ -39,6 +39,13 @@ nlohmann::json host_config(const container_spec& spec) {
   for (const auto& b : spec.binds) binds.push_back(bind_string(b));
   nlohmann::json tmpfs = nlohmann::json::object();
   for (const auto& t : spec.tmpfs) tmpfs[t.container_path] = tmpfs_options(t);
+  nlohmann::json mounts = nlohmann::json::array();
+  for (const auto& v : spec.volumes)
+    mounts.push_back({{"Type", "volume"},
+                      {"Source", v.volume},
+                      {"Target", v.container_path},
+                      {"ReadOnly", v.read_only},
+                      {"VolumeOptions", {{"NoCopy", v.no_copy}}}});
   nlohmann::json hc = {
       {"Init", spec.init},
       {"Binds", std::move(binds)},
@@ -55,6 +62,7 @@ nlohmann::json host_config(const container_spec& spec) {
       {"ReadonlyRootfs", false},
       {"LogConfig", {{"Type", "json-file"}, {"Config", {{"max-size", "10m"}, {"max-file", "1"}}}}},
   };
+  if (!mounts.empty()) hc["Mounts"] = std::move(mounts);
   set_if_not_empty(hc, "Runtime", spec.runtime);
   return hc;
 }
@@ -111,6 +119,13 @@ result<void> validate_spec(const container_spec& spec) {
     if (!path_is_safe_for_binds(t.container_path) || t.size_bytes <= 0 || t.inodes <= 0)
       return make_error(errc::invalid_argument, "tmpfs \"" + t.container_path +
                                                     "\": the path must be absolute without ':' or ',', the size positive");
+  }
+  for (const auto& v : spec.volumes) {
+    bool ok = !v.volume.empty() && v.volume.front() != '_' && v.volume.front() != '.' && v.volume.front() != '-';
+    for (char c : v.volume) ok = ok && name_char_ok(c);
+    if (!ok || !path_is_safe_for_binds(v.container_path) || v.container_path == "/")
+      return make_error(errc::invalid_argument, "volume \"" + v.volume + "\" -> \"" + v.container_path +
+                                                    "\": a plain volume name and an absolute path other than /");
   }
   if (spec.memory_bytes < 0 || spec.pids_limit < 0 || spec.stop_timeout_s < 0 || !(spec.cpus >= 0))
     return make_error(errc::invalid_argument, "container limits must not be negative");

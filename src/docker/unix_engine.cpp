@@ -129,6 +129,15 @@ std::string image_path(const detail::image_ref& ref, std::string_view suffix) {
 
 }  // namespace
 
+volume_info parse_volume(const json& body) {
+  volume_info info;
+  info.name = string_of(member(body, "Name"));
+  info.driver = string_of(member(body, "Driver"));
+  info.mountpoint = string_of(member(body, "Mountpoint"));
+  info.labels = labels_of(member(body, "Labels"));
+  return info;
+}
+
 unix_engine::unix_engine(unix_engine_options options) : options_(std::move(options)) {}
 
 task<version_info> unix_engine::version() {
@@ -236,27 +245,19 @@ task<void> unix_engine::stop_container(const std::string& id, int timeout_s) {
   co_return ok_t{};
 }
 
-task<void> unix_engine::pause_container(const std::string& id) {
-  auto path = container_path(id, "/pause");
-  if (!path) co_return std::move(path).err();
-  auto v = co_await api_version();
-  if (!v) co_return std::move(v).err();
-  auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, "/v" + *v + *path),
-                               client_options(options_.timeout));
-  if (!res) co_return std::move(res).err();
-  if (!is_status(*res, {204})) co_return error_of(*res, "pause container " + id);
-  co_return ok_t{};
-}
+task<void> unix_engine::pause_container(const std::string& id) { return post_container_action(id, "pause"); }
 
-task<void> unix_engine::unpause_container(const std::string& id) {
-  auto path = container_path(id, "/unpause");
+task<void> unix_engine::unpause_container(const std::string& id) { return post_container_action(id, "unpause"); }
+
+task<void> unix_engine::post_container_action(const std::string& id, const std::string& action) {
+  auto path = container_path(id, "/" + action);
   if (!path) co_return std::move(path).err();
   auto v = co_await api_version();
   if (!v) co_return std::move(v).err();
   auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, "/v" + *v + *path),
                                client_options(options_.timeout));
   if (!res) co_return std::move(res).err();
-  if (!is_status(*res, {204})) co_return error_of(*res, "unpause container " + id);
+  if (!is_status(*res, {204})) co_return error_of(*res, action + " container " + id);
   co_return ok_t{};
 }
 
@@ -337,6 +338,33 @@ task<network_info> unix_engine::create_network(const network_spec& spec) {
   std::string what = "create network " + spec.name + " (" + spec.subnet + ")";
   if (!is_status(*res, {201, 200})) co_return error_of(*res, what);
   co_return co_await inspect_network(spec.name);
+}
+
+task<volume_info> unix_engine::create_volume(const volume_spec& spec) {
+  if (spec.name.empty()) co_return make_error(errc::invalid_argument, "a volume name must not be empty");
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  json body = {{"Name", spec.name}, {"Driver", "local"}, {"Labels", spec.labels}};
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, "/v" + *v + "/volumes/create", &body),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  std::string what = "create volume " + spec.name;
+  if (!is_status(*res, {201, 200})) co_return error_of(*res, what);
+  auto answer = parse_body(*res, what);
+  if (!answer) co_return std::move(answer).err();
+  co_return parse_volume(*answer);
+}
+
+task<void> unix_engine::remove_volume(const std::string& name) {
+  if (name.empty()) co_return make_error(errc::invalid_argument, "a volume name must not be empty");
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto res = co_await exchange(options_.socket_path,
+                               http::make_request(verb::delete_, "/v" + *v + "/volumes/" + detail::percent_encode(name)),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {204, 200})) co_return error_of(*res, "remove volume " + name);
+  co_return ok_t{};
 }
 
 }  // namespace sandfort::docker

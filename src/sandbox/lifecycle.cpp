@@ -77,6 +77,10 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // Reconciliation removes containers and marks rows it cannot account for: a sandbox created
   // while it sweeps could be taken for a leftover.
   if (!reconciled_) co_return make_error(errc::unavailable, "sandfortd is still reconciling with Docker; retry shortly");
+  // Looked up here and linked in the insert below, with no co_await between: a volume being
+  // deleted is not found, and one found cannot be deleted before the link exists.
+  auto volumes = resolve_volumes(org_id, *spec);
+  if (!volumes) co_return std::move(volumes).err();
   const std::string image = req.snapshot.empty() ? cfg_.default_image : req.snapshot;
   // Checked and inserted without a co_await between: no other create can slip in and overrun.
   if (auto admitted = admit(org_id, *spec, image, {}, who); !admitted) co_return std::move(admitted).err();
@@ -97,7 +101,16 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // The row exists before any container does, so a crash at any later point leaves
   // something reconciliation can find by its labels.
   auto inserted = journal_.record_change(
-      {org_id}, who, [&] { return db_.insert_sandbox(rec); },
+      {org_id}, who,
+      [&]() -> result<void> {
+        if (auto r = db_.insert_sandbox(rec); !r) return r;
+        for (std::size_t i = 0; i < volumes->size(); ++i)
+          if (auto r = db_.insert_sandbox_volume(rec.id, (*volumes)[i].id, spec->volumes[i].mount_path,
+                                                 spec->volumes[i].read_only);
+              !r)
+            return r;
+        return {};
+      },
       [&] {
         return audit::record{"sandbox.create", rec.id, "ok",
                              {{"name", rec.name}, {"snapshot", rec.snapshot}, {"spec", spec_for_audit(rec.spec_json)}}};
@@ -140,6 +153,9 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   }
 
   auto container = container_for(rec, spec_from_json(rec.spec_json), proxy_secret);
+  auto mounts = volume_mounts_of(rec.id);
+  if (!mounts) co_return co_await fail(std::move(mounts).err());
+  container.volumes = std::move(*mounts);
   auto id = co_await engine_.create_container(container);
   if (!id) co_return co_await fail(std::move(id).err());
   rec.container_id = *id;

@@ -16,48 +16,46 @@ bool already(const docker::container_info& info, bool paused) { return info.runn
 }  // namespace
 
 task<sandbox_view> service::pause(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
+  return freeze(org_id, id_or_name, true, who);
+}
+
+task<sandbox_view> service::resume(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
+  return freeze(org_id, id_or_name, false, who);
+}
+
+task<sandbox_view> service::freeze(const std::string& org_id, const std::string& id_or_name, bool paused,
+                                   const audit::actor& who) {
+  const std::string from = paused ? "started" : "paused", to = paused ? "paused" : "started";
+  const char* verb = paused ? "paused" : "resumed";
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
-  if (rec->state == "paused") co_return view_of(*rec);
-  if (rec->state != "started")
-    co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be paused");
-  auto marked = begin_operation(rec->id);  // its pause event is ours (container_events.cpp)
+  if (rec->state == to) co_return view_of(*rec);
+  if (rec->state != from)
+    co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be " + verb);
+  auto marked = begin_operation(rec->id);  // its pause or unpause event is ours (container_events.cpp)
   const std::string container = rec->container_id;
-  if (auto r = co_await engine_.pause_container(container); !r) {
+  // Not one conditional expression with two co_awaits: GCC 12 miscompiles that.
+  result<void> done = ok_t{};
+  if (paused)
+    done = co_await engine_.pause_container(container);
+  else
+    done = co_await engine_.unpause_container(container);
+  if (!done) {
     auto info = co_await engine_.inspect_container(container);
-    if (!info || !already(*info, true)) co_return std::move(r).err();
+    if (!info || !already(*info, paused)) co_return std::move(done).err();
   }
   // A stop or delete may have run while Docker answered: the row says what became of it.
   auto cur = db_.get_sandbox(org_id, rec->id);
   if (!cur) co_return std::move(cur).err();
-  if (cur->state != "started" || cur->container_id != container)
-    co_return make_error(errc::conflict, "sandbox " + cur->id + " became " + cur->state + " while it was being paused");
-  // Connections in flight (previews, commands, sessions) stay open: they carry on after resume.
-  if (auto r = set_state(*cur, "paused", {}, who, "sandbox.pause"); !r) co_return std::move(r).err();
-  spdlog::info("sandbox {} paused", cur->id);
-  co_return view_of(*cur);
-}
-
-task<sandbox_view> service::resume(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
-  auto rec = db_.get_sandbox(org_id, id_or_name);
-  if (!rec) co_return std::move(rec).err();
-  if (rec->state == "started") co_return view_of(*rec);
-  if (rec->state != "paused")
-    co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be resumed");
-  auto marked = begin_operation(rec->id);  // its unpause event is ours (container_events.cpp)
-  const std::string container = rec->container_id;
-  if (auto r = co_await engine_.unpause_container(container); !r) {
-    auto info = co_await engine_.inspect_container(container);
-    if (!info || !already(*info, false)) co_return std::move(r).err();
-  }
-  auto cur = db_.get_sandbox(org_id, rec->id);
-  if (!cur) co_return std::move(cur).err();
-  if (cur->state != "paused" || cur->container_id != container)
-    co_return make_error(errc::conflict, "sandbox " + cur->id + " became " + cur->state + " while it was being resumed");
-  // The time it spent frozen was not use, but it must not be stopped as idle the moment it wakes.
-  activity_.touch(cur->id);
-  if (auto r = set_state(*cur, "started", {}, who, "sandbox.resume"); !r) co_return std::move(r).err();
-  spdlog::info("sandbox {} resumed", cur->id);
+  if (cur->state != from || cur->container_id != container)
+    co_return make_error(errc::conflict, "sandbox " + cur->id + " became " + cur->state + " while it was being " + verb);
+  // Paused: connections in flight (previews, commands, sessions) stay open and carry on after
+  // resume. Resumed: the time it spent frozen was not use, but it must not be stopped as idle
+  // the moment it wakes.
+  if (!paused) activity_.touch(cur->id);
+  if (auto r = set_state(*cur, to, {}, who, paused ? "sandbox.pause" : "sandbox.resume"); !r)
+    co_return std::move(r).err();
+  spdlog::info("sandbox {} {}", cur->id, verb);
   co_return view_of(*cur);
 }
 

@@ -1,6 +1,7 @@
 // Validation of create requests and the container spec a sandbox gets. The spec is built
 // from an allowlist of fields: nothing a caller sends reaches Docker's HostConfig directly.
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/image_policy.hpp"
@@ -54,6 +55,45 @@ bool valid_host_pattern(const std::string& h) {
 
 error bad(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
 
+bool is_at_or_under(const std::string& path, std::string_view dir) {
+  return path == dir || (path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/');
+}
+
+// A volume's mount path: absolute and normalized (no "." or ".." or empty component, no trailing
+// slash), never where the kernel's or the agent's files are, nor above the agent's mounts (a
+// volume there would hold their mount points).
+result<void> check_mount_path(const std::string& path) {
+  const std::string what = "volumes: mount_path '" + path + "' ";
+  if (path.empty() || path.front() != '/' || path.size() > 4096) return bad(what + "must be an absolute path");
+  if (path == "/") return bad(what + "must not be /");
+  if (path.back() == '/' || path.find("//") != std::string::npos || path.find("/./") != std::string::npos ||
+      path.find("/../") != std::string::npos || path.ends_with("/.") || path.ends_with("/.."))
+    return bad(what + "must be normalized (no '.', '..', empty components or trailing '/')");
+  for (char c : path)
+    if (static_cast<unsigned char>(c) < 0x20 || c == ':' || c == ',' || c == 0x7f)
+      return bad(what + "must not contain control characters, ':' or ','");
+  for (std::string_view reserved : {"/proc", "/sys", "/dev", "/run/sandfort", "/.sandfort"})
+    if (is_at_or_under(path, reserved)) return bad(what + "is reserved (" + std::string(reserved) + ")");
+  if (path == "/run") return bad(what + "would cover /run/sandfort, the agent's socket");
+  return {};
+}
+
+result<void> check_volume_mounts(const std::vector<volume_request>& volumes) {
+  if (volumes.size() > 8) return bad("volumes: at most 8 per sandbox");
+  std::set<std::string> names, paths;
+  for (const auto& v : volumes) {
+    if (v.name.empty()) return bad("volumes: each needs a name");
+    if (auto r = check_mount_path(v.mount_path); !r) return r;
+    if (!names.insert(v.name).second) return bad("volumes: '" + v.name + "' is mounted twice");
+    if (!paths.insert(v.mount_path).second) return bad("volumes: two volumes at '" + v.mount_path + "'");
+  }
+  // One inside another would be mounted inside the other's data, where the sandbox writes.
+  for (const auto& a : paths)
+    for (const auto& b : paths)
+      if (a != b && is_at_or_under(b, a)) return bad("volumes: '" + b + "' is inside '" + a + "'");
+  return {};
+}
+
 }  // namespace
 
 std::string new_container_name() { return "sandfort-" + random_hex(8); }
@@ -100,7 +140,9 @@ result<sandbox_spec> service::validate(const create_request& req) const {
     return bad("user must be a user name or uid[:gid] of at most 64 characters");
   if (!req.workdir.empty() && (req.workdir.front() != '/' || req.workdir.size() > 4096))
     return bad("workdir must be an absolute path");
+  if (auto r = check_volume_mounts(req.volumes); !r) return std::move(r).err();
   spec.env = req.env;
+  spec.volumes = req.volumes;
   spec.labels = req.labels;
   spec.egress_allowlist = req.egress_allowlist;
   spec.ttl_s = req.ttl_s;
@@ -176,6 +218,12 @@ std::string spec_to_json(const sandbox_spec& spec) {
             {"user", spec.user},
             {"workdir", spec.workdir},
             {"public_preview", spec.public_preview}};
+  if (!spec.volumes.empty()) {
+    json volumes = json::array();
+    for (const auto& v : spec.volumes)
+      volumes.push_back({{"name", v.name}, {"mount_path", v.mount_path}, {"read_only", v.read_only}});
+    j["volumes"] = std::move(volumes);
+  }
   if (spec.ttl_s) j["ttl_s"] = *spec.ttl_s;
   if (spec.idle_timeout_s) j["idle_timeout_s"] = spec.idle_timeout_s;
   return j.dump();
@@ -203,6 +251,10 @@ sandbox_spec spec_from_json(const std::string& text) {
   spec.user = j.value("user", "");
   spec.workdir = j.value("workdir", "");
   spec.public_preview = j.value("public_preview", false);
+  if (auto v = j.find("volumes"); v != j.end() && v->is_array())
+    for (const auto& m : *v)
+      if (m.is_object())
+        spec.volumes.push_back({m.value("name", ""), m.value("mount_path", ""), m.value("read_only", false)});
   return spec;
 }
 

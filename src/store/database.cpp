@@ -554,17 +554,7 @@ result<void> database::insert_sandbox(const sandbox_record& s) {
   st->bind(12, s.proxy_secret_sha256);
   st->bind(13, s.preview_key);
   st->bind(14, s.address);
-  if (auto r = st->run(); !r) {
-    if (r.err().code == errc::conflict) {
-      // The primary key is the only other unique constraint; ids are random, so that is a bug.
-      if (r.err().message.find("sandboxes.name") != std::string::npos)
-        return make_error(errc::conflict, "sandbox name '" + s.name + "' is already used");
-      return make_error(errc::conflict, "sandbox " + s.id + " already exists");
-    }
-    if (r.err().code == errc::not_found) return make_error(errc::not_found, "organization " + s.org_id + " not found");
-    return r;
-  }
-  return {};
+  return detail::insert_named(*st, "sandbox", "sandboxes", s.name, s.id, s.org_id);
 }
 
 result<sandbox_record> database::get_sandbox(const std::string& org_id, const std::string& id_or_name) {

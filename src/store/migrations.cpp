@@ -188,6 +188,44 @@ INSERT OR REPLACE INTO sandbox_labels (sandbox_id, key, value, org_id)
   WHERE s.state <> 'deleted' AND j.type = 'text' AND typeof(j.key) = 'text';
 )sql";
 
+// Volumes: an organization's named volumes (the Docker volume's random name is stored here and
+// nowhere else ties it to the organization), and which sandboxes mount which. A sandbox's mounts
+// go when it is deleted (or its row pruned), so "is this volume mounted" reads only live
+// sandboxes' rows, through sandbox_volumes_by_volume.
+constexpr const char* v7_sql = R"sql(
+CREATE TABLE volumes (
+  id          TEXT PRIMARY KEY,
+  org_id      TEXT NOT NULL REFERENCES orgs(id),
+  name        TEXT NOT NULL,
+  docker_name TEXT NOT NULL UNIQUE,
+  size_mb     INTEGER,
+  state       TEXT NOT NULL CHECK (state IN ('ready', 'deleting', 'deleted')),
+  created_at  TEXT NOT NULL,
+  updated_at  TEXT NOT NULL
+);
+CREATE UNIQUE INDEX volumes_live_name ON volumes (org_id, name) WHERE state <> 'deleted';
+
+CREATE TABLE sandbox_volumes (
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes(id),
+  volume_id  TEXT NOT NULL REFERENCES volumes(id),
+  mount_path TEXT NOT NULL,
+  read_only  INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (sandbox_id, volume_id)
+) WITHOUT ROWID;
+CREATE INDEX sandbox_volumes_by_volume ON sandbox_volumes (volume_id, sandbox_id);
+
+CREATE TRIGGER sandbox_volumes_on_sandbox_deleted AFTER UPDATE OF state ON sandboxes
+  WHEN new.state = 'deleted' AND old.state <> 'deleted'
+BEGIN
+  DELETE FROM sandbox_volumes WHERE sandbox_id = old.id;
+END;
+
+CREATE TRIGGER sandbox_volumes_on_sandbox_delete AFTER DELETE ON sandboxes
+BEGIN
+  DELETE FROM sandbox_volumes WHERE sandbox_id = old.id;
+END;
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -205,6 +243,7 @@ const std::vector<migration>& migrations() {
       {4, v4_sql},
       {5, v5_sql},
       {6, v6_sql},
+      {7, v7_sql},
   };
   return all;
 }

@@ -156,6 +156,23 @@ class statement {
   int bind_rc_ = SQLITE_OK;
 };
 
+// Runs the INSERT of a row named uniquely within its organization (a sandbox, a volume): a taken
+// name, a taken id and a missing organization become errors that say which ("volume name 'x' is
+// already used"). `kind` names the row in messages; `table` is where it goes.
+inline result<void> insert_named(statement& st, const std::string& kind, const std::string& table,
+                                 const std::string& name, const std::string& id, const std::string& org_id) {
+  auto r = st.run();
+  if (r) return r;
+  if (r.err().code == errc::conflict) {
+    // The primary key is the only other unique constraint; ids are random, so that is a bug.
+    if (r.err().message.find(table + ".name") != std::string::npos)
+      return make_error(errc::conflict, kind + " name '" + name + "' is already used");
+    return make_error(errc::conflict, kind + " " + id + " already exists");
+  }
+  if (r.err().code == errc::not_found) return make_error(errc::not_found, "organization " + org_id + " not found");
+  return r;
+}
+
 // The statements of one connection, compiled once per SQL text and reused: a request's lookups
 // cost a bind and a step, not a parse and a plan. Not thread-safe, like the connection's use.
 // A statement whose text is in use already (a query run from inside another's loop) or that

@@ -53,6 +53,17 @@ struct tmpfs_mount {
   // nosuid, nodev and noexec are always set: nothing written there runs or escalates.
 };
 
+// A named Docker volume mounted into the container (HostConfig.Mounts, Type "volume").
+struct volume_mount {
+  std::string volume;          // the Docker volume's name
+  std::string container_path;  // absolute, normalized
+  bool read_only = false;
+  // Docker copies the image's files at container_path into an empty volume (and its owner and
+  // mode onto the volume's root) unless told not to: the volume's content and mode would then
+  // depend on whichever image mounted it first.
+  bool no_copy = true;
+};
+
 // Everything sandfortd ever asks of a container: an allowlist, not Docker's HostConfig.
 struct container_spec {
   std::string name;
@@ -66,6 +77,7 @@ struct container_spec {
   std::string workdir;  // empty: the image's
   std::vector<bind_mount> binds;
   std::vector<tmpfs_mount> tmpfs;
+  std::vector<volume_mount> volumes;
   double cpus = 1.0;
   std::int64_t memory_bytes = 0;  // also the memory+swap limit: no swap
   std::int64_t pids_limit = 0;
@@ -106,6 +118,22 @@ nlohmann::json to_network_body(const network_spec& spec);
 result<network_info> parse_network(const nlohmann::json& body);
 // "10.213.0.0/16" → "10.213.0.1"; an error when it is not an IPv4 CIDR with room for hosts.
 result<std::string> first_host_address(const std::string& subnet);
+
+// A named volume of the local driver: sandfortd asks for a name and labels, nothing else.
+struct volume_spec {
+  std::string name;
+  std::map<std::string, std::string> labels;
+};
+
+struct volume_info {
+  std::string name;
+  std::string driver;
+  std::string mountpoint;  // where the engine keeps its data on the host
+  std::map<std::string, std::string> labels;
+};
+
+// Reads a volume as POST /volumes/create and GET /volumes/{name} answer it; pure, so it is unit-tested.
+volume_info parse_volume(const nlohmann::json& body);
 
 // One sample of a running container's resource use, as `docker stats` computes it.
 struct container_stats {
@@ -228,6 +256,11 @@ class engine {
   virtual task<network_info> inspect_network(const std::string& name) = 0;
   // A name already in use is `conflict`.
   virtual task<network_info> create_network(const network_spec& spec) = 0;
+  // Creates a local volume. Docker answers an existing name with that volume (no conflict), so
+  // callers pick fresh random names.
+  virtual task<volume_info> create_volume(const volume_spec& spec) = 0;
+  // Absent is `not_found`; in use by a container (even a stopped one) is `conflict`.
+  virtual task<void> remove_volume(const std::string& name) = 0;
 
   // Event stream: follows GET /events for sub, awaiting on_event for each matching event, and
   // on_open once the engine has accepted the request (events after this point are not missed).
@@ -262,12 +295,16 @@ class unix_engine final : public engine {
   task<container_stats> stats(const std::string& id) override;
   task<network_info> inspect_network(const std::string& name) override;
   task<network_info> create_network(const network_spec& spec) override;
+  task<volume_info> create_volume(const volume_spec& spec) override;
+  task<void> remove_volume(const std::string& name) override;
   // Event stream (src/docker/events.cpp).
   task<void> follow_events(event_subscription sub, event_handler on_event, std::function<void()> on_open) override;
 
  private:
   // GET of a versioned path whose 200 answer is JSON; `what` names the call in errors.
   task<nlohmann::json> get_json(const std::string& path, const std::string& what);
+  // POST /containers/{id}/{action} answered 204 (pause, unpause).
+  task<void> post_container_action(const std::string& id, const std::string& action);
 
   unix_engine_options options_;
   std::string api_version_;  // "" until negotiated

@@ -119,6 +119,15 @@ class service {
   // Reconciled, Docker and the store reachable; the reason otherwise.
   task<void> ready();
 
+  // --- Volumes (src/sandbox/volumes.cpp) -------------------------------------------------------
+  // An organization's named volumes: a Docker volume with a random name each, mounted by name at
+  // create (create_request::volumes). Each change is in the audit chain with its row.
+  task<volume_view> create_volume(const std::string& org_id, const volume_create_request& req, const audit::actor& who);
+  result<volume_page> list_volumes(const std::string& org_id, const volume_list_request& req);
+  result<volume_view> get_volume(const std::string& org_id, const std::string& id_or_name);
+  // conflict while a sandbox that is not deleted mounts it.
+  task<void> delete_volume(const std::string& org_id, const std::string& id_or_name, const audit::actor& who);
+
   // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
   // Follows the engine's events about our containers (die, oom, destroy, stop, start, pause,
   // unpause) and the sandbox network (connect, disconnect) until cancelled, and brings each row it
@@ -157,6 +166,9 @@ class service {
   result<void> admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
                      const std::string& restarting, const audit::actor& who);
   org_limits limits_of(const store::org_guardrails& own) const;
+  // pause() and resume(): `from` → `to` through the engine's pause or unpause, recorded as `action`.
+  task<sandbox_view> freeze(const std::string& org_id, const std::string& id_or_name, bool paused,
+                            const audit::actor& who);
   // Stops a started (or paused) sandbox's container and records it (`message`: why, when not its caller's
   // wish; `deadline`: when a guardrail will delete it).
   task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
@@ -164,6 +176,10 @@ class service {
   docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
                                        const std::string& proxy_secret) const;
   result<sandbox_spec> validate(const create_request& req) const;
+  // The organization's ready volumes that spec mounts, in its order: not_found naming an unknown one.
+  result<std::vector<store::volume_record>> resolve_volumes(const std::string& org_id, const sandbox_spec& spec);
+  // The Docker mounts of the sandbox's volumes (src/sandbox/volumes.cpp).
+  result<std::vector<docker::volume_mount>> volume_mounts_of(const std::string& sandbox_id);
   sandbox_view view_of(const store::sandbox_record& rec) const;
   task<void> refresh_address(store::sandbox_record& rec);
   void disconnect(const std::string& sandbox_id);

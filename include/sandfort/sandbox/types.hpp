@@ -16,6 +16,13 @@ struct resources {
   std::int64_t pids = 0;
 };
 
+// A volume of the organization mounted into a new sandbox.
+struct volume_request {
+  std::string name;
+  std::string mount_path;  // absolute and normalized
+  bool read_only = false;
+};
+
 struct create_request {
   std::string name;      // optional
   std::string snapshot;  // empty: the configured default image
@@ -31,6 +38,7 @@ struct create_request {
   std::string user;
   std::string workdir;
   bool public_preview = false;
+  std::vector<volume_request> volumes;
 };
 
 // PATCH: only the fields present change.
@@ -52,6 +60,7 @@ struct sandbox_spec {
   std::string user;
   std::string workdir;
   bool public_preview = false;
+  std::vector<volume_request> volumes;
 };
 
 struct sandbox_view {
@@ -143,6 +152,32 @@ struct exec_result {
   bool timed_out = false;
   bool truncated = false;
   bool oom_killed = false;  // the kernel's OOM killer ended the process (the sandbox's memory limit)
+};
+
+// --- Volumes (src/sandbox/volumes.cpp) ----------------------------------------------------------
+
+struct volume_create_request {
+  std::string name;
+  std::optional<std::int64_t> size_mb;  // refused: no storage driver here enforces it
+};
+
+struct volume_view {
+  std::string id;
+  std::string name;
+  std::optional<std::int64_t> size_mb;
+  std::string state;  // ready | deleting
+  std::string created_at;
+  std::string updated_at;
+};
+
+struct volume_list_request {
+  std::size_t limit = 100;
+  std::string cursor;  // the last name of the previous page
+};
+
+struct volume_page {
+  std::vector<volume_view> items;
+  std::string next_cursor;  // empty: no more
 };
 
 // --- Guardrails (docs/guardrails.md) ------------------------------------------------------------

@@ -174,6 +174,31 @@ struct audit_filter {
   std::size_t limit = 100;
 };
 
+// --- Volumes (src/store/volumes.cpp) -------------------------------------------------------------
+// An organization's named volume. The Docker volume's name is random and says nothing of the
+// organization or the name: those live here only.
+struct volume_record {
+  std::string id;  // "vol-" + 16 hex
+  std::string org_id;
+  std::string name;         // unique per organization among volumes not deleted
+  std::string docker_name;  // "sandfort-vol-" + 16 hex
+  std::optional<std::int64_t> size_mb;
+  std::string state;  // ready | deleting | deleted
+  std::string created_at;
+  std::string updated_at;
+};
+
+// A volume a sandbox mounts, with the volume's names.
+struct sandbox_volume {
+  std::string sandbox_id;
+  std::string volume_id;
+  std::string volume_name;
+  std::string docker_name;
+  std::string mount_path;
+  bool read_only = false;
+};
+// --- end of volumes -------------------------------------------------------------------------------
+
 class database;
 
 // A write transaction: BEGIN IMMEDIATE when made (database::begin), ROLLBACK when destroyed
@@ -288,6 +313,25 @@ class database {
   result<void> clear_sandbox_deadline(const std::string& sandbox_id);
   // Deadlines at or before `now` (RFC 3339 text), oldest first, at most `limit`.
   result<std::vector<sandbox_deadline>> due_sandbox_deadlines(const std::string& now, std::size_t limit);
+
+  // --- Volumes (src/store/volumes.cpp) -----------------------------------------------------------
+  // conflict when the organization has a live volume of that name.
+  result<void> insert_volume(const volume_record& v);
+  // By id, else by name; deleted volumes are not found.
+  result<volume_record> get_volume(const std::string& org_id, const std::string& id_or_name);
+  // Volumes not deleted, by name, after `after_name` (the cursor), at most `limit`.
+  result<std::vector<volume_record>> list_volumes(const std::string& org_id, const std::string& after_name,
+                                                  std::size_t limit);
+  // Moves a volume to `state` only from one of `from` (conflict otherwise, not_found if absent).
+  result<void> set_volume_state(const std::string& org_id, const std::string& id, const std::string& state,
+                                const std::vector<std::string>& from, const std::string& at);
+  // A sandbox not deleted (stopped and failed ones included: they would mount it again) that
+  // mounts the volume, or nullopt: one index lookup.
+  result<std::optional<std::string>> volume_mounted_by(const std::string& volume_id);
+  result<void> insert_sandbox_volume(const std::string& sandbox_id, const std::string& volume_id,
+                                     const std::string& mount_path, bool read_only);
+  // The volumes a sandbox mounts, by mount path.
+  result<std::vector<sandbox_volume>> list_sandbox_volumes(const std::string& sandbox_id);
 
   // Takes the write lock now (unavailable when another connection holds it longer than the busy
   // timeout), so nothing between here and commit() can fail for lack of it. A second begin()

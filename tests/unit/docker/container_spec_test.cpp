@@ -137,3 +137,35 @@ TEST_CASE("specs the engine would misread are refused") {
   bad.memory_bytes = -1;
   CHECK_FALSE(detail::validate_spec(bad).ok());
 }
+
+TEST_CASE("named volumes become HostConfig.Mounts, read-only and without copying the image's files") {
+  auto s = sandbox_spec();
+  CHECK_FALSE(to_create_body(s).at("HostConfig").contains("Mounts"));
+  s.volumes = {{"sandfort-vol-0123456789abcdef", "/data", true, true}};
+  auto mounts = to_create_body(s).at("HostConfig").at("Mounts");
+  REQUIRE(mounts.size() == 1);
+  CHECK(mounts[0] == json{{"Type", "volume"},
+                          {"Source", "sandfort-vol-0123456789abcdef"},
+                          {"Target", "/data"},
+                          {"ReadOnly", true},
+                          {"VolumeOptions", {{"NoCopy", true}}}});
+  CHECK(detail::validate_spec(s).ok());
+
+  for (const volume_mount& bad : {volume_mount{"", "/data"}, volume_mount{"../x", "/data"}, volume_mount{"v", "data"},
+                                  volume_mount{"v", "/"}, volume_mount{"v", "/a,b"}}) {
+    auto b = s;
+    b.volumes = {bad};
+    CHECK_FALSE(detail::validate_spec(b).ok());
+  }
+}
+
+TEST_CASE("a volume as the engine describes it") {
+  auto v = parse_volume(json::parse(R"({"Name":"sandfort-vol-1","Driver":"local",
+      "Mountpoint":"/var/lib/docker/volumes/sandfort-vol-1/_data","Labels":{"io.sandfort.volume":"vol-1"},
+      "Scope":"local"})"));
+  CHECK(v.name == "sandfort-vol-1");
+  CHECK(v.driver == "local");
+  CHECK(v.mountpoint == "/var/lib/docker/volumes/sandfort-vol-1/_data");
+  CHECK(v.labels == std::map<std::string, std::string>{{"io.sandfort.volume", "vol-1"}});
+  CHECK(parse_volume(json::parse(R"({"Name":"x","Labels":null})")).labels.empty());
+}

@@ -298,3 +298,24 @@ TEST_CASE("an engine that accepts but never answers is unavailable after the tim
   CHECK_THAT(r.err().message, Catch::Contains("Docker is unreachable at " + path));
   CHECK(took < std::chrono::seconds(3));
 }
+
+TEST_CASE("volumes: create posts the name and labels; remove maps in-use to conflict") {
+  fake_engine fake(debian_version, [](const http::request& req) {
+    if (req.method() == http::verb::post && req.target() == "/v1.41/volumes/create")
+      return raw_response(201, R"({"Name":"sandfort-vol-1","Driver":"local","Mountpoint":"/v/_data",)"
+                               R"("Labels":{"io.sandfort.volume":"vol-1"}})");
+    if (req.target() == "/v1.41/volumes/sandfort-vol-1")
+      return raw_response(409, R"({"message":"remove sandfort-vol-1: volume is in use - [abc]"})");
+    return raw_response(404, R"({"message":"get nosuch: no such volume"})");
+  });
+  auto engine = fake.make_engine();
+  auto made = fake.run(engine.create_volume({"sandfort-vol-1", {{"io.sandfort.volume", "vol-1"}}}));
+  REQUIRE(made.ok());
+  CHECK(made->mountpoint == "/v/_data");
+  CHECK(fake.requests().back() == "POST /v1.41/volumes/create");
+  auto in_use = fake.run(engine.remove_volume("sandfort-vol-1"));
+  CHECK(fake.requests().back() == "DELETE /v1.41/volumes/sandfort-vol-1");
+  REQUIRE_FALSE(in_use.ok());
+  CHECK(in_use.err().code == errc::conflict);
+  CHECK(fake.run(engine.remove_volume("nosuch")).err().code == errc::not_found);
+}

@@ -210,6 +210,27 @@ class fake_engine final : public docker::engine {
     co_return networks[spec.name] = info;
   }
 
+  // Volumes by name; removing one a container mounts is a conflict, as in Docker.
+  std::map<std::string, docker::volume_info> volumes;
+  std::optional<error> volume_create_error, volume_remove_error;
+  std::vector<std::string> volumes_removed;
+  docker::task<docker::volume_info> create_volume(const docker::volume_spec& spec) override {
+    if (volume_create_error) co_return *volume_create_error;
+    // No mountpoint: the fake has no directory whose mode the service could set.
+    docker::volume_info info{spec.name, "local", "", spec.labels};
+    co_return volumes.emplace(spec.name, info).first->second;
+  }
+  docker::task<void> remove_volume(const std::string& name) override {
+    if (volume_remove_error) co_return *volume_remove_error;
+    if (!volumes.count(name)) co_return make_error(errc::not_found, "no such volume " + name);
+    for (const auto& spec : created)
+      for (const auto& v : spec.volumes)
+        if (v.volume == name && find(spec.name)) co_return make_error(errc::conflict, "volume " + name + " is in use");
+    volumes.erase(name);
+    volumes_removed.push_back(name);
+    co_return ok_t{};
+  }
+
   docker::task<std::vector<docker::container_info>> list_containers(
       const std::vector<std::string>& label_filters) override {
     if (list_error) co_return *list_error;

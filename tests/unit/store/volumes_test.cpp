@@ -1,0 +1,116 @@
+// Volumes in the store: names per organization, mounts of live sandboxes only.
+#include <catch2/catch.hpp>
+
+#include "sandfort/core/ids.hpp"
+#include "sandfort/store/database.hpp"
+#include "temp_dir.hpp"
+
+using namespace sandfort;
+using namespace sandfort::store;
+
+namespace {
+
+constexpr const char* t0 = "2026-01-01T00:00:00.000Z";
+
+std::unique_ptr<database> open_db(const std::string& path) {
+  auto d = database::open(path);
+  REQUIRE(d);
+  return std::move(d).value();
+}
+
+struct store_fixture {
+  testing::temp_dir dir;
+  std::unique_ptr<database> db = open_db(dir.file("sandfort.db"));
+  std::string org_a = db->create_org("a", false, t0)->id;
+  std::string org_b = db->create_org("b", false, t0)->id;
+};
+
+volume_record volume(const std::string& org_id, const std::string& name) {
+  volume_record v;
+  v.id = new_id("vol-");
+  v.org_id = org_id;
+  v.name = name;
+  v.docker_name = "sandfort-vol-" + random_hex(8);
+  v.state = "ready";
+  v.created_at = v.updated_at = t0;
+  return v;
+}
+
+sandbox_record sandbox(const std::string& org_id) {
+  sandbox_record s;
+  s.id = new_id("sbx-");
+  s.org_id = org_id;
+  s.state = "started";
+  s.snapshot = "img";
+  s.spec_json = "{}";
+  s.created_at = s.updated_at = t0;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("volume names are per organization and free again once deleted") {
+  store_fixture f;
+  auto a = volume(f.org_a, "cache");
+  REQUIRE(f.db->insert_volume(a));
+  auto again = f.db->insert_volume(volume(f.org_a, "cache"));
+  REQUIRE_FALSE(again);
+  CHECK(again.err().code == errc::conflict);
+  auto b = volume(f.org_b, "cache");
+  REQUIRE(f.db->insert_volume(b));
+
+  CHECK(f.db->get_volume(f.org_a, "cache")->id == a.id);
+  CHECK(f.db->get_volume(f.org_a, a.id)->name == "cache");
+  CHECK(f.db->get_volume(f.org_b, "cache")->id == b.id);
+  CHECK(f.db->get_volume(f.org_b, a.id).err().code == errc::not_found);  // another organization's id
+
+  REQUIRE(f.db->set_volume_state(f.org_a, a.id, "deleting", {"ready"}, t0));
+  CHECK(f.db->set_volume_state(f.org_a, a.id, "deleting", {"ready"}, t0).err().code == errc::conflict);
+  CHECK(f.db->set_volume_state(f.org_b, a.id, "deleted", {"deleting"}, t0).err().code == errc::not_found);
+  REQUIRE(f.db->set_volume_state(f.org_a, a.id, "deleted", {"deleting"}, t0));
+  CHECK(f.db->get_volume(f.org_a, "cache").err().code == errc::not_found);
+  CHECK(f.db->insert_volume(volume(f.org_a, "cache")));
+}
+
+TEST_CASE("volumes list by name with a cursor") {
+  store_fixture f;
+  for (const char* n : {"c", "a", "b"}) REQUIRE(f.db->insert_volume(volume(f.org_a, n)));
+  REQUIRE(f.db->insert_volume(volume(f.org_b, "z")));
+  auto first = f.db->list_volumes(f.org_a, "", 2);
+  REQUIRE(first);
+  REQUIRE(first->size() == 2);
+  CHECK((*first)[0].name == "a");
+  CHECK((*first)[1].name == "b");
+  auto rest = f.db->list_volumes(f.org_a, "b", 2);
+  REQUIRE(rest);
+  REQUIRE(rest->size() == 1);
+  CHECK((*rest)[0].name == "c");
+}
+
+TEST_CASE("a volume is mounted while a sandbox that is not deleted links it") {
+  store_fixture f;
+  auto v = volume(f.org_a, "cache");
+  REQUIRE(f.db->insert_volume(v));
+  auto s = sandbox(f.org_a);
+  REQUIRE(f.db->insert_sandbox(s));
+  CHECK_FALSE(*f.db->volume_mounted_by(v.id));
+  REQUIRE(f.db->insert_sandbox_volume(s.id, v.id, "/data", true));
+
+  auto mounts = f.db->list_sandbox_volumes(s.id);
+  REQUIRE(mounts);
+  REQUIRE(mounts->size() == 1);
+  CHECK((*mounts)[0].docker_name == v.docker_name);
+  CHECK((*mounts)[0].volume_name == "cache");
+  CHECK((*mounts)[0].mount_path == "/data");
+  CHECK((*mounts)[0].read_only);
+
+  s.state = "stopped";
+  REQUIRE(f.db->update_sandbox(s));
+  CHECK(*f.db->volume_mounted_by(v.id) == s.id);  // a stopped one mounts it again at start
+  s.state = "deleted";
+  REQUIRE(f.db->update_sandbox(s));
+  CHECK_FALSE(*f.db->volume_mounted_by(v.id));
+  CHECK(f.db->list_sandbox_volumes(s.id)->empty());
+  // Pruning the deleted row is not held up by its mounts.
+  CHECK(f.db->prune_deleted_sandboxes("9999-01-01T00:00:00.000Z", 10));
+}
