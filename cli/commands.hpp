@@ -2,6 +2,7 @@
 // One function per CLI command. Each returns the process's exit status or throws failure.
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@ struct create_options {
   std::optional<int> memory_mb;
   std::optional<int> ttl_s;           // stopped that long from now, deleted later
   std::optional<int> idle_timeout_s;  // stopped after that long unused; 0 never
+  std::vector<std::string> volumes;   // NAME:/path[:ro]
   bool json = false;
 };
 
@@ -100,6 +102,14 @@ int cmd_org_set_limits(const org_limits_options& o);
 // The kill switch; exit 1 when a sandbox could not be stopped (the switch is on all the same).
 int cmd_org_stop_all(const std::string& org, bool json);
 int cmd_org_lift(const std::string& org);
+
+// The organization's named volumes (by name or id).
+int cmd_volume_create(const std::string& name, bool json);
+int cmd_volume_ls(bool json);
+int cmd_volume_get(const std::string& name, bool json);
+int cmd_volume_rm(const std::vector<std::string>& names);
+// `--volume NAME:/path[:ro]` as an element of the create request's `volumes`; usage error otherwise.
+nlohmann::json volume_mount(const std::string& spec);
 
 int cmd_audit_list(const audit_list_options& o);
 // JSON Lines of every matching event, page_size per response, to out_file ("" or "-": stdout).

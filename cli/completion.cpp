@@ -1,5 +1,6 @@
 // `sandfort completion bash|zsh`: a completion script (zsh runs the bash one through
-// bashcompinit). Sandbox ids and names come from `sandfort sandbox ls` at completion time.
+// bashcompinit). Sandbox ids and names come from `sandfort sandbox ls` at completion time, volume
+// names from `sandfort volume ls`.
 #include <iostream>
 
 #include "commands.hpp"
@@ -13,10 +14,13 @@ const char* const bash_script = R"BASH(# sandfort bash completion: eval "$(sandf
 _sandfort_sandboxes() {
   command sandfort sandbox ls 2>/dev/null | awk 'NR > 1 { print $1; if ($2 != "-") print $2 }'
 }
+_sandfort_volumes() {
+  command sandfort volume ls 2>/dev/null | awk 'NR > 1 { print $2 }'
+}
 _sandfort() {
   local cur="${COMP_WORDS[COMP_CWORD]}" cmd="${COMP_WORDS[1]}" sub="${COMP_WORDS[2]}"
   if [[ $COMP_CWORD -eq 1 ]]; then
-    COMPREPLY=($(compgen -W "login logout whoami sandbox exec new run rm cp logs preview shell audit org completion --help" -- "$cur"))
+    COMPREPLY=($(compgen -W "login logout whoami sandbox volume exec new run rm cp logs preview shell audit org completion --help" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -26,9 +30,19 @@ _sandfort() {
         return
       fi
       case "$sub" in
-        create) COMPREPLY=($(compgen -W "--wait --snapshot --egress --env --cpus --memory --ttl --idle-timeout --json --help" -- "$cur")) ;;
+        create) COMPREPLY=($(compgen -W "--wait --snapshot --egress --env --cpus --memory --ttl --idle-timeout --volume --json --help" -- "$cur")) ;;
         ls) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
         get|rm|stop|start|pause|resume) COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --json --help" -- "$cur")) ;;
+      esac ;;
+    volume)
+      if [[ $COMP_CWORD -eq 2 ]]; then
+        COMPREPLY=($(compgen -W "create ls get rm --help" -- "$cur"))
+        return
+      fi
+      case "$sub" in
+        create|ls) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        get) COMPREPLY=($(compgen -W "$(_sandfort_volumes) --json --help" -- "$cur")) ;;
+        rm) COMPREPLY=($(compgen -W "$(_sandfort_volumes) --help" -- "$cur")) ;;
       esac ;;
     exec)
       if [[ $COMP_CWORD -eq 2 || "${COMP_WORDS[COMP_CWORD-1]}" == --* && $COMP_CWORD -eq 3 ]]; then
@@ -40,7 +54,7 @@ _sandfort() {
       if [[ $COMP_CWORD -eq 2 ]]; then COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --help" -- "$cur")); fi ;;
     run) COMPREPLY=($(compgen -W "--id --timeout --help" -- "$cur")) ;;
     rm) COMPREPLY=($(compgen -W "--id --help" -- "$cur")) ;;
-    new) COMPREPLY=($(compgen -W "--name --snapshot --egress --env --cpus --memory --ttl --idle-timeout --help" -- "$cur")) ;;
+    new) COMPREPLY=($(compgen -W "--name --snapshot --egress --env --cpus --memory --ttl --idle-timeout --volume --help" -- "$cur")) ;;
     whoami) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
     login) COMPREPLY=($(compgen -W "--base-url --oidc --client-id --scope --resource --audience --help" -- "$cur")) ;;
     cp) compopt -o default 2>/dev/null; COMPREPLY=($(compgen -W "$(_sandfort_sandboxes)" -- "$cur")) ;;

@@ -21,6 +21,9 @@ void add_create_options(CLI::App* cmd, sc::create_options& o) {
   cmd->add_option("--idle-timeout", o.idle_timeout_s,
                   "Seconds without use (exec, files, terminal, preview) before it is stopped; 0 never "
                   "(default: the server's)");
+  cmd->add_option("--volume", o.volumes,
+                  "Mount a volume of the organization: NAME:/path, or NAME:/path:ro read-only (repeatable)")
+      ->allow_extra_args(false);
 }
 
 void add_audit_filter_options(CLI::App* cmd, sc::audit_filter_options& f) {
@@ -158,6 +161,28 @@ void add_org_commands(CLI::App& app, org_args& a, int& status, bool& as_json) {
   lift->callback([&] { status = sc::cmd_org_lift(a.org); });
 }
 
+// volume …: the organization's named volumes (mounted with --volume on `sandbox create` and `new`).
+void add_volume_commands(CLI::App& app, std::vector<std::string>& names, int& status, bool& as_json) {
+  auto* volume = app.add_subcommand("volume", "Manage the organization's named volumes");
+  volume->require_subcommand(1);
+  auto* create = volume->add_subcommand("create", "Create a volume and print its id");
+  create->add_option("name", names, "Name of the volume")->required()->expected(1);
+  create->add_flag("--json", as_json, "Print the API's JSON");
+  create->callback([&] { status = sc::cmd_volume_create(names.front(), as_json); });
+  auto* ls = volume->add_subcommand("ls", "List volumes");
+  ls->alias("list");
+  ls->add_flag("--json", as_json, "Print the API's JSON");
+  ls->callback([&] { status = sc::cmd_volume_ls(as_json); });
+  auto* get = volume->add_subcommand("get", "Show one volume");
+  get->add_option("name", names, "Volume name or id")->required()->expected(1);
+  get->add_flag("--json", as_json, "Print the API's JSON");
+  get->callback([&] { status = sc::cmd_volume_get(names.front(), as_json); });
+  auto* rm = volume->add_subcommand("rm", "Delete volumes and their data (refused while a sandbox mounts one)");
+  rm->alias("delete");
+  rm->add_option("names", names, "Volume names or ids")->required();
+  rm->callback([&] { status = sc::cmd_volume_rm(names); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -290,6 +315,8 @@ int main(int argc, char** argv) {
   add_audit_commands(app, audit_state, status, as_json);
   org_args org_state;
   add_org_commands(app, org_state, status, as_json);
+  std::vector<std::string> volume_names;
+  add_volume_commands(app, volume_names, status, as_json);
 
   std::string shell_name;
   auto* completion = app.add_subcommand("completion", "Print a shell completion script: eval \"$(sandfort completion bash)\"");

@@ -289,13 +289,15 @@ SANDBOX_OUTPUT_SCHEMA = {
 
 def _sandbox_summary(s):
     keys = ("id", "name", "state", "snapshot", "created_at", "expires_at", "ttl_s", "idle_timeout_s",
-            "resources", "egress_allowlist", "labels", "env_keys", "preview_url_template", "error_message")
+            "resources", "egress_allowlist", "labels", "env_keys", "volumes", "preview_url_template",
+            "error_message")
     return {k: s[k] for k in keys if k in s}
 
 
 def tool_create_sandbox(api, a):
     body = {"snapshot": a.get("image") or DEFAULT_IMAGE, "wait": True}
-    for key in ("name", "env", "labels", "ttl_s", "idle_timeout_s", "egress_allowlist", "workdir"):
+    for key in ("name", "env", "labels", "ttl_s", "idle_timeout_s", "egress_allowlist", "workdir",
+                "volumes"):
         if key in a:
             body[key] = a[key]
     resources = {k: a[k] for k in ("cpus", "memory_mb") if k in a}
@@ -465,6 +467,24 @@ TOOLS = [
                               "description": "Memory limit in MiB."},
                 "workdir": {"type": "string", "description": "Absolute default working "
                                                               "directory."},
+                "volumes": {"type": "array", "maxItems": 8,
+                            "items": {"type": "object",
+                                      "properties": {
+                                          "name": {"type": "string", "minLength": 1,
+                                                   "description": "A volume of the organization "
+                                                                  "(made by an operator: `sandfort "
+                                                                  "volume create NAME`)."},
+                                          "mount_path": {"type": "string", "minLength": 1,
+                                                         "description": "Absolute path inside the "
+                                                                        "sandbox, e.g. /data."},
+                                          "read_only": {"type": "boolean",
+                                                        "description": "Mount read-only (default "
+                                                                       "false)."},
+                                      },
+                                      "required": ["name", "mount_path"],
+                                      "additionalProperties": False},
+                            "description": "Named volumes to mount: what the sandbox writes there "
+                                           "stays for the next sandbox that mounts the volume."},
             },
             "additionalProperties": False,
         },

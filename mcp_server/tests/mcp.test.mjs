@@ -230,6 +230,33 @@ test('delete_sandbox: deletes; a second delete is a platform error', async () =>
   sandboxId = undefined;
 });
 
+test('create_sandbox: volumes are mounted and listed; a volume outlives the sandbox', async () => {
+  const schema = (await client.listTools()).tools.find((t) => t.name === 'create_sandbox').inputSchema;
+  assert.deepEqual(schema.properties.volumes.items.required, ['name', 'mount_path']);
+  const name = `mcp-vol-${Date.now().toString(16)}`;
+  assert.equal((await api('POST', '/v1/volumes', { name })).status, 201);
+  const ids = [];
+  try {
+    for (const [mount, command] of [[{ name, mount_path: '/data' }, 'echo kept > /data/note'],
+                                    [{ name, mount_path: '/data', read_only: true }, 'cat /data/note']]) {
+      let r = await client.callTool({ name: 'create_sandbox', arguments: { volumes: [mount] } });
+      assert.ok(!r.isError, textOf(r));
+      ids.push(r.structuredContent.id);
+      assert.deepEqual(r.structuredContent.volumes, [{ read_only: false, ...mount }]);
+      r = await client.callTool({ name: 'run_command', arguments: { sandbox_id: ids.at(-1), command } });
+      assert.equal(r.structuredContent.exit_code, 0, textOf(r));
+      if (mount.read_only) assert.equal(r.structuredContent.stdout, 'kept\n');
+      await client.callTool({ name: 'delete_sandbox', arguments: { sandbox_id: ids.at(-1) } });
+    }
+    const bad = await client.callTool({ name: 'create_sandbox', arguments: { volumes: [{ name }] } });
+    assert.equal(bad.isError, true);
+    assert.match(textOf(bad), /mount_path/);
+  } finally {
+    for (const id of ids) await api('DELETE', `/v1/sandboxes/${id}`).catch(() => {});
+    assert.equal((await api('DELETE', `/v1/volumes/${name}`)).status, 204);
+  }
+});
+
 test('stdout carried only protocol: nothing but JSON-RPC reached the client', () => {
   // The SDK's ReadBuffer rejects any non-JSON line on stdout with a transport error; none came.
   assert.equal(transportErrors.length, 0, transportErrors.join('\n'));

@@ -18,7 +18,7 @@ from .errors import (APIConnectionError, APIError, AuthenticationError, Configur
 from .guardrails import Limits, LimitsUsage, OrgLimits, OrgStop, StopAllReport
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, Metrics,
                      Organization, PortInfo, PreviewLink, Resources, SandboxInfo, SessionInfo, StreamEvent,
-                     UploadResult, WhoAmI)
+                     UploadResult, Volume, WhoAmI)
 from ._transport import ExecStream, TokenProvider
 from .pty import PtySession
 
@@ -32,6 +32,6 @@ __all__ = [
     "ImageNotAllowedError", "OrgLimits", "Limits", "LimitsUsage", "OrgStop", "StopAllReport",
     "ApiKey", "ArchiveResult", "CommandInfo", "CommandLogs", "ExecResult", "FileInfo", "Metrics",
     "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "StreamEvent",
-    "UploadResult", "WhoAmI", "Audit", "AuditEvent", "AuditEventPage", "AuditCheckpoint", "AuditPublicKey",
+    "UploadResult", "Volume", "WhoAmI", "Audit", "AuditEvent", "AuditEventPage", "AuditCheckpoint", "AuditPublicKey",
     "AuditVerifyReport", "verify_chain", "__version__",
 ]

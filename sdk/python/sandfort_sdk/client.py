@@ -15,7 +15,7 @@ from .guardrails import UNSET, Guardrails, OrgLimits, StopAllReport
 from .pty import PtySession
 from ._transport import ExecStream, OutputCallback, TokenProvider, Transport, socket_timeout_for
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, Metrics,
-                     Organization, PortInfo, PreviewLink, SandboxInfo, SessionInfo, UploadResult, WhoAmI)
+                     Organization, PortInfo, PreviewLink, SandboxInfo, SessionInfo, UploadResult, Volume, WhoAmI)
 
 __all__ = ["Client", "Sandbox", "Process", "Session", "Command", "FileSystem"]
 
@@ -118,22 +118,27 @@ class Client:
                        egress_allowlist: Optional[Sequence[str]] = None, ttl_s: Optional[int] = None,
                        idle_timeout_s: Optional[int] = None,
                        user: Optional[str] = None, workdir: Optional[str] = None,
-                       public_preview: Optional[bool] = None, timeout: Optional[float] = 600.0,
+                       public_preview: Optional[bool] = None,
+                       volumes: Optional[Sequence[Mapping[str, Any]]] = None,
+                       timeout: Optional[float] = 600.0,
                        **extra: Any) -> "Sandbox":
         """Creates a sandbox. ``snapshot`` is an image reference (the daemon's default image when
         omitted). With ``wait=True`` it returns once the sandbox is started (a pull may take a
         while: ``timeout`` is the socket timeout for this call). ``ttl_s``: stopped that long from
         now, deleted later; ``idle_timeout_s``: stopped after that long unused (0 never; the
-        daemon's default when omitted). Extra keyword arguments are sent as they are, for fields
-        newer than this SDK. The organization's guardrails may refuse: ``QuotaExceededError``,
-        ``ImageNotAllowedError``, ``ConflictError`` while its kill switch is on."""
+        daemon's default when omitted). ``volumes``: ``[{"name": "cache", "mount_path": "/cache",
+        "read_only": False}]``, volumes of the organization to mount (:meth:`create_volume`). Extra
+        keyword arguments are sent as they are, for fields newer than this SDK. The organization's
+        guardrails may refuse: ``QuotaExceededError``, ``ImageNotAllowedError``, ``ConflictError``
+        while its kill switch is on."""
         body = _clean({"snapshot": snapshot, "name": name, "wait": wait,
                        "env": dict(env) if env is not None else None,
                        "labels": dict(labels) if labels is not None else None,
                        "resources": dict(resources) if resources is not None else None,
                        "egress_allowlist": list(egress_allowlist) if egress_allowlist is not None else None,
                        "ttl_s": ttl_s, "idle_timeout_s": idle_timeout_s, "user": user, "workdir": workdir,
-                       "public_preview": public_preview})
+                       "public_preview": public_preview,
+                       "volumes": [_clean(v) for v in volumes] if volumes is not None else None})
         body.update(extra)
         data = self._t.call("POST", "/v1/sandboxes", json_body=body, timeout=timeout)
         return Sandbox(self, SandboxInfo.from_json(data))
@@ -166,6 +171,31 @@ class Client:
         self._t.call("DELETE", f"/v1/sandboxes/{_seg(sid)}", timeout=max(self.timeout or 60, 120))
 
     delete_sandbox = delete
+
+    # --- volumes ----------------------------------------------------------------------------
+    def create_volume(self, name: str) -> Volume:
+        """Creates a named volume of the organization (a taken name raises ConflictError)."""
+        return Volume.from_json(self._t.call("POST", "/v1/volumes", json_body={"name": name}))
+
+    def list_volumes(self, *, limit: Optional[int] = None) -> List[Volume]:
+        """Every volume of the organization by name (follows ``next_cursor``)."""
+        out: List[Volume] = []
+        cursor: Optional[str] = None
+        while True:
+            page = self._t.call("GET", "/v1/volumes", query=_clean({"limit": limit, "cursor": cursor}))
+            out.extend(Volume.from_json(v) for v in page.get("items", []))
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return out
+
+    def get_volume(self, name: str) -> Volume:
+        """A volume by name or id."""
+        return Volume.from_json(self._t.call("GET", f"/v1/volumes/{_seg(name)}"))
+
+    def delete_volume(self, name: str) -> None:
+        """Deletes a volume and its data (by name or id). ConflictError while a sandbox that is not
+        deleted mounts it; a second delete raises NotFoundError."""
+        self._t.call("DELETE", f"/v1/volumes/{_seg(name)}")
 
 
 class Sandbox:

@@ -46,6 +46,7 @@ class SandboxInfo:
     user: Optional[str] = None
     workdir: Optional[str] = None
     public_preview: bool = False
+    volumes: List[Dict[str, Any]] = field(default_factory=list)
     preview_url_template: Optional[str] = None
     error_message: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
@@ -60,8 +61,26 @@ class SandboxInfo:
                    labels=dict(d.get("labels") or {}), env_keys=list(d.get("env_keys") or []),
                    user=d.get("user"), workdir=d.get("workdir"),
                    public_preview=bool(d.get("public_preview", False)),
+                   volumes=[dict(v) for v in d.get("volumes") or []],
                    preview_url_template=d.get("preview_url_template"),
                    error_message=d.get("error_message"), raw=d)
+
+
+@dataclass
+class Volume:
+    """A named volume of the organization: what a sandbox writes there outlives the sandbox."""
+    id: str
+    name: str
+    state: str = ""
+    size_mb: Optional[int] = None
+    created_at: Optional[str] = None
+    updated_at: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Volume":
+        return cls(id=d["id"], name=d.get("name", ""), state=d.get("state", ""), size_mb=d.get("size_mb"),
+                   created_at=d.get("created_at"), updated_at=d.get("updated_at"), raw=d)
 
 
 @dataclass

@@ -13,6 +13,7 @@ import type {
   CreateSandboxOptions,
   FileInfo,
   ListSandboxesOptions,
+  ListVolumesOptions,
   OutputHandlers,
   Page,
   PortInfo,
@@ -24,6 +25,8 @@ import type {
   Signal,
   StreamEvent,
   UpdateSandboxOptions,
+  Volume,
+  VolumeMount,
   WhoAmI,
   WriteInfo,
 } from "./types.js";
@@ -92,9 +95,27 @@ function toSandboxInfo(j: Json): SandboxInfo {
     user: j.user ?? null,
     workdir: j.workdir ?? null,
     publicPreview: !!j.public_preview,
+    volumes: ((j.volumes ?? []) as Json[]).map((v) => ({ name: v.name, mountPath: v.mount_path, readOnly: !!v.read_only })),
     previewUrlTemplate: j.preview_url_template ?? null,
     errorMessage: j.error_message ?? null,
   };
+}
+
+function toVolume(j: Json): Volume {
+  return {
+    id: j.id,
+    name: j.name,
+    sizeMb: j.size_mb ?? null,
+    state: j.state,
+    createdAt: j.created_at,
+    updatedAt: j.updated_at ?? null,
+  };
+}
+
+function mountBody(v: VolumeMount): Json {
+  const m: Json = { name: v.name, mount_path: v.mountPath };
+  if (v.readOnly !== undefined) m.read_only = v.readOnly;
+  return m;
 }
 
 function toResult(j: Json): CommandResult {
@@ -131,6 +152,7 @@ function createBody(o: CreateSandboxOptions): Json {
   if (o.user !== undefined) b.user = o.user;
   if (o.workdir !== undefined) b.workdir = o.workdir;
   if (o.publicPreview !== undefined) b.public_preview = o.publicPreview;
+  if (o.volumes !== undefined) b.volumes = o.volumes.map(mountBody);
   return b;
 }
 
@@ -232,6 +254,36 @@ export class SandfortClient {
   async deleteSandbox(idOrName: string): Promise<boolean> {
     try {
       await this.http.json("DELETE", `/v1/sandboxes/${enc(idOrName)}`);
+      return true;
+    } catch (e) {
+      if (e instanceof SandfortError && e.status === 404) return false;
+      throw e;
+    }
+  }
+
+  /** Creates a named volume of the organization (a taken name: `conflict`, 409). */
+  async createVolume(name: string): Promise<Volume> {
+    return toVolume(await this.http.json<Json>("POST", "/v1/volumes", { json: { name } }));
+  }
+
+  /** One page of volumes, by name. */
+  async listVolumes(opts: ListVolumesOptions = {}): Promise<Page<Volume>> {
+    const j = await this.http.json<Json>("GET", "/v1/volumes", { query: { limit: opts.limit, cursor: opts.cursor } });
+    return { items: (j.items as Json[]).map(toVolume), nextCursor: j.next_cursor ?? null };
+  }
+
+  /** A volume by name or id. */
+  async getVolume(nameOrId: string): Promise<Volume> {
+    return toVolume(await this.http.json<Json>("GET", `/v1/volumes/${enc(nameOrId)}`));
+  }
+
+  /**
+   * Deletes a volume and its data; false when it did not exist. While a sandbox that is not
+   * deleted mounts it: `conflict` (409).
+   */
+  async deleteVolume(nameOrId: string): Promise<boolean> {
+    try {
+      await this.http.json("DELETE", `/v1/volumes/${enc(nameOrId)}`);
       return true;
     } catch (e) {
       if (e instanceof SandfortError && e.status === 404) return false;

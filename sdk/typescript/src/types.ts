@@ -25,8 +25,37 @@ export interface SandboxInfo {
   user: string | null;
   workdir: string | null;
   publicPreview: boolean;
+  /** The volumes it mounts. */
+  volumes: VolumeMount[];
   previewUrlTemplate: string | null;
   errorMessage: string | null;
+}
+
+/** A volume of the organization mounted into a sandbox (`mount_path`, `read_only` on the wire). */
+export interface VolumeMount {
+  /** The volume's name (or id). */
+  name: string;
+  /** An absolute path inside the sandbox. */
+  mountPath: string;
+  /** Mount read-only (default false). */
+  readOnly?: boolean;
+}
+
+/** A named volume of the organization: what a sandbox writes there outlives the sandbox. */
+export interface Volume {
+  /** `vol-…`. */
+  id: string;
+  name: string;
+  /** Always null: a size limit is not enforced. */
+  sizeMb: number | null;
+  state: "ready" | string;
+  createdAt: string;
+  updatedAt: string | null;
+}
+
+export interface ListVolumesOptions {
+  limit?: number;
+  cursor?: string;
 }
 
 export interface CreateSandboxOptions {
@@ -46,6 +75,8 @@ export interface CreateSandboxOptions {
   user?: string;
   workdir?: string;
   publicPreview?: boolean;
+  /** Volumes of the organization to mount (at most 8). */
+  volumes?: VolumeMount[];
 }
 
 export interface UpdateSandboxOptions {
