@@ -96,6 +96,31 @@ awaitable<result<int>> remove_volumes(dependencies& deps, const audit::actor& wh
   co_return done;
 }
 
+// Deletes every snapshot of the organization; the first failure is returned after the rest were tried.
+awaitable<result<int>> remove_snapshots(dependencies& deps, const audit::actor& who, const std::string& org_id) {
+  int done = 0;
+  std::optional<error> first_failure;
+  sandbox::snapshot_list_request req;
+  req.limit = 100;
+  while (true) {
+    auto page = deps.sandboxes.list_snapshots(org_id, req);
+    if (!page) co_return std::move(page).err();
+    for (const auto& s : page->items) {
+      auto r = co_await deps.sandboxes.delete_snapshot(org_id, s.id, who);
+      if (!r && r.err().code != errc::not_found) {
+        spdlog::warn("orgs: snapshot {} of {}: {}", s.id, org_id, r.err().message);
+        if (!first_failure) first_failure = r.err();
+      } else {
+        ++done;
+      }
+    }
+    if (page->next_cursor.empty()) break;
+    req.cursor = page->next_cursor;
+  }
+  if (first_failure) co_return *first_failure;
+  co_return done;
+}
+
 }  // namespace
 
 awaitable<result<store::org>> disable_org(dependencies& deps, const auth::principal& by, const audit::actor& who,
@@ -148,10 +173,14 @@ awaitable<result<void>> delete_org(dependencies& deps, const auth::principal& by
   // `deleting`, and a second DELETE finishes.
   auto volumes = co_await remove_volumes(deps, who, o->id);
   if (!volumes) co_return std::move(volumes).err();
+  // Snapshots likewise: no sandbox runs from one any more.
+  auto snapshots = co_await remove_snapshots(deps, who, o->id);
+  if (!snapshots) co_return std::move(snapshots).err();
   // The organization's last event closes its chain.
   if (auto r = change_state(deps, by, who, *o, "deleted", {"deleting"},
                             {"org.delete", o->id, "ok",
-                             {{"chain", "closed"}, {"sandboxes_removed", *removed}, {"volumes_removed", *volumes}}});
+                             {{"chain", "closed"}, {"sandboxes_removed", *removed}, {"volumes_removed", *volumes},
+                              {"snapshots_removed", *snapshots}}});
       !r)
     co_return r;
   spdlog::info("orgs: {} ({}) deleted: {} key(s) revoked, {} sandbox(es) and {} volume(s) removed", o->name, o->id,

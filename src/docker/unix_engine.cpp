@@ -367,4 +367,49 @@ task<void> unix_engine::remove_volume(const std::string& name) {
   co_return ok_t{};
 }
 
+task<std::string> unix_engine::commit_container(const std::string& id, const std::string& repo, const std::string& tag,
+                                                 const std::map<std::string, std::string>& labels,
+                                                 const std::vector<std::string>& env) {
+  if (id.empty() || repo.empty() || tag.empty())
+    co_return make_error(errc::invalid_argument, "a commit needs a container, a repository and a tag");
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  json body = {{"Labels", labels}};
+  // Docker merges the container's environment under this one, name by name: a name given here wins.
+  if (!env.empty()) body["Env"] = env;
+  auto target = "/v" + *v + "/commit" +
+                detail::query_string({{"container", id}, {"repo", repo}, {"tag", tag}, {"pause", "true"}});
+  // A commit copies the container's changed files: it may take longer than an ordinary call.
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, target, &body),
+                               client_options(options_.pull_timeout));
+  if (!res) co_return std::move(res).err();
+  std::string what = "commit container " + id;
+  if (!is_status(*res, {201, 200})) co_return error_of(*res, what);
+  auto answer = parse_body(*res, what);
+  if (!answer) co_return std::move(answer).err();
+  co_return string_of(member(*answer, "Id"));
+}
+
+task<std::int64_t> unix_engine::image_size(const std::string& ref) {
+  auto image = detail::split_image_ref(ref);
+  if (!image) co_return std::move(image).err();
+  auto body = co_await get_json(image_path(*image, "/json"), "inspect image " + ref);
+  if (!body) co_return std::move(body).err();
+  const auto& size = member(*body, "Size");
+  if (size.is_number_integer()) co_return size.get<std::int64_t>();
+  co_return std::int64_t{0};
+}
+
+task<void> unix_engine::remove_image(const std::string& ref) {
+  auto image = detail::split_image_ref(ref);
+  if (!image) co_return std::move(image).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto res = co_await exchange(options_.socket_path, http::make_request(verb::delete_, "/v" + *v + image_path(*image, "")),
+                               client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {200})) co_return error_of(*res, "remove image " + ref);
+  co_return ok_t{};
+}
+
 }  // namespace sandfort::docker

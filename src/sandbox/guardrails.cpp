@@ -109,7 +109,7 @@ result<org_guardrails_view> service::guardrails(const std::string& org_id) {
 }
 
 result<void> service::admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
-                            const std::string& restarting, const audit::actor& who) {
+                            const std::string& restarting, const audit::actor& who, bool own_snapshot) {
   auto g = guardrails(org_id);
   if (!g) return std::move(g).err();
   const auto refuse = [&](errc code, const std::string& action, std::string message, json details) -> result<void> {
@@ -128,7 +128,7 @@ result<void> service::admit(const std::string& org_id, const sandbox_spec& spec,
   if (restarting.empty()) {
     const bool allowed = std::any_of(l.allowed_images.begin(), l.allowed_images.end(),
                                      [&](const std::string& p) { return glob_match(p, image); });
-    if (!allowed)
+    if (!allowed && !own_snapshot)
       return refuse(errc::image_not_allowed, "guardrail.image_not_allowed",
                     "image " + image + " is not allowed for this organization (allowed: " +
                         json(l.allowed_images).dump() + ")",

@@ -71,8 +71,14 @@ result<void> service::set_state(store::sandbox_record& rec, const std::string& s
 }
 
 task<sandbox_view> service::create(const std::string& org_id, const create_request& req, const audit::actor& who) {
-  auto spec = validate(req);
+  // The organization's own snapshot first (src/sandbox/snapshots.cpp); else an image reference.
+  auto snapshot = resolve_snapshot(org_id, req.snapshot);
+  if (!snapshot) co_return std::move(snapshot).err();
+  create_request checked = req;
+  if (*snapshot) checked.snapshot.clear();  // a snapshot name is no image reference to check
+  auto spec = validate(checked);
   if (!spec) co_return std::move(spec).err();
+  if (*snapshot) spec->snapshot_name = req.snapshot;
   if (!network_) co_return make_error(errc::unavailable, "the sandbox network is not ready yet (is Docker running?)");
   // Reconciliation removes containers and marks rows it cannot account for: a sandbox created
   // while it sweeps could be taken for a leftover.
@@ -81,9 +87,13 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // deleted is not found, and one found cannot be deleted before the link exists.
   auto volumes = resolve_volumes(org_id, *spec);
   if (!volumes) co_return std::move(volumes).err();
-  const std::string image = req.snapshot.empty() ? cfg_.default_image : req.snapshot;
+  std::string image = req.snapshot.empty() ? cfg_.default_image : req.snapshot;
+  if (*snapshot) image = (*snapshot)->image_ref;
   // Checked and inserted without a co_await between: no other create can slip in and overrun.
-  if (auto admitted = admit(org_id, *spec, image, {}, who); !admitted) co_return std::move(admitted).err();
+  // The organization's own snapshots skip the image policy: each was made from an image it was
+  // allowed to use (admit's `restarting` does the same for a stopped sandbox).
+  if (auto admitted = admit(org_id, *spec, image, {}, who, *snapshot ? true : false); !admitted)
+    co_return std::move(admitted).err();
   store::sandbox_record rec;
   rec.id = new_id("sbx-");
   rec.org_id = org_id;

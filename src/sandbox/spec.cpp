@@ -226,6 +226,7 @@ std::string spec_to_json(const sandbox_spec& spec) {
   }
   if (spec.ttl_s) j["ttl_s"] = *spec.ttl_s;
   if (spec.idle_timeout_s) j["idle_timeout_s"] = spec.idle_timeout_s;
+  if (!spec.snapshot_name.empty()) j["snapshot_name"] = spec.snapshot_name;
   return j.dump();
 }
 
@@ -248,6 +249,7 @@ sandbox_spec spec_from_json(const std::string& text) {
   spec.egress_allowlist = j.value("egress_allowlist", std::vector<std::string>{});
   if (j.contains("ttl_s")) spec.ttl_s = j["ttl_s"].get<std::int64_t>();
   spec.idle_timeout_s = j.value("idle_timeout_s", std::int64_t{0});
+  spec.snapshot_name = j.value("snapshot_name", std::string{});
   spec.user = j.value("user", "");
   spec.workdir = j.value("workdir", "");
   spec.public_preview = j.value("public_preview", false);
@@ -273,6 +275,7 @@ sandbox_view to_view(const store::sandbox_record& rec) {
   v.expires_at = rec.expires_at;
   v.error_message = rec.error_message;
   v.spec = spec_from_json(rec.spec_json);
+  if (!v.spec.snapshot_name.empty()) v.snapshot = v.spec.snapshot_name;  // not the image's random name
   return v;
 }
 

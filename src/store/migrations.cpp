@@ -226,6 +226,26 @@ BEGIN
 END;
 )sql";
 
+// Snapshots: an organization's committed sandbox filesystems. The image's random Docker name is
+// stored here and nowhere else ties it to the organization or the name. Sandboxes created from
+// one keep its image in their `snapshot` column: sandboxes_live_by_snapshot answers "is this
+// snapshot in use" with one index lookup.
+constexpr const char* v8_sql = R"sql(
+CREATE TABLE snapshots (
+  id                TEXT PRIMARY KEY,
+  org_id            TEXT NOT NULL REFERENCES orgs(id),
+  name              TEXT NOT NULL,
+  image_ref         TEXT NOT NULL UNIQUE,
+  size_bytes        INTEGER NOT NULL DEFAULT 0,
+  source_sandbox_id TEXT NOT NULL,
+  state             TEXT NOT NULL CHECK (state IN ('ready', 'deleting', 'deleted')),
+  created_at        TEXT NOT NULL,
+  updated_at        TEXT NOT NULL
+);
+CREATE UNIQUE INDEX snapshots_live_name ON snapshots (org_id, name) WHERE state <> 'deleted';
+CREATE INDEX sandboxes_live_by_snapshot ON sandboxes (snapshot) WHERE state <> 'deleted';
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -244,6 +264,7 @@ const std::vector<migration>& migrations() {
       {5, v5_sql},
       {6, v6_sql},
       {7, v7_sql},
+      {8, v8_sql},
   };
   return all;
 }

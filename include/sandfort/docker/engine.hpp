@@ -261,6 +261,16 @@ class engine {
   virtual task<volume_info> create_volume(const volume_spec& spec) = 0;
   // Absent is `not_found`; in use by a container (even a stopped one) is `conflict`.
   virtual task<void> remove_volume(const std::string& name) = 0;
+  // Snapshots: commits the container's filesystem as repo:tag with labels and returns the image's
+  // id. Docker pauses a running container for the commit itself, so it goes on running after.
+  // `env` goes over the container's environment in the image ("NAME=" keeps a name, drops its value).
+  virtual task<std::string> commit_container(const std::string& id, const std::string& repo, const std::string& tag,
+                                             const std::map<std::string, std::string>& labels,
+                                             const std::vector<std::string>& env) = 0;
+  // The image's size in bytes; absent is `not_found`.
+  virtual task<std::int64_t> image_size(const std::string& ref) = 0;
+  // Absent is `not_found`; used by a container is `conflict`.
+  virtual task<void> remove_image(const std::string& ref) = 0;
 
   // Event stream: follows GET /events for sub, awaiting on_event for each matching event, and
   // on_open once the engine has accepted the request (events after this point are not missed).
@@ -297,6 +307,11 @@ class unix_engine final : public engine {
   task<network_info> create_network(const network_spec& spec) override;
   task<volume_info> create_volume(const volume_spec& spec) override;
   task<void> remove_volume(const std::string& name) override;
+  task<std::string> commit_container(const std::string& id, const std::string& repo, const std::string& tag,
+                                     const std::map<std::string, std::string>& labels,
+                                     const std::vector<std::string>& env) override;
+  task<std::int64_t> image_size(const std::string& ref) override;
+  task<void> remove_image(const std::string& ref) override;
   // Event stream (src/docker/events.cpp).
   task<void> follow_events(event_subscription sub, event_handler on_event, std::function<void()> on_open) override;
 

@@ -128,6 +128,16 @@ class service {
   // conflict while a sandbox that is not deleted mounts it.
   task<void> delete_volume(const std::string& org_id, const std::string& id_or_name, const audit::actor& who);
 
+  // --- Snapshots (src/sandbox/snapshots.cpp) -----------------------------------------------------
+  // A started, paused or stopped sandbox's filesystem committed as an image with a random name
+  // (a running one keeps running). Memory and processes are not part of it.
+  task<snapshot_view> create_snapshot(const std::string& org_id, const snapshot_create_request& req,
+                                      const audit::actor& who);
+  result<snapshot_page> list_snapshots(const std::string& org_id, const snapshot_list_request& req);
+  result<snapshot_view> get_snapshot(const std::string& org_id, const std::string& id_or_name);
+  // conflict while a sandbox that is not deleted was created from it.
+  task<void> delete_snapshot(const std::string& org_id, const std::string& id_or_name, const audit::actor& who);
+
   // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
   // Follows the engine's events about our containers (die, oom, destroy, stop, start, pause,
   // unpause) and the sandbox network (connect, disconnect) until cancelled, and brings each row it
@@ -163,8 +173,9 @@ class service {
   // Whether the organization may have this sandbox running: its kill switch, its image policy
   // (for a new one) and its quotas. `restarting`: the id of a stopped sandbox being started (it
   // is counted already). A refusal is recorded in the organization's audit chain.
+  // `own_snapshot`: the image is one of the organization's snapshots, which the policy does not cover.
   result<void> admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
-                     const std::string& restarting, const audit::actor& who);
+                     const std::string& restarting, const audit::actor& who, bool own_snapshot = false);
   org_limits limits_of(const store::org_guardrails& own) const;
   // pause() and resume(): `from` → `to` through the engine's pause or unpause, recorded as `action`.
   task<sandbox_view> freeze(const std::string& org_id, const std::string& id_or_name, bool paused,
@@ -176,6 +187,9 @@ class service {
   docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
                                        const std::string& proxy_secret) const;
   result<sandbox_spec> validate(const create_request& req) const;
+  // create's `snapshot`: the organization's ready snapshot of that name or id, nullopt when it is
+  // none (then it is an image reference); an image reference naming a snapshot image is not_found.
+  result<std::optional<store::snapshot_record>> resolve_snapshot(const std::string& org_id, const std::string& value);
   // The organization's ready volumes that spec mounts, in its order: not_found naming an unknown one.
   result<std::vector<store::volume_record>> resolve_volumes(const std::string& org_id, const sandbox_spec& spec);
   // The Docker mounts of the sandbox's volumes (src/sandbox/volumes.cpp).

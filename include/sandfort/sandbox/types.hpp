@@ -61,6 +61,9 @@ struct sandbox_spec {
   std::string workdir;
   bool public_preview = false;
   std::vector<volume_request> volumes;
+  // The organization's snapshot the sandbox was created from, as the caller named it (the row's
+  // `snapshot` column holds its image); empty when created from an image reference.
+  std::string snapshot_name;
 };
 
 struct sandbox_view {
@@ -177,6 +180,33 @@ struct volume_list_request {
 
 struct volume_page {
   std::vector<volume_view> items;
+  std::string next_cursor;  // empty: no more
+};
+
+// --- Snapshots (src/sandbox/snapshots.cpp) --------------------------------------------------------
+
+struct snapshot_create_request {
+  std::string sandbox_id;  // id or name of the organization's sandbox
+  std::string name;
+};
+
+struct snapshot_view {
+  std::string id;
+  std::string name;
+  std::int64_t size_bytes = 0;
+  std::string source_sandbox_id;
+  std::string state;  // ready | deleting
+  std::string created_at;
+  std::string updated_at;
+};
+
+struct snapshot_list_request {
+  std::size_t limit = 100;
+  std::string cursor;  // the last name of the previous page
+};
+
+struct snapshot_page {
+  std::vector<snapshot_view> items;
   std::string next_cursor;  // empty: no more
 };
 

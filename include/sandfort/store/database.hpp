@@ -199,6 +199,22 @@ struct sandbox_volume {
 };
 // --- end of volumes -------------------------------------------------------------------------------
 
+// --- Snapshots (src/store/snapshots.cpp) ---------------------------------------------------------
+// A sandbox's filesystem committed as an image. The image's name is random and says nothing of
+// the organization or the name: those live here only.
+struct snapshot_record {
+  std::string id;  // "snap-" + 16 hex
+  std::string org_id;
+  std::string name;       // unique per organization among snapshots not deleted
+  std::string image_ref;  // "sandfort-snap/<16 hex>:latest"
+  std::int64_t size_bytes = 0;
+  std::string source_sandbox_id;
+  std::string state;  // ready | deleting | deleted
+  std::string created_at;
+  std::string updated_at;
+};
+// --- end of snapshots -----------------------------------------------------------------------------
+
 class database;
 
 // A write transaction: BEGIN IMMEDIATE when made (database::begin), ROLLBACK when destroyed
@@ -332,6 +348,20 @@ class database {
                                      const std::string& mount_path, bool read_only);
   // The volumes a sandbox mounts, by mount path.
   result<std::vector<sandbox_volume>> list_sandbox_volumes(const std::string& sandbox_id);
+
+  // --- Snapshots (src/store/snapshots.cpp) -------------------------------------------------------
+  // conflict when the organization has a live snapshot of that name.
+  result<void> insert_snapshot(const snapshot_record& s);
+  // By id, else by name; deleted snapshots are not found.
+  result<snapshot_record> get_snapshot(const std::string& org_id, const std::string& id_or_name);
+  // Snapshots not deleted, by name, after `after_name` (the cursor), at most `limit`.
+  result<std::vector<snapshot_record>> list_snapshots(const std::string& org_id, const std::string& after_name,
+                                                      std::size_t limit);
+  // Moves a snapshot to `state` only from one of `from` (conflict otherwise, not_found if absent).
+  result<void> set_snapshot_state(const std::string& org_id, const std::string& id, const std::string& state,
+                                  const std::vector<std::string>& from, const std::string& at);
+  // A sandbox not deleted whose image is `image_ref`, or nullopt: one index lookup.
+  result<std::optional<std::string>> snapshot_used_by(const std::string& image_ref);
 
   // Takes the write lock now (unavailable when another connection holds it longer than the busy
   // timeout), so nothing between here and commit() can fail for lack of it. A second begin()

@@ -231,6 +231,25 @@ class fake_engine final : public docker::engine {
     co_return ok_t{};
   }
 
+  // Snapshots: a commit adds repo:tag to `images`.
+  std::vector<std::string> commits;
+  docker::task<std::string> commit_container(const std::string& id, const std::string& repo, const std::string& tag,
+                                             const std::map<std::string, std::string>&,
+                                             const std::vector<std::string>&) override {
+    if (!find(id)) co_return make_error(errc::not_found, "no such container " + id);
+    images.insert(repo + ":" + tag);
+    commits.push_back(repo + ":" + tag);
+    co_return "sha256:" + random_hex(32);
+  }
+  docker::task<std::int64_t> image_size(const std::string& ref) override {
+    if (!images.count(ref)) co_return make_error(errc::not_found, "no such image " + ref);
+    co_return std::int64_t{1024};
+  }
+  docker::task<void> remove_image(const std::string& ref) override {
+    if (!images.erase(ref)) co_return make_error(errc::not_found, "no such image " + ref);
+    co_return ok_t{};
+  }
+
   docker::task<std::vector<docker::container_info>> list_containers(
       const std::vector<std::string>& label_filters) override {
     if (list_error) co_return *list_error;

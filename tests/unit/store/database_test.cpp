@@ -13,7 +13,7 @@ using namespace sandfort::store;
 namespace {
 
 constexpr const char* t0 = "2026-01-01T00:00:00.000Z";
-constexpr int migration_count = 7;
+constexpr int migration_count = 8;
 
 std::unique_ptr<database> open_db(const std::string& path) {
   auto db = database::open(path);
@@ -566,10 +566,11 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
   { org_id = make_org(*open_db(path), "acme").id; }
   {
     // Back to the schema as version 3 shipped it: without what versions 4 (audit), 5 (guardrails),
-    // 6 (history) and 7 (volumes) added.
+    // 6 (history), 7 (volumes) and 8 (snapshots) added.
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
     REQUIRE(sqlite3_exec(raw,
+                         "DROP TABLE snapshots; DROP INDEX sandboxes_live_by_snapshot; "
                          "DROP TRIGGER sandbox_volumes_on_sandbox_deleted; DROP TRIGGER sandbox_volumes_on_sandbox_delete; "
                          "DROP TABLE sandbox_volumes; DROP TABLE volumes; "
                          "DROP TABLE audit_events; DROP TABLE audit_checkpoints; "

@@ -468,6 +468,7 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
     REQUIRE(sqlite3_exec(raw,
+                         "DROP TABLE snapshots; DROP INDEX sandboxes_live_by_snapshot; "
                          "DROP TRIGGER sandbox_volumes_on_sandbox_deleted; DROP TRIGGER sandbox_volumes_on_sandbox_delete; "
                          "DROP TABLE sandbox_volumes; DROP TABLE volumes; "
                          "DROP TRIGGER sandbox_labels_on_insert; DROP TRIGGER sandbox_labels_on_update; "
@@ -478,7 +479,7 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
     sqlite3_close(raw);
   }
   auto db = open_db(path);
-  CHECK(db->schema_version() == 7);
+  CHECK(db->schema_version() == 8);
   auto rows = db->list_sandboxes(org_id, filter("", {{"team", "x"}}));
   REQUIRE(rows);
   CHECK(ids_of(*rows) == std::vector<std::string>{kept});

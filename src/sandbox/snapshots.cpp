@@ -1,0 +1,180 @@
+// Snapshots: a sandbox's filesystem committed as an image the organization can create sandboxes
+// from. The image's name is random and its labels carry only this daemon's instance and the
+// snapshot's id: the organization and the name live in the store, so nothing on the engine ties
+// them together. Memory and processes are not part of a snapshot (a commit copies files only).
+#include <spdlog/spdlog.h>
+
+#include "sandfort/core/ids.hpp"
+#include "sandfort/sandbox/service.hpp"
+
+namespace sandfort::sandbox {
+
+namespace {
+
+inline constexpr const char* label_snapshot = "io.sandfort.snapshot";
+inline constexpr const char* snapshot_repository = "sandfort-snap";
+
+bool valid_snapshot_name(const std::string& s) {
+  if (s.empty() || s.size() > 63 || !std::isalnum(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
+  return s.rfind("snap-", 0) != 0;  // an id-shaped name would make addressing ambiguous
+}
+
+// Whether an image reference names a snapshot image ("sandfort-snap/…", with or without a
+// registry in front): such images are reachable only through their organization's names.
+bool names_snapshot_image(const std::string& ref) {
+  const std::string part = std::string(snapshot_repository) + "/";
+  if (ref.rfind(part, 0) == 0) return true;
+  return ref.find("/" + part) != std::string::npos;
+}
+
+snapshot_view to_snapshot_view(const store::snapshot_record& s) {
+  return {s.id, s.name, s.size_bytes, s.source_sandbox_id, s.state, s.created_at, s.updated_at};
+}
+
+}  // namespace
+
+task<snapshot_view> service::create_snapshot(const std::string& org_id, const snapshot_create_request& req,
+                                             const audit::actor& who) {
+  if (!valid_snapshot_name(req.name))
+    co_return make_error(errc::invalid_argument,
+                         "name must be 1-63 characters of letters, digits, '-', '_', '.', start with a letter or "
+                         "digit, and not start with 'snap-'");
+  if (req.sandbox_id.empty()) co_return make_error(errc::invalid_argument, "sandbox_id is required");
+  auto sbx = db_.get_sandbox(org_id, req.sandbox_id);
+  if (!sbx) co_return std::move(sbx).err();
+  if ((sbx->state != "started" && sbx->state != "paused" && sbx->state != "stopped") || sbx->container_id.empty())
+    co_return make_error(errc::conflict, "sandbox " + sbx->id + " is " + sbx->state +
+                                             ": only a started, paused or stopped sandbox can be snapshotted");
+  // A taken name is refused before Docker is asked (the insert below checks again).
+  if (auto taken = db_.get_snapshot(org_id, req.name); taken)
+    co_return make_error(errc::conflict, "snapshot name '" + req.name + "' is already used");
+  else if (taken.err().code != errc::not_found)
+    co_return std::move(taken).err();
+
+  store::snapshot_record rec;
+  rec.id = new_id("snap-");
+  rec.org_id = org_id;
+  rec.name = req.name;
+  const std::string repo = std::string(snapshot_repository) + "/" + random_hex(8);
+  const std::string tag = "latest";
+  rec.image_ref = repo + ":" + tag;
+  rec.source_sandbox_id = sbx->id;
+  rec.state = "ready";
+
+  // Docker pauses a running container for the commit and thaws it after: those pause and
+  // unpause events are ours, not a change of the sandbox's state (container_events.cpp).
+  // Docker's commit keeps the container's labels unless the body names them: the organization's
+  // and the sandbox's are blanked, so the image does not say whose it is.
+  const std::map<std::string, std::string> labels{{label_instance, db_.instance_id()},
+                                                  {label_snapshot, rec.id},
+                                                  {label_org, ""},
+                                                  {label_sandbox, ""},
+                                                  {label_network, ""}};
+  // Docker's commit also keeps the container's environment: the caller's variables (often
+  // secrets) and the proxy credential lose their values, so a sandbox made from the snapshot
+  // inherits neither (its own env and proxy settings are set at its create).
+  std::vector<std::string> blanked;
+  for (const auto& [name, value] : spec_from_json(sbx->spec_json).env) blanked.push_back(name + "=");
+  for (const auto& kv : proxy_environment("", "", "", 0)) blanked.push_back(kv.substr(0, kv.find('=') + 1));
+  const std::string container = sbx->container_id;
+  {
+    auto marked = begin_operation(sbx->id);
+    auto committed = co_await engine_.commit_container(container, repo, tag, labels, blanked);
+    if (!committed) co_return std::move(committed).err();
+  }
+  // The image first, then the row: a row never names an image that does not exist. If the row
+  // cannot be written, the image goes again.
+  auto undo = [&](error e) -> boost::asio::awaitable<result<snapshot_view>> {
+    if (auto r = co_await engine_.remove_image(rec.image_ref); !r)
+      spdlog::warn("snapshot {}: could not remove image {} after a failed create: {}", rec.id, rec.image_ref,
+                   r.err().message);
+    co_return e;
+  };
+  auto size = co_await engine_.image_size(rec.image_ref);
+  if (!size) {
+    error failed = std::move(size).err();
+    co_return co_await undo(std::move(failed));
+  }
+  rec.size_bytes = *size;
+  rec.created_at = rec.updated_at = format_time(clock_.now());
+  auto inserted = journal_.record_change(
+      {org_id}, who, [&] { return db_.insert_snapshot(rec); },
+      [&] {
+        return audit::record{"snapshot.create", rec.id, "ok",
+                             {{"name", rec.name}, {"sandbox", rec.source_sandbox_id}, {"size_bytes", rec.size_bytes}}};
+      });
+  if (!inserted) {
+    error failed = std::move(inserted).err();
+    co_return co_await undo(std::move(failed));
+  }
+  spdlog::info("snapshot {} created from sandbox {} (org {}, image {})", rec.id, rec.source_sandbox_id, org_id,
+               rec.image_ref);
+  co_return to_snapshot_view(rec);
+}
+
+result<snapshot_page> service::list_snapshots(const std::string& org_id, const snapshot_list_request& req) {
+  auto rows = db_.list_snapshots(org_id, req.cursor, req.limit + 1);  // one past the page: is there more?
+  if (!rows) return std::move(rows).err();
+  snapshot_page page;
+  for (std::size_t i = 0; i < rows->size() && i < req.limit; ++i) page.items.push_back(to_snapshot_view((*rows)[i]));
+  if (rows->size() > req.limit && !page.items.empty()) page.next_cursor = page.items.back().name;
+  return page;
+}
+
+result<snapshot_view> service::get_snapshot(const std::string& org_id, const std::string& id_or_name) {
+  auto s = db_.get_snapshot(org_id, id_or_name);
+  if (!s) return std::move(s).err();
+  return to_snapshot_view(*s);
+}
+
+task<void> service::delete_snapshot(const std::string& org_id, const std::string& id_or_name,
+                                    const audit::actor& who) {
+  auto s = db_.get_snapshot(org_id, id_or_name);
+  if (!s) co_return std::move(s).err();
+  // Checked and marked in one transaction: from here no create can use it (resolve_snapshot
+  // takes ready snapshots only), and Docker is asked only once no live sandbox runs from it.
+  if (s->state == "ready") {
+    auto tx = db_.begin();
+    if (!tx) co_return std::move(tx).err();
+    auto holder = db_.snapshot_used_by(s->image_ref);
+    if (!holder) co_return std::move(holder).err();
+    if (*holder)
+      co_return make_error(errc::conflict, "snapshot " + s->name + " is used by sandbox " + **holder +
+                                               " (delete that sandbox first)");
+    if (auto r = db_.set_snapshot_state(org_id, s->id, "deleting", {"ready"}, format_time(clock_.now())); !r)
+      co_return r;
+    if (auto r = tx->commit(); !r) co_return r;
+  }
+  auto removed = co_await engine_.remove_image(s->image_ref);
+  if (!removed && removed.err().code != errc::not_found) {
+    // Still there (Docker unreachable, or a container holds it): usable again.
+    (void)db_.set_snapshot_state(org_id, s->id, "ready", {"deleting"}, format_time(clock_.now()));
+    co_return removed;
+  }
+  auto r = journal_.record_change(
+      {org_id}, who,
+      [&] { return db_.set_snapshot_state(org_id, s->id, "deleted", {"deleting"}, format_time(clock_.now())); },
+      [&] { return audit::record{"snapshot.delete", s->id, "ok", {{"name", s->name}}}; });
+  if (!r) co_return r;
+  spdlog::info("snapshot {} deleted (org {})", s->id, org_id);
+  co_return ok_t{};
+}
+
+result<std::optional<store::snapshot_record>> service::resolve_snapshot(const std::string& org_id,
+                                                                      const std::string& value) {
+  if (value.empty()) return std::optional<store::snapshot_record>();
+  auto s = db_.get_snapshot(org_id, value);
+  if (s) {
+    if (s->state != "ready") return make_error(errc::conflict, "snapshot " + value + " is being deleted");
+    return std::optional<store::snapshot_record>(std::move(*s));
+  }
+  if (s.err().code != errc::not_found) return std::move(s).err();
+  // Snapshot images are used by their names only: one of another organization's cannot be
+  // reached by guessing its image's name, and the answer is the same as for any unknown one.
+  if (names_snapshot_image(value)) return make_error(errc::not_found, "snapshot " + value + " not found");
+  return std::optional<store::snapshot_record>();
+}
+
+}  // namespace sandfort::sandbox
