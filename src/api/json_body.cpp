@@ -119,4 +119,15 @@ result<std::optional<std::int64_t>> query_int(const http::context& ctx, const ch
   return make_error(errc::invalid_argument, std::string("query parameter '") + key + "' must be a non-negative integer");
 }
 
+result<sandbox::name_page_request> parse_name_page(const http::context& ctx) {
+  sandbox::name_page_request page;
+  auto limit = query_int(ctx, "limit");
+  if (!limit) return std::move(limit).err();
+  if (*limit && (**limit < 1 || **limit > 1000))
+    return make_error(errc::invalid_argument, "limit must be between 1 and 1000");
+  page.limit = static_cast<std::size_t>(limit->value_or(100));
+  if (auto it = ctx.query.find("cursor"); it != ctx.query.end()) page.cursor = it->second;
+  return page;
+}
+
 }  // namespace sandfort::api

@@ -10,6 +10,7 @@
 
 #include "sandfort/core/error.hpp"
 #include "sandfort/http/message.hpp"
+#include "sandfort/sandbox/types.hpp"
 
 namespace sandfort::api {
 
@@ -32,5 +33,8 @@ result<void> read(const nlohmann::json& j, const char* key, std::optional<std::m
 
 // Query parameters that must be non-negative integers.
 result<std::optional<std::int64_t>> query_int(const http::context& ctx, const char* key);
+
+// ?limit= (1-1000, default 100) and ?cursor= of a list of named resources (volumes, snapshots).
+result<sandbox::name_page_request> parse_name_page(const http::context& ctx);
 
 }  // namespace sandfort::api

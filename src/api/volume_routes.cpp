@@ -30,16 +30,6 @@ result<sandbox::volume_create_request> parse_volume_create(const http::request& 
   return c;
 }
 
-result<sandbox::volume_list_request> parse_volume_list(const http::context& ctx) {
-  sandbox::volume_list_request l;
-  auto limit = query_int(ctx, "limit");
-  if (!limit) return std::move(limit).err();
-  if (*limit && (**limit < 1 || **limit > 1000))
-    return make_error(errc::invalid_argument, "limit must be between 1 and 1000");
-  l.limit = static_cast<std::size_t>(limit->value_or(100));
-  if (auto it = ctx.query.find("cursor"); it != ctx.query.end()) l.cursor = it->second;
-  return l;
-}
 
 }  // namespace
 
@@ -58,7 +48,7 @@ std::vector<api_route> volume_routes(dependencies& deps) {
        }},
       {http::verb::get, "/v1/volumes", permission::read,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto req = parse_volume_list(ctx);
+         auto req = parse_name_page(ctx);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto r = svc.list_volumes(p.org_id, *req);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);

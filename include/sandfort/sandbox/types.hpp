@@ -173,10 +173,12 @@ struct volume_view {
   std::string updated_at;
 };
 
-struct volume_list_request {
+// A page of an organization's named resources (volumes, snapshots), in name order.
+struct name_page_request {
   std::size_t limit = 100;
   std::string cursor;  // the last name of the previous page
 };
+using volume_list_request = name_page_request;
 
 struct volume_page {
   std::vector<volume_view> items;
@@ -200,10 +202,7 @@ struct snapshot_view {
   std::string updated_at;
 };
 
-struct snapshot_list_request {
-  std::size_t limit = 100;
-  std::string cursor;  // the last name of the previous page
-};
+using snapshot_list_request = name_page_request;
 
 struct snapshot_page {
   std::vector<snapshot_view> items;
