@@ -111,6 +111,12 @@ int cmd_volume_rm(const std::vector<std::string>& names);
 // `--volume NAME:/path[:ro]` as an element of the create request's `volumes`; usage error otherwise.
 nlohmann::json volume_mount(const std::string& spec);
 
+// The organization's snapshots (by name or id); create commits a sandbox (id or name).
+int cmd_snapshot_create(const std::string& sandbox, const std::string& name, bool json);
+int cmd_snapshot_ls(bool json);
+int cmd_snapshot_get(const std::string& name, bool json);
+int cmd_snapshot_rm(const std::vector<std::string>& names);
+
 int cmd_audit_list(const audit_list_options& o);
 // JSON Lines of every matching event, page_size per response, to out_file ("" or "-": stdout).
 int cmd_audit_export(const audit_filter_options& o, const std::string& out_file, int page_size);

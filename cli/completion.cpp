@@ -1,6 +1,6 @@
 // `sandfort completion bash|zsh`: a completion script (zsh runs the bash one through
 // bashcompinit). Sandbox ids and names come from `sandfort sandbox ls` at completion time, volume
-// names from `sandfort volume ls`.
+// names from `sandfort volume ls`, snapshot names from `sandfort snapshot ls`.
 #include <iostream>
 
 #include "commands.hpp"
@@ -17,10 +17,13 @@ _sandfort_sandboxes() {
 _sandfort_volumes() {
   command sandfort volume ls 2>/dev/null | awk 'NR > 1 { print $2 }'
 }
+_sandfort_snapshots() {
+  command sandfort snapshot ls 2>/dev/null | awk 'NR > 1 { print $2 }'
+}
 _sandfort() {
   local cur="${COMP_WORDS[COMP_CWORD]}" cmd="${COMP_WORDS[1]}" sub="${COMP_WORDS[2]}"
   if [[ $COMP_CWORD -eq 1 ]]; then
-    COMPREPLY=($(compgen -W "login logout whoami sandbox volume exec new run rm cp logs preview shell audit org completion --help" -- "$cur"))
+    COMPREPLY=($(compgen -W "login logout whoami sandbox volume snapshot exec new run rm cp logs preview shell audit org completion --help" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -43,6 +46,19 @@ _sandfort() {
         create|ls) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
         get) COMPREPLY=($(compgen -W "$(_sandfort_volumes) --json --help" -- "$cur")) ;;
         rm) COMPREPLY=($(compgen -W "$(_sandfort_volumes) --help" -- "$cur")) ;;
+      esac ;;
+    snapshot)
+      if [[ $COMP_CWORD -eq 2 ]]; then
+        COMPREPLY=($(compgen -W "create ls get rm --help" -- "$cur"))
+        return
+      fi
+      case "$sub" in
+        create)
+          if [[ $COMP_CWORD -eq 3 ]]; then COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --json --help" -- "$cur"))
+          else COMPREPLY=($(compgen -W "--json --help" -- "$cur")); fi ;;
+        ls) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        get) COMPREPLY=($(compgen -W "$(_sandfort_snapshots) --json --help" -- "$cur")) ;;
+        rm) COMPREPLY=($(compgen -W "$(_sandfort_snapshots) --help" -- "$cur")) ;;
       esac ;;
     exec)
       if [[ $COMP_CWORD -eq 2 || "${COMP_WORDS[COMP_CWORD-1]}" == --* && $COMP_CWORD -eq 3 ]]; then

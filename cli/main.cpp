@@ -10,7 +10,9 @@ namespace sc = sandfort::cli;
 namespace {
 
 void add_create_options(CLI::App* cmd, sc::create_options& o) {
-  cmd->add_option("--snapshot", o.snapshot, "Image to start from (default: the server's default image)");
+  cmd->add_option("--snapshot", o.snapshot,
+                  "Snapshot of the organization (name or id) or image to start from (default: the server's default "
+                  "image)");
   cmd->add_option("--egress", o.egress, "Host the sandbox may reach (repeatable; *.suffix and * allowed)")
       ->allow_extra_args(false);
   cmd->add_option("--env", o.env, "Environment variable KEY=VALUE (repeatable)")->allow_extra_args(false);
@@ -183,6 +185,29 @@ void add_volume_commands(CLI::App& app, std::vector<std::string>& names, int& st
   rm->callback([&] { status = sc::cmd_volume_rm(names); });
 }
 
+// snapshot …: the organization's snapshots (created from with --snapshot on `sandbox create` and `new`).
+void add_snapshot_commands(CLI::App& app, std::vector<std::string>& names, int& status, bool& as_json) {
+  auto* snapshot = app.add_subcommand("snapshot", "Manage the organization's snapshots of sandboxes");
+  snapshot->require_subcommand(1);
+  auto* create = snapshot->add_subcommand(
+      "create", "Commit a sandbox's filesystem (not its memory or processes) as a snapshot and print its id");
+  create->add_option("args", names, "Sandbox id or name, then the snapshot's name")->required()->expected(2);
+  create->add_flag("--json", as_json, "Print the API's JSON");
+  create->callback([&] { status = sc::cmd_snapshot_create(names[0], names[1], as_json); });
+  auto* ls = snapshot->add_subcommand("ls", "List snapshots");
+  ls->alias("list");
+  ls->add_flag("--json", as_json, "Print the API's JSON");
+  ls->callback([&] { status = sc::cmd_snapshot_ls(as_json); });
+  auto* get = snapshot->add_subcommand("get", "Show one snapshot");
+  get->add_option("name", names, "Snapshot name or id")->required()->expected(1);
+  get->add_flag("--json", as_json, "Print the API's JSON");
+  get->callback([&] { status = sc::cmd_snapshot_get(names.front(), as_json); });
+  auto* rm = snapshot->add_subcommand("rm", "Delete snapshots (refused while a sandbox created from one exists)");
+  rm->alias("delete");
+  rm->add_option("names", names, "Snapshot names or ids")->required();
+  rm->callback([&] { status = sc::cmd_snapshot_rm(names); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -317,6 +342,8 @@ int main(int argc, char** argv) {
   add_org_commands(app, org_state, status, as_json);
   std::vector<std::string> volume_names;
   add_volume_commands(app, volume_names, status, as_json);
+  std::vector<std::string> snapshot_names;
+  add_snapshot_commands(app, snapshot_names, status, as_json);
 
   std::string shell_name;
   auto* completion = app.add_subcommand("completion", "Print a shell completion script: eval \"$(sandfort completion bash)\"");

@@ -295,7 +295,9 @@ def _sandbox_summary(s):
 
 
 def tool_create_sandbox(api, a):
-    body = {"snapshot": a.get("image") or DEFAULT_IMAGE, "wait": True}
+    if "image" in a and "snapshot" in a:
+        raise ToolFailure("Invalid arguments for create_sandbox: give image or snapshot, not both")
+    body = {"snapshot": a.get("snapshot") or a.get("image") or DEFAULT_IMAGE, "wait": True}
     for key in ("name", "env", "labels", "ttl_s", "idle_timeout_s", "egress_allowlist", "workdir",
                 "volumes"):
         if key in a:
@@ -311,6 +313,34 @@ def tool_create_sandbox(api, a):
             + f" from {s.get('snapshot')}, state {s.get('state')}.\n"
             + "Use its id as sandbox_id in the other tools; delete it with delete_sandbox "
               "when done.\n" + json.dumps(summary, indent=2))
+    return text, summary
+
+
+SNAPSHOT_OUTPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "name": {"type": "string"},
+        "size_bytes": {"type": "integer"},
+        "source_sandbox_id": {"type": "string"},
+        "state": {"type": "string"},
+        "created_at": {"type": "string"},
+    },
+    "required": ["id", "name", "state"],
+}
+
+
+def tool_create_snapshot(api, a):
+    # Docker commits the container's filesystem (the sandbox is paused meanwhile): give it time.
+    s = api.json("POST", "/v1/snapshots", body={"sandbox_id": a["sandbox_id"], "name": a["name"]},
+                 timeout=600)
+    keys = ("id", "name", "size_bytes", "source_sandbox_id", "state", "created_at")
+    summary = {k: s[k] for k in keys if k in s}
+    text = (f"Created snapshot {s.get('name')} ({s.get('id')}, {s.get('size_bytes')} bytes) of "
+            f"sandbox {s.get('source_sandbox_id')}.\n"
+            f"create_sandbox with snapshot={s.get('name')} starts a new sandbox with its files and "
+            "installed packages (not its running processes or memory).\n"
+            + json.dumps(summary, indent=2))
     return text, summary
 
 
@@ -445,6 +475,11 @@ TOOLS = [
             "properties": {
                 "image": {"type": "string", "minLength": 1,
                           "description": f"Image reference (default {DEFAULT_IMAGE})."},
+                "snapshot": {"type": "string", "minLength": 1,
+                             "description": "A snapshot of the organization (name or id, made "
+                                            "with create_snapshot) to start from instead of an "
+                                            "image: its files and installed packages are there, "
+                                            "no process runs. Not together with image."},
                 "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
                          "description": "Optional unique name (1-63 of A-Za-z0-9_.-, not "
                                         "starting with sbx-); usable instead of the id."},
@@ -654,8 +689,30 @@ TOOLS = [
                         "idempotentHint": True, "openWorldHint": False},
         "handler": tool_delete_sandbox,
     },
-    # create_snapshot is not advertised: sandfortd has no snapshot endpoint yet
-    # (POST /v1/snapshots answers 404 "no route"). Add it here when it exists.
+    {
+        "name": "create_snapshot",
+        "title": "Snapshot sandbox",
+        "description": (
+            "Save a sandbox's filesystem (files written, packages installed) as a named snapshot "
+            "of the organization; create_sandbox with snapshot=NAME then starts new sandboxes "
+            "from it. Running processes, memory and mounted volumes are not saved. The sandbox "
+            "must be started, paused or stopped; a running one keeps running."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "sandbox_id": SANDBOX_ID,
+                "name": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
+                         "description": "The snapshot's name, unique in the organization (1-63 "
+                                        "of A-Za-z0-9_.-, not starting with snap-)."},
+            },
+            "required": ["sandbox_id", "name"],
+            "additionalProperties": False,
+        },
+        "outputSchema": SNAPSHOT_OUTPUT_SCHEMA,
+        "annotations": {"readOnlyHint": False, "destructiveHint": False,
+                        "idempotentHint": False, "openWorldHint": False},
+        "handler": tool_create_snapshot,
+    },
 ]
 TOOLS_BY_NAME = {t["name"]: t for t in TOOLS}
 
@@ -813,8 +870,8 @@ class Server:
                 "Sandfort runs code in isolated Linux sandboxes. create_sandbox first and use "
                 "the returned id as sandbox_id; run_command / run_code execute and return "
                 "exit_code, stdout and stderr (a non-zero exit_code is a normal result); "
-                "upload_text_file / download_text_file move text files; delete_sandbox when "
-                "done."),
+                "upload_text_file / download_text_file move text files; create_snapshot saves "
+                "a sandbox's files for create_sandbox(snapshot=…); delete_sandbox when done."),
         }
 
     def _structured(self):

@@ -24,8 +24,8 @@ const mcpDir = path.resolve(here, '..');
 const BASE_URL = process.env.SANDFORT_BASE_URL;
 const API_KEY = process.env.SANDFORT_API_KEY;
 const EXPECTED_TOOLS = [
-  'create_sandbox', 'delete_sandbox', 'download_text_file', 'list_sandboxes', 'run_code',
-  'run_command', 'upload_text_file',
+  'create_sandbox', 'create_snapshot', 'delete_sandbox', 'download_text_file', 'list_sandboxes',
+  'run_code', 'run_command', 'upload_text_file',
 ];
 
 let workDir;
@@ -83,10 +83,9 @@ test('initialize: server info, tools capability, logs only on stderr', () => {
   assert.match(stderrText, /sandfort-mcp: initialize from sandfort-mcp-test/);
 });
 
-test('tools/list: exactly the seven tools, each with an object inputSchema; no create_snapshot', async () => {
+test('tools/list: exactly the eight tools, each with an object inputSchema', async () => {
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name).sort(), EXPECTED_TOOLS);
-  assert.ok(!tools.some((t) => t.name === 'create_snapshot'));
   for (const t of tools) {
     assert.equal(t.inputSchema.type, 'object', t.name);
     assert.ok(t.description && t.description.length > 40, `${t.name} has a description`);
@@ -99,6 +98,10 @@ test('tools/list: exactly the seven tools, each with an object inputSchema; no c
   assert.deepEqual(byName.upload_text_file.inputSchema.required, ['sandbox_id', 'path', 'content']);
   assert.deepEqual(byName.download_text_file.inputSchema.required, ['sandbox_id', 'path']);
   assert.deepEqual(byName.delete_sandbox.inputSchema.required, ['sandbox_id']);
+  assert.deepEqual(byName.create_snapshot.inputSchema.required, ['sandbox_id', 'name']);
+  assert.deepEqual(Object.keys(byName.create_snapshot.inputSchema.properties).sort(), ['name', 'sandbox_id']);
+  assert.equal(byName.create_snapshot.inputSchema.additionalProperties, false);
+  assert.equal(byName.create_sandbox.inputSchema.properties.snapshot.type, 'string');
 });
 
 test('create_sandbox: a started sandbox of the default image', async () => {
@@ -206,7 +209,7 @@ test('platform error: run_command on an unknown sandbox is isError with the API 
 test('JSON-RPC errors: unknown method, unknown tool; bad arguments are a tool error', async () => {
   await assert.rejects(client.request({ method: 'no/such/method', params: {} }, EmptyResultSchema),
     (e) => e instanceof McpError && e.code === ErrorCode.MethodNotFound);
-  await assert.rejects(client.callTool({ name: 'create_snapshot', arguments: { sandbox_id: sandboxId } }),
+  await assert.rejects(client.callTool({ name: 'no_such_tool', arguments: { sandbox_id: sandboxId } }),
     (e) => e instanceof McpError && e.code === ErrorCode.InvalidParams && /Unknown tool/.test(e.message));
   // The SDK negotiates 2025-11-25, where input validation errors are tool execution errors.
   const r = await client.callTool({ name: 'run_command', arguments: { sandbox_id: sandboxId } });
@@ -255,6 +258,51 @@ test('create_sandbox: volumes are mounted and listed; a volume outlives the sand
     for (const id of ids) await api('DELETE', `/v1/sandboxes/${id}`).catch(() => {});
     assert.equal((await api('DELETE', `/v1/volumes/${name}`)).status, 204);
   }
+});
+
+test('create_snapshot: a sandbox created from the snapshot has the file; in use it cannot be deleted', async () => {
+  const name = `mcp-snap-${Date.now().toString(16)}`;
+  const ids = [];
+  try {
+    let r = await client.callTool({ name: 'create_sandbox', arguments: {} });
+    assert.ok(!r.isError, textOf(r));
+    const src = r.structuredContent.id;
+    ids.push(src);
+    r = await client.callTool({ name: 'upload_text_file', arguments: { sandbox_id: src, path: '/root/note.txt', content: 'kept\n' } });
+    assert.ok(!r.isError, textOf(r));
+
+    r = await client.callTool({ name: 'create_snapshot', arguments: { sandbox_id: src, name } });
+    assert.ok(!r.isError, textOf(r));
+    assert.match(r.structuredContent.id, /^snap-/);
+    assert.equal(r.structuredContent.name, name);
+    assert.equal(r.structuredContent.state, 'ready');
+    assert.equal(r.structuredContent.source_sandbox_id, src);
+    assert.ok(r.structuredContent.size_bytes > 0);
+    assert.match(textOf(r), new RegExp(`snapshot=${name}`));
+    assert.equal((await api('GET', `/v1/snapshots/${name}`)).body.id, r.structuredContent.id);
+    r = await client.callTool({ name: 'create_snapshot', arguments: { sandbox_id: src, name } });
+    assert.equal(r.isError, true);
+    assert.match(textOf(r), /409 conflict/);
+    await client.callTool({ name: 'delete_sandbox', arguments: { sandbox_id: src } });
+
+    r = await client.callTool({ name: 'create_sandbox', arguments: { snapshot: name } });
+    assert.ok(!r.isError, textOf(r));
+    assert.equal(r.structuredContent.snapshot, name);
+    const copy = r.structuredContent.id;
+    ids.push(copy);
+    r = await client.callTool({ name: 'download_text_file', arguments: { sandbox_id: copy, path: '/root/note.txt' } });
+    assert.ok(!r.isError, textOf(r));
+    assert.equal(r.structuredContent.content, 'kept\n');
+    assert.equal((await api('DELETE', `/v1/snapshots/${name}`)).status, 409);
+
+    r = await client.callTool({ name: 'create_snapshot', arguments: { sandbox_id: 'sbx-0000000000000000', name: `${name}-x` } });
+    assert.equal(r.isError, true);
+    assert.match(textOf(r), /404 not_found/);
+  } finally {
+    for (const id of ids) await api('DELETE', `/v1/sandboxes/${id}`).catch(() => {});
+  }
+  assert.equal((await api('DELETE', `/v1/snapshots/${name}`)).status, 204);
+  assert.equal((await api('GET', `/v1/snapshots/${name}`)).status, 404);
 });
 
 test('stdout carried only protocol: nothing but JSON-RPC reached the client', () => {

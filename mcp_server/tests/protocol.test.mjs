@@ -54,7 +54,7 @@ test('2024-11-05: tools carry no outputSchema and results no structuredContent',
   ]);
   const r = byId(responses);
   assert.equal(responses.length, 3, 'the notification is not answered');
-  assert.equal(r[2].result.tools.length, 7);
+  assert.equal(r[2].result.tools.length, 8);
   for (const t of r[2].result.tools) assert.equal(t.outputSchema, undefined);
   assert.equal(r[3].result.isError, true);
   assert.equal(r[3].result.structuredContent, undefined);
@@ -78,13 +78,37 @@ test('2025-06-18: arguments that fail the schema are JSON-RPC -32602', async () 
   assert.match(r[6].error.message, /'timeout_s' must be of type integer/);
 });
 
+test('create_sandbox takes snapshot (not together with image); create_snapshot needs sandbox_id and name', async () => {
+  const { responses } = await converse([
+    init(1, '2025-06-18'),
+    { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'create_sandbox', arguments: { snapshot: 'base' } } },
+    { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'create_sandbox', arguments: { snapshot: 'base', image: 'python:3.12' } } },
+    { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'create_snapshot', arguments: { sandbox_id: 'x' } } },
+    { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'create_snapshot', arguments: { sandbox_id: 'x', name: '-bad' } } },
+    { jsonrpc: '2.0', id: 6, method: 'tools/call', params: { name: 'create_snapshot', arguments: { sandbox_id: 'x', name: 'ok', keep: true } } },
+    { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'create_snapshot', arguments: { sandbox_id: 'x', name: 'ok' } } },
+  ]);
+  const r = byId(responses);
+  // Accepted: the call reaches the (closed) network port.
+  assert.equal(r[2].result.isError, true);
+  assert.match(r[2].result.content[0].text, /cannot reach sandfortd/);
+  assert.equal(r[3].result.isError, true);
+  assert.match(r[3].result.content[0].text, /image or snapshot, not both/);
+  assert.equal(r[4].error.code, -32602);
+  assert.match(r[4].error.message, /missing required argument 'name'/);
+  assert.match(r[5].error.message, /'name' must match/);
+  assert.match(r[6].error.message, /unknown argument 'keep'/);
+  assert.equal(r[7].result.isError, true);
+  assert.match(r[7].result.content[0].text, /cannot reach sandfortd/);
+});
+
 test('JSON-RPC errors: parse error, invalid request, unknown method, unknown tool, bad params', async () => {
   const { responses } = await converse([
     init(1, '2025-06-18'),
     'this is not json',
     { id: 2, method: 'ping' },
     { jsonrpc: '2.0', id: 3, method: 'resources/list' },
-    { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'create_snapshot', arguments: {} } },
+    { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'no_such_tool', arguments: {} } },
     { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { arguments: {} } },
     { jsonrpc: '2.0', id: 6, method: 'tools/call', params: { name: 'run_command', arguments: 'ls' } },
     { jsonrpc: '2.0', id: 7, method: 'ping' },
@@ -96,7 +120,7 @@ test('JSON-RPC errors: parse error, invalid request, unknown method, unknown too
   assert.equal(r[2].error.code, -32600);
   assert.equal(r[3].error.code, -32601);
   assert.equal(r[4].error.code, -32602);
-  assert.match(r[4].error.message, /Unknown tool: create_snapshot/);
+  assert.match(r[4].error.message, /Unknown tool: no_such_tool/);
   assert.equal(r[5].error.code, -32602);
   assert.equal(r[6].error.code, -32602);
   assert.deepEqual(r[7].result, {});

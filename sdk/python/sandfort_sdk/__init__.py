@@ -17,8 +17,8 @@ from .errors import (APIConnectionError, APIError, AuthenticationError, Configur
                      UnavailableError)
 from .guardrails import Limits, LimitsUsage, OrgLimits, OrgStop, StopAllReport
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, Metrics,
-                     Organization, PortInfo, PreviewLink, Resources, SandboxInfo, SessionInfo, StreamEvent,
-                     UploadResult, Volume, WhoAmI)
+                     Organization, PortInfo, PreviewLink, Resources, SandboxInfo, SessionInfo, Snapshot,
+                     StreamEvent, UploadResult, Volume, WhoAmI)
 from ._transport import ExecStream, TokenProvider
 from .pty import PtySession
 
@@ -31,7 +31,7 @@ __all__ = [
     "PayloadTooLargeError", "QuotaExceededError", "RateLimitedError", "InternalServerError", "UnavailableError",
     "ImageNotAllowedError", "OrgLimits", "Limits", "LimitsUsage", "OrgStop", "StopAllReport",
     "ApiKey", "ArchiveResult", "CommandInfo", "CommandLogs", "ExecResult", "FileInfo", "Metrics",
-    "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "StreamEvent",
+    "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "Snapshot", "StreamEvent",
     "UploadResult", "Volume", "WhoAmI", "Audit", "AuditEvent", "AuditEventPage", "AuditCheckpoint", "AuditPublicKey",
     "AuditVerifyReport", "verify_chain", "__version__",
 ]

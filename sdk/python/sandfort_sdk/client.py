@@ -15,7 +15,8 @@ from .guardrails import UNSET, Guardrails, OrgLimits, StopAllReport
 from .pty import PtySession
 from ._transport import ExecStream, OutputCallback, TokenProvider, Transport, socket_timeout_for
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, Metrics,
-                     Organization, PortInfo, PreviewLink, SandboxInfo, SessionInfo, UploadResult, Volume, WhoAmI)
+                     Organization, PortInfo, PreviewLink, SandboxInfo, SessionInfo, Snapshot, UploadResult,
+                     Volume, WhoAmI)
 
 __all__ = ["Client", "Sandbox", "Process", "Session", "Command", "FileSystem"]
 
@@ -122,7 +123,8 @@ class Client:
                        volumes: Optional[Sequence[Mapping[str, Any]]] = None,
                        timeout: Optional[float] = 600.0,
                        **extra: Any) -> "Sandbox":
-        """Creates a sandbox. ``snapshot`` is an image reference (the daemon's default image when
+        """Creates a sandbox. ``snapshot`` is one of the organization's snapshots by name or id
+        (:meth:`create_snapshot`), else an image reference (the daemon's default image when
         omitted). With ``wait=True`` it returns once the sandbox is started (a pull may take a
         while: ``timeout`` is the socket timeout for this call). ``ttl_s``: stopped that long from
         now, deleted later; ``idle_timeout_s``: stopped after that long unused (0 never; the
@@ -196,6 +198,37 @@ class Client:
         """Deletes a volume and its data (by name or id). ConflictError while a sandbox that is not
         deleted mounts it; a second delete raises NotFoundError."""
         self._t.call("DELETE", f"/v1/volumes/{_seg(name)}")
+
+    # --- snapshots --------------------------------------------------------------------------
+    def create_snapshot(self, sandbox: Union[str, "Sandbox"], name: str) -> Snapshot:
+        """Commits a sandbox's filesystem (by id, name or object; started, paused or stopped) as a
+        snapshot of the organization called ``name``; ``create_sandbox(snapshot=name)`` creates
+        from it. Memory and processes are not kept, nor mounted volumes. A taken name, or a
+        sandbox in another state, raises ConflictError; an unknown sandbox NotFoundError."""
+        sid = sandbox.id if isinstance(sandbox, Sandbox) else sandbox
+        data = self._t.call("POST", "/v1/snapshots", json_body={"sandbox_id": sid, "name": name},
+                            timeout=max(self.timeout or 60, 600))
+        return Snapshot.from_json(data)
+
+    def list_snapshots(self, *, limit: Optional[int] = None) -> List[Snapshot]:
+        """Every snapshot of the organization by name (follows ``next_cursor``)."""
+        out: List[Snapshot] = []
+        cursor: Optional[str] = None
+        while True:
+            page = self._t.call("GET", "/v1/snapshots", query=_clean({"limit": limit, "cursor": cursor}))
+            out.extend(Snapshot.from_json(v) for v in page.get("items", []))
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return out
+
+    def get_snapshot(self, name: str) -> Snapshot:
+        """A snapshot by name or id."""
+        return Snapshot.from_json(self._t.call("GET", f"/v1/snapshots/{_seg(name)}"))
+
+    def delete_snapshot(self, name: str) -> None:
+        """Deletes a snapshot (by name or id). ConflictError while a sandbox that is not deleted
+        was created from it; a second delete raises NotFoundError."""
+        self._t.call("DELETE", f"/v1/snapshots/{_seg(name)}", timeout=max(self.timeout or 60, 120))
 
 
 class Sandbox:

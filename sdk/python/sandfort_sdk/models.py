@@ -84,6 +84,26 @@ class Volume:
 
 
 @dataclass
+class Snapshot:
+    """A snapshot of the organization: a sandbox's filesystem committed as an image new sandboxes
+    can be created from (files and installed packages; not memory nor processes, not volumes)."""
+    id: str
+    name: str
+    state: str = ""
+    size_bytes: Optional[int] = None
+    source_sandbox_id: Optional[str] = None
+    created_at: Optional[str] = None
+    updated_at: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Snapshot":
+        return cls(id=d["id"], name=d.get("name", ""), state=d.get("state", ""),
+                   size_bytes=d.get("size_bytes"), source_sandbox_id=d.get("source_sandbox_id"),
+                   created_at=d.get("created_at"), updated_at=d.get("updated_at"), raw=d)
+
+
+@dataclass
 class ExecResult:
     """The result of a command. A non-zero ``exit_code`` is a value, never an exception.
 

@@ -13,6 +13,7 @@ import type {
   CreateSandboxOptions,
   FileInfo,
   ListSandboxesOptions,
+  ListSnapshotsOptions,
   ListVolumesOptions,
   OutputHandlers,
   Page,
@@ -23,6 +24,7 @@ import type {
   SandboxMetrics,
   SessionInfo,
   Signal,
+  Snapshot,
   StreamEvent,
   UpdateSandboxOptions,
   Volume,
@@ -106,6 +108,18 @@ function toVolume(j: Json): Volume {
     id: j.id,
     name: j.name,
     sizeMb: j.size_mb ?? null,
+    state: j.state,
+    createdAt: j.created_at,
+    updatedAt: j.updated_at ?? null,
+  };
+}
+
+function toSnapshot(j: Json): Snapshot {
+  return {
+    id: j.id,
+    name: j.name,
+    sizeBytes: j.size_bytes,
+    sourceSandboxId: j.source_sandbox_id,
     state: j.state,
     createdAt: j.created_at,
     updatedAt: j.updated_at ?? null,
@@ -284,6 +298,41 @@ export class SandfortClient {
   async deleteVolume(nameOrId: string): Promise<boolean> {
     try {
       await this.http.json("DELETE", `/v1/volumes/${enc(nameOrId)}`);
+      return true;
+    } catch (e) {
+      if (e instanceof SandfortError && e.status === 404) return false;
+      throw e;
+    }
+  }
+
+  /**
+   * Commits a sandbox's filesystem (by id, name or object; started, paused or stopped) as a
+   * snapshot of the organization called `name`. A taken name, or a sandbox in another state:
+   * `conflict` (409); an unknown sandbox: `not_found` (404).
+   */
+  async createSnapshot(sandbox: string | Sandbox, name: string): Promise<Snapshot> {
+    const sandbox_id = typeof sandbox === "string" ? sandbox : sandbox.id;
+    return toSnapshot(await this.http.json<Json>("POST", "/v1/snapshots", { json: { sandbox_id, name } }));
+  }
+
+  /** One page of snapshots, by name. */
+  async listSnapshots(opts: ListSnapshotsOptions = {}): Promise<Page<Snapshot>> {
+    const j = await this.http.json<Json>("GET", "/v1/snapshots", { query: { limit: opts.limit, cursor: opts.cursor } });
+    return { items: (j.items as Json[]).map(toSnapshot), nextCursor: j.next_cursor ?? null };
+  }
+
+  /** A snapshot by name or id. */
+  async getSnapshot(nameOrId: string): Promise<Snapshot> {
+    return toSnapshot(await this.http.json<Json>("GET", `/v1/snapshots/${enc(nameOrId)}`));
+  }
+
+  /**
+   * Deletes a snapshot; false when it did not exist. While a sandbox that is not deleted was
+   * created from it: `conflict` (409).
+   */
+  async deleteSnapshot(nameOrId: string): Promise<boolean> {
+    try {
+      await this.http.json("DELETE", `/v1/snapshots/${enc(nameOrId)}`);
       return true;
     } catch (e) {
       if (e instanceof SandfortError && e.status === 404) return false;

@@ -58,8 +58,30 @@ export interface ListVolumesOptions {
   cursor?: string;
 }
 
+/**
+ * A snapshot of the organization: a sandbox's filesystem committed as an image new sandboxes can
+ * be created from (`createSandbox({snapshot: name})`). Files and installed packages are in it;
+ * memory, processes and mounted volumes are not.
+ */
+export interface Snapshot {
+  /** `snap-…`. */
+  id: string;
+  name: string;
+  sizeBytes: number;
+  /** The sandbox it was made from. */
+  sourceSandboxId: string;
+  state: "ready" | string;
+  createdAt: string;
+  updatedAt: string | null;
+}
+
+export interface ListSnapshotsOptions {
+  limit?: number;
+  cursor?: string;
+}
+
 export interface CreateSandboxOptions {
-  /** Image reference (or snapshot name); the daemon's default image when absent. */
+  /** One of the organization's snapshots by name or id (createSnapshot), else an image reference; the daemon's default image when absent. */
   snapshot?: string;
   name?: string;
   /** Wait until the sandbox is started (default true). */
