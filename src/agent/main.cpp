@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include "commands/commands.hpp"
+#include "git/credentials.hpp"
 #include "process/oom.hpp"
 #include "routes.hpp"
 #include "session/session.hpp"
@@ -182,6 +183,9 @@ void ensure_standard_fds() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Started by the sandbox's git as its GIT_ASKPASS (git/credentials.hpp): answer the one
+  // prompt from the inherited memfd and exit, before anything else.
+  if (agent::git::is_askpass_call(argc, argv)) return agent::git::askpass_main(argv[1]);
   options opts;
   if (auto code = parse_flags(argc, argv, opts)) return *code;
 

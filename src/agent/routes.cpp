@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include "claim/routes.hpp"
 #include "fs/routes.hpp"
+#include "git/routes.hpp"
 #include "ports/routes.hpp"
 #include "commands/routes.hpp"
 #include "process/exec_json.hpp"
@@ -44,6 +46,8 @@ std::vector<http::route> routes() {
   for (auto& r : command_routes()) all.push_back(std::move(r));
   for (auto& r : fs::routes()) all.push_back(std::move(r));
   for (auto& r : ports::routes()) all.push_back(std::move(r));
+  for (auto& r : git::routes()) all.push_back(std::move(r));
+  for (auto& r : claim::routes()) all.push_back(std::move(r));
   return all;
 }
 

@@ -84,7 +84,7 @@ http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
 http::handler make_handler(dependencies d) {
   auto deps = std::make_shared<dependencies>(d);
   auto routes = std::make_shared<http::router>();
-  for (auto make : {health_routes, identity_routes, sandbox_routes, audit_routes, guardrail_routes, volume_routes, snapshot_routes})
+  for (auto make : {health_routes, identity_routes, sandbox_routes, audit_routes, guardrail_routes, volume_routes, snapshot_routes, pool_routes})
     for (auto& r : make(*deps)) routes->add(http::route{r.method, r.pattern, guard(deps, r)});
 
   return [routes](http::context& ctx) -> boost::asio::awaitable<http::response> {

@@ -26,6 +26,7 @@ std::vector<api_route> audit_routes(dependencies& deps);
 std::vector<api_route> guardrail_routes(dependencies& deps);
 std::vector<api_route> volume_routes(dependencies& deps);
 std::vector<api_route> snapshot_routes(dependencies& deps);
+std::vector<api_route> pool_routes(dependencies& deps);
 
 // Shared by the whole and the streamed forms of exec and code-run.
 result<sandbox::exec_request> parse_exec(std::string_view body);

@@ -1,5 +1,6 @@
 // Sandboxes and the commands that run in them.
 #include <charconv>
+#include <set>
 
 #include "json_body.hpp"
 #include "routes.hpp"
@@ -101,6 +102,17 @@ result<sandbox::create_request> parse_create(const http::request& req) {
   sandbox::create_request c;
   json resources = j.contains("resources") && !j["resources"].is_null() ? j["resources"] : json::object();
   if (!resources.is_object()) return make_error(errc::invalid_argument, "field 'resources' must be an object");
+  // A field we do not know is refused, not ignored: a caller who writes `cpus` or `image` at the
+  // top level must not get a default sandbox and believe it got what it asked for.
+  static const std::set<std::string> known = {"name",        "snapshot", "wait",    "env",
+                                              "labels",      "egress_allowlist", "ttl_s", "idle_timeout_s",
+                                              "user",        "workdir",  "public_preview", "resources",
+                                              "volumes"};
+  for (const auto& [key, unused] : j.items())
+    if (!known.count(key)) return make_error(errc::invalid_argument, "unknown field '" + key + "'");
+  for (const auto& [key, unused] : resources.items())
+    if (key != "cpus" && key != "memory_mb" && key != "pids" && key != "disk_mb")
+      return make_error(errc::invalid_argument, "resources: unknown field '" + key + "' (cpus, memory_mb, pids)");
   for (auto r : {read(j, "name", c.name), read(j, "snapshot", c.snapshot), read(j, "wait", c.wait),
                  read(j, "env", c.env), read(j, "labels", c.labels), read(j, "egress_allowlist", c.egress_allowlist),
                  read(j, "ttl_s", c.ttl_s), read(j, "idle_timeout_s", c.idle_timeout_s),

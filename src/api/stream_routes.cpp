@@ -57,9 +57,9 @@ std::string forwarded_action(http::verb method, const std::string& agent_path) {
     auto slash = std::min(path.find('/', start), path.size());
     std::string word = path.substr(start, slash - start);
     // Even positions are resources (files, sessions, commands); odd ones their names, except
-    // the verbs that follow a resource directly (files/mkdir, files/archive).
+    // the verbs that follow a resource directly (files/mkdir, files/archive, git/push).
     bool is_name = part % 2 == 1 && word != "mkdir" && word != "move" && word != "archive" && word != "list" &&
-                   word != "stat";
+                   word != "stat" && !(part == 1 && path.starts_with("/git/"));
     if (!word.empty() && !is_name) action += "." + word;
     if (!word.empty()) ++part;
     start = slash + 1;
@@ -139,10 +139,12 @@ asio::awaitable<void> watch_client(tcp_exchange& ex, sse_sink& sink, const bool&
   if (!finished && sink.abandon) sink.abandon();
 }
 
-// A session's exec answers when its command is done, which may take up to exec_max_timeout_s.
-bool runs_command(const tcp_exchange& ex) {
-  return ex.parser.get().method() == http::verb::post && ex.path.size() >= 5 &&
-         ex.path.compare(ex.path.size() - 5, 5, "/exec") == 0;
+// A session's exec answers when its command is done, which may take up to exec_max_timeout_s;
+// so does a git operation (a clone or push of a large repository over a slow link).
+bool runs_command(const tcp_exchange& ex, const std::string& agent_path) {
+  if (ex.parser.get().method() != http::verb::post) return false;
+  return (ex.path.size() >= 5 && ex.path.compare(ex.path.size() - 5, 5, "/exec") == 0) ||
+         agent_path.starts_with("/git/");
 }
 
 // A terminal acts although it arrives as a GET.
@@ -231,7 +233,8 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
     // run (a session's exec) or soon (everything else), and a body that is not an event stream
     // must keep moving.
     auto idle = std::chrono::seconds(deps->cfg.agent_idle_timeout_s);
-    target.answer_timeout = runs_command(ex) ? std::chrono::seconds(deps->cfg.exec_max_timeout_s + 60) : idle;
+    target.answer_timeout =
+        runs_command(ex, agent_path) ? std::chrono::seconds(deps->cfg.exec_max_timeout_s + 60) : idle;
     target.idle_timeout = idle;
     co_return co_await http::forward(ex, agent->stream, std::move(target));
   };
@@ -256,6 +259,7 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
       {verb::get, "/files/stat"},         {verb::post, "/files/mkdir"},
       {verb::post, "/files/move"},        {verb::put, "/files/archive"},
       {verb::get, "/files/archive"},
+      {verb::post, "/git/{op}"},
   };
   for (const auto& [method, suffix] : agent_paths) {
     auto needs = method == verb::get ? permission::read : permission::use_sandboxes;

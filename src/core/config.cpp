@@ -95,10 +95,15 @@ json to_json_tree(const config& c) {
                 {"command_log_cap_bytes", c.guardrails.command_log_cap_bytes}}},
               {"store",
                {{"deleted_retention_s", c.store.deleted_retention_s},
-                {"maintenance_interval_s", c.store.maintenance_interval_s}}}};
+                {"maintenance_interval_s", c.store.maintenance_interval_s}}},
+              {"pools", json::array()}};  // read by read_pools(): a list of objects
 }
 
 constexpr const char* issuers_key = "oidc.issuers";
+constexpr const char* pools_key = "pools";
+// Lists of objects: set in the file only, and read (with their own checks) by read_issuers()
+// and read_pools().
+bool is_object_list(const std::string& key) { return key == issuers_key || key == pools_key; }
 
 // One entry of oidc.issuers; unknown fields are errors like unknown keys anywhere else.
 result<oidc_issuer_config> read_issuer(const json& j, std::size_t index) {
@@ -143,6 +148,40 @@ result<oidc_issuer_config> read_issuer(const json& j, std::size_t index) {
     }
   }
   return c;
+}
+
+// One entry of pools: {"image", "resources": {"cpus", "memory_mb", "pids"}, "size"}.
+result<pool_config> read_pool(const json& j, std::size_t index) {
+  const std::string where = "config: pools[" + std::to_string(index) + "]";
+  auto bad = [&](const std::string& what) { return make_error(errc::invalid_argument, where + what); };
+  if (!j.is_object()) return bad(" must be an object");
+  pool_config p;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "image" && it.key() != "resources" && it.key() != "size") return bad(": unknown key " + it.key());
+  if (j.contains("image")) {
+    if (!j["image"].is_string()) return bad(".image must be a string");
+    p.image = j["image"].get<std::string>();
+  }
+  if (!j.contains("size") || !j["size"].is_number_integer()) return bad(".size must be a whole number");
+  p.size = j["size"].get<int>();
+  if (j.contains("resources")) {
+    const json& r = j["resources"];
+    if (!r.is_object() || !r.contains("cpus") || !r.contains("memory_mb") || !r.contains("pids") || r.size() != 3 ||
+        !r["cpus"].is_number() || !r["memory_mb"].is_number_integer() || !r["pids"].is_number_integer())
+      return bad(".resources must be {\"cpus\": N, \"memory_mb\": N, \"pids\": N}");
+    p.resources = resource_limits{r["cpus"].get<double>(), r["memory_mb"].get<std::int64_t>(), r["pids"].get<std::int64_t>()};
+  }
+  return p;
+}
+
+result<std::vector<pool_config>> read_pools(const json& list) {
+  std::vector<pool_config> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    auto one = read_pool(list[i], i);
+    if (!one) return std::move(one).err();
+    out.push_back(std::move(*one));
+  }
+  return out;
 }
 
 result<std::vector<oidc_issuer_config>> read_issuers(const json& list) {
@@ -268,7 +307,7 @@ result<void> overlay(json& dst, const json& src, const std::string& prefix) {
     std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
     if (!dst.contains(it.key())) return make_error(errc::invalid_argument, "config: unknown key " + key);
     json& slot = dst[it.key()];
-    if (key == issuers_key) {  // the one list of objects; read_issuers() checks its entries
+    if (is_object_list(key)) {
       if (!it.value().is_array()) return make_error(errc::invalid_argument, "config: " + key + " must be a list");
       slot = it.value();
     } else if (slot.is_object()) {
@@ -295,7 +334,7 @@ std::string env_name(const std::string& key) {
 result<void> apply_env(json& node, const std::string& prefix, const std::map<std::string, std::string>& env) {
   for (auto it = node.begin(); it != node.end(); ++it) {
     std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
-    if (key == issuers_key) continue;  // a list of objects: the file only
+    if (is_object_list(key)) continue;
     if (it.value().is_object()) {
       if (auto r = apply_env(it.value(), key, env); !r) return r;
       continue;
@@ -330,6 +369,31 @@ result<void> check_store(const store_config& s) {
                                                   std::to_string(max_retention_s) + " (10 years)");
   if (s.maintenance_interval_s <= 0 || s.maintenance_interval_s > 24 * 3600)
     return make_error(errc::invalid_argument, "config: store.maintenance_interval_s must be 1 to 86400");
+  return {};
+}
+
+// Fills each pool's image and resources from the defaults, then checks it: a pool a create could
+// never match, or two pools that would compete for the same creates, are configuration mistakes.
+result<void> finalize_pools(config& c) {
+  for (std::size_t i = 0; i < c.pools.size(); ++i) {
+    auto& p = c.pools[i];
+    const std::string where = "config: pools[" + std::to_string(i) + "]";
+    if (p.image.empty()) p.image = c.default_image;
+    if (!p.resources) p.resources = c.default_resources;
+    const auto& r = *p.resources;
+    if (p.size < 0 || p.size > 64) return make_error(errc::invalid_argument, where + ".size must be 0 to 64");
+    if (!(r.cpus > 0) || r.cpus > c.max_resources.cpus || r.memory_mb < 64 || r.memory_mb > c.max_resources.memory_mb ||
+        r.pids < 16 || r.pids > c.max_resources.pids)
+      return make_error(errc::invalid_argument, where + ".resources must be what a create may ask for "
+                                                        "(memory_mb ≥ 64, pids ≥ 16, all within max_resources)");
+    for (std::size_t k = 0; k < i; ++k) {
+      const auto& o = c.pools[k];
+      if (o.image == p.image && o.resources->cpus == r.cpus && o.resources->memory_mb == r.memory_mb &&
+          o.resources->pids == r.pids)
+        return make_error(errc::invalid_argument, where + " has the same image and resources as pools[" +
+                                                      std::to_string(k) + "]");
+    }
+  }
   return {};
 }
 
@@ -409,7 +473,7 @@ result<config> load_config(const std::string& file_path, const config_overrides&
   }
   if (auto r = apply_env(tree, "", env); !r) return std::move(r).err();
   for (const auto& [key, text] : overrides) {
-    json* slot = key == issuers_key ? nullptr : find_key(tree, key);
+    json* slot = is_object_list(key) ? nullptr : find_key(tree, key);
     if (!slot) return make_error(errc::invalid_argument, "config: unknown key " + key);
     auto v = parse_as(*slot, key, text);
     if (!v) return std::move(v).err();
@@ -417,8 +481,11 @@ result<config> load_config(const std::string& file_path, const config_overrides&
   }
   auto issuers = read_issuers(tree.at("oidc").at("issuers"));
   if (!issuers) return std::move(issuers).err();
+  auto pools = read_pools(tree.at(pools_key));
+  if (!pools) return std::move(pools).err();
   config c = from_json_tree(tree);
   c.oidc.issuers = std::move(*issuers);
+  c.pools = std::move(*pools);
   return c;
 }
 
@@ -473,6 +540,7 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
       return make_error(errc::invalid_argument, "config: images.allowed_registries entry '" + r +
                                                     "' must be a registry host[:port] or '*'");
   if (auto r = check_rate_limits_and_maxima(c); !r) return r;
+  if (auto r = finalize_pools(c); !r) return r;
   return check_oidc(c.oidc);
 }
 

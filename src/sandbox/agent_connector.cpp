@@ -219,6 +219,20 @@ asio::awaitable<result<void>> container_connector::health(const agent_address& a
   co_return ok_t{};
 }
 
+asio::awaitable<result<void>> container_connector::claim(const agent_address& at,
+                                                         const std::map<std::string, std::string>& env,
+                                                         const std::string& workdir) {
+  auto stream = co_await connect(at);
+  if (!stream) co_return std::move(stream).err();
+  json body = {{"env", env}, {"workdir", workdir}};
+  budget_hold hold(budget_);
+  auto answer = co_await request_buffered(*stream, http::make_request(http::verb::post, "/claim", &body),
+                                          {std::chrono::seconds(10), error_body_limit, std::chrono::milliseconds(0)}, hold);
+  if (!answer) co_return std::move(answer).err();
+  if (answer->status != 200) co_return agent_error(answer->status, answer->body);
+  co_return ok_t{};
+}
+
 asio::awaitable<result<exec_result>> container_connector::exec(const agent_address& at, const agent_exec& call) {
   auto stream = co_await connect(at);
   if (!stream) co_return std::move(stream).err();

@@ -113,6 +113,12 @@ asio::awaitable<void> service::on_container_event(const docker::engine_event& ev
     oom_seen_.insert(ev.container_id);
   }
   std::string sandbox_id = attribute(ev, label_sandbox);
+  // A waiting member of the warm pool that died or was removed behind our back: replaced.
+  if (ev.type == "container" && (ev.action == "die" || ev.action == "destroy") && pool_.lost(sandbox_id)) {
+    if (auto r = co_await engine_.remove_container(ev.container_id); !r && r.err().code != errc::not_found)
+      spdlog::warn("pool: cannot remove the dead member {}: {}", sandbox_id, r.err().message);
+    co_return;
+  }
   std::string address;  // network events: what the container holds on the sandbox network now
   if (ev.type == "network" && !ev.container_id.empty()) {
     // Network events carry no labels: the container says whose it is.

@@ -17,7 +17,10 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 service::service(asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
                  agent_connector& agent, const clock& clk)
     : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), clock_(clk), journal_(db, clk),
-      activity_(clk) {}
+      activity_(clk),
+      pool_(executor_, cfg.pools,
+            warm_pool::hooks{[this](const pool_config& p) { return make_pool_member(p); },
+                             [this](pool_member m) { return destroy_pool_member(std::move(m)); }}) {}
 
 void service::notify(const std::string& sandbox_id) {
   auto it = waiters_.find(sandbox_id);
@@ -94,8 +97,18 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // allowed to use (admit's `restarting` does the same for a stopped sandbox).
   if (auto admitted = admit(org_id, *spec, image, {}, who, *snapshot ? true : false); !admitted)
     co_return std::move(admitted).err();
+  // A started sandbox from the warm pool when one was made for exactly this (docs/pool.md):
+  // volumes and a user are fixed when a container is made, so those creates are made cold.
+  std::optional<pool_member> member;
+  if (spec->volumes.empty() && spec->user.empty())
+    member = pool_.take(image, {spec->limits.cpus, spec->limits.memory_mb, spec->limits.pids});
+  spec->pooled = member.has_value();
   store::sandbox_record rec;
-  rec.id = new_id("sbx-");
+  rec.id = member ? member->sandbox_id : new_id("sbx-");
+  if (member) {
+    rec.container_id = member->container_id;
+    rec.address = member->address;
+  }
   rec.org_id = org_id;
   rec.name = req.name;
   rec.state = "creating";
@@ -126,8 +139,18 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
                              {{"name", rec.name}, {"snapshot", rec.snapshot}, {"spec", spec_for_audit(rec.spec_json)}}};
       });
   if (!inserted) co_return std::move(inserted).err();
-  spdlog::info("sandbox {} creating (org {}, image {})", rec.id, org_id, rec.snapshot);
+  spdlog::info("sandbox {} creating (org {}, image {}{})", rec.id, org_id, rec.snapshot, member ? ", from the pool" : "");
 
+  if (member) {
+    // Milliseconds: answered started whether or not the caller asked to wait.
+    if (auto r = co_await provision_pooled(rec, std::move(proxy_secret)); !r) {
+      if (auto cur = db_.get_sandbox(org_id, rec.id)) (void)set_state(*cur, "deleted", r.err().message);
+      co_return std::move(r).err();
+    }
+    auto cur = db_.get_sandbox(org_id, rec.id);
+    if (!cur) co_return std::move(cur).err();
+    co_return view_of(*cur);
+  }
   if (!req.wait) {
     asio::co_spawn(executor_, provision(rec, std::move(proxy_secret)), asio::detached);
     co_return view_of(rec);
@@ -180,6 +203,10 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
     (void)co_await destroy_container(rec);
     co_return cancelled;
   }
+  co_return co_await finish_start(rec);
+}
+
+task<void> service::finish_start(store::sandbox_record& rec) {
   if (auto r = set_state(rec, "started"); !r) co_return r;
   activity_.touch(rec.id);
   spdlog::info("sandbox {} started", rec.id);
@@ -308,9 +335,17 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
     ~started_or_not() { set->erase(id); }
   } in_flight{starting_, rec->id};
   activity_.touch(rec->id);
-  if (auto r = co_await start_and_wait(*rec); !r) {
-    (void)set_state(*rec, "error", r.err().message);
-    co_return std::move(r).err();
+  auto started = co_await start_and_wait(*rec);
+  if (started && spec_from_json(rec->spec_json).pooled) {
+    // A pooled sandbox's container holds no environment of its caller: its new agent is claimed
+    // again, with a new proxy credential (the old one left with the processes that held it).
+    std::string proxy_secret = random_hex(24);
+    rec->proxy_secret_sha256 = sha256_hex(proxy_secret);
+    started = co_await claim_agent(*rec, proxy_secret);
+  }
+  if (!started) {
+    (void)set_state(*rec, "error", started.err().message);
+    co_return std::move(started).err();
   }
   if (auto r = set_state(*rec, "started", {}, who, "sandbox.start"); !r) co_return std::move(r).err();
   co_return view_of(*rec);

@@ -168,6 +168,18 @@ std::vector<std::string> proxy_environment(const std::string& sandbox_id, const 
           "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1"};
 }
 
+std::map<std::string, std::string> service::sandbox_environment(const store::sandbox_record& rec,
+                                                                const sandbox_spec& spec,
+                                                                const std::string& proxy_secret) const {
+  auto env = spec.env;
+  // Last: a caller cannot point a sandbox at another proxy (it would have no route to it anyway).
+  for (const auto& kv : proxy_environment(rec.id, proxy_secret, network_->gateway, cfg_.egress.proxy_port)) {
+    auto eq = kv.find('=');
+    env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
 docker::container_spec service::container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
                                               const std::string& proxy_secret) const {
   docker::container_spec c;
@@ -179,11 +191,7 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
                   "--default-timeout-s", std::to_string(cfg_.exec_default_timeout_s),
                   "--output-cap", std::to_string(cfg_.output_cap_bytes),
                   "--log-cap", std::to_string(cfg_.guardrails.command_log_cap_bytes)};
-  for (const auto& [k, v] : spec.env) c.env.push_back(k + "=" + v);
-  // Appended last: Docker keeps the last of duplicate names, so a caller cannot point a
-  // sandbox at another proxy (it would have no route to it anyway).
-  for (auto& kv : proxy_environment(rec.id, proxy_secret, network_->gateway, cfg_.egress.proxy_port))
-    c.env.push_back(std::move(kv));
+  for (const auto& [k, v] : sandbox_environment(rec, spec, proxy_secret)) c.env.push_back(k + "=" + v);
   c.labels = {{label_sandbox, rec.id}, {label_org, rec.org_id}, {label_instance, db_.instance_id()}};
   // Docker's embedded DNS answers a container's hostname to its neighbours too: one name for
   // all, so none reveals a sandbox id (the sandbox knows its own from its proxy settings).
@@ -227,6 +235,7 @@ std::string spec_to_json(const sandbox_spec& spec) {
   if (spec.ttl_s) j["ttl_s"] = *spec.ttl_s;
   if (spec.idle_timeout_s) j["idle_timeout_s"] = spec.idle_timeout_s;
   if (!spec.snapshot_name.empty()) j["snapshot_name"] = spec.snapshot_name;
+  if (spec.pooled) j["pooled"] = true;
   return j.dump();
 }
 
@@ -250,6 +259,7 @@ sandbox_spec spec_from_json(const std::string& text) {
   if (j.contains("ttl_s")) spec.ttl_s = j["ttl_s"].get<std::int64_t>();
   spec.idle_timeout_s = j.value("idle_timeout_s", std::int64_t{0});
   spec.snapshot_name = j.value("snapshot_name", std::string{});
+  spec.pooled = j.value("pooled", false);
   spec.user = j.value("user", "");
   spec.workdir = j.value("workdir", "");
   spec.public_preview = j.value("public_preview", false);

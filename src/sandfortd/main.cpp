@@ -328,6 +328,7 @@ int serve(const config_flags& f) {
       }
       spdlog::info("egress proxy listening on {}:{}", net->gateway, *bound);
       co_await reconcile_until_done(sandboxes);
+      if (!stopping) sandboxes.start_pool();
   }, asio::detached);
 
   auto port = server.listen_tcp(cfg.listen);
@@ -353,6 +354,7 @@ int serve(const config_flags& f) {
     egress.stop();
     asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
         co_await server.drain(std::chrono::seconds(cfg.shutdown_grace_s));
+        co_await sandboxes.drain_pool();
         daemon::summarize_once(counted);
         daemon::checkpoint_once(*db, *audit_key, clk, cfg.audit);  // the requests that finished last
         co_await remove_firewall_if_unused(engine, network_name, firewall_thread, host_firewall);

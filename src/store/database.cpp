@@ -256,8 +256,8 @@ const std::string& live_sandbox_by_id_sql() {
   return q;
 }
 constexpr const char* update_sandbox_sql =
-    "UPDATE sandboxes SET state = ?3, container_id = ?4, error_message = ?5, updated_at = ?6, address = ?7 "
-    "WHERE org_id = ?1 AND id = ?2 AND state <> 'deleted'";
+    "UPDATE sandboxes SET state = ?3, container_id = ?4, error_message = ?5, updated_at = ?6, address = ?7, "
+    "proxy_secret_sha256 = ?8 WHERE org_id = ?1 AND id = ?2 AND state <> 'deleted'";
 constexpr const char* update_sandbox_spec_sql =
     "UPDATE sandboxes SET spec_json = ?3, expires_at = ?4, updated_at = ?5 "
     "WHERE org_id = ?1 AND id = ?2 AND state <> 'deleted'";
@@ -599,6 +599,7 @@ result<void> database::update_sandbox(const sandbox_record& s) {
   st->bind(5, s.error_message);
   st->bind(6, s.updated_at);
   st->bind(7, s.address);
+  st->bind(8, s.proxy_secret_sha256);
   if (auto r = st->run(); !r) return r;
   if (sqlite3_changes(db_) == 0) return make_error(errc::not_found, "sandbox " + s.id + " not found");
   return {};

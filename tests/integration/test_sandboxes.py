@@ -77,6 +77,16 @@ def test_bad_fields_are_400(member):
         assert r.status == 400, (body, r)
 
 
+def test_unknown_fields_are_refused_not_ignored(member):
+    before = len(member.get("/v1/sandboxes?limit=1000").json()["items"])
+    for body, named in (({"cpus": 0.5}, "'cpus'"), ({"image": "python:3.12"}, "'image'"),
+                        ({"resources": {"cpu": 2}}, "'cpu'")):
+        r = member.post("/v1/sandboxes", body)
+        assert r.status == 400 and r.json()["error"]["code"] == "invalid_argument", (body, r)
+        assert named in r.json()["error"]["message"], r
+    assert len(member.get("/v1/sandboxes?limit=1000").json()["items"]) == before
+
+
 def test_unknown_image_is_a_clear_error_and_leaves_nothing(daemon, member):
     # Docker Hub is unreachable here, so the engine's answer is "unavailable" (503); against a
     # reachable registry a missing image is 404 (test_image_pull.py).

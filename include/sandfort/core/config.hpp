@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,14 @@ struct store_config {
   int maintenance_interval_s = 60;
 };
 
+// One warm pool (docs/pool.md): started sandboxes of one image and one resource class, waiting
+// to be claimed by a create that asks for exactly that.
+struct pool_config {
+  std::string image;                  // empty: default_image
+  std::optional<resource_limits> resources;  // absent: default_resources
+  int size = 0;                       // sandboxes kept started and unclaimed
+};
+
 struct config {
   std::string listen = "127.0.0.1:8080";
   std::string state_dir = "./var";
@@ -173,6 +182,7 @@ struct config {
   audit_config audit{};
   guardrails_config guardrails{};
   store_config store{};
+  std::vector<pool_config> pools;  // "pools" in the file: a list of objects (file only)
 };
 
 // key=value pairs from the command line; keys as in the file ("max_resources.cpus").

@@ -64,6 +64,12 @@ class agent_connector {
                                                            byte_sink& sink) = 0;
   // TCP ports listening inside the sandbox (url and previewable are left for the service).
   virtual boost::asio::awaitable<result<std::vector<listening_port>>> ports(const agent_address& at) = 0;
+  // Makes a started sandbox of the warm pool the claimant's (src/agent/claim/routes.hpp): env
+  // becomes the base environment of every process the agent starts, workdir (when not empty)
+  // its working directory. Refused by an agent already claimed.
+  virtual boost::asio::awaitable<result<void>> claim(const agent_address& at,
+                                                     const std::map<std::string, std::string>& env,
+                                                     const std::string& workdir) = 0;
   // The sandbox's container stopped or is gone: whatever was learned about it is stale.
   virtual void forget(const std::string& sandbox_id) = 0;
 };
@@ -103,6 +109,8 @@ class container_connector final : public agent_connector {
   boost::asio::awaitable<result<void>> exec_stream(const agent_address& at, const agent_exec& call,
                                                    byte_sink& sink) override;
   boost::asio::awaitable<result<std::vector<listening_port>>> ports(const agent_address& at) override;
+  boost::asio::awaitable<result<void>> claim(const agent_address& at, const std::map<std::string, std::string>& env,
+                                             const std::string& workdir) override;
   void forget(const std::string& sandbox_id) override { known_.erase(sandbox_id); }
 
   const response_budget& budget() const { return budget_; }

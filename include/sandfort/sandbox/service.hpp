@@ -23,6 +23,7 @@
 #include "sandfort/sandbox/activity.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/types.hpp"
+#include "sandfort/sandbox/warm_pool.hpp"
 #include "sandfort/store/database.hpp"
 
 namespace sandfort::sandbox {
@@ -119,6 +120,13 @@ class service {
   // Reconciled, Docker and the store reachable; the reason otherwise.
   task<void> ready();
 
+  // --- The warm pool (src/sandbox/pool.cpp, warm_pool.hpp, docs/pool.md) ----------------------
+  // Starts filling the configured pools (after reconcile: it removes members of an earlier run).
+  void start_pool() { pool_.start(); }
+  // Shutdown: no more members, and the waiting ones removed.
+  boost::asio::awaitable<void> drain_pool() { return pool_.drain(); }
+  std::vector<pool_status> pools() const { return pool_.status(); }
+
   // --- Volumes (src/sandbox/volumes.cpp) -------------------------------------------------------
   // An organization's named volumes: a Docker volume with a random name each, mounted by name at
   // create (create_request::volumes). Each change is in the audit chain with its row.
@@ -150,6 +158,16 @@ class service {
 
  private:
   task<void> provision(store::sandbox_record rec, std::string proxy_secret);
+  // A created row whose container now runs and answers: started, unless the kill switch went on.
+  task<void> finish_start(store::sandbox_record& rec);
+  // The pool (src/sandbox/pool.cpp): making and removing members; claiming the agent of a pooled
+  // sandbox (at create, and again at each start: a restarted container runs a new agent).
+  task<pool_member> make_pool_member(const pool_config& pool);
+  boost::asio::awaitable<void> destroy_pool_member(pool_member member);
+  task<void> claim_agent(const store::sandbox_record& rec, const std::string& proxy_secret);
+  // create() with a member taken from the pool: the row is inserted; claims it, or falls back
+  // to a cold provision when the member does not answer.
+  task<void> provision_pooled(store::sandbox_record& rec, std::string proxy_secret);
   task<void> start_and_wait(store::sandbox_record& rec);
   task<void> wait_for_agent(const store::sandbox_record& rec);
   // Removes the sandbox's container: by id once known, else by its labels (mid-create).
@@ -184,6 +202,9 @@ class service {
   // wish; `deadline`: when a guardrail will delete it).
   task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
                   const std::optional<store::sandbox_deadline>& deadline);
+  // The sandbox's environment as its processes see it: the caller's variables, then the proxy's.
+  std::map<std::string, std::string> sandbox_environment(const store::sandbox_record& rec, const sandbox_spec& spec,
+                                                         const std::string& proxy_secret) const;
   docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
                                        const std::string& proxy_secret) const;
   result<sandbox_spec> validate(const create_request& req) const;
@@ -220,6 +241,7 @@ class service {
   // before its co_awaits, so two starts must see each other), and a second start of one is a 409.
   // Shared with the start in flight, which may outlive the service at shutdown.
   std::shared_ptr<std::set<std::string>> starting_ = std::make_shared<std::set<std::string>>();
+  warm_pool pool_;
 
   // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
   // While stop() or remove() works on a sandbox's container, the events it causes (die, destroy)
@@ -265,6 +287,7 @@ inline constexpr const char* label_sandbox = "io.sandfort.sandbox";
 inline constexpr const char* label_org = "io.sandfort.org";
 inline constexpr const char* label_instance = "io.sandfort.instance";
 inline constexpr const char* label_network = "io.sandfort.network";
+inline constexpr const char* label_pool = "io.sandfort.pool";
 
 // Host patterns of an egress allowlist: "host", "*.suffix" or "*".
 result<void> validate_allowlist(const std::vector<std::string>& allowlist);

@@ -64,6 +64,10 @@ struct sandbox_spec {
   // The organization's snapshot the sandbox was created from, as the caller named it (the row's
   // `snapshot` column holds its image); empty when created from an image reference.
   std::string snapshot_name;
+  // Handed out by the warm pool: the container was made before the request, so its Docker
+  // configuration holds none of the caller's environment, and every start of it claims the
+  // agent again with that environment and a new proxy credential (src/sandbox/pool.cpp).
+  bool pooled = false;
 };
 
 struct sandbox_view {

@@ -287,8 +287,9 @@ class database {
   result<sandbox_record> get_sandbox(const std::string& org_id, const std::string& id_or_name);
   // One query per page (see sandbox_filter); invalid_argument beyond 64 label filters.
   result<std::vector<sandbox_record>> list_sandboxes(const std::string& org_id, const sandbox_filter& filter);
-  // Updates state, container_id, error_message, address and updated_at of one row. A deleted
-  // row is final: updating it is not_found, so a stale copy held across an await cannot revive it.
+  // Updates state, container_id, error_message, address, the proxy credential's hash and
+  // updated_at of one row. A deleted row is final: updating it is not_found, so a stale copy
+  // held across an await cannot revive it.
   result<void> update_sandbox(const sandbox_record& s);
   // Updates spec_json, expires_at and updated_at (PATCH), apart from the state so that neither
   // overwrites the other with a stale copy.

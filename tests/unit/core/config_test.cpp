@@ -240,3 +240,38 @@ TEST_CASE("store settings: retention of deleted sandboxes from file, environment
     CHECK_FALSE(finalize_config(*bad, "/usr/bin").ok());
   }
 }
+
+TEST_CASE("pools are a list of objects in the file; image and resources default, mistakes are refused") {
+  auto path = write_temp(R"({"default_image": "img:1", "pools": [{"size": 3},
+      {"image": "other:2", "resources": {"cpus": 2, "memory_mb": 2048, "pids": 100}, "size": 1}]})");
+  auto c = load_config(path, {}, nullptr);
+  REQUIRE(c.ok());
+  REQUIRE(finalize_config(*c, "/usr/bin").ok());
+  REQUIRE(c->pools.size() == 2);
+  CHECK(c->pools[0].image == "img:1");
+  CHECK(c->pools[0].size == 3);
+  CHECK(c->pools[0].resources->cpus == c->default_resources.cpus);
+  CHECK(c->pools[1].image == "other:2");
+  CHECK(c->pools[1].resources->memory_mb == 2048);
+
+  auto refused = [](const std::string& pools_json, const std::string& expected) {
+    auto p = write_temp(R"({"pools": )" + pools_json + "}");
+    auto r = load_config(p, {}, nullptr);
+    if (r.ok()) {
+      auto f = finalize_config(*r, "/usr/bin");
+      REQUIRE_FALSE(f.ok());
+      CHECK_THAT(f.err().message, Catch::Contains(expected));
+    } else {
+      CHECK_THAT(r.err().message, Catch::Contains(expected));
+    }
+  };
+  refused(R"([{"size": 1, "warm": true}])", "pools[0]: unknown key warm");
+  refused(R"([{}])", "pools[0].size must be a whole number");
+  refused(R"([{"size": 65}])", "size must be 0 to 64");
+  refused(R"([{"size": 1, "resources": {"cpus": 99, "memory_mb": 1024, "pids": 100}}])", "within max_resources");
+  refused(R"([{"size": 1, "resources": {"cpus": 1}}])", "resources must be");
+  refused(R"([{"size": 1}, {"size": 2}])", "pools[1] has the same image and resources as pools[0]");
+  refused(R"({"size": 1})", "must be a list");
+  auto set = load_config("", {{"pools", "x"}}, nullptr);
+  REQUIRE_FALSE(set.ok());
+}

@@ -394,6 +394,19 @@ class fake_connector final : public agent_connector {
   }
   void forget(const std::string& sandbox_id) override { forgotten.push_back(sandbox_id); }
 
+  struct claim_call {
+    std::string sandbox_id;
+    std::map<std::string, std::string> env;
+    std::string workdir;
+  };
+  std::vector<claim_call> claims;
+  result<void> claim_answer = ok_t{};
+  asio::awaitable<result<void>> claim(const agent_address& at, const std::map<std::string, std::string>& env,
+                                      const std::string& workdir) override {
+    claims.push_back({at.sandbox_id, env, workdir});
+    co_return claim_answer;
+  }
+
   asio::awaitable<result<void>> health(const agent_address&, std::chrono::milliseconds) override {
     ++health_calls;
     if (!healthy) co_return make_error(errc::unavailable, "cannot connect to the agent (fake)");

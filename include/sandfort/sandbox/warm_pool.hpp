@@ -1,0 +1,98 @@
+#pragma once
+// The warm pool (docs/pool.md): for each configured (image, resource class), sandboxes that are
+// already created, started and answering, so that a create asking for exactly that takes one in
+// milliseconds instead of waiting on Docker and the agent's start.
+//
+// The pool knows nothing of containers: the service makes and unmakes members (hooks), and
+// applies what is per request when it claims one (the row, the environment and proxy
+// credential, the working directory). Members belong to no organization — they have no row,
+// count against no quota and are never listed — and each is handed out once: a claimed member
+// is the claimant's sandbox from then on and never returns to the pool.
+//
+// One member is made at a time across all pools, so refilling never takes more than one
+// Docker create/start and one agent start-up at once away from the traffic it serves.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sandfort/core/config.hpp"
+#include "sandfort/core/error.hpp"
+
+namespace sandfort::sandbox {
+
+// A started sandbox waiting in the pool. Its sandbox id is the claimant's sandbox's id: the
+// container's labels (which Docker cannot change) already name it, and it is random.
+struct pool_member {
+  std::string sandbox_id;
+  std::string container_id;
+  std::string address;  // on the sandbox network
+};
+
+struct pool_status {
+  std::string image;
+  resource_limits resources;
+  int size = 0;           // the target
+  int ready = 0;          // members waiting to be claimed
+  bool filling = false;   // a member of this pool is being made now
+  std::uint64_t claims = 0;   // creates served from this pool
+  std::uint64_t misses = 0;   // matching creates that found it empty (and were made cold)
+  std::string last_error;     // why the last member could not be made, if it could not
+};
+
+class warm_pool {
+ public:
+  struct hooks {
+    // Creates, starts and waits for one member's agent.
+    std::function<boost::asio::awaitable<result<pool_member>>(const pool_config&)> make;
+    // Removes a member's container (it was never claimed).
+    std::function<boost::asio::awaitable<void>(pool_member)> destroy;
+  };
+
+  warm_pool(boost::asio::any_io_executor executor, std::vector<pool_config> pools, hooks h);
+
+  // Starts making members (after start-up reconciliation: it removes any left by a previous run).
+  void start();
+  // Stops making members and removes the waiting ones (shutdown). Idempotent.
+  boost::asio::awaitable<void> drain();
+
+  // A waiting member of the pool for exactly this image and these resources, taken out of the
+  // pool (refilling starts); nullopt when no pool matches or it is empty.
+  std::optional<pool_member> take(const std::string& image, const resource_limits& resources);
+  // A member's container died or vanished: forgotten (and replaced). False if it is no member.
+  bool lost(const std::string& sandbox_id);
+  bool is_member(const std::string& sandbox_id) const;
+
+  std::vector<pool_status> status() const;
+
+ private:
+  struct pool {
+    pool_config cfg;
+    std::vector<pool_member> ready;
+    bool filling = false;
+    std::uint64_t claims = 0;
+    std::uint64_t misses = 0;
+    std::string last_error;
+    int failures = 0;  // in a row: the next attempt backs off
+    std::chrono::steady_clock::time_point retry_at{};
+  };
+  boost::asio::awaitable<void> fill_forever();
+  pool* most_wanting();
+  void wake();
+
+  boost::asio::any_io_executor executor_;
+  std::vector<std::shared_ptr<pool>> pools_;
+  hooks hooks_;
+  std::shared_ptr<boost::asio::steady_timer> wakeup_;
+  bool started_ = false;
+  bool stopping_ = false;
+};
+
+}  // namespace sandfort::sandbox

@@ -1,0 +1,29 @@
+// The warm pool's state, for the operator (docs/pool.md): organizations never see the pool.
+#include "routes.hpp"
+
+namespace sandfort::api {
+
+using nlohmann::json;
+using boost::asio::awaitable;
+
+std::vector<api_route> pool_routes(dependencies& deps) {
+  return {
+      {http::verb::get, "/v1/pool", auth::permission::superadmin,
+       [&deps](http::context&, const auth::principal&) -> awaitable<http::response> {
+         json pools = json::array();
+         for (const auto& p : deps.sandboxes.pools())
+           pools.push_back({{"image", p.image},
+                            {"resources",
+                             {{"cpus", p.resources.cpus}, {"memory_mb", p.resources.memory_mb}, {"pids", p.resources.pids}}},
+                            {"size", p.size},
+                            {"ready", p.ready},
+                            {"filling", p.filling},
+                            {"claims", p.claims},
+                            {"misses", p.misses},
+                            {"last_error", p.last_error.empty() ? json(nullptr) : json(p.last_error)}});
+         co_return http::json_response(200, {{"pools", std::move(pools)}});
+       }},
+  };
+}
+
+}  // namespace sandfort::api

@@ -1,0 +1,73 @@
+// The service's side of the warm pool (warm_pool.hpp, docs/pool.md): making members and
+// claiming them for a create.
+#include <spdlog/spdlog.h>
+
+#include "sandfort/core/ids.hpp"
+#include "sandfort/crypto/digest.hpp"
+#include "sandfort/sandbox/service.hpp"
+
+namespace sandfort::sandbox {
+
+namespace asio = boost::asio;
+
+task<pool_member> service::make_pool_member(const pool_config& pool) {
+  if (!network_) co_return make_error(errc::unavailable, "the sandbox network is not ready");
+  store::sandbox_record rec;
+  rec.id = new_id("sbx-");  // the claimant's sandbox id, random like any other
+  rec.snapshot = pool.image;
+  auto exists = co_await engine_.image_exists(pool.image);
+  if (!exists) co_return std::move(exists).err();
+  if (!*exists)
+    if (auto pulled = co_await engine_.pull_image(pool.image); !pulled) co_return std::move(pulled).err();
+  sandbox_spec spec;
+  spec.limits = {pool.resources->cpus, pool.resources->memory_mb, pool.resources->pids};
+  auto container = container_for(rec, spec, {});
+  // No environment of anyone's (no proxy credential either: the proxy knows no row for it); the
+  // claim brings both. No organization in the labels: the member belongs to none yet.
+  container.env.clear();
+  container.labels[label_pool] = "1";
+  auto id = co_await engine_.create_container(container);
+  if (!id) co_return std::move(id).err();
+  rec.container_id = *id;
+  auto started = co_await start_and_wait(rec);
+  if (!started) {
+    (void)co_await destroy_container(rec);
+    co_return std::move(started).err();
+  }
+  co_return pool_member{rec.id, rec.container_id, rec.address};
+}
+
+asio::awaitable<void> service::destroy_pool_member(pool_member member) {
+  agent_.forget(member.sandbox_id);
+  if (auto r = co_await engine_.remove_container(member.container_id); !r && r.err().code != errc::not_found)
+    spdlog::warn("pool: cannot remove member {}: {}", member.sandbox_id, r.err().message);
+}
+
+task<void> service::claim_agent(const store::sandbox_record& rec, const std::string& proxy_secret) {
+  auto spec = spec_from_json(rec.spec_json);
+  co_return co_await agent_.claim(agent_address_of(rec), sandbox_environment(rec, spec, proxy_secret), spec.workdir);
+}
+
+task<void> service::provision_pooled(store::sandbox_record& rec, std::string proxy_secret) {
+  auto claimed = co_await claim_agent(rec, proxy_secret);
+  if (claimed) {
+    // Deleted while the agent answered: the delete removed the container with the row.
+    if (!db_.get_sandbox(rec.org_id, rec.id))
+      co_return make_error(errc::conflict, "sandbox " + rec.id + " was deleted while it was being created");
+    co_return co_await finish_start(rec);
+  }
+  // The member died waiting (or its agent misbehaves): made cold instead, under the same row.
+  spdlog::warn("sandbox {}: the pool's member did not take the claim ({}); creating it cold", rec.id,
+               claimed.err().message);
+  (void)co_await destroy_container(rec);
+  rec.container_id.clear();
+  rec.address.clear();
+  auto spec = spec_from_json(rec.spec_json);
+  spec.pooled = false;
+  rec.spec_json = spec_to_json(spec);
+  if (auto r = db_.update_sandbox_spec(rec); !r) co_return r;
+  if (auto r = db_.update_sandbox(rec); !r) co_return r;
+  co_return co_await provision(rec, std::move(proxy_secret));
+}
+
+}  // namespace sandfort::sandbox

@@ -1,0 +1,204 @@
+// The warm pool over the fakes: members made up to the target, matching creates claim one with
+// the caller's environment and proxy credential (and a fresh one after a restart), others are
+// made cold; a member that will not take the claim is removed and the create made cold; a lost
+// member is replaced; drain removes the waiting ones. Pool state never reaches an organization.
+
+#include <catch2/catch.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/detached.hpp>
+
+#include "sandfort/crypto/digest.hpp"
+
+#include "fakes.hpp"
+
+using namespace sandfort;
+using namespace sandfort::sandbox;
+using namespace sandfort::sandbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The pool's filler never runs out of work to wait for, so fixture::run (which runs until the
+// io_context is idle) would always hit its limit: these step the loop until the work is done.
+template <typename T>
+T settle(fixture& f, asio::awaitable<T> work) {
+  std::optional<T> out;
+  asio::co_spawn(f.ioc, [&]() -> asio::awaitable<void> { out.emplace(co_await std::move(work)); }, asio::detached);
+  f.ioc.restart();
+  for (int i = 0; i < 500 && !out; ++i) f.ioc.run_for(5ms);
+  REQUIRE(out);
+  return std::move(*out);
+}
+
+void wait_ready(fixture& f, int ready) {
+  f.ioc.restart();
+  for (int i = 0; i < 500; ++i) {
+    if (f.svc->pools().at(0).ready == ready && !f.svc->pools().at(0).filling) return;
+    f.ioc.run_for(5ms);
+  }
+  FAIL("the pool did not reach " << ready << " ready members: " << f.svc->pools().at(0).ready);
+}
+
+// A service over the fixture's fakes whose configuration has one pool of `size`.
+void with_pool(fixture& f, int size) {
+  f.cfg.pools = {pool_config{f.cfg.default_image, f.cfg.default_resources, size}};
+  f.svc = std::make_unique<service>(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk);
+  REQUIRE(f.run(f.svc->prepare_network()));
+  REQUIRE(f.run(f.svc->reconcile()));
+  f.svc->start_pool();
+  wait_ready(f, size);
+}
+
+std::size_t unclaimed_members(fixture& f) {
+  std::size_t n = 0;
+  for (auto& [id, c] : f.engine.containers)
+    if (c.labels.count(label_pool) && !f.db->find_live_sandbox(c.labels[label_sandbox])) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("pool: members are made up to the target, with no organization and no environment", "[sandbox][pool]") {
+  fixture f;
+  with_pool(f, 2);
+  CHECK(unclaimed_members(f) == 2);
+  for (const auto& spec : f.engine.created) {
+    CHECK(spec.env.empty());
+    CHECK(spec.labels.at(label_org).empty());
+    CHECK(spec.labels.at(label_pool) == "1");
+  }
+  // Not a row anywhere: no organization lists or counts them.
+  auto listed = f.run(f.svc->list(f.org_a.id, {}));
+  REQUIRE(listed);
+  CHECK(listed->items.empty());
+}
+
+TEST_CASE("pool: a matching create claims a member with the caller's environment", "[sandbox][pool]") {
+  fixture f;
+  with_pool(f, 1);
+  auto member_container = f.engine.containers.begin()->second;
+  create_request req;
+  req.env = {{"GREETING", "hi"}, {"HTTP_PROXY", "http://elsewhere:1"}};
+  req.workdir = "/work/app";
+  req.labels = {{"team", "a"}};
+  auto v = settle(f, f.svc->create(f.org_a.id, req));
+  REQUIRE(v);
+  CHECK(v->state == "started");  // at once, though the caller did not ask to wait
+  CHECK(v->id == member_container.labels.at(label_sandbox));
+  auto row = f.db->get_sandbox(f.org_a.id, v->id);
+  REQUIRE(row);
+  CHECK(row->container_id == member_container.id);
+  CHECK(spec_from_json(row->spec_json).pooled);
+
+  REQUIRE(f.agent.claims.size() == 1);
+  const auto& claim = f.agent.claims[0];
+  CHECK(claim.sandbox_id == v->id);
+  CHECK(claim.workdir == "/work/app");
+  CHECK(claim.env.at("GREETING") == "hi");
+  // The proxy's settings win over the caller's, with this sandbox's own credential.
+  const auto& proxy = claim.env.at("HTTP_PROXY");
+  CHECK(proxy.starts_with("http://" + v->id + ":"));
+  auto secret = proxy.substr(proxy.find(':', 7) + 1, 48);
+  CHECK(row->proxy_secret_sha256 == sha256_hex(secret));
+
+  // The pool refills with a new member (a new id).
+  wait_ready(f, 1);
+  CHECK(f.svc->pools().at(0).claims == 1);
+  CHECK(unclaimed_members(f) == 1);
+}
+
+TEST_CASE("pool: creates it cannot serve are made cold", "[sandbox][pool]") {
+  fixture f;
+  with_pool(f, 1);
+  create_request other_class;
+  other_class.cpus = 0.5;
+  other_class.wait = true;
+  auto a = settle(f, f.svc->create(f.org_a.id, other_class));
+  REQUIRE(a);
+  create_request as_user;
+  as_user.user = "1000";
+  as_user.wait = true;
+  auto b = settle(f, f.svc->create(f.org_a.id, as_user));
+  REQUIRE(b);
+  CHECK(f.agent.claims.empty());
+  CHECK(f.svc->pools().at(0).ready == 1);
+  CHECK_FALSE(spec_from_json(f.db->get_sandbox(f.org_a.id, a->id)->spec_json).pooled);
+}
+
+TEST_CASE("pool: a member that refuses the claim is removed and the create made cold", "[sandbox][pool]") {
+  fixture f;
+  with_pool(f, 1);
+  auto member_id = f.engine.containers.begin()->first;
+  f.agent.claim_answer = make_error(errc::unavailable, "the member is gone (fake)");
+  create_request req;
+  req.wait = true;
+  auto v = settle(f, f.svc->create(f.org_a.id, req));
+  REQUIRE(v);
+  CHECK(v->state == "started");
+  CHECK(std::find(f.engine.removed.begin(), f.engine.removed.end(), member_id) != f.engine.removed.end());
+  auto row = f.db->get_sandbox(f.org_a.id, v->id);
+  REQUIRE(row);
+  CHECK(row->container_id != member_id);
+  CHECK_FALSE(spec_from_json(row->spec_json).pooled);
+  // Cold: the environment is in the container's own configuration.
+  auto* c = f.engine.of_sandbox(v->id);
+  REQUIRE(c);
+  bool has_proxy = false;
+  for (const auto& spec : f.engine.created)
+    if (spec.labels.at(label_sandbox) == v->id && !spec.labels.count(label_pool))
+      for (const auto& kv : spec.env) has_proxy = has_proxy || kv.starts_with("HTTP_PROXY=http://" + v->id + ":");
+  CHECK(has_proxy);
+}
+
+TEST_CASE("pool: a pooled sandbox is claimed again, with a new credential, at each start", "[sandbox][pool]") {
+  fixture f;
+  with_pool(f, 1);
+  create_request req;
+  req.env = {{"KEEP", "1"}};
+  auto v = settle(f, f.svc->create(f.org_a.id, req));
+  REQUIRE(v);
+  auto first_hash = f.db->get_sandbox(f.org_a.id, v->id)->proxy_secret_sha256;
+  REQUIRE(settle(f, f.svc->stop(f.org_a.id, v->id)));
+  auto started = settle(f, f.svc->start(f.org_a.id, v->id));
+  REQUIRE(started);
+  REQUIRE(f.agent.claims.size() == 2);
+  CHECK(f.agent.claims[1].env.at("KEEP") == "1");
+  auto row = f.db->get_sandbox(f.org_a.id, v->id);
+  CHECK(row->proxy_secret_sha256 != first_hash);
+  const auto& proxy = f.agent.claims[1].env.at("HTTP_PROXY");
+  CHECK(row->proxy_secret_sha256 == sha256_hex(proxy.substr(proxy.find(':', 7) + 1, 48)));
+}
+
+TEST_CASE("pool: a lost member is replaced, and drain removes the waiting ones", "[sandbox][pool]") {
+  fixture f;
+  with_pool(f, 2);
+  auto before = f.engine.created.size();
+  asio::cancellation_signal stop_following;
+  asio::co_spawn(f.ioc, f.svc->follow_container_events(), asio::bind_cancellation_slot(stop_following.slot(), asio::detached));
+  f.ioc.restart();
+  f.ioc.run_for(30ms);  // the follower subscribes
+  auto dead = f.engine.containers.begin()->second;
+  f.engine.containers.begin()->second.running = false;
+  f.engine.emit(f.engine.container_event(dead, "die"));
+  f.ioc.restart();
+  f.ioc.run_for(30ms);
+  CHECK(std::find(f.engine.removed.begin(), f.engine.removed.end(), dead.id) != f.engine.removed.end());
+  wait_ready(f, 2);
+  CHECK(f.engine.created.size() == before + 1);
+  stop_following.emit(asio::cancellation_type::terminal);
+
+  settle(f, [&]() -> asio::awaitable<int> {
+    co_await f.svc->drain_pool();
+    co_return 0;
+  }());
+  CHECK(unclaimed_members(f) == 0);
+  CHECK(f.svc->pools().at(0).ready == 0);
+  // Drained: creates are made cold from now on.
+  create_request req;
+  req.wait = true;
+  auto v = settle(f, f.svc->create(f.org_a.id, req));
+  REQUIRE(v);
+  CHECK(f.agent.claims.empty());
+}
