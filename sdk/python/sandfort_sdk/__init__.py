@@ -15,8 +15,10 @@ from .errors import (APIConnectionError, APIError, AuthenticationError, Configur
                      PayloadTooLargeError,
                      PermissionDeniedError, QuotaExceededError, RateLimitedError, SandfortError, StreamError,
                      UnavailableError)
+from .git import Git
 from .guardrails import Limits, LimitsUsage, OrgLimits, OrgStop, StopAllReport
-from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, Metrics,
+from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, GitBranch,
+                     GitBranches, GitFileStatus, GitResult, GitStatus, Metrics,
                      Organization, PortInfo, PreviewLink, Resources, SandboxInfo, SessionInfo, Snapshot,
                      StreamEvent, UploadResult, Volume, WhoAmI)
 from ._transport import ExecStream, TokenProvider
@@ -25,12 +27,14 @@ from .pty import PtySession
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Sandbox", "Process", "Session", "Command", "FileSystem", "ExecStream", "PtySession", "TokenProvider",
+    "Client", "Sandbox", "Process", "Session", "Command", "FileSystem", "Git", "ExecStream", "PtySession",
+    "TokenProvider",
     "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError",
     "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",
     "PayloadTooLargeError", "QuotaExceededError", "RateLimitedError", "InternalServerError", "UnavailableError",
     "ImageNotAllowedError", "OrgLimits", "Limits", "LimitsUsage", "OrgStop", "StopAllReport",
     "ApiKey", "ArchiveResult", "CommandInfo", "CommandLogs", "ExecResult", "FileInfo", "Metrics",
+    "GitResult", "GitStatus", "GitFileStatus", "GitBranches", "GitBranch",
     "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "Snapshot", "StreamEvent",
     "UploadResult", "Volume", "WhoAmI", "Audit", "AuditEvent", "AuditEventPage", "AuditCheckpoint", "AuditPublicKey",
     "AuditVerifyReport", "verify_chain", "__version__",

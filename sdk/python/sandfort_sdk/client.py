@@ -1,4 +1,4 @@
-"""The Sandfort client: ``Client`` → ``Sandbox`` → ``sandbox.process`` / ``sandbox.fs``."""
+"""The Sandfort client: ``Client`` → ``Sandbox`` → ``sandbox.process`` / ``sandbox.fs`` / ``sandbox.git``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from .audit import Audit
 from .errors import ConfigurationError, NotFoundError, SandfortError
+from .git import Git
 from .guardrails import UNSET, Guardrails, OrgLimits, StopAllReport
 from .pty import PtySession
 from ._transport import ExecStream, OutputCallback, TokenProvider, Transport, socket_timeout_for
@@ -18,7 +19,7 @@ from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult
                      Organization, PortInfo, PreviewLink, SandboxInfo, SessionInfo, Snapshot, UploadResult,
                      Volume, WhoAmI)
 
-__all__ = ["Client", "Sandbox", "Process", "Session", "Command", "FileSystem"]
+__all__ = ["Client", "Sandbox", "Process", "Session", "Command", "FileSystem", "Git"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 FileData = Union[bytes, bytearray, memoryview, str, BinaryIO, "os.PathLike[str]"]
@@ -240,6 +241,7 @@ class Sandbox:
         self.info = info
         self.process = Process(self)
         self.fs = FileSystem(self)
+        self.git = Git(self)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, state={self.state!r})"

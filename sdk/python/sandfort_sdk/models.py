@@ -358,3 +358,88 @@ class Organization:
     def from_json(cls, d: Dict[str, Any]) -> "Organization":
         return cls(id=d["id"], name=d.get("name", ""), superadmin=bool(d.get("superadmin", False)),
                    created_at=d.get("created_at"), raw=d)
+
+
+@dataclass
+class GitResult(ExecResult):
+    """The result of a ``sandbox.git`` call: git's own exit code and output (a failed clone,
+    rejected push or nothing to commit is a non-zero ``exit_code``, never an exception) and
+    ``op``, the operation that ran."""
+    op: str = ""
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "GitResult":
+        base = ExecResult.from_json(d)
+        return cls(**{**base.__dict__, "op": d.get("op", "")})
+
+
+@dataclass
+class GitFileStatus:
+    """One entry of ``git status``: ``index``/``worktree`` are git's letters (``.`` unchanged,
+    ``M``, ``T``, ``A``, ``D``, ``R``, ``C``, ``U``; ``?`` untracked); ``kind`` is ``changed``,
+    ``renamed`` (with ``orig_path``), ``unmerged``, ``untracked`` or ``ignored``."""
+    path: str
+    index: str = "."
+    worktree: str = "."
+    kind: str = ""
+    staged: bool = False
+    orig_path: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "GitFileStatus":
+        return cls(path=d.get("path", ""), index=d.get("index", "."), worktree=d.get("worktree", "."),
+                   kind=d.get("kind", ""), staged=bool(d.get("staged", False)), orig_path=d.get("orig_path"),
+                   raw=d)
+
+
+@dataclass
+class GitStatus(GitResult):
+    """``sandbox.git.status``: when git succeeded, ``branch`` (None when detached), ``commit``
+    (None before the first commit), ``upstream`` (None without one), ``ahead``/``behind`` and
+    ``files``. When git failed these stay None / empty."""
+    branch: Optional[str] = None
+    commit: Optional[str] = None
+    upstream: Optional[str] = None
+    ahead: int = 0
+    behind: int = 0
+    files: List[GitFileStatus] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "GitStatus":
+        base = GitResult.from_json(d)
+        return cls(**{**base.__dict__, "branch": d.get("branch"), "commit": d.get("commit"),
+                      "upstream": d.get("upstream"), "ahead": int(d.get("ahead") or 0),
+                      "behind": int(d.get("behind") or 0),
+                      "files": [GitFileStatus.from_json(f) for f in d.get("files") or []]})
+
+
+@dataclass
+class GitBranch:
+    """A local branch: its tip ``commit``, its ``upstream`` (None when none), whether it is checked out."""
+    name: str
+    commit: Optional[str] = None
+    upstream: Optional[str] = None
+    current: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "GitBranch":
+        return cls(name=d.get("name", ""), commit=d.get("commit"), upstream=d.get("upstream"),
+                   current=bool(d.get("current", False)), raw=d)
+
+
+@dataclass
+class GitBranches(GitResult):
+    """``sandbox.git.branches``: when git succeeded, ``current`` (None on a detached HEAD or before
+    the first commit), the local ``branches`` and ``remote_branches`` (``["origin/main", …]``)."""
+    current: Optional[str] = None
+    branches: List[GitBranch] = field(default_factory=list)
+    remote_branches: List[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "GitBranches":
+        base = GitResult.from_json(d)
+        return cls(**{**base.__dict__, "current": d.get("current"),
+                      "branches": [GitBranch.from_json(b) for b in d.get("branches") or []],
+                      "remote_branches": list(d.get("remote_branches") or [])})

@@ -1,4 +1,4 @@
-export { SandfortClient, Sandbox, Commands, CommandHandle, Sessions, Session, Files } from "./client.js";
+export { SandfortClient, Sandbox, Commands, CommandHandle, Sessions, Session, Files, Git } from "./client.js";
 export type { ClientOptions, SessionRunOptions, WriteData } from "./client.js";
 export type { TokenProvider } from "./http.js";
 export { SandfortError } from "./errors.js";

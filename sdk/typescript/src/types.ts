@@ -258,3 +258,110 @@ export interface Page<T> {
   items: T[];
   nextCursor: string | null;
 }
+
+/** `{name, email}` or `"Name <email>"`: becomes the commit's author and committer. */
+export type GitAuthor = { name: string; email: string } | string;
+
+/**
+ * Credentials for clone, pull and push: `username` + `password`, or `token` alone (sent with the
+ * user name `git`). Handed to that one git command through memory; stored nowhere.
+ */
+export interface GitCredentials {
+  username?: string;
+  password?: string;
+  token?: string;
+}
+
+export interface GitOptions {
+  /** Seconds (1–2000000; default and at most the daemon's `exec_max_timeout_s`). On expiry: exitCode 124, timedOut. */
+  timeoutS?: number;
+  signal?: AbortSignal;
+}
+
+export interface GitCloneOptions extends GitOptions, GitCredentials {
+  branch?: string;
+  /** ≥ 1: a shallow, single-branch clone. */
+  depth?: number;
+}
+
+export interface GitPullOptions extends GitOptions, GitCredentials {
+  /** Default `origin` (also when only `branch` is given). */
+  remote?: string;
+  branch?: string;
+  /** true: `--rebase`; false (default): `--no-rebase` (merge). */
+  rebase?: boolean;
+}
+
+export interface GitPushOptions extends GitOptions, GitCredentials {
+  /** Default `origin`. */
+  remote?: string;
+  /** Default the current branch (`HEAD`). */
+  branch?: string;
+}
+
+export interface GitAddOptions extends GitOptions {
+  /** Paths to add; absent: `git add --all`. */
+  files?: string[];
+}
+
+export interface GitCommitOptions extends GitOptions {
+  author?: GitAuthor;
+  /** Commit only these paths (`git commit -- FILES`). */
+  files?: string[];
+}
+
+export interface GitCheckoutOptions extends GitOptions {
+  /** true: `git checkout -b BRANCH`. */
+  create?: boolean;
+}
+
+export type GitOp = "clone" | "pull" | "push" | "add" | "commit" | "checkout" | "branches" | "status";
+
+/** The result of a git call: git's exit code and output (a git failure is a value, never thrown). */
+export interface GitResult extends CommandResult {
+  op: GitOp;
+}
+
+/** One entry of `git status`. */
+export interface GitFileStatus {
+  path: string;
+  /** Git's letter for the index: `.` (unchanged), `M`, `T`, `A`, `D`, `R`, `C`, `U`, `?` (untracked), `!` (ignored). */
+  index: string;
+  /** Git's letter for the work tree, as `index`. */
+  worktree: string;
+  kind: "changed" | "renamed" | "unmerged" | "untracked" | "ignored" | string;
+  /** `index` is a change. */
+  staged: boolean;
+  /** Renamed entries: where it came from. */
+  origPath?: string;
+}
+
+/** `git.status`: the parsed fields are there when git succeeded (exitCode 0). */
+export interface GitStatusResult extends GitResult {
+  /** null when detached. */
+  branch?: string | null;
+  /** null before the first commit. */
+  commit?: string | null;
+  /** null without one. */
+  upstream?: string | null;
+  ahead?: number;
+  behind?: number;
+  files?: GitFileStatus[];
+}
+
+export interface GitBranch {
+  name: string;
+  commit: string;
+  /** null when none. */
+  upstream: string | null;
+  current: boolean;
+}
+
+/** `git.branches`: the parsed fields are there when git succeeded (exitCode 0). */
+export interface GitBranchesResult extends GitResult {
+  /** null on a detached HEAD or before the first commit. */
+  current?: string | null;
+  branches?: GitBranch[];
+  /** e.g. `["origin/main"]`. */
+  remoteBranches?: string[];
+}
