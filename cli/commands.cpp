@@ -20,12 +20,6 @@ namespace {
 
 std::string sandbox_path(const std::string& id) { return "/v1/sandboxes/" + url_encode(id); }
 
-std::string text_of(const json& j, const char* key) {
-  if (!j.contains(key) || j[key].is_null()) return "-";
-  if (j[key].is_string()) return j[key].get<std::string>();
-  return j[key].dump();
-}
-
 void print_json(const json& j) { std::cout << j.dump(2) << "\n"; }
 
 void print_sandbox(const json& s) {
@@ -33,7 +27,7 @@ void print_sandbox(const json& s) {
                           "idle_timeout_s", "resources", "egress_allowlist", "labels", "env_keys", "volumes",
                           "preview_url_template", "error_message"}) {
     if (!s.contains(key)) continue;
-    std::cout << key << ": " << text_of(s, key) << "\n";
+    std::cout << key << ": " << cell(s, key) << "\n";
   }
 }
 
@@ -138,7 +132,7 @@ std::string without_trailing_slash(std::string url) {
 }
 
 std::string describe(const json& who) {
-  return text_of(who, "principal_name") + " (" + text_of(who, "role") + " in " + text_of(who, "org") + ")";
+  return cell(who, "principal_name") + " (" + cell(who, "role") + " in " + cell(who, "org") + ")";
 }
 
 int login_with_api_key(const login_options& o) {
@@ -210,6 +204,26 @@ int login_with_oidc(const login_options& o) {
 
 }  // namespace
 
+std::string cell(const json& v, const char* key) {
+  if (!v.contains(key) || v[key].is_null()) return "-";
+  if (v[key].is_string()) return v[key].get<std::string>();
+  return v[key].dump();
+}
+
+json list_all(api_client& client, const std::string& path) {
+  json all = json::array();
+  std::string cursor;
+  for (;;) {
+    std::string target = path + "?limit=1000";
+    if (!cursor.empty()) target += "&cursor=" + url_encode(cursor);
+    json page = client.call(verb::get, target);
+    for (auto& item : page["items"]) all.push_back(item);
+    if (!page.contains("next_cursor") || !page["next_cursor"].is_string()) break;
+    cursor = page["next_cursor"].get<std::string>();
+  }
+  return all;
+}
+
 void print_table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> width(rows.front().size(), 0);
   for (const auto& row : rows)
@@ -265,7 +279,7 @@ int cmd_whoami(bool as_json) {
   }
   std::cout << "url: " << client.base_url() << "\n";
   for (const char* key : {"org", "org_id", "principal", "principal_name", "role", "superadmin", "auth", "issuer"})
-    if (who.contains(key)) std::cout << key << ": " << text_of(who, key) << "\n";
+    if (who.contains(key)) std::cout << key << ": " << cell(who, key) << "\n";
   return 0;
 }
 
@@ -276,29 +290,20 @@ int cmd_sandbox_create(const create_options& o) {
   if (o.json)
     print_json(sbx);
   else
-    std::cout << text_of(sbx, "id") << "\n";
+    std::cout << cell(sbx, "id") << "\n";
   return 0;
 }
 
 int cmd_sandbox_ls(bool as_json) {
   api_client client = connect_api();
-  json all = json::array();
-  std::string cursor;
-  for (;;) {
-    std::string target = "/v1/sandboxes?limit=1000";
-    if (!cursor.empty()) target += "&cursor=" + url_encode(cursor);
-    json page = client.call(verb::get, target);
-    for (auto& item : page["items"]) all.push_back(item);
-    if (!page.contains("next_cursor") || !page["next_cursor"].is_string()) break;
-    cursor = page["next_cursor"].get<std::string>();
-  }
+  json all = list_all(client, "/v1/sandboxes");
   if (as_json) {
     print_json(json{{"items", all}});
     return 0;
   }
   std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "SNAPSHOT", "CREATED"}};
   for (const auto& s : all)
-    rows.push_back({text_of(s, "id"), text_of(s, "name"), text_of(s, "state"), text_of(s, "snapshot"), text_of(s, "created_at")});
+    rows.push_back({cell(s, "id"), cell(s, "name"), cell(s, "state"), cell(s, "snapshot"), cell(s, "created_at")});
   print_table(rows);
   return 0;
 }
@@ -329,7 +334,7 @@ int cmd_sandbox_lifecycle(const std::string& id, const std::string& action, bool
   if (as_json)
     print_json(sbx);
   else
-    std::cout << text_of(sbx, "id") << " " << text_of(sbx, "state") << "\n";
+    std::cout << cell(sbx, "id") << " " << cell(sbx, "state") << "\n";
   return 0;
 }
 
@@ -358,7 +363,7 @@ int cmd_new(const create_options& o) {
   waited.wait = true;
   json body = create_body(waited);
   json sbx = client.call(verb::post, "/v1/sandboxes", &body);
-  std::string id = text_of(sbx, "id");
+  std::string id = cell(sbx, "id");
   set_current_sandbox(id);
   std::cout << id << "\n";
   return 0;
@@ -419,8 +424,8 @@ int cmd_preview(const std::string& id, int port, bool as_json) {
     print_json(p);
     return 0;
   }
-  std::cout << "url: " << text_of(p, "url") << "\n";
-  std::cout << "token: " << text_of(p, "token") << "\n";
+  std::cout << "url: " << cell(p, "url") << "\n";
+  std::cout << "token: " << cell(p, "token") << "\n";
   if (p.contains("token") && p["token"].is_string())
     std::cout << "header: X-Sandfort-Preview-Token: " << p["token"].get<std::string>() << "\n";
   return 0;

@@ -9,8 +9,14 @@
 
 namespace sandfort::cli {
 
+class api_client;
+
 // Rows as aligned columns, two spaces apart; the first row is the header. Not empty.
 void print_table(const std::vector<std::vector<std::string>>& rows);
+// A field of a listed object as a table cell: "-" when absent or null, JSON for non-strings.
+std::string cell(const nlohmann::json& v, const char* key);
+// Every item of a cursor-paged listing (`path` without a query), following next_cursor to the end.
+nlohmann::json list_all(api_client& client, const std::string& path);
 
 struct create_options {
   std::string name;

@@ -13,11 +13,6 @@ namespace {
 
 std::string snapshot_path(const std::string& name) { return "/v1/snapshots/" + url_encode(name); }
 
-std::string cell(const json& v, const char* key) {
-  if (!v.contains(key) || v[key].is_null()) return "-";
-  if (v[key].is_string()) return v[key].get<std::string>();
-  return v[key].dump();
-}
 
 }  // namespace
 
@@ -34,16 +29,7 @@ int cmd_snapshot_create(const std::string& sandbox, const std::string& name, boo
 
 int cmd_snapshot_ls(bool as_json) {
   api_client client = connect_api();
-  json all = json::array();
-  std::string cursor;
-  for (;;) {
-    std::string target = "/v1/snapshots?limit=1000";
-    if (!cursor.empty()) target += "&cursor=" + url_encode(cursor);
-    json page = client.call(verb::get, target);
-    for (auto& item : page["items"]) all.push_back(item);
-    if (!page.contains("next_cursor") || !page["next_cursor"].is_string()) break;
-    cursor = page["next_cursor"].get<std::string>();
-  }
+  json all = list_all(client, "/v1/snapshots");
   if (as_json) {
     std::cout << json{{"items", all}}.dump(2) << "\n";
     return 0;
