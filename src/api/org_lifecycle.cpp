@@ -78,10 +78,10 @@ awaitable<result<int>> remove_volumes(dependencies& deps, const audit::actor& wh
   sandbox::volume_list_request req;
   req.limit = 100;
   while (true) {
-    auto page = deps.sandboxes.list_volumes(org_id, req);
+    auto page = deps.sandboxes.volumes().list(org_id, req);
     if (!page) co_return std::move(page).err();
     for (const auto& v : page->items) {
-      auto r = co_await deps.sandboxes.delete_volume(org_id, v.id, who);
+      auto r = co_await deps.sandboxes.volumes().remove(org_id, v.id, who);
       if (!r && r.err().code != errc::not_found) {
         spdlog::warn("orgs: volume {} of {}: {}", v.id, org_id, r.err().message);
         if (!first_failure) first_failure = r.err();
@@ -103,10 +103,10 @@ awaitable<result<int>> remove_snapshots(dependencies& deps, const audit::actor& 
   sandbox::snapshot_list_request req;
   req.limit = 100;
   while (true) {
-    auto page = deps.sandboxes.list_snapshots(org_id, req);
+    auto page = deps.sandboxes.snapshots().list(org_id, req);
     if (!page) co_return std::move(page).err();
     for (const auto& s : page->items) {
-      auto r = co_await deps.sandboxes.delete_snapshot(org_id, s.id, who);
+      auto r = co_await deps.sandboxes.snapshots().remove(org_id, s.id, who);
       if (!r && r.err().code != errc::not_found) {
         spdlog::warn("orgs: snapshot {} of {}: {}", s.id, org_id, r.err().message);
         if (!first_failure) first_failure = r.err();

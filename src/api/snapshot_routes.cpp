@@ -43,7 +43,7 @@ std::vector<api_route> snapshot_routes(dependencies& deps) {
          auto req = parse_snapshot_create(ctx.req);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.create_snapshot(p.org_id, *req, who);
+         auto r = co_await svc.snapshots().create(p.org_id, *req, who);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(201, snapshot_json(*r));
        }},
@@ -51,7 +51,7 @@ std::vector<api_route> snapshot_routes(dependencies& deps) {
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto req = parse_name_page(ctx);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
-         auto r = svc.list_snapshots(p.org_id, *req);
+         auto r = svc.snapshots().list(p.org_id, *req);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          json items = json::array();
          for (const auto& s : r->items) items.push_back(snapshot_json(s));
@@ -60,7 +60,7 @@ std::vector<api_route> snapshot_routes(dependencies& deps) {
        }},
       {http::verb::get, "/v1/snapshots/{name}", permission::read,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto r = svc.get_snapshot(p.org_id, ctx.params["name"]);
+         auto r = svc.snapshots().get(p.org_id, ctx.params["name"]);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(200, snapshot_json(*r));
        }},
@@ -68,7 +68,7 @@ std::vector<api_route> snapshot_routes(dependencies& deps) {
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto name = ctx.params["name"];
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.delete_snapshot(p.org_id, name, who);
+         auto r = co_await svc.snapshots().remove(p.org_id, name, who);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);
        }},

@@ -42,7 +42,7 @@ std::vector<api_route> volume_routes(dependencies& deps) {
          auto req = parse_volume_create(ctx.req);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.create_volume(p.org_id, *req, who);
+         auto r = co_await svc.volumes().create(p.org_id, *req, who);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(201, volume_json(*r));
        }},
@@ -50,7 +50,7 @@ std::vector<api_route> volume_routes(dependencies& deps) {
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto req = parse_name_page(ctx);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
-         auto r = svc.list_volumes(p.org_id, *req);
+         auto r = svc.volumes().list(p.org_id, *req);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          json items = json::array();
          for (const auto& v : r->items) items.push_back(volume_json(v));
@@ -59,7 +59,7 @@ std::vector<api_route> volume_routes(dependencies& deps) {
        }},
       {http::verb::get, "/v1/volumes/{name}", permission::read,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto r = svc.get_volume(p.org_id, ctx.params["name"]);
+         auto r = svc.volumes().get(p.org_id, ctx.params["name"]);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(200, volume_json(*r));
        }},
@@ -67,7 +67,7 @@ std::vector<api_route> volume_routes(dependencies& deps) {
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto name = ctx.params["name"];
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.delete_volume(p.org_id, name, who);
+         auto r = co_await svc.volumes().remove(p.org_id, name, who);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);
        }},

@@ -1,7 +1,9 @@
 #include "sandfort/docker/engine.hpp"
 
 #include <charconv>
+#include <chrono>
 #include <mutex>
+#include <string_view>
 #include <utility>
 
 #include "engine_errors.hpp"
@@ -127,6 +129,56 @@ std::string image_path(const detail::image_ref& ref, std::string_view suffix) {
   return "/images/" + detail::percent_encode(ref.lookup_name(), "/:@") + std::string(suffix);
 }
 
+// The `filters` query parameter for label filters ("k" or "k=v", all must match).
+std::string label_filters_query(const std::vector<std::string>& label_filters) {
+  return json{{"label", label_filters}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+bool read_digits(std::string_view s, std::size_t at, std::size_t n, int& out) {
+  if (at + n > s.size()) return false;
+  out = 0;
+  for (std::size_t i = at; i < at + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    out = out * 10 + (s[i] - '0');
+  }
+  return true;
+}
+
+// RFC 3339 ("2026-01-02T03:04:05Z", "…05.123+02:00") as Docker writes a volume's CreatedAt, in
+// unix seconds (fractions dropped); 0 for anything else.
+std::int64_t unix_seconds_of_rfc3339(std::string_view s) {
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
+  if (!read_digits(s, 0, 4, y) || s.size() < 20 || s[4] != '-' || !read_digits(s, 5, 2, mo) || s[7] != '-' ||
+      !read_digits(s, 8, 2, d) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !read_digits(s, 11, 2, h) ||
+      s[13] != ':' || !read_digits(s, 14, 2, mi) || s[16] != ':' || !read_digits(s, 17, 2, sec))
+    return 0;
+  std::size_t i = 19;
+  if (s[i] == '.') {
+    ++i;
+    std::size_t digits = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    if (i == digits) return 0;
+  }
+  std::int64_t offset = 0;
+  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
+    ++i;
+  } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+    int oh = 0, om = 0;
+    if (!read_digits(s, i + 1, 2, oh) || i + 3 >= s.size() || s[i + 3] != ':' || !read_digits(s, i + 4, 2, om))
+      return 0;
+    offset = (s[i] == '-' ? -1 : 1) * (std::int64_t{oh} * 3600 + om * 60);
+    i += 6;
+  } else {
+    return 0;
+  }
+  if (i != s.size()) return 0;
+  const std::chrono::year_month_day date{std::chrono::year{y}, std::chrono::month(static_cast<unsigned>(mo)),
+                                         std::chrono::day(static_cast<unsigned>(d))};
+  if (!date.ok() || h > 23 || mi > 59 || sec > 60) return 0;
+  const auto days = std::chrono::sys_days(date).time_since_epoch().count();
+  return std::int64_t{days} * 86400 + h * 3600 + mi * 60 + sec - offset;
+}
+
 }  // namespace
 
 volume_info parse_volume(const json& body) {
@@ -135,7 +187,36 @@ volume_info parse_volume(const json& body) {
   info.driver = string_of(member(body, "Driver"));
   info.mountpoint = string_of(member(body, "Mountpoint"));
   info.labels = labels_of(member(body, "Labels"));
+  info.created_unix = unix_seconds_of_rfc3339(string_of(member(body, "CreatedAt")));
   return info;
+}
+
+result<std::vector<volume_info>> parse_volume_list(const json& body) {
+  if (!body.is_object()) return make_error(errc::internal, "list volumes: Docker's answer is not a JSON object");
+  std::vector<volume_info> out;
+  const json& volumes = member(body, "Volumes");  // null when there are none
+  if (!volumes.is_array()) return out;
+  out.reserve(volumes.size());
+  for (const auto& entry : volumes) out.push_back(parse_volume(entry));
+  return out;
+}
+
+result<std::vector<image_info>> parse_image_list(const json& body) {
+  if (!body.is_array()) return make_error(errc::internal, "list images: Docker's answer is not a JSON array");
+  std::vector<image_info> out;
+  out.reserve(body.size());
+  for (const auto& entry : body) {
+    image_info info;
+    info.id = string_of(member(entry, "Id"));
+    const json& tags = member(entry, "RepoTags");  // null, or ["<none>:<none>"], when untagged
+    if (tags.is_array())
+      for (const auto& t : tags)
+        if (t.is_string() && t.get<std::string>() != "<none>:<none>") info.repo_tags.push_back(t.get<std::string>());
+    info.labels = labels_of(member(entry, "Labels"));
+    if (member(entry, "Created").is_number_integer()) info.created_unix = member(entry, "Created").get<std::int64_t>();
+    out.push_back(std::move(info));
+  }
+  return out;
 }
 
 unix_engine::unix_engine(unix_engine_options options) : options_(std::move(options)) {}
@@ -297,7 +378,7 @@ task<std::vector<container_info>> unix_engine::list_containers(const std::vector
   if (label_filters.empty()) {
     target += detail::query_string({{"all", "true"}});
   } else {
-    auto filters = json{{"label", label_filters}}.dump(-1, ' ', false, json::error_handler_t::replace);
+    auto filters = label_filters_query(label_filters);
     target += detail::query_string({{"all", "true"}, {"filters", filters}});
   }
   std::string what = "list containers";
@@ -367,6 +448,17 @@ task<void> unix_engine::remove_volume(const std::string& name) {
   co_return ok_t{};
 }
 
+task<std::vector<volume_info>> unix_engine::list_volumes(const std::vector<std::string>& label_filters) {
+  std::string target = "/volumes";
+  if (!label_filters.empty()) {
+    auto filters = label_filters_query(label_filters);
+    target += detail::query_string({{"filters", filters}});
+  }
+  auto body = co_await get_json(target, "list volumes");
+  if (!body) co_return std::move(body).err();
+  co_return parse_volume_list(*body);
+}
+
 task<std::string> unix_engine::commit_container(const std::string& id, const std::string& repo, const std::string& tag,
                                                  const std::map<std::string, std::string>& labels,
                                                  const std::vector<std::string>& env) {
@@ -410,6 +502,17 @@ task<void> unix_engine::remove_image(const std::string& ref) {
   if (!res) co_return std::move(res).err();
   if (!is_status(*res, {200})) co_return error_of(*res, "remove image " + ref);
   co_return ok_t{};
+}
+
+task<std::vector<image_info>> unix_engine::list_images(const std::vector<std::string>& label_filters) {
+  std::string target = "/images/json";
+  if (!label_filters.empty()) {
+    auto filters = label_filters_query(label_filters);
+    target += detail::query_string({{"filters", filters}});
+  }
+  auto body = co_await get_json(target, "list images");
+  if (!body) co_return std::move(body).err();
+  co_return parse_image_list(*body);
 }
 
 }  // namespace sandfort::docker

@@ -20,7 +20,13 @@ service::service(asio::any_io_executor executor, const config& cfg, store::datab
       activity_(clk),
       pool_(executor_, cfg.pools,
             warm_pool::hooks{[this](const pool_config& p) { return make_pool_member(p); },
-                             [this](pool_member m) { return destroy_pool_member(std::move(m)); }}) {}
+                             [this](pool_member m) { return destroy_pool_member(std::move(m)); }}),
+      volumes_(db, engine, clk),
+      snapshots_(db, engine, clk, [this](const std::string& sandbox_id) -> std::shared_ptr<void> {
+        // begin_operation()'s mark, built in place (a copy would end the operation twice).
+        ++in_operation_[sandbox_id];
+        return std::make_shared<operation_mark>(*this, sandbox_id, liveness_.alive);
+      }) {}
 
 void service::notify(const std::string& sandbox_id) {
   auto it = waiters_.find(sandbox_id);
@@ -75,7 +81,7 @@ result<void> service::set_state(store::sandbox_record& rec, const std::string& s
 
 task<sandbox_view> service::create(const std::string& org_id, const create_request& req, const audit::actor& who) {
   // The organization's own snapshot first (src/sandbox/snapshots.cpp); else an image reference.
-  auto snapshot = resolve_snapshot(org_id, req.snapshot);
+  auto snapshot = snapshots_.resolve(org_id, req.snapshot);
   if (!snapshot) co_return std::move(snapshot).err();
   create_request checked = req;
   if (*snapshot) checked.snapshot.clear();  // a snapshot name is no image reference to check
@@ -88,7 +94,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   if (!reconciled_) co_return make_error(errc::unavailable, "sandfortd is still reconciling with Docker; retry shortly");
   // Looked up here and linked in the insert below, with no co_await between: a volume being
   // deleted is not found, and one found cannot be deleted before the link exists.
-  auto volumes = resolve_volumes(org_id, *spec);
+  auto volumes = volumes_.resolve(org_id, *spec);
   if (!volumes) co_return std::move(volumes).err();
   std::string image = req.snapshot.empty() ? cfg_.default_image : req.snapshot;
   if (*snapshot) image = (*snapshot)->image_ref;
@@ -138,7 +144,11 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
         return audit::record{"sandbox.create", rec.id, "ok",
                              {{"name", rec.name}, {"snapshot", rec.snapshot}, {"spec", spec_for_audit(rec.spec_json)}}};
       });
-  if (!inserted) co_return std::move(inserted).err();
+  if (!inserted) {
+    // The member was taken from the pool: it is nobody's now, so it goes.
+    if (member) co_await destroy_pool_member(*member);
+    co_return std::move(inserted).err();
+  }
   spdlog::info("sandbox {} creating (org {}, image {}{})", rec.id, org_id, rec.snapshot, member ? ", from the pool" : "");
 
   if (member) {
@@ -186,7 +196,7 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   }
 
   auto container = container_for(rec, spec_from_json(rec.spec_json), proxy_secret);
-  auto mounts = volume_mounts_of(rec.id);
+  auto mounts = volumes_.mounts_of(rec.id);
   if (!mounts) co_return co_await fail(std::move(mounts).err());
   container.volumes = std::move(*mounts);
   auto id = co_await engine_.create_container(container);

@@ -1,18 +1,14 @@
-// Snapshots: a sandbox's filesystem committed as an image the organization can create sandboxes
-// from. The image's name is random and its labels carry only this daemon's instance and the
-// snapshot's id: the organization and the name live in the store, so nothing on the engine ties
-// them together. Memory and processes are not part of a snapshot (a commit copies files only).
+// Snapshots (snapshots.hpp): a sandbox's filesystem committed as an image of its organization's.
 #include <spdlog/spdlog.h>
 
 #include "sandfort/core/ids.hpp"
-#include "sandfort/sandbox/service.hpp"
+#include "sandfort/sandbox/snapshots.hpp"
+
+#include "sandfort/sandbox/service.hpp"  // labels, proxy_environment, spec_from_json
 
 namespace sandfort::sandbox {
 
 namespace {
-
-inline constexpr const char* label_snapshot = "io.sandfort.snapshot";
-inline constexpr const char* snapshot_repository = "sandfort-snap";
 
 bool valid_snapshot_name(const std::string& s) {
   if (s.empty() || s.size() > 63 || !std::isalnum(static_cast<unsigned char>(s[0]))) return false;
@@ -35,7 +31,11 @@ snapshot_view to_snapshot_view(const store::snapshot_record& s) {
 
 }  // namespace
 
-task<snapshot_view> service::create_snapshot(const std::string& org_id, const snapshot_create_request& req,
+snapshot_service::snapshot_service(store::database& db, docker::engine& engine, const clock& clk,
+                                   event_hold hold_events)
+    : db_(db), engine_(engine), clock_(clk), journal_(db, clk), hold_events_(std::move(hold_events)) {}
+
+task<snapshot_view> snapshot_service::create(const std::string& org_id, const snapshot_create_request& req,
                                              const audit::actor& who) {
   if (!valid_snapshot_name(req.name))
     co_return make_error(errc::invalid_argument,
@@ -80,7 +80,7 @@ task<snapshot_view> service::create_snapshot(const std::string& org_id, const sn
   for (const auto& kv : proxy_environment("", "", "", 0)) blanked.push_back(kv.substr(0, kv.find('=') + 1));
   const std::string container = sbx->container_id;
   {
-    auto marked = begin_operation(sbx->id);
+    auto held = hold_events_(sbx->id);
     auto committed = co_await engine_.commit_container(container, repo, tag, labels, blanked);
     if (!committed) co_return std::move(committed).err();
   }
@@ -114,7 +114,7 @@ task<snapshot_view> service::create_snapshot(const std::string& org_id, const sn
   co_return to_snapshot_view(rec);
 }
 
-result<snapshot_page> service::list_snapshots(const std::string& org_id, const snapshot_list_request& req) {
+result<snapshot_page> snapshot_service::list(const std::string& org_id, const snapshot_list_request& req) {
   auto rows = db_.list_snapshots(org_id, req.cursor, req.limit + 1);  // one past the page: is there more?
   if (!rows) return std::move(rows).err();
   snapshot_page page;
@@ -123,18 +123,18 @@ result<snapshot_page> service::list_snapshots(const std::string& org_id, const s
   return page;
 }
 
-result<snapshot_view> service::get_snapshot(const std::string& org_id, const std::string& id_or_name) {
+result<snapshot_view> snapshot_service::get(const std::string& org_id, const std::string& id_or_name) {
   auto s = db_.get_snapshot(org_id, id_or_name);
   if (!s) return std::move(s).err();
   return to_snapshot_view(*s);
 }
 
-task<void> service::delete_snapshot(const std::string& org_id, const std::string& id_or_name,
+task<void> snapshot_service::remove(const std::string& org_id, const std::string& id_or_name,
                                     const audit::actor& who) {
   auto s = db_.get_snapshot(org_id, id_or_name);
   if (!s) co_return std::move(s).err();
-  // Checked and marked in one transaction: from here no create can use it (resolve_snapshot
-  // takes ready snapshots only), and Docker is asked only once no live sandbox runs from it.
+  // Checked and marked in one transaction: from here no create can use it (resolve takes
+  // ready snapshots only), and Docker is asked only once no live sandbox runs from it.
   if (s->state == "ready") {
     auto tx = db_.begin();
     if (!tx) co_return std::move(tx).err();
@@ -162,8 +162,8 @@ task<void> service::delete_snapshot(const std::string& org_id, const std::string
   co_return ok_t{};
 }
 
-result<std::optional<store::snapshot_record>> service::resolve_snapshot(const std::string& org_id,
-                                                                      const std::string& value) {
+result<std::optional<store::snapshot_record>> snapshot_service::resolve(const std::string& org_id,
+                                                                         const std::string& value) {
   if (value.empty()) return std::optional<store::snapshot_record>();
   auto s = db_.get_snapshot(org_id, value);
   if (s) {

@@ -1,6 +1,4 @@
-// Volumes: an organization's named Docker volumes, mounted into sandboxes at create. The Docker
-// volume's name is random and its labels carry only this daemon's instance and the volume's id:
-// the organization and the name live in the store, so nothing on the engine ties them together.
+// Volumes (volumes.hpp): an organization's named Docker volumes, mounted into sandboxes at create.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,13 +8,13 @@
 #include <spdlog/spdlog.h>
 
 #include "sandfort/core/ids.hpp"
-#include "sandfort/sandbox/service.hpp"
+#include "sandfort/sandbox/volumes.hpp"
+
+#include "sandfort/sandbox/service.hpp"  // label_instance
 
 namespace sandfort::sandbox {
 
 namespace {
-
-inline constexpr const char* label_volume = "io.sandfort.volume";
 
 bool valid_volume_name(const std::string& s) {
   if (s.empty() || s.size() > 63 || !std::isalnum(static_cast<unsigned char>(s[0]))) return false;
@@ -45,8 +43,11 @@ result<void> open_volume_root(const std::string& mountpoint) {
 
 }  // namespace
 
-task<volume_view> service::create_volume(const std::string& org_id, const volume_create_request& req,
-                                          const audit::actor& who) {
+volume_service::volume_service(store::database& db, docker::engine& engine, const clock& clk)
+    : db_(db), engine_(engine), clock_(clk), journal_(db, clk) {}
+
+task<volume_view> volume_service::create(const std::string& org_id, const volume_create_request& req,
+                                         const audit::actor& who) {
   if (!valid_volume_name(req.name))
     co_return make_error(errc::invalid_argument,
                          "name must be 1-63 characters of letters, digits, '-', '_', '.', start with a letter or "
@@ -99,7 +100,7 @@ task<volume_view> service::create_volume(const std::string& org_id, const volume
   co_return to_volume_view(rec);
 }
 
-result<volume_page> service::list_volumes(const std::string& org_id, const volume_list_request& req) {
+result<volume_page> volume_service::list(const std::string& org_id, const volume_list_request& req) {
   auto rows = db_.list_volumes(org_id, req.cursor, req.limit + 1);  // one past the page: is there more?
   if (!rows) return std::move(rows).err();
   volume_page page;
@@ -108,17 +109,17 @@ result<volume_page> service::list_volumes(const std::string& org_id, const volum
   return page;
 }
 
-result<volume_view> service::get_volume(const std::string& org_id, const std::string& id_or_name) {
+result<volume_view> volume_service::get(const std::string& org_id, const std::string& id_or_name) {
   auto v = db_.get_volume(org_id, id_or_name);
   if (!v) return std::move(v).err();
   return to_volume_view(*v);
 }
 
-task<void> service::delete_volume(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
+task<void> volume_service::remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
   auto v = db_.get_volume(org_id, id_or_name);
   if (!v) co_return std::move(v).err();
-  // Checked and marked in one transaction: from here no create can link it (resolve_volumes
-  // takes ready volumes only), and Docker is asked only once no live sandbox mounts it.
+  // Checked and marked in one transaction: from here no create can link it (resolve takes
+  // ready volumes only), and Docker is asked only once no live sandbox mounts it.
   if (v->state == "ready") {
     auto tx = db_.begin();
     if (!tx) co_return std::move(tx).err();
@@ -145,7 +146,7 @@ task<void> service::delete_volume(const std::string& org_id, const std::string& 
   co_return ok_t{};
 }
 
-result<std::vector<store::volume_record>> service::resolve_volumes(const std::string& org_id, const sandbox_spec& spec) {
+result<std::vector<store::volume_record>> volume_service::resolve(const std::string& org_id, const sandbox_spec& spec) {
   std::vector<store::volume_record> out;
   for (const auto& m : spec.volumes) {
     auto v = db_.get_volume(org_id, m.name);
@@ -159,7 +160,7 @@ result<std::vector<store::volume_record>> service::resolve_volumes(const std::st
   return out;
 }
 
-result<std::vector<docker::volume_mount>> service::volume_mounts_of(const std::string& sandbox_id) {
+result<std::vector<docker::volume_mount>> volume_service::mounts_of(const std::string& sandbox_id) {
   auto rows = db_.list_sandbox_volumes(sandbox_id);
   if (!rows) return std::move(rows).err();
   std::vector<docker::volume_mount> out;

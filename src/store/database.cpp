@@ -335,6 +335,8 @@ std::vector<std::pair<std::string, std::string>> request_path_statements() {
       {"live sandboxes of an organization (quotas)", live_sandboxes_of_org_sql()},
       {"live sandboxes of all organizations (reaper)", live_sandboxes_all_orgs_sql()},
       {"audit chain head", audit_head_sql},
+      {"live volumes of all organizations (reconcile)", detail::live_volumes_all_orgs_sql()},
+      {"live snapshots of all organizations (reconcile)", detail::live_snapshots_all_orgs_sql()},
   };
 }
 

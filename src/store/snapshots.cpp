@@ -30,6 +30,12 @@ snapshot_record read_snapshot(const statement& st) {
 
 }  // namespace
 
+const std::string& detail::live_snapshots_all_orgs_sql() {
+  static const std::string q = std::string("SELECT ") + snapshot_columns +
+                               " FROM snapshots INDEXED BY snapshots_live_name WHERE state <> 'deleted'";
+  return q;
+}
+
 result<void> database::insert_snapshot(const snapshot_record& s) {
   auto st = prepare(std::string("INSERT INTO snapshots (") + snapshot_columns +
                     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
@@ -109,6 +115,18 @@ result<std::optional<std::string>> database::snapshot_used_by(const std::string&
   if (!row) return std::move(row).err();
   if (!*row) return std::optional<std::string>();
   return std::optional<std::string>(st->column_text(0));
+}
+
+result<std::vector<snapshot_record>> database::list_live_snapshots_all_orgs() {
+  auto st = prepare(detail::live_snapshots_all_orgs_sql());
+  if (!st) return std::move(st).err();
+  std::vector<snapshot_record> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return std::move(row).err();
+    if (!*row) return out;
+    out.push_back(read_snapshot(*st));
+  }
 }
 
 }  // namespace sandfort::store

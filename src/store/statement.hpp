@@ -223,4 +223,9 @@ class statement_cache {
   std::unordered_map<std::string, entry, text_hash, std::equal_to<>> entries_;
 };
 
+// Statements defined beside their callers (volumes.cpp, snapshots.cpp) whose plans
+// explain_request_paths() also shows.
+const std::string& live_volumes_all_orgs_sql();
+const std::string& live_snapshots_all_orgs_sql();
+
 }  // namespace sandfort::store::detail

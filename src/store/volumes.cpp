@@ -28,6 +28,12 @@ volume_record read_volume(const statement& st) {
 
 }  // namespace
 
+const std::string& detail::live_volumes_all_orgs_sql() {
+  static const std::string q = std::string("SELECT ") + volume_columns +
+                               " FROM volumes INDEXED BY volumes_live_name WHERE state <> 'deleted'";
+  return q;
+}
+
 result<void> database::insert_volume(const volume_record& v) {
   auto st = prepare(std::string("INSERT INTO volumes (") + volume_columns +
                     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
@@ -136,6 +142,18 @@ result<std::vector<sandbox_volume>> database::list_sandbox_volumes(const std::st
     if (!*row) return out;
     out.push_back(sandbox_volume{st->column_text(0), st->column_text(1), st->column_text(2), st->column_text(3),
                                  st->column_text(4), st->column_int64(5) != 0});
+  }
+}
+
+result<std::vector<volume_record>> database::list_live_volumes_all_orgs() {
+  auto st = prepare(detail::live_volumes_all_orgs_sql());
+  if (!st) return std::move(st).err();
+  std::vector<volume_record> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return std::move(row).err();
+    if (!*row) return out;
+    out.push_back(read_volume(*st));
   }
 }
 

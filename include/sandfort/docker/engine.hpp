@@ -130,10 +130,26 @@ struct volume_info {
   std::string driver;
   std::string mountpoint;  // where the engine keeps its data on the host
   std::map<std::string, std::string> labels;
+  std::int64_t created_unix = 0;  // CreatedAt as unix seconds; 0 when the engine did not say
 };
 
-// Reads a volume as POST /volumes/create and GET /volumes/{name} answer it; pure, so it is unit-tested.
+// Reads a volume as POST /volumes/create, GET /volumes/{name} and each entry of GET /volumes
+// answer it; pure, so it is unit-tested.
 volume_info parse_volume(const nlohmann::json& body);
+// Reads GET /volumes ({"Volumes": [...] or null, "Warnings": ...}); an answer that is not an
+// object is an internal error.
+result<std::vector<volume_info>> parse_volume_list(const nlohmann::json& body);
+
+// An image as GET /images/json lists it.
+struct image_info {
+  std::string id;                      // "sha256:…"
+  std::vector<std::string> repo_tags;  // without Docker's "<none>:<none>"
+  std::map<std::string, std::string> labels;
+  std::int64_t created_unix = 0;  // Created; 0 when the engine did not say
+};
+
+// Reads GET /images/json (a JSON array); anything else is an internal error. Pure, so it is unit-tested.
+result<std::vector<image_info>> parse_image_list(const nlohmann::json& body);
 
 // One sample of a running container's resource use, as `docker stats` computes it.
 struct container_stats {
@@ -261,6 +277,8 @@ class engine {
   virtual task<volume_info> create_volume(const volume_spec& spec) = 0;
   // Absent is `not_found`; in use by a container (even a stopped one) is `conflict`.
   virtual task<void> remove_volume(const std::string& name) = 0;
+  // Every volume carrying all of the given labels ("k" or "k=v").
+  virtual task<std::vector<volume_info>> list_volumes(const std::vector<std::string>& label_filters) = 0;
   // Snapshots: commits the container's filesystem as repo:tag with labels and returns the image's
   // id. Docker pauses a running container for the commit itself, so it goes on running after.
   // `env` goes over the container's environment in the image ("NAME=" keeps a name, drops its value).
@@ -269,8 +287,13 @@ class engine {
                                              const std::vector<std::string>& env) = 0;
   // The image's size in bytes; absent is `not_found`.
   virtual task<std::int64_t> image_size(const std::string& ref) = 0;
-  // Absent is `not_found`; used by a container is `conflict`.
+  // Absent is `not_found`; used by a container is `conflict`. ref may be an image id
+  // ("sha256:…"): never forced, so an image that a container uses, or that has tags in several
+  // repositories, is `conflict` and stays.
   virtual task<void> remove_image(const std::string& ref) = 0;
+  // Every top-level image (tagged or not; not intermediate layers) carrying all of the given
+  // labels ("k" or "k=v").
+  virtual task<std::vector<image_info>> list_images(const std::vector<std::string>& label_filters) = 0;
 
   // Event stream: follows GET /events for sub, awaiting on_event for each matching event, and
   // on_open once the engine has accepted the request (events after this point are not missed).
@@ -307,11 +330,13 @@ class unix_engine final : public engine {
   task<network_info> create_network(const network_spec& spec) override;
   task<volume_info> create_volume(const volume_spec& spec) override;
   task<void> remove_volume(const std::string& name) override;
+  task<std::vector<volume_info>> list_volumes(const std::vector<std::string>& label_filters) override;
   task<std::string> commit_container(const std::string& id, const std::string& repo, const std::string& tag,
                                      const std::map<std::string, std::string>& labels,
                                      const std::vector<std::string>& env) override;
   task<std::int64_t> image_size(const std::string& ref) override;
   task<void> remove_image(const std::string& ref) override;
+  task<std::vector<image_info>> list_images(const std::vector<std::string>& label_filters) override;
   // Event stream (src/docker/events.cpp).
   task<void> follow_events(event_subscription sub, event_handler on_event, std::function<void()> on_open) override;
 

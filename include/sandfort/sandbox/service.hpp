@@ -22,14 +22,13 @@
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/activity.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
+#include "sandfort/sandbox/snapshots.hpp"
 #include "sandfort/sandbox/types.hpp"
+#include "sandfort/sandbox/volumes.hpp"
 #include "sandfort/sandbox/warm_pool.hpp"
 #include "sandfort/store/database.hpp"
 
 namespace sandfort::sandbox {
-
-template <typename T>
-using task = boost::asio::awaitable<result<T>>;
 
 // A connection to a sandbox's agent, which keeps the sandbox busy (the idle timeout) while it lives.
 struct agent_session {
@@ -41,6 +40,12 @@ struct reconcile_report {
   int containers_removed = 0;   // labelled as ours but without a live row
   int rows_marked_error = 0;    // container vanished, or the daemon died mid-create
   int rows_marked_stopped = 0;  // container exists but is not running
+  // Volumes and snapshot images (src/sandbox/reconcile.cpp): Docker's side of them.
+  int volumes_removed = 0;          // labelled as ours but without a live volume row
+  int images_removed = 0;           // labelled as ours but without a live snapshot row
+  int orphans_kept = 0;             // without a row, but still used (or not removable): left, logged
+  int volume_rows_missing = 0;      // live volume rows whose Docker volume is gone (logged only)
+  int snapshot_rows_missing = 0;    // live snapshot rows whose image is gone (logged only)
 };
 
 class service {
@@ -127,24 +132,9 @@ class service {
   boost::asio::awaitable<void> drain_pool() { return pool_.drain(); }
   std::vector<pool_status> pools() const { return pool_.status(); }
 
-  // --- Volumes (src/sandbox/volumes.cpp) -------------------------------------------------------
-  // An organization's named volumes: a Docker volume with a random name each, mounted by name at
-  // create (create_request::volumes). Each change is in the audit chain with its row.
-  task<volume_view> create_volume(const std::string& org_id, const volume_create_request& req, const audit::actor& who);
-  result<volume_page> list_volumes(const std::string& org_id, const volume_list_request& req);
-  result<volume_view> get_volume(const std::string& org_id, const std::string& id_or_name);
-  // conflict while a sandbox that is not deleted mounts it.
-  task<void> delete_volume(const std::string& org_id, const std::string& id_or_name, const audit::actor& who);
-
-  // --- Snapshots (src/sandbox/snapshots.cpp) -----------------------------------------------------
-  // A started, paused or stopped sandbox's filesystem committed as an image with a random name
-  // (a running one keeps running). Memory and processes are not part of it.
-  task<snapshot_view> create_snapshot(const std::string& org_id, const snapshot_create_request& req,
-                                      const audit::actor& who);
-  result<snapshot_page> list_snapshots(const std::string& org_id, const snapshot_list_request& req);
-  result<snapshot_view> get_snapshot(const std::string& org_id, const std::string& id_or_name);
-  // conflict while a sandbox that is not deleted was created from it.
-  task<void> delete_snapshot(const std::string& org_id, const std::string& id_or_name, const audit::actor& who);
+  // --- Volumes and snapshots: parts of their own (volumes.hpp, snapshots.hpp) -----------------
+  volume_service& volumes() { return volumes_; }
+  snapshot_service& snapshots() { return snapshots_; }
 
   // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
   // Follows the engine's events about our containers (die, oom, destroy, stop, start, pause,
@@ -208,13 +198,6 @@ class service {
   docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
                                        const std::string& proxy_secret) const;
   result<sandbox_spec> validate(const create_request& req) const;
-  // create's `snapshot`: the organization's ready snapshot of that name or id, nullopt when it is
-  // none (then it is an image reference); an image reference naming a snapshot image is not_found.
-  result<std::optional<store::snapshot_record>> resolve_snapshot(const std::string& org_id, const std::string& value);
-  // The organization's ready volumes that spec mounts, in its order: not_found naming an unknown one.
-  result<std::vector<store::volume_record>> resolve_volumes(const std::string& org_id, const sandbox_spec& spec);
-  // The Docker mounts of the sandbox's volumes (src/sandbox/volumes.cpp).
-  result<std::vector<docker::volume_mount>> volume_mounts_of(const std::string& sandbox_id);
   sandbox_view view_of(const store::sandbox_record& rec) const;
   task<void> refresh_address(store::sandbox_record& rec);
   void disconnect(const std::string& sandbox_id);
@@ -242,6 +225,8 @@ class service {
   // Shared with the start in flight, which may outlive the service at shutdown.
   std::shared_ptr<std::set<std::string>> starting_ = std::make_shared<std::set<std::string>>();
   warm_pool pool_;
+  volume_service volumes_;
+  snapshot_service snapshots_;
 
   // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
   // While stop() or remove() works on a sandbox's container, the events it causes (die, destroy)

@@ -2,13 +2,20 @@
 // The sandbox service's own vocabulary: what a caller asks for and what it gets back.
 // No HTTP, no JSON: the api module maps these to and from the wire.
 
+#include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "sandfort/core/error.hpp"
+
 namespace sandfort::sandbox {
+
+// What the sandbox module's asynchronous calls return.
+template <typename T>
+using task = boost::asio::awaitable<result<T>>;
 
 struct resources {
   double cpus = 0;

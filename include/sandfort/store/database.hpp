@@ -349,6 +349,9 @@ class database {
                                      const std::string& mount_path, bool read_only);
   // The volumes a sandbox mounts, by mount path.
   result<std::vector<sandbox_volume>> list_sandbox_volumes(const std::string& sandbox_id);
+  // Daemon-wide, for start-up reconciliation: every volume not deleted, of every organization.
+  // Reads the live-only index volumes_live_name, never deleted rows.
+  result<std::vector<volume_record>> list_live_volumes_all_orgs();
 
   // --- Snapshots (src/store/snapshots.cpp) -------------------------------------------------------
   // conflict when the organization has a live snapshot of that name.
@@ -363,6 +366,9 @@ class database {
                                   const std::vector<std::string>& from, const std::string& at);
   // A sandbox not deleted whose image is `image_ref`, or nullopt: one index lookup.
   result<std::optional<std::string>> snapshot_used_by(const std::string& image_ref);
+  // Daemon-wide, for start-up reconciliation: every snapshot not deleted, of every organization.
+  // Reads the live-only index snapshots_live_name, never deleted rows.
+  result<std::vector<snapshot_record>> list_live_snapshots_all_orgs();
 
   // Takes the write lock now (unavailable when another connection holds it longer than the busy
   // timeout), so nothing between here and commit() can fail for lack of it. A second begin()

@@ -169,3 +169,40 @@ TEST_CASE("a volume as the engine describes it") {
   CHECK(v.labels == std::map<std::string, std::string>{{"io.sandfort.volume", "vol-1"}});
   CHECK(parse_volume(json::parse(R"({"Name":"x","Labels":null})")).labels.empty());
 }
+
+TEST_CASE("a volume's CreatedAt is read as RFC 3339 in any offset; anything else is unknown (0)") {
+  auto created = [](const char* text) {
+    return parse_volume(json{{"Name", "x"}, {"CreatedAt", text}}).created_unix;
+  };
+  CHECK(created("1970-01-01T00:00:00Z") == 0);
+  CHECK(created("2026-01-02T03:00:00Z") == 1'767'322'800);
+  CHECK(created("2026-01-02T03:00:00.123456789Z") == 1'767'322'800);
+  CHECK(created("2026-01-02T05:00:00+02:00") == 1'767'322'800);
+  CHECK(created("2026-01-01T22:30:00-04:30") == 1'767'322'800);
+  CHECK(created("2024-02-29T00:00:00Z") == 1'709'164'800);  // a leap day
+  CHECK(created("") == 0);
+  CHECK(created("2026-01-02") == 0);
+  CHECK(created("2026-02-30T00:00:00Z") == 0);
+  CHECK(created("2026-01-02T03:00:00") == 0);  // no offset: ambiguous
+  CHECK(created("2026-01-02T03:00:00Zjunk") == 0);
+  CHECK(parse_volume(json{{"Name", "x"}, {"CreatedAt", 12}}).created_unix == 0);
+}
+
+TEST_CASE("volume and image lists as the engine answers them") {
+  auto volumes = parse_volume_list(json::parse(R"({"Volumes":[{"Name":"a"},{"Name":"b","Labels":{"k":"v"}}]})"));
+  REQUIRE(volumes);
+  REQUIRE(volumes->size() == 2);
+  CHECK((*volumes)[1].labels.at("k") == "v");
+  CHECK(parse_volume_list(json::parse(R"({"Volumes":null})"))->empty());
+  CHECK_FALSE(parse_volume_list(json::parse("[]")));
+
+  auto images = parse_image_list(json::parse(
+      R"([{"Id":"sha256:1","RepoTags":["r:1","<none>:<none>","r:2"],"Created":5,"Labels":{"k":"v","n":1}}])"));
+  REQUIRE(images);
+  REQUIRE(images->size() == 1);
+  CHECK((*images)[0].repo_tags == std::vector<std::string>{"r:1", "r:2"});
+  CHECK((*images)[0].labels == std::map<std::string, std::string>{{"k", "v"}});  // not text: left out
+  CHECK((*images)[0].created_unix == 5);
+  CHECK(parse_image_list(json::array())->empty());
+  CHECK_FALSE(parse_image_list(json::object()));
+}

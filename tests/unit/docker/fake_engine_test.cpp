@@ -319,3 +319,80 @@ TEST_CASE("volumes: create posts the name and labels; remove maps in-use to conf
   CHECK(in_use.err().code == errc::conflict);
   CHECK(fake.run(engine.remove_volume("nosuch")).err().code == errc::not_found);
 }
+
+TEST_CASE("volumes: list sends the label filter and reads names, labels and when they were made") {
+  fake_engine fake(debian_version, [](const http::request& req) {
+    if (req.target().starts_with("/v1.41/volumes?"))
+      return raw_response(200, R"({"Volumes":[
+        {"Name":"sandfort-vol-1","Driver":"local","Mountpoint":"/v/1/_data","CreatedAt":"2026-01-02T03:00:00Z",
+         "Labels":{"io.sandfort.instance":"i1","io.sandfort.volume":"vol-1"},"Scope":"local"},
+        {"Name":"sandfort-vol-2","Driver":"local","CreatedAt":"2026-01-02T04:30:00+01:00","Labels":null}],
+        "Warnings":null})");
+    return raw_response(200, R"({"Volumes":null,"Warnings":null})");
+  });
+  auto engine = fake.make_engine();
+  auto found = fake.run(engine.list_volumes({"io.sandfort.instance=i1", "io.sandfort.volume"}));
+  REQUIRE(found.ok());
+  CHECK(fake.requests().back() ==
+        "GET /v1.41/volumes?filters="
+        "%7B%22label%22%3A%5B%22io.sandfort.instance%3Di1%22%2C%22io.sandfort.volume%22%5D%7D");
+  REQUIRE(found->size() == 2);
+  CHECK((*found)[0].name == "sandfort-vol-1");
+  CHECK((*found)[0].mountpoint == "/v/1/_data");
+  CHECK((*found)[0].labels.at("io.sandfort.volume") == "vol-1");
+  CHECK((*found)[0].created_unix == 1'767'322'800);
+  CHECK((*found)[1].created_unix == 1'767'322'800 + 1800);  // 04:30 at +01:00 is 03:30Z
+  CHECK((*found)[1].labels.empty());
+
+  auto none = fake.run(engine.list_volumes({}));
+  REQUIRE(none.ok());
+  CHECK(none->empty());  // "Volumes": null
+  CHECK(fake.requests().back() == "GET /v1.41/volumes");
+}
+
+TEST_CASE("images: list sends the label filter and reads ids, tags, labels and Created") {
+  fake_engine fake(debian_version, [](const http::request& req) {
+    if (req.target().starts_with("/v1.41/images/json"))
+      return raw_response(200, R"([
+        {"Id":"sha256:aaa","ParentId":"","RepoTags":["sandfort-snap/0011:latest"],"RepoDigests":[],
+         "Created":1767322800,"Size":1024,"Labels":{"io.sandfort.instance":"i1","io.sandfort.snapshot":"snap-1"}},
+        {"Id":"sha256:bbb","RepoTags":["<none>:<none>"],"Created":1767322801,"Labels":null},
+        {"Id":"sha256:ccc","RepoTags":null}])");
+    if (req.method() == http::verb::delete_ && req.target() == "/v1.41/images/sha256:bbb")
+      return raw_response(409, R"({"message":"conflict: unable to delete bbb (must be forced) - image is being used by stopped container 123"})");
+    return raw_response(200, R"([{"Deleted":"sha256:aaa"}])");
+  });
+  auto engine = fake.make_engine();
+  auto found = fake.run(engine.list_images({"io.sandfort.instance=i1", "io.sandfort.snapshot"}));
+  REQUIRE(found.ok());
+  CHECK(fake.requests().back() ==
+        "GET /v1.41/images/json?filters="
+        "%7B%22label%22%3A%5B%22io.sandfort.instance%3Di1%22%2C%22io.sandfort.snapshot%22%5D%7D");
+  REQUIRE(found->size() == 3);
+  CHECK((*found)[0].id == "sha256:aaa");
+  CHECK((*found)[0].repo_tags == std::vector<std::string>{"sandfort-snap/0011:latest"});
+  CHECK((*found)[0].labels.at("io.sandfort.snapshot") == "snap-1");
+  CHECK((*found)[0].created_unix == 1'767'322'800);
+  CHECK((*found)[1].repo_tags.empty());  // untagged
+  CHECK((*found)[1].labels.empty());
+  CHECK((*found)[2].repo_tags.empty());
+  CHECK((*found)[2].created_unix == 0);
+
+  // Removed by id, never forced: an image a container uses is a conflict.
+  REQUIRE(fake.run(engine.remove_image("sha256:aaa")).ok());
+  CHECK(fake.requests().back() == "DELETE /v1.41/images/sha256:aaa");
+  auto used = fake.run(engine.remove_image("sha256:bbb"));
+  REQUIRE_FALSE(used.ok());
+  CHECK(used.err().code == errc::conflict);
+}
+
+TEST_CASE("volume and image lists that are not what Docker answers are errors") {
+  fake_engine fake(debian_version, [](const http::request&) { return raw_response(200, R"("nonsense")"); });
+  auto engine = fake.make_engine();
+  auto volumes = fake.run(engine.list_volumes({"a"}));
+  REQUIRE_FALSE(volumes.ok());
+  CHECK(volumes.err().code == errc::internal);
+  auto images = fake.run(engine.list_images({"a"}));
+  REQUIRE_FALSE(images.ok());
+  CHECK(images.err().code == errc::internal);
+}

@@ -217,8 +217,24 @@ class fake_engine final : public docker::engine {
   docker::task<docker::volume_info> create_volume(const docker::volume_spec& spec) override {
     if (volume_create_error) co_return *volume_create_error;
     // No mountpoint: the fake has no directory whose mode the service could set.
-    docker::volume_info info{spec.name, "local", "", spec.labels};
+    docker::volume_info info{spec.name, "local", "", spec.labels, now_unix};
     co_return volumes.emplace(spec.name, info).first->second;
+  }
+  // What Docker says of when volumes and images were made (fixed_clock's time: made "now").
+  std::int64_t now_unix = 1'767'322'800;
+  // A volume made behind the service's back (or by a daemon that died before its row).
+  docker::volume_info& add_volume(const std::string& name, std::map<std::string, std::string> labels,
+                                  std::int64_t created_unix) {
+    return volumes[name] = docker::volume_info{name, "local", "", std::move(labels), created_unix};
+  }
+  std::vector<std::vector<std::string>> volume_lists;  // the label filters of each list_volumes
+  docker::task<std::vector<docker::volume_info>> list_volumes(const std::vector<std::string>& label_filters) override {
+    volume_lists.push_back(label_filters);
+    if (list_error) co_return *list_error;
+    std::vector<docker::volume_info> out;
+    for (const auto& [name, v] : volumes)
+      if (has_labels(v.labels, label_filters)) out.push_back(v);
+    co_return out;
   }
   docker::task<void> remove_volume(const std::string& name) override {
     if (volume_remove_error) co_return *volume_remove_error;
@@ -231,38 +247,80 @@ class fake_engine final : public docker::engine {
     co_return ok_t{};
   }
 
-  // Snapshots: a commit adds repo:tag to `images`.
+  // Snapshots: a commit adds repo:tag to `images`, and the image (id, tag, labels) to
+  // `image_details`, which list_images reads.
   std::vector<std::string> commits;
+  std::map<std::string, docker::image_info> image_details;  // by id
+  std::vector<std::string> images_removed;                  // as remove_image was asked
   docker::task<std::string> commit_container(const std::string& id, const std::string& repo, const std::string& tag,
-                                             const std::map<std::string, std::string>&,
+                                             const std::map<std::string, std::string>& labels,
                                              const std::vector<std::string>&) override {
     if (!find(id)) co_return make_error(errc::not_found, "no such container " + id);
     images.insert(repo + ":" + tag);
     commits.push_back(repo + ":" + tag);
-    co_return "sha256:" + random_hex(32);
+    co_return add_image(repo + ":" + tag, labels, now_unix).id;
+  }
+  // An image with one tag, as a commit makes it (or behind the service's back).
+  docker::image_info& add_image(const std::string& ref, std::map<std::string, std::string> labels,
+                                std::int64_t created_unix) {
+    images.insert(ref);
+    docker::image_info info{"sha256:" + random_hex(32), {ref}, std::move(labels), created_unix};
+    return image_details[info.id] = info;
   }
   docker::task<std::int64_t> image_size(const std::string& ref) override {
     if (!images.count(ref)) co_return make_error(errc::not_found, "no such image " + ref);
     co_return std::int64_t{1024};
   }
+  // By reference or by id; like Docker without force, an image a container was made from and
+  // still exists is a conflict.
   docker::task<void> remove_image(const std::string& ref) override {
-    if (!images.erase(ref)) co_return make_error(errc::not_found, "no such image " + ref);
+    std::vector<std::string> refs = {ref};
+    auto by_id = image_details.find(ref);
+    if (by_id != image_details.end()) refs = by_id->second.repo_tags;
+    for (const auto& spec : created)
+      for (const auto& r : refs)
+        if (spec.image == r && find(spec.name)) co_return make_error(errc::conflict, "image " + ref + " is in use");
+    bool erased = false;
+    for (const auto& r : refs) erased = images.erase(r) > 0 || erased;
+    if (by_id != image_details.end()) {
+      image_details.erase(by_id);
+      erased = true;
+    } else {
+      for (auto it = image_details.begin(); it != image_details.end(); ++it)
+        if (it->second.repo_tags == std::vector<std::string>{ref}) {
+          image_details.erase(it);
+          break;
+        }
+    }
+    if (!erased) co_return make_error(errc::not_found, "no such image " + ref);
+    images_removed.push_back(ref);
     co_return ok_t{};
+  }
+  std::vector<std::vector<std::string>> image_lists;  // the label filters of each list_images
+  docker::task<std::vector<docker::image_info>> list_images(const std::vector<std::string>& label_filters) override {
+    image_lists.push_back(label_filters);
+    if (list_error) co_return *list_error;
+    std::vector<docker::image_info> out;
+    for (const auto& [id, img] : image_details)
+      if (has_labels(img.labels, label_filters)) out.push_back(img);
+    co_return out;
+  }
+  // Whether labels carry every filter ("k" or "k=v"), as Docker's label filter matches.
+  static bool has_labels(const std::map<std::string, std::string>& labels, const std::vector<std::string>& filters) {
+    for (const auto& f : filters) {
+      auto eq = f.find('=');
+      auto it = labels.find(f.substr(0, eq));
+      if (it == labels.end() || (eq != std::string::npos && it->second != f.substr(eq + 1))) return false;
+    }
+    return true;
   }
 
   docker::task<std::vector<docker::container_info>> list_containers(
       const std::vector<std::string>& label_filters) override {
     if (list_error) co_return *list_error;
     std::vector<docker::container_info> out;
-    for (const auto& [id, c] : containers) {
-      bool all = true;
-      for (const auto& f : label_filters) {
-        auto eq = f.find('=');
-        auto it = c.labels.find(f.substr(0, eq));
-        if (it == c.labels.end() || (eq != std::string::npos && it->second != f.substr(eq + 1))) all = false;
-      }
-      if (all) out.push_back(c);
-    }
+    for (const auto& [id, c] : containers)
+      if (has_labels(c.labels, label_filters)) out.push_back(c);
     co_return out;
   }
 

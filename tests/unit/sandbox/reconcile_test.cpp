@@ -176,3 +176,196 @@ TEST_CASE("sandbox: ready fails when Docker does not answer even after reconcili
   CHECK(r.err().code == errc::unavailable);
   CHECK(r.err().message.rfind("docker: ", 0) == 0);
 }
+
+namespace {
+
+// Before fixed_clock's time: what a daemon that died earlier left.
+constexpr std::int64_t an_hour_ago = 1'767'322'800 - 3600;
+
+store::volume_record insert_volume_row(fixture& f, const std::string& org_id, const std::string& name,
+                                       const std::string& docker_name) {
+  store::volume_record v;
+  v.id = new_id("vol-");
+  v.org_id = org_id;
+  v.name = name;
+  v.docker_name = docker_name;
+  v.state = "ready";
+  v.created_at = v.updated_at = format_time(f.clk.now());
+  REQUIRE(f.db->insert_volume(v));
+  return v;
+}
+
+store::snapshot_record insert_snapshot_row(fixture& f, const std::string& org_id, const std::string& name,
+                                           const std::string& image_ref) {
+  store::snapshot_record s;
+  s.id = new_id("snap-");
+  s.org_id = org_id;
+  s.name = name;
+  s.image_ref = image_ref;
+  s.source_sandbox_id = "sbx-0000000000000001";
+  s.state = "ready";
+  s.created_at = s.updated_at = format_time(f.clk.now());
+  REQUIRE(f.db->insert_snapshot(s));
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("sandbox: reconcile removes volumes and snapshot images that no row names", "[sandbox][reconcile]") {
+  fixture f(false);
+  const std::string ours = f.db->instance_id();
+  auto labels = [&](const char* key, const std::string& id, const std::string& instance) {
+    return std::map<std::string, std::string>{{label_instance, instance}, {key, id}};
+  };
+
+  // Rows of two organizations with their Docker objects: kept.
+  auto kept_a = insert_volume_row(f, f.org_a.id, "cache", "sandfort-vol-00000000000000a1");
+  f.engine.add_volume(kept_a.docker_name, labels("io.sandfort.volume", kept_a.id, ours), an_hour_ago);
+  auto kept_b = insert_volume_row(f, f.org_b.id, "cache", "sandfort-vol-00000000000000b1");
+  f.engine.add_volume(kept_b.docker_name, labels("io.sandfort.volume", kept_b.id, ours), an_hour_ago);
+  auto snap_a = insert_snapshot_row(f, f.org_a.id, "base", "sandfort-snap/00000000000000a1:latest");
+  std::string snap_a_image =
+      f.engine.add_image(snap_a.image_ref, labels("io.sandfort.snapshot", snap_a.id, ours), an_hour_ago).id;
+  auto snap_b = insert_snapshot_row(f, f.org_b.id, "base", "sandfort-snap/00000000000000b1:latest");
+  f.engine.add_image(snap_b.image_ref, labels("io.sandfort.snapshot", snap_b.id, ours), an_hour_ago);
+
+  // Ours without a row (a crash between Docker's create and the insert), or with a deleted one.
+  f.engine.add_volume("sandfort-vol-00000000000000f1", labels("io.sandfort.volume", "vol-00000000000000f1", ours),
+                      an_hour_ago);
+  auto deleted = insert_volume_row(f, f.org_a.id, "old", "sandfort-vol-00000000000000d1");
+  REQUIRE(f.db->set_volume_state(f.org_a.id, deleted.id, "deleting", {"ready"}, format_time(f.clk.now())));
+  REQUIRE(f.db->set_volume_state(f.org_a.id, deleted.id, "deleted", {"deleting"}, format_time(f.clk.now())));
+  f.engine.add_volume(deleted.docker_name, labels("io.sandfort.volume", deleted.id, ours), an_hour_ago);
+  std::string orphan_image = f.engine
+                                 .add_image("sandfort-snap/00000000000000f1:latest",
+                                            labels("io.sandfort.snapshot", "snap-00000000000000f1", ours), an_hour_ago)
+                                 .id;
+  // Ours without a row, but a container still uses the image: never forced, left.
+  std::string used_image = f.engine
+                               .add_image("sandfort-snap/00000000000000f2:latest",
+                                          labels("io.sandfort.snapshot", "snap-00000000000000f2", ours), an_hour_ago)
+                               .id;
+  docker::container_spec user;
+  user.name = "someone-elses";
+  user.image = "sandfort-snap/00000000000000f2:latest";
+  f.engine.created.push_back(user);
+  f.engine.add_container(user.name, {}, true);
+  // Ours without a row, but made while this pass runs: a create in flight, its row still to come.
+  f.engine.add_volume("sandfort-vol-00000000000000f3", labels("io.sandfort.volume", "vol-00000000000000f3", ours),
+                      f.engine.now_unix);
+  std::string fresh_image = f.engine
+                                .add_image("sandfort-snap/00000000000000f3:latest",
+                                           labels("io.sandfort.snapshot", "snap-00000000000000f3", ours),
+                                           f.engine.now_unix)
+                                .id;
+
+  // Another daemon's on the same engine, and ones without our labels: never touched.
+  f.engine.add_volume("sandfort-vol-00000000000000e1", labels("io.sandfort.volume", "vol-00000000000000e1", "other"),
+                      an_hour_ago);
+  f.engine.add_volume("postgres-data", {}, an_hour_ago);
+  std::string foreign_image = f.engine
+                                  .add_image("sandfort-snap/00000000000000e1:latest",
+                                             labels("io.sandfort.snapshot", "snap-00000000000000e1", "other"),
+                                             an_hour_ago)
+                                  .id;
+  std::string unrelated_image = f.engine.add_image("debian:bookworm", {}, an_hour_ago).id;
+  std::string instance_only = f.engine.add_image("sandfort/base:mine", {{label_instance, ours}}, an_hour_ago).id;
+
+  // Rows whose Docker object is gone: logged and counted, left as they are (no error state).
+  auto lost_volume = insert_volume_row(f, f.org_b.id, "lost", "sandfort-vol-00000000000000c1");
+  auto lost_snapshot = insert_snapshot_row(f, f.org_b.id, "lost", "sandfort-snap/00000000000000c1:latest");
+
+  auto report = f.run(f.svc->reconcile());
+  REQUIRE(report);
+  CHECK(report->volumes_removed == 2);
+  CHECK(report->images_removed == 1);
+  CHECK(report->orphans_kept == 1);
+  CHECK(report->volume_rows_missing == 1);
+  CHECK(report->snapshot_rows_missing == 1);
+
+  // Only this daemon's volumes and snapshot images were asked for.
+  REQUIRE_FALSE(f.engine.volume_lists.empty());
+  CHECK(f.engine.volume_lists.back() ==
+        std::vector<std::string>{std::string(label_instance) + "=" + ours, "io.sandfort.volume"});
+  REQUIRE_FALSE(f.engine.image_lists.empty());
+  CHECK(f.engine.image_lists.back() ==
+        std::vector<std::string>{std::string(label_instance) + "=" + ours, "io.sandfort.snapshot"});
+
+  CHECK(f.engine.volumes.count(kept_a.docker_name));
+  CHECK(f.engine.volumes.count(kept_b.docker_name));
+  CHECK_FALSE(f.engine.volumes.count("sandfort-vol-00000000000000f1"));
+  CHECK_FALSE(f.engine.volumes.count(deleted.docker_name));
+  CHECK(f.engine.volumes.count("sandfort-vol-00000000000000f3"));
+  CHECK(f.engine.volumes.count("sandfort-vol-00000000000000e1"));
+  CHECK(f.engine.volumes.count("postgres-data"));
+  CHECK(f.engine.volumes.size() == 5);
+
+  CHECK(f.engine.image_details.count(snap_a_image));
+  CHECK(f.engine.images.count(snap_a.image_ref));
+  CHECK(f.engine.images.count(snap_b.image_ref));
+  CHECK_FALSE(f.engine.image_details.count(orphan_image));
+  CHECK_FALSE(f.engine.images.count("sandfort-snap/00000000000000f1:latest"));
+  CHECK(f.engine.images_removed == std::vector<std::string>{orphan_image});  // by id
+  CHECK(f.engine.image_details.count(used_image));
+  CHECK(f.engine.image_details.count(fresh_image));
+  CHECK(f.engine.image_details.count(foreign_image));
+  CHECK(f.engine.image_details.count(unrelated_image));
+  CHECK(f.engine.image_details.count(instance_only));
+
+  // The rows stay as they were: the volume and snapshot rows whose objects are gone included.
+  CHECK(f.db->get_volume(f.org_a.id, kept_a.id));
+  CHECK(f.db->get_volume(f.org_b.id, lost_volume.id)->state == "ready");
+  CHECK(f.db->get_snapshot(f.org_b.id, lost_snapshot.id)->state == "ready");
+
+  // The next pass: what was left for a create in flight is now older than the pass; the used
+  // image is still used.
+  f.clk.t += std::chrono::hours(1);
+  auto second = f.run(f.svc->reconcile());
+  REQUIRE(second);
+  CHECK(second->volumes_removed == 1);
+  CHECK(second->images_removed == 1);
+  CHECK(second->orphans_kept == 1);
+  CHECK_FALSE(f.engine.volumes.count("sandfort-vol-00000000000000f3"));
+  CHECK_FALSE(f.engine.image_details.count(fresh_image));
+  CHECK(f.engine.image_details.count(used_image));
+}
+
+TEST_CASE("sandbox: volumes and snapshots made through the service survive reconciliation", "[sandbox][reconcile]") {
+  fixture f;
+  volume_create_request vreq;
+  vreq.name = "cache";
+  auto v = f.run(f.svc->volumes().create(f.org_a.id, vreq, audit::system_actor()));
+  REQUIRE(v);
+  auto box = f.create_started();
+  snapshot_create_request sreq;
+  sreq.name = "base";
+  sreq.sandbox_id = box.id;
+  auto s = f.run(f.svc->snapshots().create(f.org_a.id, sreq, audit::system_actor()));
+  REQUIRE(s);
+  f.clk.t += std::chrono::hours(1);  // a restart later: nothing is new any more
+
+  auto report = f.run(f.svc->reconcile());
+  REQUIRE(report);
+  CHECK(report->volumes_removed == 0);
+  CHECK(report->images_removed == 0);
+  CHECK(report->orphans_kept == 0);
+  CHECK(report->volume_rows_missing == 0);
+  CHECK(report->snapshot_rows_missing == 0);
+  CHECK(f.engine.volumes.size() == 1);
+  CHECK(f.engine.images.count(f.engine.commits.at(0)));
+}
+
+TEST_CASE("sandbox: a reconcile that failed while Docker was unreachable removes orphans on its retry", "[sandbox][reconcile]") {
+  fixture f(false);
+  f.engine.add_volume("sandfort-vol-00000000000000f1",
+                      {{label_instance, f.db->instance_id()}, {"io.sandfort.volume", "vol-00000000000000f1"}},
+                      an_hour_ago);
+  f.engine.list_error = make_error(errc::unavailable, "Docker is unreachable (fake)");
+  REQUIRE_FALSE(f.run(f.svc->reconcile()));
+  CHECK(f.engine.volumes.size() == 1);
+  f.engine.list_error.reset();
+  auto report = f.run(f.svc->reconcile());
+  REQUIRE(report);
+  CHECK(report->volumes_removed == 1);
+  CHECK(f.engine.volumes.empty());
+}

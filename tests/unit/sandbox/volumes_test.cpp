@@ -14,11 +14,11 @@ namespace {
 result<volume_view> make_volume(fixture& f, const std::string& org_id, const std::string& name) {
   volume_create_request req;
   req.name = name;
-  return f.run(f.svc->create_volume(org_id, req, audit::system_actor()));
+  return f.run(f.svc->volumes().create(org_id, req, audit::system_actor()));
 }
 
 result<void> delete_volume(fixture& f, const std::string& org_id, const std::string& name) {
-  return f.run(f.svc->delete_volume(org_id, name, audit::system_actor()));
+  return f.run(f.svc->volumes().remove(org_id, name, audit::system_actor()));
 }
 
 }  // namespace
@@ -37,8 +37,8 @@ TEST_CASE("volume: created on Docker with a random name and labels that do not n
   for (const auto& [k, val] : info.labels) CHECK(val.find(f.org_a.id) == std::string::npos);
 
   // Another organization: not found, and free to have its own "cache".
-  CHECK(f.svc->get_volume(f.org_b.id, "cache").err().code == errc::not_found);
-  CHECK(f.svc->get_volume(f.org_b.id, v->id).err().code == errc::not_found);
+  CHECK(f.svc->volumes().get(f.org_b.id, "cache").err().code == errc::not_found);
+  CHECK(f.svc->volumes().get(f.org_b.id, v->id).err().code == errc::not_found);
   CHECK(delete_volume(f, f.org_b.id, "cache").err().code == errc::not_found);
   REQUIRE(make_volume(f, f.org_b.id, "cache"));
   CHECK(make_volume(f, f.org_a.id, "cache").err().code == errc::conflict);
@@ -49,7 +49,7 @@ TEST_CASE("volume: size_mb and bad names are refused before Docker is asked", "[
   volume_create_request req;
   req.name = "sized";
   req.size_mb = 100;
-  auto r = f.run(f.svc->create_volume(f.org_a.id, req, audit::system_actor()));
+  auto r = f.run(f.svc->volumes().create(f.org_a.id, req, audit::system_actor()));
   REQUIRE_FALSE(r);
   CHECK(r.err().code == errc::invalid_argument);
   CHECK(r.err().message.find("not enforced") != std::string::npos);
@@ -61,7 +61,7 @@ TEST_CASE("volume: a failed Docker create leaves no row", "[sandbox][volumes]") 
   fixture f;
   f.engine.volume_create_error = make_error(errc::unavailable, "Docker is unreachable (fake)");
   CHECK(make_volume(f, f.org_a.id, "cache").err().code == errc::unavailable);
-  CHECK(f.svc->get_volume(f.org_a.id, "cache").err().code == errc::not_found);
+  CHECK(f.svc->volumes().get(f.org_a.id, "cache").err().code == errc::not_found);
 }
 
 TEST_CASE("volume: mounted at create, 409 while a sandbox holds it, gone from Docker after", "[sandbox][volumes]") {
@@ -85,12 +85,12 @@ TEST_CASE("volume: mounted at create, 409 while a sandbox holds it, gone from Do
   REQUIRE_FALSE(refused);
   CHECK(refused.err().code == errc::conflict);
   CHECK(f.engine.volumes.size() == 1);
-  CHECK(f.svc->get_volume(f.org_a.id, "cache")->state == "ready");
+  CHECK(f.svc->volumes().get(f.org_a.id, "cache")->state == "ready");
 
   REQUIRE(f.run(f.svc->remove(f.org_a.id, s.id)));
   REQUIRE(delete_volume(f, f.org_a.id, "cache"));
   CHECK(f.engine.volumes.empty());
-  CHECK(f.svc->get_volume(f.org_a.id, "cache").err().code == errc::not_found);
+  CHECK(f.svc->volumes().get(f.org_a.id, "cache").err().code == errc::not_found);
 }
 
 TEST_CASE("volume: another organization's volume cannot be mounted; bad mounts are refused", "[sandbox][volumes]") {
@@ -118,7 +118,7 @@ TEST_CASE("volume: Docker refusing the removal keeps the volume usable", "[sandb
   REQUIRE(make_volume(f, f.org_a.id, "cache"));
   f.engine.volume_remove_error = make_error(errc::unavailable, "Docker is unreachable (fake)");
   CHECK(delete_volume(f, f.org_a.id, "cache").err().code == errc::unavailable);
-  CHECK(f.svc->get_volume(f.org_a.id, "cache")->state == "ready");
+  CHECK(f.svc->volumes().get(f.org_a.id, "cache")->state == "ready");
   f.engine.volume_remove_error.reset();
   REQUIRE(delete_volume(f, f.org_a.id, "cache"));
 }

@@ -1,5 +1,6 @@
 // Volumes in the store: names per organization, mounts of live sandboxes only.
 #include <catch2/catch.hpp>
+#include <set>
 
 #include "sandfort/core/ids.hpp"
 #include "sandfort/store/database.hpp"
@@ -113,4 +114,60 @@ TEST_CASE("a volume is mounted while a sandbox that is not deleted links it") {
   CHECK(f.db->list_sandbox_volumes(s.id)->empty());
   // Pruning the deleted row is not held up by its mounts.
   CHECK(f.db->prune_deleted_sandboxes("9999-01-01T00:00:00.000Z", 10));
+}
+
+TEST_CASE("reconciliation reads the live volumes and snapshots of every organization, from live-only indexes") {
+  store_fixture f;
+  auto a = volume(f.org_a, "cache");
+  auto b = volume(f.org_b, "cache");
+  auto gone = volume(f.org_a, "old");
+  REQUIRE(f.db->insert_volume(a));
+  REQUIRE(f.db->insert_volume(b));
+  REQUIRE(f.db->insert_volume(gone));
+  REQUIRE(f.db->set_volume_state(f.org_a, gone.id, "deleting", {"ready"}, t0));
+  auto deleting = f.db->list_live_volumes_all_orgs();
+  REQUIRE(deleting);
+  CHECK(deleting->size() == 3);  // a deleting row is still live: its Docker volume may be there
+  REQUIRE(f.db->set_volume_state(f.org_a, gone.id, "deleted", {"deleting"}, t0));
+  auto live = f.db->list_live_volumes_all_orgs();
+  REQUIRE(live);
+  std::set<std::string> ids;
+  for (const auto& v : *live) ids.insert(v.id);
+  CHECK(ids == std::set<std::string>{a.id, b.id});
+
+  auto snap = [&](const std::string& org_id, const std::string& name) {
+    snapshot_record s;
+    s.id = new_id("snap-");
+    s.org_id = org_id;
+    s.name = name;
+    s.image_ref = "sandfort-snap/" + random_hex(8) + ":latest";
+    s.source_sandbox_id = "sbx-0000000000000001";
+    s.state = "ready";
+    s.created_at = s.updated_at = t0;
+    REQUIRE(f.db->insert_snapshot(s));
+    return s;
+  };
+  auto s1 = snap(f.org_a, "base");
+  auto s2 = snap(f.org_b, "base");
+  auto s3 = snap(f.org_b, "old");
+  REQUIRE(f.db->set_snapshot_state(f.org_b, s3.id, "deleting", {"ready"}, t0));
+  REQUIRE(f.db->set_snapshot_state(f.org_b, s3.id, "deleted", {"deleting"}, t0));
+  auto snaps = f.db->list_live_snapshots_all_orgs();
+  REQUIRE(snaps);
+  std::set<std::string> snap_ids;
+  for (const auto& s : *snaps) snap_ids.insert(s.id);
+  CHECK(snap_ids == std::set<std::string>{s1.id, s2.id});
+  CHECK((*snaps)[0].image_ref.rfind("sandfort-snap/", 0) == 0);
+
+  auto plans = f.db->explain_request_paths();
+  REQUIRE(plans);
+  int seen = 0;
+  for (const auto& p : *plans) {
+    if (p.name.find("(reconcile)") == std::string::npos) continue;
+    ++seen;
+    REQUIRE(p.steps.size() == 1);
+    CHECK(p.steps[0].find("USING INDEX") != std::string::npos);
+    CHECK(p.steps[0].find("_live_name") != std::string::npos);
+  }
+  CHECK(seen == 2);
 }

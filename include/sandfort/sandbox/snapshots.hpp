@@ -1,0 +1,50 @@
+#pragma once
+// Snapshots (docs/api.md, "Snapshots"): a started, paused or stopped sandbox's filesystem
+// committed as an image the organization can create sandboxes from (a running one keeps
+// running). The image's name is random and its labels carry only this daemon's instance and the
+// snapshot's id. Memory and processes are not part of a snapshot (a commit copies files only).
+// Deleting one that a sandbox not deleted was created from is a conflict.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "sandfort/audit/journal.hpp"
+#include "sandfort/core/clock.hpp"
+#include "sandfort/docker/engine.hpp"
+#include "sandfort/sandbox/types.hpp"
+#include "sandfort/store/database.hpp"
+
+namespace sandfort::sandbox {
+
+inline constexpr const char* label_snapshot = "io.sandfort.snapshot";
+inline constexpr const char* snapshot_repository = "sandfort-snap";
+
+class snapshot_service {
+ public:
+  // While a sandbox's container is committed, the events the commit causes (pause, unpause) are
+  // the daemon's own: `hold_events(sandbox_id)` says so until the returned handle is released.
+  using event_hold = std::function<std::shared_ptr<void>(const std::string& sandbox_id)>;
+
+  snapshot_service(store::database& db, docker::engine& engine, const clock& clk, event_hold hold_events);
+
+  task<snapshot_view> create(const std::string& org_id, const snapshot_create_request& req, const audit::actor& who);
+  result<snapshot_page> list(const std::string& org_id, const snapshot_list_request& req);
+  result<snapshot_view> get(const std::string& org_id, const std::string& id_or_name);
+  task<void> remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who);
+
+  // For a create's `snapshot`: the organization's ready snapshot of that name or id; nullopt when
+  // the value is an image reference instead; not_found for a snapshot image's own name (they
+  // are reached through their organization's names only), conflict while one is being deleted.
+  result<std::optional<store::snapshot_record>> resolve(const std::string& org_id, const std::string& value);
+
+ private:
+  store::database& db_;
+  docker::engine& engine_;
+  const clock& clock_;
+  audit::journal journal_;
+  event_hold hold_events_;
+};
+
+}  // namespace sandfort::sandbox
