@@ -316,7 +316,7 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.exec(p.org_id, id, std::move(*req), who);
+         auto r = co_await svc.commands().exec(p.org_id, id, std::move(*req), who);
          co_return exec_reply(r, ctx);
        }},
       {http::verb::post, "/v1/sandboxes/{id}/process/code-run", permission::use_sandboxes,
@@ -325,7 +325,7 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.code_run(p.org_id, id, *req, who);
+         auto r = co_await svc.commands().code_run(p.org_id, id, *req, who);
          co_return exec_reply(r, ctx);
        }},
   };

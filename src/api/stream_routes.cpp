@@ -167,13 +167,13 @@ asio::awaitable<void> produce(exec_call& call, tcp_exchange& ex, sse_sink& sink,
     if (!req)
       outcome = std::move(req).err();
     else
-      outcome = co_await call.deps.sandboxes.code_run_stream(call.who.org_id, call.sandbox_id, *req, sink, who);
+      outcome = co_await call.deps.sandboxes.commands().code_run_stream(call.who.org_id, call.sandbox_id, *req, sink, who);
   } else {
     auto req = parse_exec(call.body);
     if (!req)
       outcome = std::move(req).err();
     else
-      outcome = co_await call.deps.sandboxes.exec_stream(call.who.org_id, call.sandbox_id, std::move(*req), sink, who);
+      outcome = co_await call.deps.sandboxes.commands().exec_stream(call.who.org_id, call.sandbox_id, std::move(*req), sink, who);
   }
   finished = true;
   boost::beast::error_code ignored;
@@ -226,7 +226,7 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
                              {{"method", std::string(http::bhttp::to_string(method))},
                               {"path", agent_path.substr(0, 1024)}}};
     const auto who = actor_of(p, ex.request_id, remote_of(ex));
-    auto agent = co_await deps->sandboxes.connect_agent(p.org_id, id, who, acts ? &note : nullptr);
+    auto agent = co_await deps->sandboxes.commands().connect_agent(p.org_id, id, who, acts ? &note : nullptr);
     if (!agent) co_return co_await http::respond_error(ex, agent.err());
     http::forward_options target{agent_path, subprotocol};
     // The agent is untrusted: its answer must start within the longest command a caller may

@@ -89,6 +89,8 @@ json to_json_tree(const config& c) {
                 {"max_cpus", c.guardrails.max_cpus},
                 {"max_memory_mb", c.guardrails.max_memory_mb},
                 {"allowed_images", c.guardrails.allowed_images},
+                {"max_volumes", c.guardrails.max_volumes},
+                {"max_snapshots", c.guardrails.max_snapshots},
                 {"default_idle_timeout_s", c.guardrails.default_idle_timeout_s},
                 {"delete_grace_s", c.guardrails.delete_grace_s},
                 {"rate_limits", rate_limits_tree(c.guardrails.rate_limits)},
@@ -257,6 +259,8 @@ config from_json_tree(const json& j) {
   c.guardrails.max_cpus = g.at("max_cpus").get<double>();
   c.guardrails.max_memory_mb = g.at("max_memory_mb").get<std::int64_t>();
   c.guardrails.allowed_images = g.at("allowed_images").get<std::vector<std::string>>();
+  c.guardrails.max_volumes = g.at("max_volumes").get<int>();
+  c.guardrails.max_snapshots = g.at("max_snapshots").get<int>();
   c.guardrails.default_idle_timeout_s = g.at("default_idle_timeout_s").get<int>();
   c.guardrails.delete_grace_s = g.at("delete_grace_s").get<int>();
   c.guardrails.rate_limits = rate_limits_from(g.at("rate_limits"));
@@ -500,6 +504,7 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
     return make_error(errc::invalid_argument, "config: audit intervals must be positive");
   if (auto r = check_store(c.store); !r) return r;
   if (c.guardrails.max_sandboxes < 0 || !(c.guardrails.max_cpus >= 0) || c.guardrails.max_memory_mb < 0 ||
+      c.guardrails.max_volumes < 0 || c.guardrails.max_snapshots < 0 ||
       c.guardrails.default_idle_timeout_s < 0 || c.guardrails.delete_grace_s < 0)
     return make_error(errc::invalid_argument, "config: guardrails limits and times must not be negative");
   if (c.agent_path.empty()) {

@@ -1,5 +1,7 @@
-// Commands in a running sandbox, through its agent.
-#include "sandfort/sandbox/service.hpp"
+// Commands in a running sandbox, through its agent (commands.hpp).
+#include "sandfort/sandbox/commands.hpp"
+
+#include "sandfort/sandbox/service.hpp"  // agent_address_of
 
 #include <algorithm>
 #include <optional>
@@ -175,18 +177,23 @@ class capped_events final : public byte_sink {
 
 }  // namespace
 
-result<store::sandbox_record> service::require_started(const std::string& org_id, const std::string& id_or_name) {
-  auto rec = db_.get_sandbox(org_id, id_or_name);
+result<store::sandbox_record> find_started(store::database& db, activity_tracker& activity, const std::string& org_id,
+                                           const std::string& id_or_name) {
+  auto rec = db.get_sandbox(org_id, id_or_name);
   if (!rec) return rec;
   if (rec->state == "paused")
     return make_error(errc::conflict, "sandbox " + rec->id + " is paused; resume it first");
   if (rec->state != "started")
     return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + "; it must be started for this call");
-  activity_.touch(rec->id);  // every call that needs it started is use (the idle timeout)
+  activity.touch(rec->id);  // every call that needs it started is use (the idle timeout)
   return rec;
 }
 
-result<agent_exec> service::prepare_exec(exec_request req) const {
+command_service::command_service(const config& cfg, store::database& db, agent_connector& agent,
+                                 activity_tracker& activity, const clock& clk, unreachable_agent explain)
+    : cfg_(cfg), db_(db), agent_(agent), activity_(activity), journal_(db, clk), explain_(std::move(explain)) {}
+
+result<agent_exec> command_service::prepare_exec(exec_request req) const {
   if (req.argv.empty() == req.command.empty())
     return make_error(errc::invalid_argument, "give exactly one of command (a shell command line) or argv");
   std::int64_t timeout_s = req.timeout_s.value_or(cfg_.exec_default_timeout_s);
@@ -198,25 +205,14 @@ result<agent_exec> service::prepare_exec(exec_request req) const {
   return agent_exec{std::move(req), std::chrono::seconds(timeout_s), cfg_.output_cap_bytes};
 }
 
-task<exec_result> service::explain_unreachable_agent(store::sandbox_record& rec, error e) {
-  // The agent is gone: tell a stopped container (exit, OOM) from a transient failure.
-  auto info = co_await engine_.inspect_container(rec.container_id);
-  if (info && !info->running) {
-    std::string why = container_exit_reason(info->exit_code, info->oom_killed);
-    (void)set_state(rec, "stopped", why);
-    co_return make_error(errc::conflict, "sandbox " + rec.id + " is stopped: " + why);
-  }
-  co_return e;
-}
-
-result<void> service::note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note) {
+result<void> command_service::note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note) {
   note.target = rec.id;
   auto e = journal_.record_event(rec.org_id, who, note);
   if (!e) return std::move(e).err();
   return {};
 }
 
-task<exec_result> service::exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
+task<exec_result> command_service::exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                       const audit::actor& who, audit::record note) {
   if (auto over = above_max_timeout(req, cfg_.exec_max_timeout_s)) {
     auto rec = db_.get_sandbox(org_id, id_or_name);
@@ -226,7 +222,7 @@ task<exec_result> service::exec_noted(const std::string& org_id, const std::stri
   }
   auto call = prepare_exec(std::move(req));
   if (!call) co_return std::move(call).err();
-  auto rec = require_started(org_id, id_or_name);
+  auto rec = find_started(db_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   note.details["timeout_s"] = std::chrono::duration_cast<std::chrono::seconds>(call->timeout).count();
   if (auto noted = note_action(*rec, who, std::move(note)); !noted) co_return std::move(noted).err();
@@ -234,10 +230,10 @@ task<exec_result> service::exec_noted(const std::string& org_id, const std::stri
   auto r = co_await agent_.exec(agent_address_of(*rec), *call);
   if (r) hold_to_cap(*r, call->max_output_bytes);
   if (r || r.err().code != errc::unavailable) co_return r;
-  co_return co_await explain_unreachable_agent(*rec, std::move(r).err());
+  co_return co_await explain_(*rec, std::move(r).err());
 }
 
-task<void> service::exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
+task<void> command_service::exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                       byte_sink& sink, const audit::actor& who, audit::record note) {
   if (auto over = above_max_timeout(req, cfg_.exec_max_timeout_s)) {
     auto rec = db_.get_sandbox(org_id, id_or_name);
@@ -247,7 +243,7 @@ task<void> service::exec_stream_noted(const std::string& org_id, const std::stri
   }
   auto call = prepare_exec(std::move(req));
   if (!call) co_return std::move(call).err();
-  auto rec = require_started(org_id, id_or_name);
+  auto rec = find_started(db_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   note.details["timeout_s"] = std::chrono::duration_cast<std::chrono::seconds>(call->timeout).count();
   if (auto noted = note_action(*rec, who, std::move(note)); !noted) co_return std::move(noted).err();
@@ -263,25 +259,24 @@ task<void> service::exec_stream_noted(const std::string& org_id, const std::stri
   } on_exit{sink};
   auto r = co_await agent_.exec_stream(agent_address_of(*rec), *call, capped);
   if (r || r.err().code != errc::unavailable) co_return r;
-  auto explained = co_await explain_unreachable_agent(*rec, std::move(r).err());
-  co_return std::move(explained).err();
+  co_return co_await explain_(*rec, std::move(r).err());
 }
 
-task<exec_result> service::exec(const std::string& org_id, const std::string& id_or_name, exec_request req,
+task<exec_result> command_service::exec(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                 const audit::actor& who) {
   auto note = exec_note(req);
   co_return co_await exec_noted(org_id, id_or_name, std::move(req), who, std::move(note));
 }
 
-task<void> service::exec_stream(const std::string& org_id, const std::string& id_or_name, exec_request req,
+task<void> command_service::exec_stream(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                 byte_sink& sink, const audit::actor& who) {
   auto note = exec_note(req);
   co_return co_await exec_stream_noted(org_id, id_or_name, std::move(req), sink, who, std::move(note));
 }
 
-task<agent_session> service::connect_agent(const std::string& org_id, const std::string& id_or_name,
+task<agent_session> command_service::connect_agent(const std::string& org_id, const std::string& id_or_name,
                                            const audit::actor& who, const audit::record* note) {
-  auto rec = require_started(org_id, id_or_name);
+  auto rec = find_started(db_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (note)
     if (auto noted = note_action(*rec, who, *note); !noted) co_return std::move(noted).err();
@@ -310,14 +305,14 @@ result<exec_request> code_to_exec(const code_run_request& req) {
 
 }  // namespace
 
-task<exec_result> service::code_run(const std::string& org_id, const std::string& id_or_name,
+task<exec_result> command_service::code_run(const std::string& org_id, const std::string& id_or_name,
                                     const code_run_request& req, const audit::actor& who) {
   auto run = code_to_exec(req);
   if (!run) co_return std::move(run).err();
   co_return co_await exec_noted(org_id, id_or_name, std::move(*run), who, code_run_note(req));
 }
 
-task<void> service::code_run_stream(const std::string& org_id, const std::string& id_or_name,
+task<void> command_service::code_run_stream(const std::string& org_id, const std::string& id_or_name,
                                     const code_run_request& req, byte_sink& sink, const audit::actor& who) {
   auto run = code_to_exec(req);
   if (!run) co_return std::move(run).err();

@@ -8,6 +8,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include <tuple>
+
 #include "sandfort/sandbox/service.hpp"
 
 namespace sandfort::sandbox {
@@ -71,15 +73,42 @@ std::string when(time_point t) { return format_time(t); }
 
 }  // namespace
 
-org_limits service::limits_of(const store::org_guardrails& own) const {
-  const auto& d = cfg_.guardrails;
-  org_limits l{d.max_sandboxes, d.max_cpus, d.max_memory_mb, d.allowed_images};
+org_limits limits_in_force(const guardrails_config& d, const store::org_guardrails& own) {
+  org_limits l{d.max_sandboxes, d.max_cpus, d.max_memory_mb, d.allowed_images, d.max_volumes, d.max_snapshots};
   if (own.max_sandboxes) l.max_sandboxes = *own.max_sandboxes;
   if (own.max_millicpus) l.max_cpus = static_cast<double>(*own.max_millicpus) / 1000.0;
   if (own.max_memory_mb) l.max_memory_mb = *own.max_memory_mb;
   if (own.allowed_images_json)
     if (auto p = patterns_from_json(*own.allowed_images_json)) l.allowed_images = std::move(*p);
+  if (own.max_volumes) l.max_volumes = *own.max_volumes;
+  if (own.max_snapshots) l.max_snapshots = *own.max_snapshots;
   return l;
+}
+
+result<void> admit_count(audit::journal& journal, const std::string& org_id, const audit::actor& who,
+                         const count_quota& q) {
+  if (q.in_use + 1 <= q.limit) return {};
+  json details{{"quota", q.quota}, {"limit", q.limit}, {"in_use", q.in_use}};
+  for (const auto& [k, v] : q.details) details[k] = v;
+  // The refusal is recorded; if even that fails, the call is still refused.
+  (void)journal.record_event(org_id, who, {"guardrail.quota_exceeded", "", "denied", std::move(details)});
+  return make_error(errc::quota_exceeded, "quota exceeded: " + q.quota + " — " + std::to_string(q.in_use) + " of " +
+                                              std::to_string(q.limit) + " in use (" + q.remedy + ")");
+}
+
+result<std::shared_ptr<void>> admit_create(audit::journal& journal, const std::string& org_id, const audit::actor& who,
+                                           count_quota q, const std::shared_ptr<creates_in_flight>& creating) {
+  if (auto it = creating->find(org_id); it != creating->end()) q.in_use += it->second;
+  if (auto r = admit_count(journal, org_id, who, q); !r) return std::move(r).err();
+  ++(*creating)[org_id];
+  // Holds the map, not the service: a create suspended at shutdown may be destroyed after it.
+  return std::shared_ptr<void>(nullptr, [creating, org_id](void*) {
+    if (auto it = creating->find(org_id); it != creating->end() && --it->second <= 0) creating->erase(it);
+  });
+}
+
+org_limits service::limits_of(const store::org_guardrails& own) const {
+  return limits_in_force(cfg_.guardrails, own);
 }
 
 result<org_guardrails_view> service::guardrails(const std::string& org_id) {
@@ -93,8 +122,16 @@ result<org_guardrails_view> service::guardrails(const std::string& org_id) {
   for (auto [name, set] : {std::pair{"max_sandboxes", own->max_sandboxes.has_value()},
                            std::pair{"max_cpus", own->max_millicpus.has_value()},
                            std::pair{"max_memory_mb", own->max_memory_mb.has_value()},
-                           std::pair{"allowed_images", own->allowed_images_json.has_value()}})
+                           std::pair{"allowed_images", own->allowed_images_json.has_value()},
+                           std::pair{"max_volumes", own->max_volumes.has_value()},
+                           std::pair{"max_snapshots", own->max_snapshots.has_value()}})
     if (set) v.own_fields.push_back(name);
+  auto volumes = db_.count_live_volumes(org_id);
+  if (!volumes) return std::move(volumes).err();
+  auto snapshots = db_.count_live_snapshots(org_id);
+  if (!snapshots) return std::move(snapshots).err();
+  v.usage.volumes = *volumes;
+  v.usage.snapshots = *snapshots;
   for (const auto& rec : *live) {
     ++v.usage.sandboxes;
     if (!running(rec.state) && !starting_->contains(rec.id)) continue;
@@ -133,11 +170,11 @@ result<void> service::admit(const std::string& org_id, const sandbox_spec& spec,
                     "image " + image + " is not allowed for this organization (allowed: " +
                         json(l.allowed_images).dump() + ")",
                     {{"allowed", l.allowed_images}});
-    if (g->usage.sandboxes + 1 > l.max_sandboxes)
-      return refuse(errc::quota_exceeded, "guardrail.quota_exceeded",
-                    "quota exceeded: sandboxes — " + std::to_string(g->usage.sandboxes) + " of " +
-                        std::to_string(l.max_sandboxes) + " in use (stopped ones count; delete some)",
-                    {{"quota", "sandboxes"}, {"limit", l.max_sandboxes}, {"in_use", g->usage.sandboxes}});
+    if (auto r = admit_count(journal_, org_id, who,
+                             {"sandboxes", l.max_sandboxes, g->usage.sandboxes, "stopped ones count; delete some",
+                              {{"image", image}}});
+        !r)
+      return r;
   }
   if (g->usage.cpus + spec.limits.cpus > l.max_cpus + 1e-9)
     return refuse(errc::quota_exceeded, "guardrail.quota_exceeded",
@@ -181,6 +218,13 @@ result<org_guardrails_view> service::set_limits(const std::string& org_id, const
       if (auto r = check_patterns(**u.allowed_images); !r) return std::move(r).err();
     next.allowed_images_json = *u.allowed_images ? std::optional<std::string>(json(**u.allowed_images).dump()) : std::nullopt;
   }
+  for (auto [field, asked, stored] : {std::tuple{"max_volumes", &u.max_volumes, &next.max_volumes},
+                                      std::tuple{"max_snapshots", &u.max_snapshots, &next.max_snapshots}}) {
+    if (!*asked) continue;
+    if (**asked && (***asked < 0 || ***asked > 1'000'000))
+      return make_error(errc::invalid_argument, std::string(field) + " must be between 0 and 1000000");
+    *stored = **asked;
+  }
   next.updated_at = format_time(clock_.now());
   auto limits = limits_of(next);
   auto done = journal_.record_change(
@@ -190,7 +234,9 @@ result<org_guardrails_view> service::set_limits(const std::string& org_id, const
                              {{"max_sandboxes", limits.max_sandboxes},
                               {"max_cpus", number(limits.max_cpus)},
                               {"max_memory_mb", limits.max_memory_mb},
-                              {"allowed_images", limits.allowed_images}}};
+                              {"allowed_images", limits.allowed_images},
+                              {"max_volumes", limits.max_volumes},
+                              {"max_snapshots", limits.max_snapshots}}};
       });
   if (!done) return std::move(done).err();
   return guardrails(org_id);

@@ -1,4 +1,5 @@
-// Sandbox lifecycle: create (with image pull), wait for states, stop, start, delete, TTL.
+// Sandbox lifecycle: create (with image pull), wait for states, stop, start, delete, TTL; PATCH
+// of what may change while it runs, and its resource metrics.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -21,11 +22,14 @@ service::service(asio::any_io_executor executor, const config& cfg, store::datab
       pool_(executor_, cfg.pools,
             warm_pool::hooks{[this](const pool_config& p) { return make_pool_member(p); },
                              [this](pool_member m) { return destroy_pool_member(std::move(m)); }}),
-      volumes_(db, engine, clk),
-      snapshots_(db, engine, clk, [this](const std::string& sandbox_id) -> std::shared_ptr<void> {
+      volumes_(db, engine, clk, cfg.guardrails),
+      snapshots_(db, engine, clk, cfg.guardrails, [this](const std::string& sandbox_id) -> std::shared_ptr<void> {
         // begin_operation()'s mark, built in place (a copy would end the operation twice).
         ++in_operation_[sandbox_id];
         return std::make_shared<operation_mark>(*this, sandbox_id, liveness_.alive);
+      }),
+      commands_(cfg, db, agent, activity_, clk, [this](store::sandbox_record& rec, error e) {
+        return explain_unreachable_agent(rec, std::move(e));
       }) {}
 
 void service::notify(const std::string& sandbox_id) {
@@ -373,6 +377,70 @@ task<void> service::remove(const std::string& org_id, const std::string& id_or_n
   activity_.forget(rec->id);
   spdlog::info("sandbox {} deleted", rec->id);
   co_return ok_t{};
+}
+
+task<sandbox_view> service::update(const std::string& org_id, const std::string& id_or_name, const update_request& req,
+                                     const audit::actor& who) {
+  auto rec = db_.get_sandbox(org_id, id_or_name);
+  if (!rec) co_return std::move(rec).err();
+  auto spec = spec_from_json(rec->spec_json);
+  if (req.egress_allowlist) {
+    if (auto r = validate_allowlist(*req.egress_allowlist); !r) co_return std::move(r).err();
+    spec.egress_allowlist = *req.egress_allowlist;
+  }
+  if (req.labels) {
+    create_request probe;  // the same label rules as at creation
+    probe.labels = *req.labels;
+    if (auto r = validate(probe); !r) co_return std::move(r).err();
+    spec.labels = *req.labels;
+  }
+  if (req.idle_timeout_s) {
+    if (auto r = check_idle_timeout(req.idle_timeout_s); !r) co_return std::move(r).err();
+    spec.idle_timeout_s = *req.idle_timeout_s;
+  }
+  auto now = clock_.now();
+  if (req.ttl_s) {
+    if (*req.ttl_s <= 0 || *req.ttl_s > 30LL * 24 * 3600)
+      co_return make_error(errc::invalid_argument, "ttl_s must be between 1 and 2592000 (30 days)");
+    // A new TTL counts from now, as in E2B's set_timeout: "keep it alive for another hour".
+    spec.ttl_s = *req.ttl_s;
+    rec->expires_at = format_time(now + std::chrono::seconds(*req.ttl_s));
+  }
+  rec->spec_json = spec_to_json(spec);
+  rec->updated_at = format_time(now);
+  auto updated = journal_.record_change(
+      {rec->org_id}, who, [&] { return db_.update_sandbox_spec(*rec); },
+      [&] { return audit::record{"sandbox.update", rec->id, "ok", {{"spec", spec_for_audit(rec->spec_json)}}}; });
+  if (!updated) co_return std::move(updated).err();
+  spdlog::info("sandbox {} updated", rec->id);
+  co_return view_of(*rec);
+}
+
+task<sandbox_metrics> service::metrics(const std::string& org_id, const std::string& id_or_name) {
+  auto rec = require_started(org_id, id_or_name);
+  if (!rec) co_return std::move(rec).err();
+  std::string id = rec->id;
+  auto sample = co_await engine_.stats(rec->container_id);
+  if (!sample) co_return std::move(sample).err();
+  sandbox_metrics m{sample->cpu_percent, sample->memory_bytes, sample->memory_limit_bytes, sample->pids};
+  if (egress_meter_) {
+    auto t = egress_meter_(id);
+    m.egress_bytes_in = t.bytes_in;
+    m.egress_bytes_out = t.bytes_out;
+    m.egress_allowed = t.allowed;
+    m.egress_denied = t.denied;
+  }
+  co_return m;
+}
+
+asio::awaitable<error> service::explain_unreachable_agent(store::sandbox_record& rec, error e) {
+  auto info = co_await engine_.inspect_container(rec.container_id);
+  if (info && !info->running) {
+    std::string why = container_exit_reason(info->exit_code, info->oom_killed);
+    (void)set_state(rec, "stopped", why);
+    co_return make_error(errc::conflict, "sandbox " + rec.id + " is stopped: " + why);
+  }
+  co_return e;
 }
 
 task<void> service::ready() {

@@ -1,5 +1,5 @@
 // The network side of sandboxes: the bridge they live on, their addresses on it, preview links
-// and egress settings that change while they run.
+// and the ports listening inside them.
 #include <spdlog/spdlog.h>
 
 #include <charconv>
@@ -89,23 +89,6 @@ result<preview_link> service::preview(const std::string& org_id, const std::stri
   return link;
 }
 
-task<sandbox_metrics> service::metrics(const std::string& org_id, const std::string& id_or_name) {
-  auto rec = require_started(org_id, id_or_name);
-  if (!rec) co_return std::move(rec).err();
-  std::string id = rec->id;
-  auto sample = co_await engine_.stats(rec->container_id);
-  if (!sample) co_return std::move(sample).err();
-  sandbox_metrics m{sample->cpu_percent, sample->memory_bytes, sample->memory_limit_bytes, sample->pids};
-  if (egress_meter_) {
-    auto t = egress_meter_(id);
-    m.egress_bytes_in = t.bytes_in;
-    m.egress_bytes_out = t.bytes_out;
-    m.egress_allowed = t.allowed;
-    m.egress_denied = t.denied;
-  }
-  co_return m;
-}
-
 task<std::vector<listening_port>> service::ports(const std::string& org_id, const std::string& id_or_name) {
   auto rec = require_started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
@@ -117,43 +100,6 @@ task<std::vector<listening_port>> service::ports(const std::string& org_id, cons
     p.previewable = p.address != "127.0.0.1" && p.address != "::1";
   }
   co_return std::move(found).value();
-}
-
-task<sandbox_view> service::update(const std::string& org_id, const std::string& id_or_name, const update_request& req,
-                                     const audit::actor& who) {
-  auto rec = db_.get_sandbox(org_id, id_or_name);
-  if (!rec) co_return std::move(rec).err();
-  auto spec = spec_from_json(rec->spec_json);
-  if (req.egress_allowlist) {
-    if (auto r = validate_allowlist(*req.egress_allowlist); !r) co_return std::move(r).err();
-    spec.egress_allowlist = *req.egress_allowlist;
-  }
-  if (req.labels) {
-    create_request probe;  // the same label rules as at creation
-    probe.labels = *req.labels;
-    if (auto r = validate(probe); !r) co_return std::move(r).err();
-    spec.labels = *req.labels;
-  }
-  if (req.idle_timeout_s) {
-    if (auto r = check_idle_timeout(req.idle_timeout_s); !r) co_return std::move(r).err();
-    spec.idle_timeout_s = *req.idle_timeout_s;
-  }
-  auto now = clock_.now();
-  if (req.ttl_s) {
-    if (*req.ttl_s <= 0 || *req.ttl_s > 30LL * 24 * 3600)
-      co_return make_error(errc::invalid_argument, "ttl_s must be between 1 and 2592000 (30 days)");
-    // A new TTL counts from now, as in E2B's set_timeout: "keep it alive for another hour".
-    spec.ttl_s = *req.ttl_s;
-    rec->expires_at = format_time(now + std::chrono::seconds(*req.ttl_s));
-  }
-  rec->spec_json = spec_to_json(spec);
-  rec->updated_at = format_time(now);
-  auto updated = journal_.record_change(
-      {rec->org_id}, who, [&] { return db_.update_sandbox_spec(*rec); },
-      [&] { return audit::record{"sandbox.update", rec->id, "ok", {{"spec", spec_for_audit(rec->spec_json)}}}; });
-  if (!updated) co_return std::move(updated).err();
-  spdlog::info("sandbox {} updated", rec->id);
-  co_return view_of(*rec);
 }
 
 }  // namespace sandfort::sandbox

@@ -32,8 +32,8 @@ snapshot_view to_snapshot_view(const store::snapshot_record& s) {
 }  // namespace
 
 snapshot_service::snapshot_service(store::database& db, docker::engine& engine, const clock& clk,
-                                   event_hold hold_events)
-    : db_(db), engine_(engine), clock_(clk), journal_(db, clk), hold_events_(std::move(hold_events)) {}
+                                   const guardrails_config& limits, event_hold hold_events)
+    : db_(db), engine_(engine), clock_(clk), limits_(limits), journal_(db, clk), hold_events_(std::move(hold_events)) {}
 
 task<snapshot_view> snapshot_service::create(const std::string& org_id, const snapshot_create_request& req,
                                              const audit::actor& who) {
@@ -52,6 +52,17 @@ task<snapshot_view> snapshot_service::create(const std::string& org_id, const sn
     co_return make_error(errc::conflict, "snapshot name '" + req.name + "' is already used");
   else if (taken.err().code != errc::not_found)
     co_return std::move(taken).err();
+  // The quota (docs/guardrails.md), before Docker is asked: the organization's snapshots not
+  // deleted and its creates still in flight. From here to the insert (or the failure), this
+  // create counts as one of those in flight (see creating_).
+  auto own = db_.get_org_guardrails(org_id);
+  if (!own) co_return std::move(own).err();
+  auto rows = db_.count_live_snapshots(org_id);
+  if (!rows) co_return std::move(rows).err();
+  auto in_flight = admit_create(journal_, org_id, who,
+                                {"snapshots", limits_in_force(limits_, *own).max_snapshots, *rows, "delete some", {}},
+                                creating_);
+  if (!in_flight) co_return std::move(in_flight).err();
 
   store::snapshot_record rec;
   rec.id = new_id("snap-");

@@ -43,8 +43,9 @@ result<void> open_volume_root(const std::string& mountpoint) {
 
 }  // namespace
 
-volume_service::volume_service(store::database& db, docker::engine& engine, const clock& clk)
-    : db_(db), engine_(engine), clock_(clk), journal_(db, clk) {}
+volume_service::volume_service(store::database& db, docker::engine& engine, const clock& clk,
+                               const guardrails_config& limits)
+    : db_(db), engine_(engine), clock_(clk), limits_(limits), journal_(db, clk) {}
 
 task<volume_view> volume_service::create(const std::string& org_id, const volume_create_request& req,
                                          const audit::actor& who) {
@@ -61,6 +62,17 @@ task<volume_view> volume_service::create(const std::string& org_id, const volume
     co_return make_error(errc::conflict, "volume name '" + req.name + "' is already used");
   else if (taken.err().code != errc::not_found)
     co_return std::move(taken).err();
+  // The quota (docs/guardrails.md), before Docker is asked: the organization's volumes not
+  // deleted and its creates still in flight. From here to the insert (or the failure), this
+  // create counts as one of those in flight (see creating_).
+  auto own = db_.get_org_guardrails(org_id);
+  if (!own) co_return std::move(own).err();
+  auto rows = db_.count_live_volumes(org_id);
+  if (!rows) co_return std::move(rows).err();
+  auto in_flight = admit_create(journal_, org_id, who,
+                                {"volumes", limits_in_force(limits_, *own).max_volumes, *rows, "delete some", {}},
+                                creating_);
+  if (!in_flight) co_return std::move(in_flight).err();
 
   store::volume_record rec;
   rec.id = new_id("vol-");

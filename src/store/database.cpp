@@ -337,6 +337,8 @@ std::vector<std::pair<std::string, std::string>> request_path_statements() {
       {"audit chain head", audit_head_sql},
       {"live volumes of all organizations (reconcile)", detail::live_volumes_all_orgs_sql()},
       {"live snapshots of all organizations (reconcile)", detail::live_snapshots_all_orgs_sql()},
+      {"live volumes of an organization (quotas)", detail::count_live_volumes_sql()},
+      {"live snapshots of an organization (quotas)", detail::count_live_snapshots_sql()},
   };
 }
 

@@ -246,6 +246,15 @@ CREATE UNIQUE INDEX snapshots_live_name ON snapshots (org_id, name) WHERE state 
 CREATE INDEX sandboxes_live_by_snapshot ON sandboxes (snapshot) WHERE state <> 'deleted';
 )sql";
 
+// Guardrails for volumes and snapshots: an organization's own quotas of each (NULL: the
+// configured default, guardrails.max_volumes / max_snapshots). Existing rows keep their limits
+// and get NULL here, that is the default. What the quotas count is read through the live-only
+// indexes volumes_live_name and snapshots_live_name (versions 7 and 8): no new index.
+constexpr const char* v9_sql = R"sql(
+ALTER TABLE org_guardrails ADD COLUMN max_volumes INTEGER;
+ALTER TABLE org_guardrails ADD COLUMN max_snapshots INTEGER;
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -265,6 +274,7 @@ const std::vector<migration>& migrations() {
       {6, v6_sql},
       {7, v7_sql},
       {8, v8_sql},
+      {9, v9_sql},
   };
   return all;
 }

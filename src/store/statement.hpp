@@ -227,5 +227,7 @@ class statement_cache {
 // explain_request_paths() also shows.
 const std::string& live_volumes_all_orgs_sql();
 const std::string& live_snapshots_all_orgs_sql();
+const std::string& count_live_volumes_sql();
+const std::string& count_live_snapshots_sql();
 
 }  // namespace sandfort::store::detail

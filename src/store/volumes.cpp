@@ -34,6 +34,14 @@ const std::string& detail::live_volumes_all_orgs_sql() {
   return q;
 }
 
+// The volume quota's count (guardrails): the organization's entries of the live-only index, so
+// deleted rows, however many, are never read.
+const std::string& detail::count_live_volumes_sql() {
+  static const std::string q =
+      "SELECT count(*) FROM volumes INDEXED BY volumes_live_name WHERE org_id = ?1 AND state <> 'deleted'";
+  return q;
+}
+
 result<void> database::insert_volume(const volume_record& v) {
   auto st = prepare(std::string("INSERT INTO volumes (") + volume_columns +
                     ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
@@ -155,6 +163,16 @@ result<std::vector<volume_record>> database::list_live_volumes_all_orgs() {
     if (!*row) return out;
     out.push_back(read_volume(*st));
   }
+}
+
+result<std::int64_t> database::count_live_volumes(const std::string& org_id) {
+  auto st = prepare(detail::count_live_volumes_sql());
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  auto row = st->step();
+  if (!row) return std::move(row).err();
+  if (!*row) return std::int64_t{0};
+  return st->column_int64(0);
 }
 
 }  // namespace sandfort::store

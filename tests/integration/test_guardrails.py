@@ -225,3 +225,58 @@ def test_the_operators_kill_switch_is_lifted_only_by_the_operator(daemon):
     _, stranger = new_org(daemon, "stranger")
     assert stranger.post(f"/v1/orgs/{org['id']}/stop-all").status == 404
     assert stranger.get(f"/v1/orgs/{org['id']}/limits").status == 404
+
+
+def test_volume_and_snapshot_quotas_refuse_before_docker_and_a_delete_makes_room(daemon):
+    org, client = new_org(daemon, "storage-quota")
+    admin = daemon.admin()
+    # Defaults until the operator sets the organization's own; its admin cannot.
+    limits = client.get(f"/v1/orgs/{org['id']}/limits").json()
+    assert limits["limits"]["max_volumes"] == 20 and limits["limits"]["max_snapshots"] == 20, limits
+    assert limits["usage"]["volumes"] == 0 and limits["usage"]["snapshots"] == 0, limits
+    assert client.request("PUT", f"/v1/orgs/{org['id']}/limits", body={"max_volumes": 100}).status == 403
+    r = admin.request("PUT", f"/v1/orgs/{org['id']}/limits", body={"max_volumes": 2, "max_snapshots": 1})
+    assert r.status == 200, r
+    assert r.json()["limits"]["max_volumes"] == 2 and r.json()["limits"]["max_snapshots"] == 1, r.json()
+    assert set(r.json()["own"]) == {"max_volumes", "max_snapshots"}, r.json()
+
+    for name in ("one", "two"):
+        r = client.post("/v1/volumes", {"name": name})
+        assert r.status == 201, r
+    r = client.post("/v1/volumes", {"name": "three"})
+    assert r.status == 429, r
+    err = r.json()["error"]
+    assert err["code"] == "quota_exceeded" and "volumes" in err["message"] and "2 of 2" in err["message"], err
+    assert client.get("/v1/volumes/three").status == 404
+    assert client.get(f"/v1/orgs/{org['id']}/limits").json()["usage"]["volumes"] == 2
+    denied = events(client, "guardrail.quota_exceeded")
+    assert len(denied) == 1 and denied[0]["outcome"] == "denied", denied
+    assert denied[0]["details"]["quota"] == "volumes" and denied[0]["details"]["in_use"] == 2, denied
+    assert client.delete("/v1/volumes/one").status == 204
+    r = client.post("/v1/volumes", {"name": "three"})
+    assert r.status == 201, r
+
+    sbx = client.create_sandbox(idle_timeout_s=0)
+    try:
+        r = client.post("/v1/snapshots", {"sandbox_id": sbx["id"], "name": "first"})
+        assert r.status == 201, r
+        r = client.post("/v1/snapshots", {"sandbox_id": sbx["id"], "name": "second"})
+        assert r.status == 429, r
+        err = r.json()["error"]
+        assert err["code"] == "quota_exceeded" and "snapshots" in err["message"] and "1 of 1" in err["message"], err
+        assert client.get("/v1/snapshots/second").status == 404
+        usage = client.get(f"/v1/orgs/{org['id']}/limits").json()["usage"]
+        assert usage["snapshots"] == 1 and usage["volumes"] == 2, usage
+        assert client.delete("/v1/snapshots/first").status == 204
+        r = client.post("/v1/snapshots", {"sandbox_id": sbx["id"], "name": "second"})
+        assert r.status == 201, r
+        assert client.delete("/v1/snapshots/second").status == 204
+    finally:
+        client.delete(f"/v1/sandboxes/{sbx['id']}")
+    assert len(events(client, "guardrail.quota_exceeded")) == 2
+
+    # null goes back to the configured default.
+    r = admin.request("PUT", f"/v1/orgs/{org['id']}/limits", body={"max_volumes": None})
+    assert r.status == 200 and r.json()["limits"]["max_volumes"] == 20 and r.json()["own"] == ["max_snapshots"], r
+    for name in ("two", "three"):
+        assert client.delete(f"/v1/volumes/{name}").status == 204

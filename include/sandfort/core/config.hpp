@@ -115,6 +115,8 @@ struct guardrails_config {
   double max_cpus = 32;          // CPUs of its running sandboxes together
   std::int64_t max_memory_mb = 65536;  // memory of its running sandboxes together
   std::vector<std::string> allowed_images{"*"};  // image patterns ('*' any run of characters)
+  int max_volumes = 20;    // volumes not deleted (each may fill the host's disk)
+  int max_snapshots = 20;  // snapshots not deleted (each an image on the host's disk)
   // A sandbox without traffic (exec, sessions, files, PTY, previews) this long is stopped; 0: never.
   int default_idle_timeout_s = 1800;
   // A sandbox stopped by its TTL or idle timeout is deleted this long after.

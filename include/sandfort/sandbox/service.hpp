@@ -1,7 +1,11 @@
 #pragma once
-// The sandbox service: lifecycle (create, get, list, stop, start, delete), commands through the
-// agent, the TTL reaper and start-up reconciliation. It knows the store, the engine and the
-// agent connector through their interfaces, and nothing of HTTP.
+// The sandbox service: the lifecycle (create, get, list, stop, start, delete, pause, PATCH;
+// src/sandbox/lifecycle.cpp, pause.cpp), the network side (network.cpp), guardrails and the TTL
+// reaper (guardrails.cpp), start-up reconciliation (reconcile.cpp) and Docker's events
+// (container_events.cpp). Parts with headers of their own, reached through it: commands
+// (commands.hpp), volumes (volumes.hpp), snapshots (snapshots.hpp) and the warm pool
+// (warm_pool.hpp). It knows the store, the engine and the agent connector through their
+// interfaces, and nothing of HTTP.
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -22,6 +26,7 @@
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/activity.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
+#include "sandfort/sandbox/commands.hpp"
 #include "sandfort/sandbox/snapshots.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/sandbox/volumes.hpp"
@@ -29,12 +34,6 @@
 #include "sandfort/store/database.hpp"
 
 namespace sandfort::sandbox {
-
-// A connection to a sandbox's agent, which keeps the sandbox busy (the idle timeout) while it lives.
-struct agent_session {
-  agent_stream stream;
-  activity_tracker::hold busy;
-};
 
 struct reconcile_report {
   int containers_removed = 0;   // labelled as ours but without a live row
@@ -68,9 +67,11 @@ class service {
   task<sandbox_view> pause(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
   task<sandbox_view> resume(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
   // PATCH: labels, ttl_s, egress_allowlist (the proxy reads it on every new connection).
+  // With metrics() below, in lifecycle.cpp.
   task<sandbox_view> update(const std::string& org_id, const std::string& id_or_name, const update_request& req,
                             const audit::actor& who = audit::system_actor());
 
+  // --- The network side (src/sandbox/network.cpp) ----------------------------------------------
   // Creates the sandbox network, or adopts the one a previous run created; refuses a network of
   // that name that is not internal or lets containers talk to each other. Run before reconcile:
   // sandboxes cannot be created until it succeeded.
@@ -87,23 +88,9 @@ class service {
   // router close what that sandbox still has open.
   void on_disconnect(std::function<void(const std::string&)> hook) { disconnect_hooks_.push_back(std::move(hook)); }
 
-  // Commands (and, below, forwarded actions) are recorded in the audit chain as `accepted` once
-  // the sandbox is found started and before they run; one that cannot be recorded does not run.
-  task<exec_result> exec(const std::string& org_id, const std::string& id_or_name, exec_request req,
-                         const audit::actor& who = audit::system_actor());
-  task<exec_result> code_run(const std::string& org_id, const std::string& id_or_name, const code_run_request& req,
-                             const audit::actor& who = audit::system_actor());
-  // The same, with output streamed to sink as server-sent events. An error means nothing
-  // was written to the sink.
-  task<void> exec_stream(const std::string& org_id, const std::string& id_or_name, exec_request req, byte_sink& sink,
-                         const audit::actor& who = audit::system_actor());
-  task<void> code_run_stream(const std::string& org_id, const std::string& id_or_name, const code_run_request& req,
-                             byte_sink& sink, const audit::actor& who = audit::system_actor());
-  // A connection to the agent of a started sandbox, which serves its own API (sessions,
-  // commands, files, PTY): the api module forwards requests over it.
-  // `note`, when given, is recorded (its target set to the sandbox's id) before the connection is made.
-  task<agent_session> connect_agent(const std::string& org_id, const std::string& id_or_name,
-                                   const audit::actor& who = audit::system_actor(), const audit::record* note = nullptr);
+  // Commands through the agent (commands.hpp): exec, code-run, and the agent connection the api
+  // module forwards sessions, background commands, files, git and the PTY over.
+  command_service& commands() { return commands_; }
 
   // Run once before serving: brings Docker's state and the database into agreement.
   task<reconcile_report> reconcile();
@@ -170,14 +157,12 @@ class service {
   // A sandbox's spec as the audit chain keeps it: environment variables by name only (their
   // values are where secrets go), floats as text.
   static nlohmann::json spec_for_audit(const std::string& spec_json);
-  result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name);
-  result<agent_exec> prepare_exec(exec_request req) const;
-  result<void> note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note);
-  task<exec_result> exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
-                               const audit::actor& who, audit::record note);
-  task<void> exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
-                               byte_sink& sink, const audit::actor& who, audit::record note);
-  task<exec_result> explain_unreachable_agent(store::sandbox_record& rec, error e);
+  result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name) {
+    return find_started(db_, activity_, org_id, id_or_name);
+  }
+  // The agent cannot be reached: a container that stopped (exit, OOM) marks the row stopped and
+  // the answer says why; anything else is the error as it is.
+  boost::asio::awaitable<error> explain_unreachable_agent(store::sandbox_record& rec, error e);
   // Whether the organization may have this sandbox running: its kill switch, its image policy
   // (for a new one) and its quotas. `restarting`: the id of a stopped sandbox being started (it
   // is counted already). A refusal is recorded in the organization's audit chain.
@@ -227,6 +212,7 @@ class service {
   warm_pool pool_;
   volume_service volumes_;
   snapshot_service snapshots_;
+  command_service commands_;
 
   // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
   // While stop() or remove() works on a sandbox's container, the events it causes (die, destroy)

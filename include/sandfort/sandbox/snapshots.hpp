@@ -6,12 +6,14 @@
 // Deleting one that a sandbox not deleted was created from is a conflict.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/core/clock.hpp"
+#include "sandfort/core/config.hpp"
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/store/database.hpp"
@@ -27,8 +29,12 @@ class snapshot_service {
   // the daemon's own: `hold_events(sandbox_id)` says so until the returned handle is released.
   using event_hold = std::function<std::shared_ptr<void>(const std::string& sandbox_id)>;
 
-  snapshot_service(store::database& db, docker::engine& engine, const clock& clk, event_hold hold_events);
+  // `limits`: the configured guardrails (max_snapshots), read at each create.
+  snapshot_service(store::database& db, docker::engine& engine, const clock& clk, const guardrails_config& limits,
+                   event_hold hold_events);
 
+  // Refused with 429 quota_exceeded, before Docker is asked, when the organization has
+  // max_snapshots snapshots not deleted (creates in flight included).
   task<snapshot_view> create(const std::string& org_id, const snapshot_create_request& req, const audit::actor& who);
   result<snapshot_page> list(const std::string& org_id, const snapshot_list_request& req);
   result<snapshot_view> get(const std::string& org_id, const std::string& id_or_name);
@@ -43,8 +49,15 @@ class snapshot_service {
   store::database& db_;
   docker::engine& engine_;
   const clock& clock_;
+  const guardrails_config& limits_;
   audit::journal journal_;
   event_hold hold_events_;
+  // Creates in flight per organization: checked against the quota and not yet rows. The commit
+  // runs between the check and the insert, so parallel creates would each count only the rows
+  // and all pass; counting these as well, on the one I/O thread, lets no burst overshoot.
+  // Shared with the creates, which may outlive the service at shutdown.
+  std::shared_ptr<std::map<std::string, std::int64_t>> creating_ =
+      std::make_shared<std::map<std::string, std::int64_t>>();
 };
 
 }  // namespace sandfort::sandbox

@@ -5,11 +5,24 @@
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sandfort/core/error.hpp"
+
+namespace sandfort {
+struct guardrails_config;
+}
+namespace sandfort::store {
+struct org_guardrails;
+}
+namespace sandfort::audit {
+struct actor;
+class journal;
+}  // namespace sandfort::audit
 
 namespace sandfort::sandbox {
 
@@ -228,6 +241,8 @@ struct org_limits {
   double max_cpus = 0;             // of running sandboxes together
   std::int64_t max_memory_mb = 0;  // of running sandboxes together
   std::vector<std::string> allowed_images;  // patterns, '*' any run of characters
+  std::int64_t max_volumes = 0;    // not deleted
+  std::int64_t max_snapshots = 0;  // not deleted
 };
 
 struct org_usage {
@@ -235,6 +250,8 @@ struct org_usage {
   std::int64_t running = 0;    // creating, pulling, started, paused
   double cpus = 0;
   std::int64_t memory_mb = 0;
+  std::int64_t volumes = 0;    // not deleted (rows: a create in flight is not counted here)
+  std::int64_t snapshots = 0;  // not deleted (likewise)
 };
 
 struct org_guardrails_view {
@@ -252,7 +269,41 @@ struct limits_update {
   std::optional<std::optional<double>> max_cpus;
   std::optional<std::optional<std::int64_t>> max_memory_mb;
   std::optional<std::optional<std::vector<std::string>>> allowed_images;
+  std::optional<std::optional<std::int64_t>> max_volumes;
+  std::optional<std::optional<std::int64_t>> max_snapshots;
 };
+
+// The limits in force for an organization: its own (`own`) where set, else the configured
+// defaults (src/sandbox/guardrails.cpp).
+org_limits limits_in_force(const guardrails_config& defaults, const store::org_guardrails& own);
+
+// A quota that counts things an organization keeps (sandboxes, volumes, snapshots: rows not
+// deleted). One more is refused when `in_use` + 1 would exceed `limit`.
+struct count_quota {
+  std::string quota;      // "sandboxes", "volumes", "snapshots": named in the message and the event
+  std::int64_t limit = 0;
+  std::int64_t in_use = 0;
+  std::string remedy;     // the message's parenthesis: what counts and what makes room
+  std::vector<std::pair<std::string, std::string>> details;  // more for the audit event (the image)
+};
+
+// Every count quota is refused here, in the same words (src/sandbox/guardrails.cpp): 429
+// quota_exceeded "quota exceeded: volumes — 2 of 2 in use (delete some)", recorded first as
+// `guardrail.quota_exceeded` (outcome denied; quota, limit, in_use) in the organization's chain.
+// If even the record fails, the call is still refused.
+result<void> admit_count(audit::journal& journal, const std::string& org_id, const audit::actor& who,
+                         const count_quota& q);
+
+// Creates of one kind (volumes, snapshots) admitted by their quota whose rows are not inserted
+// yet, per organization. Such a create asks Docker between its check and its insert, so the
+// rows alone would let a burst of parallel creates all pass the check.
+using creates_in_flight = std::map<std::string, std::int64_t>;
+// admit_count() with the organization's creates in flight counted as in use (q.in_use: its rows).
+// Admitted, the create is one of them until the returned hold is released: once its row is in,
+// or it failed. Everything runs on the daemon's one I/O thread: check and count have no co_await
+// between them.
+result<std::shared_ptr<void>> admit_create(audit::journal& journal, const std::string& org_id, const audit::actor& who,
+                                           count_quota q, const std::shared_ptr<creates_in_flight>& creating);
 
 struct stop_all_report {
   std::vector<std::string> stopped;             // ids

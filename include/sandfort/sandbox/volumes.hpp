@@ -5,11 +5,14 @@
 // when a sandbox is created (create_request::volumes); each change is in the audit chain with
 // its row. Deleting one that a sandbox not deleted still mounts is a conflict.
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/core/clock.hpp"
+#include "sandfort/core/config.hpp"
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/store/database.hpp"
@@ -20,8 +23,11 @@ inline constexpr const char* label_volume = "io.sandfort.volume";
 
 class volume_service {
  public:
-  volume_service(store::database& db, docker::engine& engine, const clock& clk);
+  // `limits`: the configured guardrails (max_volumes), read at each create.
+  volume_service(store::database& db, docker::engine& engine, const clock& clk, const guardrails_config& limits);
 
+  // Refused with 429 quota_exceeded, before Docker is asked, when the organization has
+  // max_volumes volumes not deleted (creates in flight included).
   task<volume_view> create(const std::string& org_id, const volume_create_request& req, const audit::actor& who);
   result<volume_page> list(const std::string& org_id, const volume_list_request& req);
   result<volume_view> get(const std::string& org_id, const std::string& id_or_name);
@@ -36,7 +42,14 @@ class volume_service {
   store::database& db_;
   docker::engine& engine_;
   const clock& clock_;
+  const guardrails_config& limits_;
   audit::journal journal_;
+  // Creates in flight per organization: checked against the quota and not yet rows. Docker is
+  // asked between the check and the insert, so parallel creates would each count only the rows
+  // and all pass; counting these as well, on the one I/O thread, lets no burst overshoot.
+  // Shared with the creates, which may outlive the service at shutdown.
+  std::shared_ptr<std::map<std::string, std::int64_t>> creating_ =
+      std::make_shared<std::map<std::string, std::int64_t>>();
 };
 
 }  // namespace sandfort::sandbox

@@ -109,6 +109,8 @@ struct org_guardrails {
   std::optional<std::int64_t> max_sandboxes;
   std::optional<std::int64_t> max_millicpus;
   std::optional<std::int64_t> max_memory_mb;
+  std::optional<std::int64_t> max_volumes;    // volumes not deleted (schema version 9)
+  std::optional<std::int64_t> max_snapshots;  // snapshots not deleted (schema version 9)
   std::optional<std::string> allowed_images_json;  // JSON array of patterns, owned by the sandbox module
   std::optional<std::string> stopped_since;        // the kill switch: set while new sandboxes are refused
   bool stopped_by_superadmin = false;
@@ -314,8 +316,8 @@ class database {
   // The plan of every statement a request may run: API key and organization lookups, the
   // sandbox lookups by id and by name (every sandbox-scoped call, sessions and commands
   // included), the egress proxy's and the preview router's lookup by id, the updates of a
-  // sandbox, lists with cursor, state and label filters, the reaper's live rows and the audit
-  // chain's head. A list of deleted sandboxes is not among them: it asks for history.
+  // sandbox, lists with cursor, state and label filters, the reaper's live rows, the counts of
+  // the volume and snapshot quotas and the audit chain's head. A list of deleted sandboxes is not among them: it asks for history.
   result<std::vector<statement_plan>> explain_request_paths();
   const statement_stats& stats() const { return stats_; }
 
@@ -352,6 +354,9 @@ class database {
   // Daemon-wide, for start-up reconciliation: every volume not deleted, of every organization.
   // Reads the live-only index volumes_live_name, never deleted rows.
   result<std::vector<volume_record>> list_live_volumes_all_orgs();
+  // What the organization's volume quota counts: its volumes not deleted (deleting ones count:
+  // their Docker volume may still be there). Reads the live-only index volumes_live_name.
+  result<std::int64_t> count_live_volumes(const std::string& org_id);
 
   // --- Snapshots (src/store/snapshots.cpp) -------------------------------------------------------
   // conflict when the organization has a live snapshot of that name.
@@ -369,6 +374,9 @@ class database {
   // Daemon-wide, for start-up reconciliation: every snapshot not deleted, of every organization.
   // Reads the live-only index snapshots_live_name, never deleted rows.
   result<std::vector<snapshot_record>> list_live_snapshots_all_orgs();
+  // What the organization's snapshot quota counts: its snapshots not deleted (deleting ones
+  // count). Reads the live-only index snapshots_live_name.
+  result<std::int64_t> count_live_snapshots(const std::string& org_id);
 
   // Takes the write lock now (unavailable when another connection holds it longer than the busy
   // timeout), so nothing between here and commit() can fail for lack of it. A second begin()

@@ -275,3 +275,34 @@ TEST_CASE("pools are a list of objects in the file; image and resources default,
   auto set = load_config("", {{"pools", "x"}}, nullptr);
   REQUIRE_FALSE(set.ok());
 }
+
+TEST_CASE("guardrails: volume and snapshot quotas default to 20 and come from every layer, checked") {
+  auto d = load_config("", {}, nullptr);
+  REQUIRE(d.ok());
+  CHECK(d->guardrails.max_volumes == 20);
+  CHECK(d->guardrails.max_snapshots == 20);
+
+  auto path = write_temp(R"({"guardrails": {"max_volumes": 5, "max_snapshots": 6}})");
+  char env1[] = "SANDFORT_GUARDRAILS_MAX_SNAPSHOTS=7";
+  char* env[] = {env1, nullptr};
+  auto c = load_config(path, {}, env);
+  REQUIRE(c.ok());
+  CHECK(c->guardrails.max_volumes == 5);
+  CHECK(c->guardrails.max_snapshots == 7);
+  REQUIRE(finalize_config(*c, "/usr/bin").ok());
+  std::remove(path.c_str());
+
+  auto set = load_config("", {{"guardrails.max_volumes", "0"}}, nullptr);
+  REQUIRE(set.ok());
+  CHECK(set->guardrails.max_volumes == 0);  // no volumes at all
+  CHECK(finalize_config(*set, "/usr/bin").ok());
+
+  CHECK_FALSE(load_config("", {{"guardrails.max_snapshots", "many"}}, nullptr).ok());
+  for (const char* key : {"guardrails.max_volumes", "guardrails.max_snapshots"})
+    CHECK_FALSE(load_config("", {{key, "-1"}}, nullptr).ok());
+  auto negative = write_temp(R"({"guardrails": {"max_snapshots": -1}})");
+  auto n = load_config(negative, {}, nullptr);
+  REQUIRE(n.ok());
+  CHECK_FALSE(finalize_config(*n, "/usr/bin").ok());
+  std::remove(negative.c_str());
+}

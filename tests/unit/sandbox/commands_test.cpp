@@ -12,11 +12,11 @@ using namespace sandfort::sandbox::test;
 namespace {
 
 result<exec_result> exec(fixture& f, const std::string& id, exec_request req) {
-  return f.run(f.svc->exec(f.org_a.id, id, std::move(req)));
+  return f.run(f.svc->commands().exec(f.org_a.id, id, std::move(req)));
 }
 
 result<exec_result> code_run(fixture& f, const std::string& id, const code_run_request& req) {
-  return f.run(f.svc->code_run(f.org_a.id, id, req));
+  return f.run(f.svc->commands().code_run(f.org_a.id, id, req));
 }
 
 exec_request argv_request(std::vector<std::string> argv) {
@@ -255,7 +255,7 @@ TEST_CASE("sandbox: exec_stream validates then streams the connector's bytes to 
   exec_request req;
   req.argv = {"seq", "3"};
   req.timeout_s = 5;
-  auto r = f.run(f.svc->exec_stream(f.org_a.id, v.id, req, sink));
+  auto r = f.run(f.svc->commands().exec_stream(f.org_a.id, v.id, req, sink));
   REQUIRE(r.ok());
   CHECK(sink.bytes == "event: stdout\ndata: {\"data\":\"hi\"}\n\nevent: exit\ndata: {\"exit_code\":0}\n\n");
   REQUIRE(f.agent.execs.size() == 1);
@@ -267,13 +267,13 @@ TEST_CASE("sandbox: exec_stream validates then streams the connector's bytes to 
   // The same rules as exec, before anything is written.
   collecting_sink untouched;
   exec_request neither;
-  CHECK(f.run(f.svc->exec_stream(f.org_a.id, v.id, neither, untouched)).err().code == errc::invalid_argument);
+  CHECK(f.run(f.svc->commands().exec_stream(f.org_a.id, v.id, neither, untouched)).err().code == errc::invalid_argument);
   exec_request too_long = req;
   too_long.timeout_s = 101;
-  CHECK(f.run(f.svc->exec_stream(f.org_a.id, v.id, too_long, untouched)).err().code == errc::invalid_argument);
-  CHECK(f.run(f.svc->exec_stream(f.org_b.id, v.id, req, untouched)).err().code == errc::not_found);
+  CHECK(f.run(f.svc->commands().exec_stream(f.org_a.id, v.id, too_long, untouched)).err().code == errc::invalid_argument);
+  CHECK(f.run(f.svc->commands().exec_stream(f.org_b.id, v.id, req, untouched)).err().code == errc::not_found);
   REQUIRE(f.run(f.svc->stop(f.org_a.id, v.id)));
-  CHECK(f.run(f.svc->exec_stream(f.org_a.id, v.id, req, untouched)).err().code == errc::conflict);
+  CHECK(f.run(f.svc->commands().exec_stream(f.org_a.id, v.id, req, untouched)).err().code == errc::conflict);
   CHECK(untouched.writes == 0);
   CHECK(f.agent.execs.size() == 1);
 }
@@ -292,7 +292,7 @@ TEST_CASE("sandbox: exec_stream holds a lying agent to the output cap", "[sandbo
   collecting_sink sink;
   exec_request req;
   req.argv = {"yes"};
-  REQUIRE(f.run(f.svc->exec_stream(f.org_a.id, v.id, req, sink)).ok());
+  REQUIRE(f.run(f.svc->commands().exec_stream(f.org_a.id, v.id, req, sink)).ok());
   std::size_t stdout_bytes = 0;
   for (auto at = sink.bytes.find("\"data\":\""); at != std::string::npos; at = sink.bytes.find("\"data\":\"", at + 1)) {
     if (sink.bytes.compare(at + 8, 1, "x") == 0) stdout_bytes += sink.bytes.find('"', at + 8) - (at + 8);
@@ -312,13 +312,13 @@ TEST_CASE("sandbox: code_run_stream maps the language like code_run", "[sandbox]
   req.language = "node";
   req.code = "console.log(1)";
   req.argv = {"x"};
-  REQUIRE(f.run(f.svc->code_run_stream(f.org_a.id, v.id, req, sink)).ok());
+  REQUIRE(f.run(f.svc->commands().code_run_stream(f.org_a.id, v.id, req, sink)).ok());
   REQUIRE(f.agent.execs.size() == 1);
   CHECK(f.agent.execs[0].second.request.argv == std::vector<std::string>{"node", "-e", "console.log(1)", "x"});
   CHECK(sink.writes == 2);
 
   req.language = "perl";
-  CHECK(f.run(f.svc->code_run_stream(f.org_a.id, v.id, req, sink)).err().code == errc::invalid_argument);
+  CHECK(f.run(f.svc->commands().code_run_stream(f.org_a.id, v.id, req, sink)).err().code == errc::invalid_argument);
   CHECK(f.agent.execs.size() == 1);
 }
 
@@ -333,7 +333,7 @@ TEST_CASE("sandbox: exec_stream marks the sandbox stopped when its container die
   collecting_sink sink;
   exec_request req;
   req.command = "true";
-  auto r = f.run(f.svc->exec_stream(f.org_a.id, v.id, req, sink));
+  auto r = f.run(f.svc->commands().exec_stream(f.org_a.id, v.id, req, sink));
   REQUIRE_FALSE(r.ok());
   CHECK(r.err().code == errc::conflict);
   CHECK(sink.writes == 0);
@@ -346,7 +346,7 @@ TEST_CASE("sandbox: exec_stream marks the sandbox stopped when its container die
   fixture g;
   auto w = g.create_started();
   g.agent.stream_answer = make_error(errc::unavailable, "cannot connect to the sandbox agent (fake)");
-  auto r2 = g.run(g.svc->exec_stream(g.org_a.id, w.id, req, sink));
+  auto r2 = g.run(g.svc->commands().exec_stream(g.org_a.id, w.id, req, sink));
   REQUIRE_FALSE(r2.ok());
   CHECK(r2.err().code == errc::unavailable);
   CHECK(g.get(g.org_a.id, w.id)->state == "started");
@@ -356,12 +356,12 @@ TEST_CASE("sandbox: the agent is reached only for a started sandbox of the calle
   fixture f;
   auto v = f.create_started();
   // The fake connector has no sockets: getting as far as asking it proves the checks passed.
-  auto ours = f.run(f.svc->connect_agent(f.org_a.id, v.id));
+  auto ours = f.run(f.svc->commands().connect_agent(f.org_a.id, v.id));
   REQUIRE_FALSE(ours.ok());
   CHECK(ours.err().message.find("fake") != std::string::npos);
-  CHECK(f.run(f.svc->connect_agent(f.org_b.id, v.id)).err().code == errc::not_found);
+  CHECK(f.run(f.svc->commands().connect_agent(f.org_b.id, v.id)).err().code == errc::not_found);
   f.agent.forgotten.clear();
   REQUIRE(f.run(f.svc->stop(f.org_a.id, v.id)));
-  CHECK(f.run(f.svc->connect_agent(f.org_a.id, v.id)).err().code == errc::conflict);
+  CHECK(f.run(f.svc->commands().connect_agent(f.org_a.id, v.id)).err().code == errc::conflict);
   CHECK(f.agent.forgotten == std::vector<std::string>{v.id});
 }

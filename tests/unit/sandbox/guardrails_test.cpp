@@ -1,6 +1,7 @@
 // Guardrails over the fakes: quotas, image policy, the kill switch, and the reaper (TTL and idle
 // stops, deletion after the grace period), each decision in the audit chain.
 
+#include <boost/asio/detached.hpp>
 #include <catch2/catch.hpp>
 
 #include "fakes.hpp"
@@ -18,6 +19,99 @@ std::vector<store::audit_event> events(fixture& f, const std::string& org_id, co
   auto list = f.db->list_audit_events(org_id, filter);
   REQUIRE(list);
   return *list;
+}
+
+result<volume_view> make_volume(fixture& f, const std::string& org_id, const std::string& name) {
+  volume_create_request req;
+  req.name = name;
+  return f.run(f.svc->volumes().create(org_id, req, audit::system_actor()));
+}
+
+result<snapshot_view> make_snapshot(fixture& f, const std::string& org_id, const std::string& sandbox_id,
+                                    const std::string& name) {
+  snapshot_create_request req;
+  req.sandbox_id = sandbox_id;
+  req.name = name;
+  return f.run(f.svc->snapshots().create(org_id, req, audit::system_actor()));
+}
+
+// The fake engine, with Docker's volume creates and commits taking a while: parallel creates
+// are all between their quota check and their insert at once.
+class slow_engine final : public docker::engine {
+ public:
+  explicit slow_engine(fake_engine& inner) : e(inner) {}
+  fake_engine& e;
+  std::chrono::milliseconds delay{20};
+  int volume_creates = 0, commits = 0;  // as asked, before the delay
+
+  docker::task<docker::version_info> version() override { return e.version(); }
+  docker::task<std::string> api_version() override { return e.api_version(); }
+  docker::task<bool> image_exists(const std::string& ref) override { return e.image_exists(ref); }
+  docker::task<void> pull_image(const std::string& ref) override { return e.pull_image(ref); }
+  docker::task<std::string> create_container(const docker::container_spec& spec) override {
+    return e.create_container(spec);
+  }
+  docker::task<void> start_container(const std::string& id) override { return e.start_container(id); }
+  docker::task<void> stop_container(const std::string& id, int t) override { return e.stop_container(id, t); }
+  docker::task<void> pause_container(const std::string& id) override { return e.pause_container(id); }
+  docker::task<void> unpause_container(const std::string& id) override { return e.unpause_container(id); }
+  docker::task<void> remove_container(const std::string& id) override { return e.remove_container(id); }
+  docker::task<docker::container_info> inspect_container(const std::string& id) override {
+    return e.inspect_container(id);
+  }
+  docker::task<std::vector<docker::container_info>> list_containers(const std::vector<std::string>& l) override {
+    return e.list_containers(l);
+  }
+  docker::task<docker::container_stats> stats(const std::string& id) override { return e.stats(id); }
+  docker::task<docker::network_info> inspect_network(const std::string& name) override {
+    return e.inspect_network(name);
+  }
+  docker::task<docker::network_info> create_network(const docker::network_spec& spec) override {
+    return e.create_network(spec);
+  }
+  docker::task<docker::volume_info> create_volume(const docker::volume_spec& spec) override {
+    ++volume_creates;
+    co_await sleep_for(delay);
+    co_return co_await e.create_volume(spec);
+  }
+  docker::task<void> remove_volume(const std::string& name) override { return e.remove_volume(name); }
+  docker::task<std::vector<docker::volume_info>> list_volumes(const std::vector<std::string>& l) override {
+    return e.list_volumes(l);
+  }
+  docker::task<std::string> commit_container(const std::string& id, const std::string& repo, const std::string& tag,
+                                             const std::map<std::string, std::string>& labels,
+                                             const std::vector<std::string>& env) override {
+    ++commits;
+    co_await sleep_for(delay);
+    co_return co_await e.commit_container(id, repo, tag, labels, env);
+  }
+  docker::task<std::int64_t> image_size(const std::string& ref) override { return e.image_size(ref); }
+  docker::task<void> remove_image(const std::string& ref) override { return e.remove_image(ref); }
+  docker::task<std::vector<docker::image_info>> list_images(const std::vector<std::string>& l) override {
+    return e.list_images(l);
+  }
+  docker::task<void> follow_events(docker::event_subscription sub, docker::event_handler on_event,
+                                   std::function<void()> on_open) override {
+    return e.follow_events(std::move(sub), std::move(on_event), std::move(on_open));
+  }
+};
+
+// Runs `n` calls of `make(i)` at once on the fixture's io_context, until all are done. `make`
+// lives (in the caller) until then.
+template <typename T, typename Make>
+std::vector<result<T>> in_parallel(fixture& f, int n, Make make) {
+  std::vector<std::optional<result<T>>> got(n);
+  for (int i = 0; i < n; ++i)
+    asio::co_spawn(
+        f.ioc, [&got, &make, i]() -> asio::awaitable<void> { got[i].emplace(co_await make(i)); }, asio::detached);
+  f.ioc.restart();
+  f.ioc.run_for(10s);
+  std::vector<result<T>> out;
+  for (auto& g : got) {
+    REQUIRE(g);
+    out.push_back(std::move(*g));
+  }
+  return out;
 }
 
 }  // namespace
@@ -205,4 +299,166 @@ TEST_CASE("guardrails: an idle sandbox is stopped; used ones are not; started ag
   CHECK(f.get(f.org_a.id, a.id).err().code == errc::not_found);
   CHECK(f.get(f.org_a.id, b.id));
   CHECK(f.get(f.org_a.id, c.id)->state == "started");
+}
+
+TEST_CASE("guardrails: volumes over the organization's quota are refused before Docker is asked", "[sandbox][guardrails][volumes]") {
+  fixture f;
+  CHECK(f.svc->guardrails(f.org_a.id)->limits.max_volumes == 20);  // the default
+  f.cfg.guardrails.max_volumes = 2;
+  REQUIRE(make_volume(f, f.org_a.id, "one"));
+  REQUIRE(make_volume(f, f.org_a.id, "two"));
+  auto refused = make_volume(f, f.org_a.id, "three");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::quota_exceeded);
+  // The same words as the sandbox quota: the quota, its limit and the use.
+  CHECK(refused.err().message == "quota exceeded: volumes — 2 of 2 in use (delete some)");
+  CHECK(f.engine.volumes.size() == 2);  // Docker was not asked
+  CHECK(f.svc->volumes().get(f.org_a.id, "three").err().code == errc::not_found);
+  auto recorded = events(f, f.org_a.id, "guardrail.quota_exceeded");
+  REQUIRE(recorded.size() == 1);
+  CHECK(recorded[0].outcome == "denied");
+  auto details = nlohmann::json::parse(recorded[0].details);
+  CHECK(details["quota"] == "volumes");
+  CHECK(details["limit"] == 2);
+  CHECK(details["in_use"] == 2);
+  CHECK(make_volume(f, f.org_b.id, "three"));  // another organization is not affected
+
+  auto view = f.svc->guardrails(f.org_a.id);
+  REQUIRE(view);
+  CHECK(view->usage.volumes == 2);
+  CHECK(view->limits.max_volumes == 2);
+  // A delete makes room; a refused create left nothing behind, not even its name.
+  REQUIRE(f.run(f.svc->volumes().remove(f.org_a.id, "one", audit::system_actor())));
+  REQUIRE(make_volume(f, f.org_a.id, "three"));
+  CHECK(f.svc->guardrails(f.org_a.id)->usage.volumes == 2);
+
+  // A create that fails in Docker gives its place back.
+  f.cfg.guardrails.max_volumes = 3;
+  f.engine.volume_create_error = make_error(errc::unavailable, "Docker is unreachable (fake)");
+  CHECK(make_volume(f, f.org_a.id, "four").err().code == errc::unavailable);
+  f.engine.volume_create_error.reset();
+  REQUIRE(make_volume(f, f.org_a.id, "four"));
+  CHECK(make_volume(f, f.org_a.id, "five").err().code == errc::quota_exceeded);
+}
+
+TEST_CASE("guardrails: snapshots over the organization's quota are refused before the commit", "[sandbox][guardrails][snapshots]") {
+  fixture f;
+  CHECK(f.svc->guardrails(f.org_a.id)->limits.max_snapshots == 20);  // the default
+  f.cfg.guardrails.max_snapshots = 1;
+  auto box = f.create_started();
+  REQUIRE(make_snapshot(f, f.org_a.id, box.id, "first"));
+  auto refused = make_snapshot(f, f.org_a.id, box.id, "second");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::quota_exceeded);
+  CHECK(refused.err().message == "quota exceeded: snapshots — 1 of 1 in use (delete some)");
+  CHECK(f.engine.commits.size() == 1);  // Docker was not asked
+  auto recorded = events(f, f.org_a.id, "guardrail.quota_exceeded");
+  REQUIRE(recorded.size() == 1);
+  CHECK(recorded[0].outcome == "denied");
+  auto details = nlohmann::json::parse(recorded[0].details);
+  CHECK(details["quota"] == "snapshots");
+  CHECK(details["limit"] == 1);
+  CHECK(details["in_use"] == 1);
+  CHECK(f.svc->guardrails(f.org_a.id)->usage.snapshots == 1);
+
+  REQUIRE(f.run(f.svc->snapshots().remove(f.org_a.id, "first", audit::system_actor())));
+  CHECK(f.svc->guardrails(f.org_a.id)->usage.snapshots == 0);
+  REQUIRE(make_snapshot(f, f.org_a.id, box.id, "second"));
+}
+
+TEST_CASE("guardrails: an organization's own volume and snapshot quotas override the defaults; null goes back",
+          "[sandbox][guardrails]") {
+  fixture f;
+  limits_update u;
+  u.max_volumes = std::optional<std::int64_t>(1);
+  u.max_snapshots = std::optional<std::int64_t>(0);
+  auto set = f.svc->set_limits(f.org_a.id, u, audit::system_actor());
+  REQUIRE(set);
+  CHECK(set->limits.max_volumes == 1);
+  CHECK(set->limits.max_snapshots == 0);
+  CHECK(set->limits.max_sandboxes == 100);  // not in the update
+  CHECK(set->own_fields == std::vector<std::string>{"max_volumes", "max_snapshots"});
+  auto change = events(f, f.org_a.id, "org.limits");
+  REQUIRE(change.size() == 1);
+  CHECK(nlohmann::json::parse(change[0].details)["max_volumes"] == 1);
+
+  REQUIRE(make_volume(f, f.org_a.id, "one"));
+  CHECK_THAT(make_volume(f, f.org_a.id, "two").err().message, Catch::Contains("1 of 1"));
+  REQUIRE(make_volume(f, f.org_b.id, "one"));
+  REQUIRE(make_volume(f, f.org_b.id, "two"));  // others keep the default
+  auto box = f.create_started();
+  CHECK_THAT(make_snapshot(f, f.org_a.id, box.id, "s").err().message, Catch::Contains("0 of 0"));
+
+  limits_update back;
+  back.max_volumes = std::optional<std::int64_t>();
+  auto reset = f.svc->set_limits(f.org_a.id, back, audit::system_actor());
+  REQUIRE(reset);
+  CHECK(reset->limits.max_volumes == 20);
+  CHECK(reset->limits.max_snapshots == 0);  // unchanged: not in the update
+  CHECK(reset->own_fields == std::vector<std::string>{"max_snapshots"});
+  REQUIRE(make_volume(f, f.org_a.id, "two"));
+
+  for (std::int64_t bad : {std::int64_t{-1}, std::int64_t{1'000'001}}) {
+    limits_update wrong;
+    wrong.max_snapshots = std::optional<std::int64_t>(bad);
+    auto r = f.svc->set_limits(f.org_a.id, wrong, audit::system_actor());
+    REQUIRE_FALSE(r);
+    CHECK(r.err().code == errc::invalid_argument);
+    CHECK_THAT(r.err().message, Catch::Contains("max_snapshots"));
+  }
+}
+
+TEST_CASE("guardrails: parallel volume and snapshot creates cannot overshoot the quota while Docker works",
+          "[sandbox][guardrails][volumes][snapshots]") {
+  fixture f;
+  f.cfg.guardrails.max_volumes = 2;
+  f.cfg.guardrails.max_snapshots = 1;
+  auto box = f.create_started();
+  slow_engine slow(f.engine);
+  volume_service volumes(*f.db, slow, f.clk, f.cfg.guardrails);
+  snapshot_service snapshots(*f.db, slow, f.clk, f.cfg.guardrails,
+                             [](const std::string&) { return std::shared_ptr<void>(); });
+
+  // Each call keeps its request in its own frame: create() holds it by reference.
+  auto made = in_parallel<volume_view>(f, 5, [&](int i) -> asio::awaitable<result<volume_view>> {
+    volume_create_request req;
+    req.name = "v" + std::to_string(i);
+    co_return co_await volumes.create(f.org_a.id, req, audit::system_actor());
+  });
+  int ok = 0, refused = 0;
+  for (const auto& r : made) {
+    if (r) ++ok;
+    else if (r.err().code == errc::quota_exceeded) ++refused;
+  }
+  CHECK(ok == 2);
+  CHECK(refused == 3);
+  CHECK(slow.volume_creates == 2);  // the refused ones never reached Docker
+  CHECK(*f.db->count_live_volumes(f.org_a.id) == 2);
+
+  auto snapped = in_parallel<snapshot_view>(f, 3, [&](int i) -> asio::awaitable<result<snapshot_view>> {
+    snapshot_create_request req;
+    req.sandbox_id = box.id;
+    req.name = "s" + std::to_string(i);
+    co_return co_await snapshots.create(f.org_a.id, req, audit::system_actor());
+  });
+  ok = refused = 0;
+  for (const auto& r : snapped) {
+    if (r) ++ok;
+    else if (r.err().code == errc::quota_exceeded) ++refused;
+  }
+  CHECK(ok == 1);
+  CHECK(refused == 2);
+  CHECK(slow.commits == 1);
+  CHECK(*f.db->count_live_snapshots(f.org_a.id) == 1);
+
+  // Every create is done: none still holds a place. A delete makes room for exactly one more.
+  auto first = f.db->list_volumes(f.org_a.id, "", 10);
+  REQUIRE(first);
+  REQUIRE(f.run(volumes.remove(f.org_a.id, first->front().name, audit::system_actor())));
+  auto again = in_parallel<volume_view>(f, 2, [&](int i) -> asio::awaitable<result<volume_view>> {
+    volume_create_request req;
+    req.name = "w" + std::to_string(i);
+    co_return co_await volumes.create(f.org_a.id, req, audit::system_actor());
+  });
+  CHECK(static_cast<int>(again[0].ok()) + static_cast<int>(again[1].ok()) == 1);
 }

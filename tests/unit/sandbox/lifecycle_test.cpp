@@ -269,11 +269,11 @@ TEST_CASE("sandbox: another organization cannot see or touch a sandbox", "[sandb
   CHECK(f.run(f.svc->remove(b, v.id)).err().code == errc::not_found);
   exec_request er;
   er.argv = {"true"};
-  CHECK(f.run(f.svc->exec(b, v.id, er)).err().code == errc::not_found);
+  CHECK(f.run(f.svc->commands().exec(b, v.id, er)).err().code == errc::not_found);
   code_run_request cr;
   cr.language = "sh";
   cr.code = "true";
-  CHECK(f.run(f.svc->code_run(b, v.id, cr)).err().code == errc::not_found);
+  CHECK(f.run(f.svc->commands().code_run(b, v.id, cr)).err().code == errc::not_found);
   list_request lr;
   auto page = f.run(f.svc->list(b, lr));
   REQUIRE(page);

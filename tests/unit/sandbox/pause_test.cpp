@@ -55,7 +55,7 @@ TEST_CASE("pause: a started sandbox pauses and resumes, each change in the audit
   // Calls that need it running are refused, saying what to do.
   exec_request er;
   er.command = "true";
-  auto refused = f.run(f.svc->exec(f.org_a.id, v.id, er));
+  auto refused = f.run(f.svc->commands().exec(f.org_a.id, v.id, er));
   REQUIRE_FALSE(refused);
   CHECK(refused.err().code == errc::conflict);
   CHECK_THAT(refused.err().message, Catch::Contains("is paused; resume it first"));
@@ -72,7 +72,7 @@ TEST_CASE("pause: a started sandbox pauses and resumes, each change in the audit
   REQUIRE(thawed.size() == 1);
   CHECK(thawed[0].actor == "key:alice");
   CHECK(nlohmann::json::parse(thawed[0].details)["state"] == "started");
-  CHECK(f.run(f.svc->exec(f.org_a.id, v.id, er)));
+  CHECK(f.run(f.svc->commands().exec(f.org_a.id, v.id, er)));
 
   auto again2 = f.run(f.svc->resume(f.org_a.id, v.id));
   REQUIRE(again2);

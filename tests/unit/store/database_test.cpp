@@ -13,7 +13,7 @@ using namespace sandfort::store;
 namespace {
 
 constexpr const char* t0 = "2026-01-01T00:00:00.000Z";
-constexpr int migration_count = 8;
+constexpr int migration_count = 9;
 
 std::unique_ptr<database> open_db(const std::string& path) {
   auto db = database::open(path);
@@ -566,7 +566,7 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
   { org_id = make_org(*open_db(path), "acme").id; }
   {
     // Back to the schema as version 3 shipped it: without what versions 4 (audit), 5 (guardrails),
-    // 6 (history), 7 (volumes) and 8 (snapshots) added.
+    // 6 (history), 7 (volumes), 8 (snapshots) and 9 (volume and snapshot quotas, in org_guardrails) added.
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
     REQUIRE(sqlite3_exec(raw,
@@ -589,6 +589,57 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
   REQUIRE(head);
   CHECK(head->seq == 0);
   CHECK(raw_query(path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'audit%'") == "6");
+}
+
+TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; its limits stay") {
+  testing::temp_dir dir;
+  const auto path = dir.file("sandfort.db");
+  std::string org_id;
+  {
+    auto db = open_db(path);
+    org_id = make_org(*db, "acme").id;
+    org_guardrails g;
+    g.org_id = org_id;
+    g.max_sandboxes = 3;
+    g.max_millicpus = 2500;
+    g.stopped_since = t0;
+    g.updated_at = t0;
+    REQUIRE(db->put_org_guardrails(g));
+  }
+  {
+    // Back to version 8: org_guardrails without the two columns version 9 added.
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(raw,
+                         "ALTER TABLE org_guardrails DROP COLUMN max_volumes; "
+                         "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; PRAGMA user_version = 8",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  CHECK(raw_query(path, "SELECT count(*) FROM pragma_table_info('org_guardrails') WHERE name = 'max_volumes'") == "0");
+  auto db = open_db(path);
+  CHECK(db->schema_version() == migration_count);
+  auto g = db->get_org_guardrails(org_id);
+  REQUIRE(g);
+  CHECK(g->max_sandboxes == std::optional<std::int64_t>(3));
+  CHECK(g->max_millicpus == std::optional<std::int64_t>(2500));
+  CHECK(g->stopped_since == std::optional<std::string>(t0));
+  CHECK_FALSE(g->max_volumes);  // the configured default
+  CHECK_FALSE(g->max_snapshots);
+
+  // The new fields are stored, and null again clears them.
+  g->max_volumes = 2;
+  g->max_snapshots = 0;
+  REQUIRE(db->put_org_guardrails(*g));
+  auto again = db->get_org_guardrails(org_id);
+  REQUIRE(again);
+  CHECK(again->max_volumes == std::optional<std::int64_t>(2));
+  CHECK(again->max_snapshots == std::optional<std::int64_t>(0));
+  CHECK(again->max_sandboxes == std::optional<std::int64_t>(3));
+  again->max_volumes.reset();
+  REQUIRE(db->put_org_guardrails(*again));
+  CHECK_FALSE(db->get_org_guardrails(org_id)->max_volumes);
+  CHECK(db->get_org_guardrails(org_id)->max_snapshots == std::optional<std::int64_t>(0));
 }
 
 namespace {

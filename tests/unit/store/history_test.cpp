@@ -202,7 +202,8 @@ TEST_CASE("history: no statement on a request's path reads deleted rows", "[hist
                                "sandbox spec update", "list", "list by state", "list by label", "list by two labels",
                                "list by state and label", "live sandboxes of an organization (quotas)",
                                "live sandboxes of all organizations (reaper)",
-                               "audit chain head"})
+                               "live volumes of an organization (quotas)",
+                               "live snapshots of an organization (quotas)", "audit chain head"})
     CHECK(std::find(names.begin(), names.end(), expected) != names.end());
 
   auto plan_of = [&](const std::string& name) {
@@ -215,6 +216,11 @@ TEST_CASE("history: no statement on a request's path reads deleted rows", "[hist
         std::vector<std::string>{"SEARCH sandboxes USING INDEX sqlite_autoindex_sandboxes_1 (id=?)"});
   CHECK(plan_of("sandbox by name") ==
         std::vector<std::string>{"SEARCH sandboxes USING INDEX sandboxes_live_name (org_id=? AND name=?)"});
+  // The volume and snapshot quotas count the organization's entries of the live-only indexes.
+  CHECK(plan_of("live volumes of an organization (quotas)") ==
+        std::vector<std::string>{"SEARCH volumes USING INDEX volumes_live_name (org_id=?)"});
+  CHECK(plan_of("live snapshots of an organization (quotas)") ==
+        std::vector<std::string>{"SEARCH snapshots USING INDEX snapshots_live_name (org_id=?)"});
   CHECK(plan_of("list by label").front() ==
         "SEARCH l USING COVERING INDEX sandbox_labels_by_value (org_id=? AND key=? AND value=? AND sandbox_id>?)");
 }
@@ -474,12 +480,14 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
                          "DROP TRIGGER sandbox_labels_on_insert; DROP TRIGGER sandbox_labels_on_update; "
                          "DROP TRIGGER sandbox_labels_on_delete; DROP TRIGGER sandbox_deadlines_on_delete; "
                          "DROP TABLE sandbox_labels; DROP INDEX sandboxes_live_by_org; "
-                         "DROP INDEX sandboxes_deleted_at; PRAGMA user_version = 5",
+                         "DROP INDEX sandboxes_deleted_at; "
+                         "ALTER TABLE org_guardrails DROP COLUMN max_volumes; "
+                         "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; PRAGMA user_version = 5",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
   auto db = open_db(path);
-  CHECK(db->schema_version() == 8);
+  CHECK(db->schema_version() == 9);
   auto rows = db->list_sandboxes(org_id, filter("", {{"team", "x"}}));
   REQUIRE(rows);
   CHECK(ids_of(*rows) == std::vector<std::string>{kept});

@@ -171,3 +171,92 @@ TEST_CASE("reconciliation reads the live volumes and snapshots of every organiza
   }
   CHECK(seen == 2);
 }
+
+TEST_CASE("the volume and snapshot quotas count live rows of one organization, whatever its history") {
+  store_fixture f;
+  auto snap = [&](const std::string& org_id, const std::string& name) {
+    snapshot_record s;
+    s.id = new_id("snap-");
+    s.org_id = org_id;
+    s.name = name;
+    s.image_ref = "sandfort-snap/" + random_hex(8) + ":latest";
+    s.source_sandbox_id = "sbx-0000000000000001";
+    s.state = "ready";
+    s.created_at = s.updated_at = t0;
+    REQUIRE(f.db->insert_snapshot(s));
+    return s;
+  };
+  CHECK(*f.db->count_live_volumes(f.org_a) == 0);
+  CHECK(*f.db->count_live_snapshots(f.org_a) == 0);
+  auto a1 = volume(f.org_a, "one");
+  auto a2 = volume(f.org_a, "two");
+  REQUIRE(f.db->insert_volume(a1));
+  REQUIRE(f.db->insert_volume(a2));
+  REQUIRE(f.db->insert_volume(volume(f.org_b, "one")));
+  auto s1 = snap(f.org_a, "base");
+  snap(f.org_b, "base");
+  snap(f.org_b, "more");
+  CHECK(*f.db->count_live_volumes(f.org_a) == 2);
+  CHECK(*f.db->count_live_volumes(f.org_b) == 1);
+  CHECK(*f.db->count_live_snapshots(f.org_a) == 1);
+  CHECK(*f.db->count_live_snapshots(f.org_b) == 2);
+  // Deleting ones still count (their Docker object may be there); deleted ones do not.
+  REQUIRE(f.db->set_volume_state(f.org_a, a1.id, "deleting", {"ready"}, t0));
+  REQUIRE(f.db->set_snapshot_state(f.org_a, s1.id, "deleting", {"ready"}, t0));
+  CHECK(*f.db->count_live_volumes(f.org_a) == 2);
+  CHECK(*f.db->count_live_snapshots(f.org_a) == 1);
+  REQUIRE(f.db->set_volume_state(f.org_a, a1.id, "deleted", {"deleting"}, t0));
+  REQUIRE(f.db->set_snapshot_state(f.org_a, s1.id, "deleted", {"deleting"}, t0));
+  CHECK(*f.db->count_live_volumes(f.org_a) == 1);
+  CHECK(*f.db->count_live_snapshots(f.org_a) == 0);
+
+  // The work of a count does not grow with deleted rows: 2,000 of each change nothing.
+  auto steps = [&](auto count) {
+    REQUIRE(count());  // compiled and cached
+    const auto before = f.db->stats().vm_steps;
+    auto n = count();
+    REQUIRE(n);
+    return std::pair{*n, f.db->stats().vm_steps - before};
+  };
+  auto volumes = [&] { return f.db->count_live_volumes(f.org_a); };
+  auto snapshots = [&] { return f.db->count_live_snapshots(f.org_a); };
+  const auto volumes_before = steps(volumes);
+  const auto snapshots_before = steps(snapshots);
+  {
+    auto tx = f.db->begin();
+    REQUIRE(tx);
+    for (int i = 0; i < 2000; ++i) {
+      auto v = volume(f.org_a, "old-" + std::to_string(i));
+      v.state = "deleted";
+      REQUIRE(f.db->insert_volume(v));
+      snapshot_record s;
+      s.id = new_id("snap-");
+      s.org_id = f.org_a;
+      s.name = "old-" + std::to_string(i);
+      s.image_ref = "sandfort-snap/" + random_hex(8) + ":latest";
+      s.source_sandbox_id = "sbx-0000000000000001";
+      s.state = "deleted";
+      s.created_at = s.updated_at = t0;
+      REQUIRE(f.db->insert_snapshot(s));
+    }
+    REQUIRE(tx->commit());
+  }
+  CHECK(steps(volumes) == volumes_before);
+  CHECK(steps(snapshots) == snapshots_before);
+  CHECK(volumes_before.first == 1);
+  CHECK(snapshots_before.first == 0);
+
+  auto plans = f.db->explain_request_paths();
+  REQUIRE(plans);
+  int seen = 0;
+  for (const auto& p : *plans) {
+    if (p.name != "live volumes of an organization (quotas)" && p.name != "live snapshots of an organization (quotas)")
+      continue;
+    ++seen;
+    INFO(p.name);
+    REQUIRE(p.steps.size() == 1);
+    CHECK(p.steps[0].rfind("SEARCH ", 0) == 0);
+    CHECK(p.steps[0].find("_live_name (org_id=?)") != std::string::npos);
+  }
+  CHECK(seen == 2);
+}

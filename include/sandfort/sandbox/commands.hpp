@@ -1,0 +1,74 @@
+#pragma once
+// Commands in a started sandbox, through its agent (docs/api.md, "Processes"): one-shot exec and
+// code-run, whole or streamed as server-sent events, and the connection the api module forwards
+// sessions, background commands, files, git and the PTY over. Each call is recorded in the
+// audit chain as `accepted` once the sandbox is found started and before it runs; one that
+// cannot be recorded does not run. The server-side maxima (timeout, output cap) hold whatever
+// the agent answers.
+
+#include <functional>
+#include <string>
+
+#include "sandfort/audit/journal.hpp"
+#include "sandfort/core/clock.hpp"
+#include "sandfort/core/config.hpp"
+#include "sandfort/sandbox/activity.hpp"
+#include "sandfort/sandbox/agent_connector.hpp"
+#include "sandfort/sandbox/types.hpp"
+#include "sandfort/store/database.hpp"
+
+namespace sandfort::sandbox {
+
+// A connection to a sandbox's agent, which keeps the sandbox busy (the idle timeout) while it lives.
+struct agent_session {
+  agent_stream stream;
+  activity_tracker::hold busy;
+};
+
+// The row of a sandbox for a call that needs it running: conflict when it is not started
+// ("resume it first" when paused). Finding it is use of it (the idle timeout).
+result<store::sandbox_record> find_started(store::database& db, activity_tracker& activity, const std::string& org_id,
+                                           const std::string& id_or_name);
+
+class command_service {
+ public:
+  // When the agent cannot be reached: the lifecycle's verdict (a container that stopped marks
+  // the row stopped, and the caller hears why), else the error as it is.
+  using unreachable_agent = std::function<boost::asio::awaitable<error>(store::sandbox_record&, error)>;
+
+  command_service(const config& cfg, store::database& db, agent_connector& agent, activity_tracker& activity,
+                  const clock& clk, unreachable_agent explain);
+
+  task<exec_result> exec(const std::string& org_id, const std::string& id_or_name, exec_request req,
+                         const audit::actor& who = audit::system_actor());
+  task<exec_result> code_run(const std::string& org_id, const std::string& id_or_name, const code_run_request& req,
+                             const audit::actor& who = audit::system_actor());
+  // The same, with output streamed to sink as server-sent events. An error means nothing was
+  // written to the sink.
+  task<void> exec_stream(const std::string& org_id, const std::string& id_or_name, exec_request req, byte_sink& sink,
+                         const audit::actor& who = audit::system_actor());
+  task<void> code_run_stream(const std::string& org_id, const std::string& id_or_name, const code_run_request& req,
+                             byte_sink& sink, const audit::actor& who = audit::system_actor());
+  // A connection to the agent of a started sandbox (it serves sessions, commands, files, git and
+  // the PTY itself). `note`, when given, is recorded (its target set to the sandbox's id) first.
+  task<agent_session> connect_agent(const std::string& org_id, const std::string& id_or_name,
+                                    const audit::actor& who = audit::system_actor(),
+                                    const audit::record* note = nullptr);
+
+ private:
+  result<agent_exec> prepare_exec(exec_request req) const;
+  result<void> note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note);
+  task<exec_result> exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
+                               const audit::actor& who, audit::record note);
+  task<void> exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
+                               byte_sink& sink, const audit::actor& who, audit::record note);
+
+  const config& cfg_;
+  store::database& db_;
+  agent_connector& agent_;
+  activity_tracker& activity_;
+  audit::journal journal_;
+  unreachable_agent explain_;
+};
+
+}  // namespace sandfort::sandbox
