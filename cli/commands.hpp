@@ -38,8 +38,11 @@ struct org_limits_options {
   std::optional<int> max_sandboxes;
   std::optional<double> max_cpus;
   std::optional<std::int64_t> max_memory_mb;
+  std::optional<int> max_volumes;
+  std::optional<int> max_snapshots;
   std::vector<std::string> allowed_images;
-  std::vector<std::string> reset;  // field names: max_sandboxes, max_cpus, max_memory_mb, allowed_images
+  std::vector<std::string> reset;  // field names: max_sandboxes, max_cpus, max_memory_mb, allowed_images,
+                                   // max_volumes, max_snapshots
   bool json = false;
 };
 

@@ -139,12 +139,15 @@ void add_org_commands(CLI::App& app, org_args& a, int& status, bool& as_json) {
   set->add_option("--max-sandboxes", a.set.max_sandboxes, "Sandboxes not deleted (stopped ones count)");
   set->add_option("--max-cpus", a.set.max_cpus, "CPUs of its running sandboxes together");
   set->add_option("--max-memory-mb", a.set.max_memory_mb, "Memory (MiB) of its running sandboxes together");
+  set->add_option("--max-volumes", a.set.max_volumes, "Volumes not deleted");
+  set->add_option("--max-snapshots", a.set.max_snapshots, "Snapshots not deleted");
   set->add_option("--allowed-image", a.set.allowed_images,
                   "Image pattern it may start ('*' any run of characters; repeatable: the list replaces the old one)")
       ->allow_extra_args(false);
   set->add_option("--reset", a.set.reset, "Put this limit back to the server's default (repeatable)")
       ->allow_extra_args(false)
-      ->check(CLI::IsMember({"max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images"}));
+      ->check(CLI::IsMember(
+          {"max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images", "max_volumes", "max_snapshots"}));
   set->add_flag("--json", as_json, "Print the API's JSON");
   set->callback([&] {
     a.set.json = as_json;

@@ -15,7 +15,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* limit_fields[] = {"max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images"};
+constexpr const char* limit_fields[] = {"max_sandboxes",  "max_cpus",    "max_memory_mb",
+                                        "allowed_images", "max_volumes", "max_snapshots"};
 
 // The organization the command names, else the caller's own: the route wants an id or a name.
 std::string org_or_own(api_client& client, const std::string& org) {
@@ -50,7 +51,8 @@ void print_limits(const json& v) {
     for (const auto& f : v["own"])
       if (f.is_string()) own.insert(f.get<std::string>());
   const std::pair<const char*, const char*> in_use[] = {
-      {"max_sandboxes", "sandboxes"}, {"max_cpus", "cpus"}, {"max_memory_mb", "memory_mb"}, {"allowed_images", ""}};
+      {"max_sandboxes", "sandboxes"}, {"max_cpus", "cpus"},       {"max_memory_mb", "memory_mb"},
+      {"allowed_images", ""},         {"max_volumes", "volumes"}, {"max_snapshots", "snapshots"}};
   std::cout << "org: " << cell(v.value("org_id", json())) << "\n";
   std::vector<std::vector<std::string>> rows = {{"LIMIT", "VALUE", "IN USE", "SET FOR THIS ORG"}};
   for (const auto& [limit, usage] : in_use)
@@ -73,6 +75,8 @@ json limits_body(const org_limits_options& o) {
   if (o.max_sandboxes) body["max_sandboxes"] = *o.max_sandboxes;
   if (o.max_cpus) body["max_cpus"] = *o.max_cpus;
   if (o.max_memory_mb) body["max_memory_mb"] = *o.max_memory_mb;
+  if (o.max_volumes) body["max_volumes"] = *o.max_volumes;
+  if (o.max_snapshots) body["max_snapshots"] = *o.max_snapshots;
   if (!o.allowed_images.empty()) body["allowed_images"] = o.allowed_images;
   for (const auto& name : o.reset) {
     if (body.contains(name) && !body[name].is_null())
@@ -82,7 +86,8 @@ json limits_body(const org_limits_options& o) {
   if (body.empty()) {
     std::string all;
     for (const char* f : limit_fields) all += std::string(all.empty() ? "" : ", ") + f;
-    throw failure("nothing to set: give --max-sandboxes, --max-cpus, --max-memory-mb, --allowed-image or --reset (" +
+    throw failure("nothing to set: give --max-sandboxes, --max-cpus, --max-memory-mb, --max-volumes, "
+                  "--max-snapshots, --allowed-image or --reset (" +
                       all + ")",
                   2);
   }

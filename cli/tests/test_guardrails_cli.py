@@ -65,6 +65,19 @@ def test_the_operator_sets_limits_and_the_admin_reads_them(cli, org):
     assert set(v["own"]) == {"max_sandboxes", "max_memory_mb"}
     assert admin.json("org", "limits", name)["limits"]["max_memory_mb"] == 4096
 
+    # The volume and snapshot counts: set, shown with their use, reset.
+    v = cli.json("org", "set-limits", name, "--max-volumes", "3", "--max-snapshots", "4")
+    assert v["limits"]["max_volumes"] == 3 and v["limits"]["max_snapshots"] == 4
+    assert set(v["own"]) == {"max_sandboxes", "max_memory_mb", "max_volumes", "max_snapshots"}
+    out = admin.ok("org", "limits").stdout
+    assert re.search(r"^max_volumes\s+3\s+0\s+yes$", out, re.M), out
+    assert re.search(r"^max_snapshots\s+4\s+0\s+yes$", out, re.M), out
+    got = admin.json("org", "limits")
+    assert (got["usage"]["volumes"], got["usage"]["snapshots"]) == (0, 0)
+    v = cli.json("org", "set-limits", org_id, "--reset", "max_volumes", "--reset", "max_snapshots")
+    assert set(v["own"]) == {"max_sandboxes", "max_memory_mb"}
+    assert v["limits"]["max_volumes"] != 3 and v["limits"]["max_snapshots"] != 4
+
     # The organization's admin may not raise its own limits.
     r = admin.run("org", "set-limits", org_id, "--max-sandboxes", "50")
     assert r.returncode == 1 and "permission_denied" in r.stderr and "request req-" in r.stderr, r.stderr
@@ -78,6 +91,8 @@ def test_set_limits_usage_errors_exit_2(cli):
     assert r.returncode == 2 and "nothing to set" in r.stderr, r.stderr
     r = cli.run("org", "set-limits", "some-org", "--reset", "max_cpus", "--max-cpus", "2")
     assert r.returncode == 2 and "--reset max_cpus" in r.stderr, r.stderr
+    r = cli.run("org", "set-limits", "some-org", "--max-volumes", "2", "--reset", "max_volumes")
+    assert r.returncode == 2 and "--reset max_volumes" in r.stderr, r.stderr
     r = cli.run("org", "set-limits", "some-org", "--reset", "max_sandbox")
     assert r.returncode == 2 and "max_sandbox" in r.stderr, r.stderr
     r = cli.run("org", "set-limits")
@@ -169,8 +184,10 @@ def test_completion_knows_the_org_commands(cli):
     assert "org" in _complete(cli, ["sandfort", "o"])
     assert _complete(cli, ["sandfort", "org", "''"]) == ["limits", "set-limits", "stop-all", "lift", "--help"]
     assert _complete(cli, ["sandfort", "org", "set-limits", "acme", "--max"]) == [
-        "--max-sandboxes", "--max-cpus", "--max-memory-mb"]
+        "--max-sandboxes", "--max-cpus", "--max-memory-mb", "--max-volumes", "--max-snapshots"]
     assert _complete(cli, ["sandfort", "org", "set-limits", "acme", "--reset", "max_c"]) == ["max_cpus"]
+    assert _complete(cli, ["sandfort", "org", "set-limits", "acme", "--reset", "max_s"]) == [
+        "max_sandboxes", "max_snapshots"]
     assert _complete(cli, ["sandfort", "sandbox", "create", "--i"]) == ["--idle-timeout"]
     assert _complete(cli, ["sandfort", "new", "--tt"]) == ["--ttl"]
 

@@ -96,11 +96,13 @@ class Client:
         return self._guardrails.limits(org)
 
     def set_org_limits(self, org: str, *, max_sandboxes: Any = UNSET, max_cpus: Any = UNSET,
-                       max_memory_mb: Any = UNSET, allowed_images: Any = UNSET, **extra: Any) -> OrgLimits:
+                       max_memory_mb: Any = UNSET, allowed_images: Any = UNSET, max_volumes: Any = UNSET,
+                       max_snapshots: Any = UNSET, **extra: Any) -> OrgLimits:
         """Superadmin: sets an organization's limits. Only the fields given change; ``None`` resets
         a field to the daemon's configured default. Returns the limits as ``org_limits`` does."""
         return self._guardrails.set_limits(org, max_sandboxes=max_sandboxes, max_cpus=max_cpus,
-                                           max_memory_mb=max_memory_mb, allowed_images=allowed_images, **extra)
+                                           max_memory_mb=max_memory_mb, allowed_images=allowed_images,
+                                           max_volumes=max_volumes, max_snapshots=max_snapshots, **extra)
 
     def stop_all(self, org: Optional[str] = None) -> StopAllReport:
         """The kill switch: stops every started sandbox of the organization at once and refuses

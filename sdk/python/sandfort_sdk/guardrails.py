@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Limits", "LimitsUsage", "OrgStop", "OrgLimits", "StopAllReport", "LIMIT_FIELDS"]
 
 # The fields PUT /v1/orgs/{org}/limits takes.
-LIMIT_FIELDS = ("max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images")
+LIMIT_FIELDS = ("max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images", "max_volumes", "max_snapshots")
 
 
 class _Unset:
@@ -36,33 +36,40 @@ UNSET: Any = _Unset()
 @dataclass
 class Limits:
     """What an organization may take: sandboxes not deleted, CPUs and memory of its running
-    sandboxes together, and the image patterns it may start (``*`` any run of characters)."""
+    sandboxes together, the image patterns it may start (``*`` any run of characters), and
+    volumes and snapshots not deleted."""
     max_sandboxes: int
     max_cpus: float
     max_memory_mb: int
     allowed_images: List[str] = field(default_factory=list)
+    max_volumes: int = 0
+    max_snapshots: int = 0
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Limits":
         return cls(max_sandboxes=int(d.get("max_sandboxes", 0)), max_cpus=float(d.get("max_cpus", 0)),
                    max_memory_mb=int(d.get("max_memory_mb", 0)),
-                   allowed_images=list(d.get("allowed_images") or []))
+                   allowed_images=list(d.get("allowed_images") or []),
+                   max_volumes=int(d.get("max_volumes", 0)), max_snapshots=int(d.get("max_snapshots", 0)))
 
 
 @dataclass
 class LimitsUsage:
     """What it uses now: ``sandboxes`` not deleted (stopped ones count), ``running`` among them,
-    and the CPUs and memory of the running ones."""
+    the CPUs and memory of the running ones, and ``volumes`` and ``snapshots`` not deleted."""
     sandboxes: int = 0
     running: int = 0
     cpus: float = 0.0
     memory_mb: int = 0
+    volumes: int = 0
+    snapshots: int = 0
 
     @classmethod
     def from_json(cls, d: Optional[Dict[str, Any]]) -> "LimitsUsage":
         d = d or {}
         return cls(sandboxes=int(d.get("sandboxes", 0)), running=int(d.get("running", 0)),
-                   cpus=float(d.get("cpus", 0)), memory_mb=int(d.get("memory_mb", 0)))
+                   cpus=float(d.get("cpus", 0)), memory_mb=int(d.get("memory_mb", 0)),
+                   volumes=int(d.get("volumes", 0)), snapshots=int(d.get("snapshots", 0)))
 
 
 @dataclass
@@ -135,11 +142,13 @@ class Guardrails:
 
     def set_limits(self, org: str, *, max_sandboxes: Union[int, None, _Unset] = UNSET,
                    max_cpus: Union[float, None, _Unset] = UNSET, max_memory_mb: Union[int, None, _Unset] = UNSET,
-                   allowed_images: Union[Sequence[str], None, _Unset] = UNSET, **extra: Any) -> OrgLimits:
+                   allowed_images: Union[Sequence[str], None, _Unset] = UNSET,
+                   max_volumes: Union[int, None, _Unset] = UNSET, max_snapshots: Union[int, None, _Unset] = UNSET,
+                   **extra: Any) -> OrgLimits:
         if not org:
             raise ValueError("set_org_limits needs the organization (an id or a name)")
         given = {"max_sandboxes": max_sandboxes, "max_cpus": max_cpus, "max_memory_mb": max_memory_mb,
-                 "allowed_images": allowed_images}
+                 "allowed_images": allowed_images, "max_volumes": max_volumes, "max_snapshots": max_snapshots}
         body: Dict[str, Any] = {k: v for k, v in given.items() if v is not UNSET}
         if isinstance(body.get("allowed_images"), (list, tuple)):
             body["allowed_images"] = list(body["allowed_images"])

@@ -73,6 +73,22 @@ def test_images_outside_the_policy_and_who_sets_limits(client, org):
     # None resets a field to the configured default; the fields not given stay as they were.
     limits = client.set_org_limits(o.id, allowed_images=None)
     assert limits.limits.allowed_images == ["*"] and limits.own == ["max_cpus"] and limits.limits.max_cpus == 2.0
+    # The volume and snapshot counts: set, read by the organization's admin with their use, reset.
+    limits = client.set_org_limits(o.id, max_volumes=1, max_snapshots=3)
+    assert limits.limits.max_volumes == 1 and limits.limits.max_snapshots == 3
+    assert set(limits.own) == {"max_cpus", "max_volumes", "max_snapshots"}
+    vol = admin.create_volume("gr-" + uuid.uuid4().hex[:8])
+    try:
+        mine = admin.org_limits()
+        assert mine.limits.max_volumes == 1 and mine.limits.max_snapshots == 3
+        assert mine.usage.volumes == 1 and mine.usage.snapshots == 0
+        with pytest.raises(QuotaExceededError) as ei:
+            admin.create_volume("gr-" + uuid.uuid4().hex[:8])
+        assert "volumes" in ei.value.message and "1 of 1" in ei.value.message, ei.value.message
+    finally:
+        admin.delete_volume(vol.name)
+    limits = client.set_org_limits(o.id, max_volumes=None, max_snapshots=None)
+    assert limits.own == ["max_cpus"] and limits.limits.max_volumes > 1 and limits.limits.max_snapshots > 3
     # Fields newer than the SDK pass through; the daemon refuses what it does not know.
     with pytest.raises(InvalidArgumentError) as ei:
         client.set_org_limits(o.id, max_sandbox=1)

@@ -20,6 +20,10 @@ export interface Limits {
   maxMemoryMb: number;
   /** Image patterns it may start (`*` is any run of characters). */
   allowedImages: string[];
+  /** Volumes not deleted. */
+  maxVolumes: number;
+  /** Snapshots not deleted. */
+  maxSnapshots: number;
 }
 
 export type LimitField = keyof Limits;
@@ -32,6 +36,10 @@ export interface LimitsUsage {
   running: number;
   cpus: number;
   memoryMb: number;
+  /** Volumes not deleted. */
+  volumes: number;
+  /** Snapshots not deleted. */
+  snapshots: number;
 }
 
 export interface OrgLimits {
@@ -56,6 +64,8 @@ const WIRE: Record<LimitField, string> = {
   maxCpus: "max_cpus",
   maxMemoryMb: "max_memory_mb",
   allowedImages: "allowed_images",
+  maxVolumes: "max_volumes",
+  maxSnapshots: "max_snapshots",
 };
 const FIELD_OF: Record<string, LimitField> = Object.fromEntries(
   Object.entries(WIRE).map(([k, v]) => [v, k as LimitField]),
@@ -72,9 +82,18 @@ function toOrgLimits(j: Json): OrgLimits {
       maxCpus: l.max_cpus,
       maxMemoryMb: l.max_memory_mb,
       allowedImages: l.allowed_images ?? [],
+      maxVolumes: l.max_volumes,
+      maxSnapshots: l.max_snapshots,
     },
     own: ((j.own ?? []) as string[]).map((f) => FIELD_OF[f] ?? (f as LimitField)),
-    usage: { sandboxes: u.sandboxes ?? 0, running: u.running ?? 0, cpus: u.cpus ?? 0, memoryMb: u.memory_mb ?? 0 },
+    usage: {
+      sandboxes: u.sandboxes ?? 0,
+      running: u.running ?? 0,
+      cpus: u.cpus ?? 0,
+      memoryMb: u.memory_mb ?? 0,
+      volumes: u.volumes ?? 0,
+      snapshots: u.snapshots ?? 0,
+    },
     stopped: s && typeof s === "object" ? { since: s.since, bySuperadmin: !!s.by_superadmin } : null,
   };
 }

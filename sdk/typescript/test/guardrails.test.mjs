@@ -78,6 +78,29 @@ test("an image outside the policy: image_not_allowed, 403; null resets a limit, 
   assert.deepEqual(reset.own, ["maxCpus"]);
   assert.equal(reset.limits.maxCpus, 2);
   await assert.rejects(client.setOrgLimits(org.id, { maxSandbox: 1 }), TypeError);
+  // The volume and snapshot counts: set, read by the organization's admin with their use, reset.
+  const counts = await client.setOrgLimits(org.id, { maxVolumes: 1, maxSnapshots: 3 });
+  assert.equal(counts.limits.maxVolumes, 1);
+  assert.equal(counts.limits.maxSnapshots, 3);
+  assert.deepEqual([...counts.own].sort(), ["maxCpus", "maxSnapshots", "maxVolumes"]);
+  const vol = await c.createVolume(`gr-${randomBytes(4).toString("hex")}`);
+  try {
+    const mine = await c.orgLimits();
+    assert.equal(mine.limits.maxVolumes, 1);
+    assert.equal(mine.limits.maxSnapshots, 3);
+    assert.equal(mine.usage.volumes, 1);
+    assert.equal(mine.usage.snapshots, 0);
+    await assert.rejects(c.createVolume(`gr-${randomBytes(4).toString("hex")}`), {
+      status: 429,
+      code: "quota_exceeded",
+      message: /volumes.*1 of 1/,
+    });
+  } finally {
+    await c.deleteVolume(vol.name);
+  }
+  const back = await client.setOrgLimits(org.id, { maxVolumes: null, maxSnapshots: null });
+  assert.deepEqual(back.own, ["maxCpus"]);
+  assert.ok(back.limits.maxVolumes > 1 && back.limits.maxSnapshots > 3);
 });
 
 test("the kill switch: stopAll stops, creating and starting are conflicts, liftStopAll", async () => {
