@@ -33,7 +33,8 @@ asio::awaitable<bool> read_until(wsclient::client& ws, const std::string& want, 
   co_return true;
 }
 
-asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string key, bool subprotocol) {
+asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string key, bool subprotocol,
+                           std::string env_check) {
   wsclient::options opts;
   if (subprotocol)
     opts.headers.emplace_back("Sec-WebSocket-Protocol", "bearer." + key);
@@ -80,6 +81,17 @@ asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string 
   const std::string echoed = "hi\r\n";
   step("echo hi read back", co_await read_until(*ws, echoed, seen));
 
+  if (!env_check.empty()) {
+    // NAME=VALUE: the terminal's shell has the variable (the echoed line shows "$NAME", only the
+    // output shows VALUE followed by '|').
+    auto eq = env_check.find('=');
+    seen.clear();
+    const std::string print_env = "printf '%s|\\n' \"$" + env_check.substr(0, eq) + "\"\r";
+    (void)co_await ws->send_binary(print_env);
+    const std::string value = env_check.substr(eq + 1) + "|\r\n";
+    step("env read back", co_await read_until(*ws, value, seen));
+  }
+
   seen.clear();
   // Ctrl-C must reach `sleep`, not bash before it forks (the line discipline would then
   // flush what was typed): wait until the line runs, and a moment more for the fork.
@@ -115,11 +127,12 @@ asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: pty_probe PORT SANDBOX_ID API_KEY header|subprotocol\n");
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: pty_probe PORT SANDBOX_ID API_KEY header|subprotocol [NAME=VALUE]\n");
     return 2;
   }
   auto port = static_cast<std::uint16_t>(std::stoi(argv[1]));
   bool subprotocol = std::string(argv[4]) == "subprotocol";
-  return sandfort::testing::run_coroutine(probe(port, argv[2], argv[3], subprotocol), std::chrono::seconds(60));
+  std::string env_check = argc == 6 ? argv[5] : "";
+  return sandfort::testing::run_coroutine(probe(port, argv[2], argv[3], subprotocol, env_check), std::chrono::seconds(60));
 }

@@ -4,12 +4,14 @@ directory applied so that nothing of the pool or of another claimant can be obse
 are invisible to organizations and count against no quota; a member that dies is replaced; a
 pooled sandbox keeps its environment across stop and start; the pool drains at shutdown."""
 
+import os
+import subprocess
 import time
 import uuid
 
 import pytest
 
-from sandfort_harness import Daemon, _containers_labelled, docker
+from sandfort_harness import BUILD, Daemon, _containers_labelled, docker
 
 SIZE = 2
 CREATED = set()  # every sandbox this module made: what is left with the pool label are members
@@ -131,6 +133,20 @@ def test_a_claim_is_started_at_once_with_the_callers_environment(pooled):
     assert r.status == 200, r
     events = r.json()["items"]
     assert events and events[0]["details"]["spec"].get("pooled") is True
+
+
+def test_the_terminal_of_a_claimed_sandbox_has_the_callers_environment(pooled):
+    wait_full(pooled)
+    admin = pooled.admin()
+    r = admin.post("/v1/orgs", {"name": "pool-pty-" + uuid.uuid4().hex[:8]})
+    org_id = r.json()["id"]
+    key = admin.post(f"/v1/orgs/{org_id}/api-keys", {"name": "m", "role": "member"}).json()["key"]
+    box = Member(pooled.client(key), org_id).create_sandbox(env={"PTYVAR": "from-the-claim"})
+    assert pool_state(pooled)["claims"] >= 1
+    probe = os.path.join(BUILD, "tests", "pty_probe")
+    out = subprocess.run([probe, str(pooled.port), box["id"], key, "header", "PTYVAR=from-the-claim"],
+                         capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0 and "env read back: ok" in out.stdout, out.stdout + out.stderr
 
 
 def test_nothing_of_one_claimant_reaches_the_next(pooled):
