@@ -339,6 +339,9 @@ std::vector<std::pair<std::string, std::string>> request_path_statements() {
       {"live snapshots of all organizations (reconcile)", detail::live_snapshots_all_orgs_sql()},
       {"live volumes of an organization (quotas)", detail::count_live_volumes_sql()},
       {"live snapshots of an organization (quotas)", detail::count_live_snapshots_sql()},
+      {"a volume's live mounts (volume delete)", detail::volume_mounted_by_sql()},
+      {"a sandbox's volumes (create, start)", detail::volumes_of_sandbox_sql()},
+      {"a snapshot's live users (snapshot delete)", detail::snapshot_used_by_sql()},
   };
 }
 

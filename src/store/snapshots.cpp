@@ -30,6 +30,13 @@ snapshot_record read_snapshot(const statement& st) {
 
 }  // namespace
 
+const std::string& detail::snapshot_used_by_sql() {
+  static const std::string q =
+      "SELECT id FROM sandboxes INDEXED BY sandboxes_live_by_snapshot WHERE snapshot = ?1 AND state <> 'deleted' "
+      "LIMIT 1";
+  return q;
+}
+
 const std::string& detail::live_snapshots_all_orgs_sql() {
   static const std::string q = std::string("SELECT ") + snapshot_columns +
                                " FROM snapshots INDEXED BY snapshots_live_name WHERE state <> 'deleted'";
@@ -114,9 +121,7 @@ result<void> database::set_snapshot_state(const std::string& org_id, const std::
 }
 
 result<std::optional<std::string>> database::snapshot_used_by(const std::string& image_ref) {
-  auto st = prepare(
-      "SELECT id FROM sandboxes INDEXED BY sandboxes_live_by_snapshot WHERE snapshot = ?1 AND state <> 'deleted' "
-      "LIMIT 1");
+  auto st = prepare(detail::snapshot_used_by_sql());
   if (!st) return std::move(st).err();
   st->bind(1, image_ref);
   auto row = st->step();

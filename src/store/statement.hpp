@@ -229,5 +229,8 @@ const std::string& live_volumes_all_orgs_sql();
 const std::string& live_snapshots_all_orgs_sql();
 const std::string& count_live_volumes_sql();
 const std::string& count_live_snapshots_sql();
+const std::string& volume_mounted_by_sql();
+const std::string& volumes_of_sandbox_sql();
+const std::string& snapshot_used_by_sql();
 
 }  // namespace sandfort::store::detail

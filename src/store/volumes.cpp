@@ -36,6 +36,21 @@ const std::string& detail::live_volumes_all_orgs_sql() {
 
 // The volume quota's count (guardrails): the organization's entries of the live-only index, so
 // deleted rows, however many, are never read.
+const std::string& detail::volume_mounted_by_sql() {
+  static const std::string q =
+      "SELECT sv.sandbox_id FROM sandbox_volumes AS sv INDEXED BY sandbox_volumes_by_volume "
+      "JOIN sandboxes AS s ON s.id = sv.sandbox_id WHERE sv.volume_id = ?1 AND s.state <> 'deleted' LIMIT 1";
+  return q;
+}
+
+const std::string& detail::volumes_of_sandbox_sql() {
+  static const std::string q =
+      "SELECT sv.sandbox_id, sv.volume_id, v.name, v.docker_name, sv.mount_path, sv.read_only "
+      "FROM sandbox_volumes AS sv JOIN volumes AS v ON v.id = sv.volume_id WHERE sv.sandbox_id = ?1 "
+      "ORDER BY sv.mount_path";
+  return q;
+}
+
 const std::string& detail::count_live_volumes_sql() {
   static const std::string q =
       "SELECT count(*) FROM volumes INDEXED BY volumes_live_name WHERE org_id = ?1 AND state <> 'deleted'";
@@ -114,9 +129,7 @@ result<void> database::set_volume_state(const std::string& org_id, const std::st
 result<std::optional<std::string>> database::volume_mounted_by(const std::string& volume_id) {
   // Rows of deleted sandboxes are removed by triggers (migration 7); the join keeps the answer
   // right even if one were left.
-  auto st = prepare(
-      "SELECT sv.sandbox_id FROM sandbox_volumes AS sv INDEXED BY sandbox_volumes_by_volume "
-      "JOIN sandboxes AS s ON s.id = sv.sandbox_id WHERE sv.volume_id = ?1 AND s.state <> 'deleted' LIMIT 1");
+  auto st = prepare(detail::volume_mounted_by_sql());
   if (!st) return std::move(st).err();
   st->bind(1, volume_id);
   auto row = st->step();
@@ -137,10 +150,7 @@ result<void> database::insert_sandbox_volume(const std::string& sandbox_id, cons
 }
 
 result<std::vector<sandbox_volume>> database::list_sandbox_volumes(const std::string& sandbox_id) {
-  auto st = prepare(
-      "SELECT sv.sandbox_id, sv.volume_id, v.name, v.docker_name, sv.mount_path, sv.read_only "
-      "FROM sandbox_volumes AS sv JOIN volumes AS v ON v.id = sv.volume_id WHERE sv.sandbox_id = ?1 "
-      "ORDER BY sv.mount_path");
+  auto st = prepare(detail::volumes_of_sandbox_sql());
   if (!st) return std::move(st).err();
   st->bind(1, sandbox_id);
   std::vector<sandbox_volume> out;
