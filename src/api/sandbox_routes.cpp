@@ -260,7 +260,7 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          const std::string& text = ctx.params["port"];
          auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
          if (ec != std::errc{} || end != text.data() + text.size()) port = 0;
-         auto r = svc.preview(p.org_id, id, port);
+         auto r = svc.network().preview(p.org_id, id, port);
          co_return reply(r, ctx, 200, [](const sandbox::preview_link& l) {
            return json{{"url", l.url}, {"token", l.token.empty() ? json(nullptr) : json(l.token)}};
          });
@@ -283,7 +283,7 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
       {http::verb::get, "/v1/sandboxes/{id}/ports", permission::read,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto id = ctx.params["id"];
-         auto r = co_await svc.ports(p.org_id, id);
+         auto r = co_await svc.network().ports(p.org_id, id);
          co_return reply(r, ctx, 200, [](const std::vector<sandbox::listening_port>& ports) {
            json items = json::array();
            for (const auto& port : ports)

@@ -19,6 +19,7 @@ service::service(asio::any_io_executor executor, const config& cfg, store::datab
                  agent_connector& agent, const clock& clk)
     : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), clock_(clk), journal_(db, clk),
       activity_(clk),
+      net_(cfg, db, engine, agent, activity_),
       pool_(executor_, cfg.pools,
             warm_pool::hooks{[this](const pool_config& p) { return make_pool_member(p); },
                              [this](pool_member m) { return destroy_pool_member(std::move(m)); }}),
@@ -92,7 +93,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   auto spec = validate(checked);
   if (!spec) co_return std::move(spec).err();
   if (*snapshot) spec->snapshot_name = req.snapshot;
-  if (!network_) co_return make_error(errc::unavailable, "the sandbox network is not ready yet (is Docker running?)");
+  if (!net_.ready()) co_return make_error(errc::unavailable, "the sandbox network is not ready yet (is Docker running?)");
   // Reconciliation removes containers and marks rows it cannot account for: a sandbox created
   // while it sweeps could be taken for a leftover.
   if (!reconciled_) co_return make_error(errc::unavailable, "sandfortd is still reconciling with Docker; retry shortly");
@@ -234,7 +235,7 @@ task<void> service::start_and_wait(store::sandbox_record& rec) {
   agent_.forget(rec.id);  // a new init process: learn it again
   if (auto r = co_await engine_.start_container(rec.container_id); !r) co_return r;
   if (auto r = co_await wait_for_agent(rec); !r) co_return r;
-  co_return co_await refresh_address(rec);
+  co_return co_await net_.refresh_address(rec);
 }
 
 task<void> service::wait_for_agent(const store::sandbox_record& rec) {
@@ -431,6 +432,17 @@ task<sandbox_metrics> service::metrics(const std::string& org_id, const std::str
     m.egress_denied = t.denied;
   }
   co_return m;
+}
+
+sandbox_view service::view_of(const store::sandbox_record& rec) const {
+  auto v = to_view(rec);
+  v.preview_url_template = net_.preview_url_template(rec.id);
+  return v;
+}
+
+void service::disconnect(const std::string& sandbox_id) {
+  agent_.forget(sandbox_id);
+  net_.disconnect(sandbox_id);
 }
 
 asio::awaitable<error> service::explain_unreachable_agent(store::sandbox_record& rec, error e) {

@@ -1,11 +1,13 @@
-// The network side of sandboxes: the bridge they live on, their addresses on it, preview links
-// and the ports listening inside them.
+// The network side of sandboxes (network.hpp).
 #include <spdlog/spdlog.h>
 
 #include <charconv>
 
 #include "sandfort/preview/address.hpp"
-#include "sandfort/sandbox/service.hpp"
+#include "sandfort/sandbox/network.hpp"
+
+#include "sandfort/sandbox/commands.hpp"  // find_started
+#include "sandfort/sandbox/service.hpp"   // labels, agent_address_of, to_view
 
 namespace sandfort::sandbox {
 
@@ -26,7 +28,11 @@ unsigned short listen_port(const std::string& host_port) {
 
 }  // namespace
 
-task<docker::network_info> service::prepare_network() {
+network_service::network_service(const config& cfg, store::database& db, docker::engine& engine,
+                                 agent_connector& agent, activity_tracker& activity)
+    : cfg_(cfg), db_(db), engine_(engine), agent_(agent), activity_(activity) {}
+
+task<docker::network_info> network_service::prepare() {
   const auto& want = cfg_.network;
   auto gateway = docker::first_host_address(want.subnet);
   if (!gateway) co_return std::move(gateway).err();
@@ -55,7 +61,7 @@ task<docker::network_info> service::prepare_network() {
   co_return net;
 }
 
-task<void> service::refresh_address(store::sandbox_record& rec) {
+task<void> network_service::refresh_address(store::sandbox_record& rec) {
   auto info = co_await engine_.inspect_container(rec.container_id);
   if (!info) co_return std::move(info).err();
   auto it = network_ ? info->addresses.find(network_->name) : info->addresses.end();
@@ -63,38 +69,33 @@ task<void> service::refresh_address(store::sandbox_record& rec) {
   co_return ok_t{};
 }
 
-void service::disconnect(const std::string& sandbox_id) {
-  agent_.forget(sandbox_id);
-  for (auto& hook : disconnect_hooks_) hook(sandbox_id);
+void network_service::disconnect(const std::string& sandbox_id) {
+  for (auto& hook : hooks_) hook(sandbox_id);
 }
 
-sandbox_view service::view_of(const store::sandbox_record& rec) const {
-  auto v = to_view(rec);
+std::string network_service::preview_url_template(const std::string& sandbox_id) const {
   const std::string& configured = cfg_.preview.url_template;
-  v.preview_url_template = configured.empty()
-                               ? preview::url_template(cfg_.preview.domain, rec.id, listen_port(cfg_.preview.listen))
-                               : replace_all(configured, "{id}", rec.id);
-  return v;
+  return configured.empty() ? preview::url_template(cfg_.preview.domain, sandbox_id, listen_port(cfg_.preview.listen))
+                            : replace_all(configured, "{id}", sandbox_id);
 }
 
-result<preview_link> service::preview(const std::string& org_id, const std::string& id_or_name, int port) {
+result<preview_link> network_service::preview(const std::string& org_id, const std::string& id_or_name, int port) {
   if (port < 1 || port > 65535) return make_error(errc::invalid_argument, "port must be between 1 and 65535");
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) return std::move(rec).err();
-  auto view = view_of(*rec);
   preview_link link;
-  link.url = replace_all(view.preview_url_template, "{port}", std::to_string(port));
-  if (!view.spec.public_preview)
+  link.url = replace_all(preview_url_template(rec->id), "{port}", std::to_string(port));
+  if (!spec_from_json(rec->spec_json).public_preview)
     link.token = preview::make_token(rec->preview_key, rec->id, static_cast<unsigned short>(port));
   return link;
 }
 
-task<std::vector<listening_port>> service::ports(const std::string& org_id, const std::string& id_or_name) {
-  auto rec = require_started(org_id, id_or_name);
+task<std::vector<listening_port>> network_service::ports(const std::string& org_id, const std::string& id_or_name) {
+  auto rec = find_started(db_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   auto found = co_await agent_.ports(agent_address_of(*rec));
   if (!found) co_return std::move(found).err();
-  std::string tmpl = view_of(*rec).preview_url_template;
+  std::string tmpl = preview_url_template(rec->id);
   for (auto& p : *found) {
     p.url = replace_all(tmpl, "{port}", std::to_string(p.port));
     p.previewable = p.address != "127.0.0.1" && p.address != "::1";

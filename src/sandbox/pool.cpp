@@ -11,7 +11,7 @@ namespace sandfort::sandbox {
 namespace asio = boost::asio;
 
 task<pool_member> service::make_pool_member(const pool_config& pool) {
-  if (!network_) co_return make_error(errc::unavailable, "the sandbox network is not ready");
+  if (!net_.ready()) co_return make_error(errc::unavailable, "the sandbox network is not ready");
   store::sandbox_record rec;
   rec.id = new_id("sbx-");  // the claimant's sandbox id, random like any other
   rec.snapshot = pool.image;

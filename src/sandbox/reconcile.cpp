@@ -173,7 +173,7 @@ task<reconcile_report> service::reconcile() {
                       found->second.paused ? "sandbox.pause" : "sandbox.resume");
     } else if ((rec.state == "started" || rec.state == "paused") && rec.address.empty()) {
       // Started by a build without the sandbox network, or the address was never recorded.
-      if (auto r = co_await refresh_address(rec); r) (void)db_.update_sandbox(rec);
+      if (auto r = co_await net_.refresh_address(rec); r) (void)db_.update_sandbox(rec);
     }
   }
 

@@ -173,7 +173,7 @@ std::map<std::string, std::string> service::sandbox_environment(const store::san
                                                                 const std::string& proxy_secret) const {
   auto env = spec.env;
   // Last: a caller cannot point a sandbox at another proxy (it would have no route to it anyway).
-  for (const auto& kv : proxy_environment(rec.id, proxy_secret, network_->gateway, cfg_.egress.proxy_port)) {
+  for (const auto& kv : proxy_environment(rec.id, proxy_secret, net_.info().gateway, cfg_.egress.proxy_port)) {
     auto eq = kv.find('=');
     env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
@@ -212,7 +212,7 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
   c.cap_add = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"};
   c.init = true;
   // The internal sandbox network: its only way out is the egress proxy on the gateway.
-  c.network_mode = network_->name;
+  c.network_mode = net_.info().name;
   c.runtime = cfg_.runtime;
   c.stop_timeout_s = cfg_.stop_timeout_s;
   return c;

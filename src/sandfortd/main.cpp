@@ -146,7 +146,7 @@ asio::awaitable<void> reconcile_until_done(sandbox::service& svc) {
 asio::awaitable<result<docker::network_info>> prepare_network_until_done(sandbox::service& svc) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   for (;;) {
-    auto net = co_await svc.prepare_network();
+    auto net = co_await svc.network().prepare();
     // An unsafe network of our name is for the operator to fix, not to wait out.
     if (net || net.err().code != errc::unavailable) co_return net;
     spdlog::warn("sandbox network: {}; retrying in 5 s", net.err().message);
@@ -269,7 +269,7 @@ int serve(const config_flags& f) {
   preview_opts.max_connections = static_cast<std::size_t>(cfg.preview.max_connections);
   preview::preview_server previews(ioc, preview_opts, preview_directory);
   // A stopped or deleted sandbox's tunnels and preview relays close at once.
-  sandboxes.on_disconnect([&](const std::string& id) {
+  sandboxes.network().on_disconnect([&](const std::string& id) {
     egress.disconnect(id);
     previews.disconnect(id);
   });

@@ -1,9 +1,9 @@
 #pragma once
 // The sandbox service: the lifecycle (create, get, list, stop, start, delete, pause, PATCH;
-// src/sandbox/lifecycle.cpp, pause.cpp), the network side (network.cpp), guardrails and the TTL
-// reaper (guardrails.cpp), start-up reconciliation (reconcile.cpp) and Docker's events
-// (container_events.cpp). Parts with headers of their own, reached through it: commands
-// (commands.hpp), volumes (volumes.hpp), snapshots (snapshots.hpp) and the warm pool
+// src/sandbox/lifecycle.cpp, pause.cpp), guardrails and the TTL reaper (guardrails.cpp),
+// start-up reconciliation (reconcile.cpp) and Docker's events (container_events.cpp). Parts with
+// headers of their own, reached through it: commands (commands.hpp), the network side
+// (network.hpp), volumes (volumes.hpp), snapshots (snapshots.hpp) and the warm pool
 // (warm_pool.hpp). It knows the store, the engine and the agent connector through their
 // interfaces, and nothing of HTTP.
 
@@ -27,6 +27,7 @@
 #include "sandfort/sandbox/activity.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/commands.hpp"
+#include "sandfort/sandbox/network.hpp"
 #include "sandfort/sandbox/snapshots.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/sandbox/volumes.hpp"
@@ -71,22 +72,14 @@ class service {
   task<sandbox_view> update(const std::string& org_id, const std::string& id_or_name, const update_request& req,
                             const audit::actor& who = audit::system_actor());
 
-  // --- The network side (src/sandbox/network.cpp) ----------------------------------------------
-  // Creates the sandbox network, or adopts the one a previous run created; refuses a network of
-  // that name that is not internal or lets containers talk to each other. Run before reconcile:
-  // sandboxes cannot be created until it succeeded.
-  task<docker::network_info> prepare_network();
+  // --- The network side (network.hpp): the sandbox network, addresses, previews, ports, and the
+  // hooks that close a stopped sandbox's tunnels and relays.
+  network_service& network() { return net_; }
+
   // Resource use of a started sandbox and its egress through the proxy.
   task<sandbox_metrics> metrics(const std::string& org_id, const std::string& id_or_name);
   // Where metrics() reads egress counts (the proxy, wired by sandfortd).
   void set_egress_meter(std::function<egress_traffic(const std::string&)> meter) { egress_meter_ = std::move(meter); }
-  // Ports listening inside a started sandbox, each with its preview URL.
-  task<std::vector<listening_port>> ports(const std::string& org_id, const std::string& id_or_name);
-  // The URL and token of one port's preview.
-  result<preview_link> preview(const std::string& org_id, const std::string& id_or_name, int port);
-  // Called with a sandbox's id when it stops or is deleted, so the egress proxy and the preview
-  // router close what that sandbox still has open.
-  void on_disconnect(std::function<void(const std::string&)> hook) { disconnect_hooks_.push_back(std::move(hook)); }
 
   // Commands through the agent (commands.hpp): exec, code-run, and the agent connection the api
   // module forwards sessions, background commands, files, git and the PTY over.
@@ -184,7 +177,7 @@ class service {
                                        const std::string& proxy_secret) const;
   result<sandbox_spec> validate(const create_request& req) const;
   sandbox_view view_of(const store::sandbox_record& rec) const;
-  task<void> refresh_address(store::sandbox_record& rec);
+  // The sandbox stopped or is gone: its agent connection is stale, its tunnels and relays close.
   void disconnect(const std::string& sandbox_id);
 
   // Wakes get(wait_for=...) callers without polling: each waits on a timer that a state
@@ -201,10 +194,9 @@ class service {
   audit::journal journal_;
   std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> waiters_;
   bool reconciled_ = false;  // not ready until Docker and the store agree
-  std::optional<docker::network_info> network_;  // set by prepare_network
-  std::vector<std::function<void(const std::string&)>> disconnect_hooks_;
   std::function<egress_traffic(const std::string&)> egress_meter_;
   activity_tracker activity_;
+  network_service net_;
   // Stopped sandboxes being started: the quotas count them as running (a start checks the quota
   // before its co_awaits, so two starts must see each other), and a second start of one is a 409.
   // Shared with the start in flight, which may outlive the service at shutdown.

@@ -43,7 +43,7 @@ void with_follower(fixture& f, Script script) {
 struct watched {
   std::vector<std::string> disconnected;
   explicit watched(fixture& f) {
-    f.svc->on_disconnect([this](const std::string& id) { disconnected.push_back(id); });
+    f.svc->network().on_disconnect([this](const std::string& id) { disconnected.push_back(id); });
   }
 };
 

@@ -540,7 +540,7 @@ struct fixture {
     org_a = make_org("alpha");
     org_b = make_org("beta");
     svc = std::make_unique<service>(ioc.get_executor(), cfg, *db, engine, agent, clk);
-    auto net = run(svc->prepare_network());
+    auto net = run(svc->network().prepare());
     if (!net) throw std::runtime_error("prepare_network failed: " + net.err().message);
     if (!reconciled) return;
     auto report = run(svc->reconcile());

@@ -22,7 +22,7 @@ TEST_CASE("sandbox network: created internal, without inter-container traffic, l
 
   // A second run adopts it rather than failing on the name.
   service again(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk);
-  auto adopted = f.run(again.prepare_network());
+  auto adopted = f.run(again.network().prepare());
   REQUIRE(adopted.ok());
   CHECK(adopted->id == net.id);
   CHECK(f.engine.networks.size() == 1);
@@ -34,18 +34,18 @@ TEST_CASE("sandbox network: a network of that name that is not ours or not safe 
   auto& net = f.engine.networks["sandfort"];
 
   net.inter_container = true;
-  auto chatty = f.run(other.prepare_network());
+  auto chatty = f.run(other.network().prepare());
   REQUIRE_FALSE(chatty.ok());
   CHECK(chatty.err().code == errc::conflict);
   CHECK(chatty.err().message.find("docker network rm sandfort") != std::string::npos);
 
   net.inter_container = false;
   net.internal = false;
-  CHECK_FALSE(f.run(other.prepare_network()).ok());
+  CHECK_FALSE(f.run(other.network().prepare()).ok());
 
   net.internal = true;
   net.labels.clear();
-  auto foreign = f.run(other.prepare_network());
+  auto foreign = f.run(other.network().prepare());
   REQUIRE_FALSE(foreign.ok());
   CHECK(foreign.err().message.find("did not create it") != std::string::npos);
 
@@ -59,7 +59,7 @@ TEST_CASE("sandbox network: a network of that name that is not ours or not safe 
 TEST_CASE("sandbox network: the address is recorded while started; stop and delete disconnect", "[sandbox][network]") {
   fixture f;
   std::vector<std::string> disconnected;
-  f.svc->on_disconnect([&](const std::string& id) { disconnected.push_back(id); });
+  f.svc->network().on_disconnect([&](const std::string& id) { disconnected.push_back(id); });
   auto v = f.create_started();
   auto row = f.db->find_live_sandbox(v.id);
   REQUIRE(row.ok());
@@ -119,35 +119,35 @@ TEST_CASE("sandbox network: preview links carry a per-port token unless previews
   fixture f;
   auto v = f.create_started();
   CHECK(v.preview_url_template == "http://{port}-" + v.id + ".preview.localhost:8081");
-  auto link = f.svc->preview(f.org_a.id, v.id, 8080);
+  auto link = f.svc->network().preview(f.org_a.id, v.id, 8080);
   REQUIRE(link.ok());
   CHECK(link->url == "http://8080-" + v.id + ".preview.localhost:8081");
   auto key = f.db->find_live_sandbox(v.id)->preview_key;
   CHECK(link->token == hmac_sha256_hex(key, v.id + ":8080"));
-  CHECK(f.svc->preview(f.org_a.id, v.id, 8081)->token != link->token);
-  CHECK_FALSE(f.svc->preview(f.org_a.id, v.id, 0).ok());
-  CHECK_FALSE(f.svc->preview(f.org_a.id, v.id, 65536).ok());
-  CHECK(f.svc->preview(f.org_b.id, v.id, 8080).err().code == errc::not_found);
+  CHECK(f.svc->network().preview(f.org_a.id, v.id, 8081)->token != link->token);
+  CHECK_FALSE(f.svc->network().preview(f.org_a.id, v.id, 0).ok());
+  CHECK_FALSE(f.svc->network().preview(f.org_a.id, v.id, 65536).ok());
+  CHECK(f.svc->network().preview(f.org_b.id, v.id, 8080).err().code == errc::not_found);
 
   create_request open;
   open.public_preview = true;
   auto pub = f.create_started(open);
-  CHECK(f.svc->preview(f.org_a.id, pub.id, 3000)->token.empty());
+  CHECK(f.svc->network().preview(f.org_a.id, pub.id, 3000)->token.empty());
 }
 
 TEST_CASE("sandbox network: ports come with their preview URLs", "[sandbox][network]") {
   fixture f;
   auto v = f.create_started();
-  auto ports = f.run(f.svc->ports(f.org_a.id, v.id));
+  auto ports = f.run(f.svc->network().ports(f.org_a.id, v.id));
   REQUIRE(ports.ok());
   REQUIRE(ports->size() == 2);
   CHECK((*ports)[0].url == "http://8080-" + v.id + ".preview.localhost:8081");
   CHECK((*ports)[0].previewable);
   CHECK((*ports)[1].url == "http://5432-" + v.id + ".preview.localhost:8081");
   CHECK_FALSE((*ports)[1].previewable);
-  CHECK(f.run(f.svc->ports(f.org_b.id, v.id)).err().code == errc::not_found);
+  CHECK(f.run(f.svc->network().ports(f.org_b.id, v.id)).err().code == errc::not_found);
   REQUIRE(f.run(f.svc->stop(f.org_a.id, v.id)).ok());
-  CHECK(f.run(f.svc->ports(f.org_a.id, v.id)).err().code == errc::conflict);
+  CHECK(f.run(f.svc->network().ports(f.org_a.id, v.id)).err().code == errc::conflict);
 }
 
 TEST_CASE("sandbox network: metrics join Docker's sample and the proxy's byte counts", "[sandbox][network]") {

@@ -180,7 +180,7 @@ TEST_CASE("pause: a restart keeps a paused sandbox paused and follows pauses mad
   f.engine.of_sandbox(thawed.id)->status = "running";
 
   service again(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk);
-  REQUIRE(f.run(again.prepare_network()));
+  REQUIRE(f.run(again.network().prepare()));
   auto report = f.run(again.reconcile());
   REQUIRE(report);
   CHECK(report->rows_marked_stopped == 0);

@@ -45,7 +45,7 @@ void wait_ready(fixture& f, int ready) {
 void with_pool(fixture& f, int size) {
   f.cfg.pools = {pool_config{f.cfg.default_image, f.cfg.default_resources, size}};
   f.svc = std::make_unique<service>(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk);
-  REQUIRE(f.run(f.svc->prepare_network()));
+  REQUIRE(f.run(f.svc->network().prepare()));
   REQUIRE(f.run(f.svc->reconcile()));
   f.svc->start_pool();
   wait_ready(f, size);
