@@ -109,13 +109,6 @@ std::optional<pool_member> warm_pool::take(const std::string& image, const resou
   return std::nullopt;
 }
 
-bool warm_pool::is_member(const std::string& sandbox_id) const {
-  for (const auto& p : pools_)
-    for (const auto& m : p->ready)
-      if (m.sandbox_id == sandbox_id) return true;
-  return false;
-}
-
 bool warm_pool::lost(const std::string& sandbox_id) {
   for (auto& p : pools_) {
     auto it = std::find_if(p->ready.begin(), p->ready.end(), [&](const auto& m) { return m.sandbox_id == sandbox_id; });

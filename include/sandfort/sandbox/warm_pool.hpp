@@ -68,7 +68,6 @@ class warm_pool {
   std::optional<pool_member> take(const std::string& image, const resource_limits& resources);
   // A member's container died or vanished: forgotten (and replaced). False if it is no member.
   bool lost(const std::string& sandbox_id);
-  bool is_member(const std::string& sandbox_id) const;
 
   std::vector<pool_status> status() const;
 
