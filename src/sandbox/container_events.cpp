@@ -12,7 +12,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
-#include "sandfort/sandbox/service.hpp"
+#include "sandfort/sandbox/reconciler.hpp"
+#include "sandfort/sandbox/service.hpp"  // the labels, container_exit_reason
 
 namespace sandfort::sandbox {
 
@@ -63,7 +64,7 @@ std::int64_t unix_nano(time_point t) {
 
 }  // namespace
 
-asio::awaitable<void> service::follow_container_events() {
+asio::awaitable<void> reconciler::follow_container_events() {
   // Cancellation must end this loop, not throw out of the next wait.
   co_await asio::this_coro::throw_if_cancelled(false);
   docker::event_subscription sub;
@@ -101,7 +102,7 @@ asio::awaitable<void> service::follow_container_events() {
   spdlog::info("docker events: no longer followed");
 }
 
-asio::awaitable<void> service::on_container_event(const docker::engine_event& ev) {
+asio::awaitable<void> reconciler::on_container_event(const docker::engine_event& ev) {
   co_await wait_until(reconciled_);
   if (ev.lost) {
     spdlog::warn("docker events: an event was lost (too long or unreadable); re-checking every sandbox");
@@ -135,12 +136,16 @@ asio::awaitable<void> service::on_container_event(const docker::engine_event& ev
   if (ev.action == "connect" && !address.empty()) co_await release_address(address, ev.container_id);
 }
 
-service::operation_mark service::begin_operation(const std::string& sandbox_id) {
-  ++in_operation_[sandbox_id];
-  return operation_mark{*this, sandbox_id, liveness_.alive};
+reconciler::operation_mark::operation_mark(reconciler& owner, std::string sandbox_id)
+    : owner_(owner), sandbox_id_(std::move(sandbox_id)), owner_alive_(owner.alive_) {
+  ++owner_.in_operation_[sandbox_id_];
 }
 
-void service::end_operation(const std::string& sandbox_id) {
+reconciler::operation_mark::~operation_mark() {
+  if (*owner_alive_) owner_.end_operation(sandbox_id_);
+}
+
+void reconciler::end_operation(const std::string& sandbox_id) {
   auto it = in_operation_.find(sandbox_id);
   if (it == in_operation_.end() || --it->second > 0) return;
   in_operation_.erase(it);
@@ -149,7 +154,7 @@ void service::end_operation(const std::string& sandbox_id) {
   if (deferred_.erase(sandbox_id)) asio::co_spawn(executor_, recheck_sandbox(sandbox_id), asio::detached);
 }
 
-asio::awaitable<void> service::recheck_sandbox(std::string sandbox_id) {
+asio::awaitable<void> reconciler::recheck_sandbox(std::string sandbox_id) {
   if (in_operation_.count(sandbox_id)) {
     deferred_.insert(sandbox_id);
     co_return;
@@ -176,8 +181,8 @@ asio::awaitable<void> service::recheck_sandbox(std::string sandbox_id) {
     spdlog::warn("sandbox {}: its container {} was removed outside sandfortd", sandbox_id, container);
     oom_seen_.erase(container);
     cur->address.clear();
-    (void)set_state(*cur, "error", "the sandbox's container was removed outside sandfortd");
-    disconnect(sandbox_id);
+    (void)hooks_.set_state(*cur, "error", "the sandbox's container was removed outside sandfortd", {});
+    hooks_.disconnect(sandbox_id);
     co_return;
   }
   if (cur->state == "stopped") co_return;  // stopped and still there: nothing to correct
@@ -186,8 +191,8 @@ asio::awaitable<void> service::recheck_sandbox(std::string sandbox_id) {
     std::string why = container_exit_reason(info->exit_code, oom);
     spdlog::warn("sandbox {}: {}", sandbox_id, why);
     cur->address.clear();
-    (void)set_state(*cur, "stopped", why);
-    disconnect(sandbox_id);
+    (void)hooks_.set_state(*cur, "stopped", why, {});
+    hooks_.disconnect(sandbox_id);
     co_return;
   }
   // Paused or thawed with `docker pause`/`unpause`: the row follows, so calls answer 409 while
@@ -196,7 +201,7 @@ asio::awaitable<void> service::recheck_sandbox(std::string sandbox_id) {
     const std::string now_state = info->paused ? "paused" : "started";
     spdlog::warn("sandbox {}: its container was {} outside sandfortd", sandbox_id, info->paused ? "paused" : "unpaused");
     if (!info->paused) activity_.touch(sandbox_id);
-    (void)set_state(*cur, now_state, {}, audit::system_actor(), info->paused ? "sandbox.pause" : "sandbox.resume");
+    (void)hooks_.set_state(*cur, now_state, {}, info->paused ? "sandbox.pause" : "sandbox.resume");
   }
   std::string address;
   if (auto it = info->addresses.find(cfg_.network.name); it != info->addresses.end()) address = it->second;
@@ -204,12 +209,12 @@ asio::awaitable<void> service::recheck_sandbox(std::string sandbox_id) {
   spdlog::warn("sandbox {}: its address on {} changed from '{}' to '{}'", sandbox_id, cfg_.network.name, cur->address,
                address);
   cur->address = address;
-  (void)set_state(*cur, cur->state, cur->error_message);
+  (void)hooks_.set_state(*cur, cur->state, cur->error_message, {});
   // Whatever was relayed to the old address is no longer this sandbox's.
-  if (had_address) disconnect(sandbox_id);
+  if (had_address) hooks_.disconnect(sandbox_id);
 }
 
-void service::request_recheck_all() {
+void reconciler::request_recheck_all() {
   if (rechecking_all_) {
     recheck_all_again_ = true;
     return;
@@ -218,7 +223,7 @@ void service::request_recheck_all() {
   asio::co_spawn(executor_, recheck_all(), asio::detached);
 }
 
-asio::awaitable<void> service::recheck_all() {
+asio::awaitable<void> reconciler::recheck_all() {
   // A hostile image can make every event of its sandbox a lost one (a label over the line
   // limit): sweeps never pile up, and never come closer than this.
   constexpr std::chrono::milliseconds min_spacing{1'000};
@@ -235,7 +240,7 @@ asio::awaitable<void> service::recheck_all() {
   rechecking_all_ = false;
 }
 
-asio::awaitable<void> service::release_address(std::string address, std::string holder_container) {
+asio::awaitable<void> reconciler::release_address(std::string address, std::string holder_container) {
   auto rows = db_.list_live_sandboxes_all_orgs();
   if (!rows) co_return;
   for (const auto& rec : *rows) {
@@ -247,8 +252,8 @@ asio::awaitable<void> service::release_address(std::string address, std::string 
     auto cur = db_.find_live_sandbox(rec.id);
     if (cur && cur->address == address && cur->container_id != holder_container && !in_operation_.count(cur->id)) {
       cur->address.clear();
-      (void)set_state(*cur, cur->state, cur->error_message);
-      disconnect(cur->id);
+      (void)hooks_.set_state(*cur, cur->state, cur->error_message, {});
+      hooks_.disconnect(cur->id);
     }
   }
 }

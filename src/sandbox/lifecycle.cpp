@@ -25,13 +25,19 @@ service::service(asio::any_io_executor executor, const config& cfg, store::datab
                              [this](pool_member m) { return destroy_pool_member(std::move(m)); }}),
       volumes_(db, engine, clk, cfg.guardrails),
       snapshots_(db, engine, clk, cfg.guardrails, [this](const std::string& sandbox_id) -> std::shared_ptr<void> {
-        // begin_operation()'s mark, built in place (a copy would end the operation twice).
-        ++in_operation_[sandbox_id];
-        return std::make_shared<operation_mark>(*this, sandbox_id, liveness_.alive);
+        return std::make_shared<reconciler::operation_mark>(reconciler_, sandbox_id);
       }),
       commands_(cfg, db, agent, activity_, clk, [this](store::sandbox_record& rec, error e) {
         return explain_unreachable_agent(rec, std::move(e));
-      }) {}
+      }),
+      reconciler_(executor_, cfg, db, engine, clk, net_, activity_, pool_,
+                  reconciler::hooks{
+                      [this](store::sandbox_record& rec, const std::string& state, const std::string& message,
+                             const std::string& action) {
+                        return set_state(rec, state, message, audit::system_actor(), action);
+                      },
+                      [this](const store::sandbox_record& rec) { return destroy_container(rec); },
+                      [this](const std::string& sandbox_id) { disconnect(sandbox_id); }}) {}
 
 void service::notify(const std::string& sandbox_id) {
   auto it = waiters_.find(sandbox_id);
@@ -96,7 +102,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   if (!net_.ready()) co_return make_error(errc::unavailable, "the sandbox network is not ready yet (is Docker running?)");
   // Reconciliation removes containers and marks rows it cannot account for: a sandbox created
   // while it sweeps could be taken for a leftover.
-  if (!reconciled_) co_return make_error(errc::unavailable, "sandfortd is still reconciling with Docker; retry shortly");
+  if (!reconciler_.reconciled()) co_return make_error(errc::unavailable, "sandfortd is still reconciling with Docker; retry shortly");
   // Looked up here and linked in the insert below, with no co_await between: a volume being
   // deleted is not found, and one found cannot be deleted before the link exists.
   auto volumes = volumes_.resolve(org_id, *spec);
@@ -325,7 +331,7 @@ task<sandbox_view> service::stop(const std::string& org_id, const std::string& i
 
 task<void> service::halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
                          const std::optional<store::sandbox_deadline>& deadline) {
-  auto marked = begin_operation(rec.id);  // its die event is ours (container_events.cpp)
+  auto marked = reconciler_.begin_operation(rec.id);  // its die event is ours (container_events.cpp)
   if (auto r = co_await engine_.stop_container(rec.container_id, cfg_.stop_timeout_s); !r) co_return r;
   rec.address.clear();
   if (auto r = set_state(rec, "stopped", message, who, "sandbox.stop", deadline); !r) co_return r;
@@ -369,7 +375,7 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
 task<void> service::remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
-  auto marked = begin_operation(rec->id);  // its die and destroy events are ours (container_events.cpp)
+  auto marked = reconciler_.begin_operation(rec->id);  // its die and destroy events are ours (container_events.cpp)
   // Container first: if Docker is unreachable the row stays, so nothing runs unaccounted for.
   if (auto r = co_await destroy_container(*rec); !r) co_return r;
   rec->address.clear();
@@ -459,7 +465,7 @@ task<void> service::ready() {
   if (auto r = db_.ping(); !r) co_return make_error(errc::unavailable, "store: " + r.err().message);
   auto v = co_await engine_.version();
   if (!v) co_return make_error(errc::unavailable, "docker: " + v.err().message);
-  if (!reconciled_) co_return make_error(errc::unavailable, "start-up reconciliation with Docker has not finished");
+  if (!reconciler_.reconciled()) co_return make_error(errc::unavailable, "start-up reconciliation with Docker has not finished");
   co_return ok_t{};
 }
 

@@ -32,7 +32,7 @@ task<sandbox_view> service::freeze(const std::string& org_id, const std::string&
   if (rec->state == to) co_return view_of(*rec);
   if (rec->state != from)
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be " + verb);
-  auto marked = begin_operation(rec->id);  // its pause or unpause event is ours (container_events.cpp)
+  auto marked = reconciler_.begin_operation(rec->id);  // its pause or unpause event is ours (container_events.cpp)
   const std::string container = rec->container_id;
   // Not one conditional expression with two co_awaits: GCC 12 miscompiles that.
   result<void> done = ok_t{};

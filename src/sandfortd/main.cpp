@@ -133,7 +133,7 @@ int admin_bootstrap(const config_flags& f) {
 asio::awaitable<void> reconcile_until_done(sandbox::service& svc) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   for (;;) {
-    auto r = co_await svc.reconcile();
+    auto r = co_await svc.reconciliation().reconcile();
     if (r) co_return;
     spdlog::warn("reconcile failed ({}); retrying in 5 s", r.err().message);
     timer.expires_after(std::chrono::seconds(5));
@@ -308,7 +308,7 @@ int serve(const config_flags& f) {
         co_return;
       }
       // Containers that die or vanish behind our back: followed from before reconciliation on.
-      asio::co_spawn(ioc, sandboxes.follow_container_events(),
+      asio::co_spawn(ioc, sandboxes.reconciliation().follow_container_events(),
                      asio::bind_cancellation_slot(stop_following_events.slot(), asio::detached));
       auto proxy_port = static_cast<unsigned short>(cfg.egress.proxy_port);
       if (cfg.network.host_firewall) {

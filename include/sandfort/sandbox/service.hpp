@@ -1,11 +1,10 @@
 #pragma once
 // The sandbox service: the lifecycle (create, get, list, stop, start, delete, pause, PATCH;
-// src/sandbox/lifecycle.cpp, pause.cpp), guardrails and the TTL reaper (guardrails.cpp),
-// start-up reconciliation (reconcile.cpp) and Docker's events (container_events.cpp). Parts with
-// headers of their own, reached through it: commands (commands.hpp), the network side
-// (network.hpp), volumes (volumes.hpp), snapshots (snapshots.hpp) and the warm pool
-// (warm_pool.hpp). It knows the store, the engine and the agent connector through their
-// interfaces, and nothing of HTTP.
+// src/sandbox/lifecycle.cpp, pause.cpp), guardrails and the TTL reaper (guardrails.cpp). Parts
+// with headers of their own, reached through it: commands (commands.hpp), the network side
+// (network.hpp), volumes (volumes.hpp), snapshots (snapshots.hpp), the warm pool (warm_pool.hpp)
+// and the reconciler (reconciler.hpp: start-up reconciliation and Docker's events). It knows the
+// store, the engine and the agent connector through their interfaces, and nothing of HTTP.
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -28,6 +27,7 @@
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/commands.hpp"
 #include "sandfort/sandbox/network.hpp"
+#include "sandfort/sandbox/reconciler.hpp"
 #include "sandfort/sandbox/snapshots.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/sandbox/volumes.hpp"
@@ -35,18 +35,6 @@
 #include "sandfort/store/database.hpp"
 
 namespace sandfort::sandbox {
-
-struct reconcile_report {
-  int containers_removed = 0;   // labelled as ours but without a live row
-  int rows_marked_error = 0;    // container vanished, or the daemon died mid-create
-  int rows_marked_stopped = 0;  // container exists but is not running
-  // Volumes and snapshot images (src/sandbox/reconcile.cpp): Docker's side of them.
-  int volumes_removed = 0;          // labelled as ours but without a live volume row
-  int images_removed = 0;           // labelled as ours but without a live snapshot row
-  int orphans_kept = 0;             // without a row, but still used (or not removable): left, logged
-  int volume_rows_missing = 0;      // live volume rows whose Docker volume is gone (logged only)
-  int snapshot_rows_missing = 0;    // live snapshot rows whose image is gone (logged only)
-};
 
 class service {
  public:
@@ -85,8 +73,9 @@ class service {
   // module forwards sessions, background commands, files, git and the PTY over.
   command_service& commands() { return commands_; }
 
-  // Run once before serving: brings Docker's state and the database into agreement.
-  task<reconcile_report> reconcile();
+  // Keeping the database and Docker in agreement (reconciler.hpp): start-up reconciliation, run
+  // once before serving, and Docker's event stream afterwards.
+  reconciler& reconciliation() { return reconciler_; }
 
   // --- Guardrails (src/sandbox/guardrails.cpp, docs/guardrails.md) -----------------------------
   // The organization's limits (its own or the configured defaults), its use and its kill switch.
@@ -115,16 +104,6 @@ class service {
   // --- Volumes and snapshots: parts of their own (volumes.hpp, snapshots.hpp) -----------------
   volume_service& volumes() { return volumes_; }
   snapshot_service& snapshots() { return snapshots_; }
-
-  // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
-  // Follows the engine's events about our containers (die, oom, destroy, stop, start, pause,
-  // unpause) and the sandbox network (connect, disconnect) until cancelled, and brings each row it
-  // concerns in line with what inspect says: a container that exited stops its row, one removed
-  // behind our back makes it `error`, one off the network loses its address, one paused or thawed
-  // outside sandfortd makes it `paused` or `started`; relays, tunnels and the agent connection
-  // close with it. Spawn it before reconcile(): it replays from the moment it was
-  // called, so nothing that happens during reconciliation is missed. Reconnects with back-off.
-  boost::asio::awaitable<void> follow_container_events();
 
  private:
   task<void> provision(store::sandbox_record rec, std::string proxy_secret);
@@ -193,7 +172,6 @@ class service {
   const clock& clock_;
   audit::journal journal_;
   std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> waiters_;
-  bool reconciled_ = false;  // not ready until Docker and the store agree
   std::function<egress_traffic(const std::string&)> egress_meter_;
   activity_tracker activity_;
   network_service net_;
@@ -206,39 +184,8 @@ class service {
   snapshot_service snapshots_;
   command_service commands_;
 
-  // --- Docker's event stream (src/sandbox/container_events.cpp) ---------------------------------
-  // While stop() or remove() works on a sandbox's container, the events it causes (die, destroy)
-  // are its own: the follower leaves that row to it and looks again once the mark is gone.
-  struct operation_mark {
-    service& svc;
-    std::string sandbox_id;
-    // A suspended stop() may be destroyed with the io_context after the service is gone.
-    std::shared_ptr<const bool> service_alive;
-    ~operation_mark() {
-      if (*service_alive) svc.end_operation(sandbox_id);
-    }
-  };
-  struct liveness {
-    std::shared_ptr<bool> alive = std::make_shared<bool>(true);
-    ~liveness() { *alive = false; }
-  } liveness_;
-  operation_mark begin_operation(const std::string& sandbox_id);
-  void end_operation(const std::string& sandbox_id);
-  std::map<std::string, int> in_operation_;
-  std::set<std::string> deferred_;  // marked rows that events arrived for
-  boost::asio::awaitable<void> on_container_event(const docker::engine_event& ev);
-  // Inspects the row's container and brings the row in line; events are only the reason to look.
-  // By value: it also runs detached (from end_operation), past the life of its caller's strings.
-  boost::asio::awaitable<void> recheck_sandbox(std::string sandbox_id);
-  // Every started or stopped row: after a lost event or a stream that broke. Runs beside the
-  // stream (which goes on meanwhile), one at a time; requests while one runs fold into one more.
-  void request_recheck_all();
-  boost::asio::awaitable<void> recheck_all();
-  bool rechecking_all_ = false;
-  bool recheck_all_again_ = false;
-  // A container took `address` on the sandbox network: no other row may still claim it.
-  boost::asio::awaitable<void> release_address(std::string address, std::string holder_container);
-  std::set<std::string> oom_seen_;  // containers with an oom event whose die is still to come
+  // Declared after the parts it uses.
+  reconciler reconciler_;
 };
 
 // A fresh container name that says nothing about the sandbox: Docker's embedded DNS answers

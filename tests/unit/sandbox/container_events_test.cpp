@@ -24,7 +24,7 @@ template <typename Script>
 void with_follower(fixture& f, Script script) {
   asio::cancellation_signal stop;
   bool ended = false;
-  asio::co_spawn(f.ioc, f.svc->follow_container_events(),
+  asio::co_spawn(f.ioc, f.svc->reconciliation().follow_container_events(),
                  asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr e) {
                    ended = true;
                    if (e) std::rethrow_exception(e);
@@ -340,7 +340,7 @@ TEST_CASE("events: what arrives during start-up reconciliation waits for it", "[
     f.engine.emit(f.engine.container_event(gone, "destroy"));  // replayed by `since`
     co_await sleep_for(100ms);
     CHECK(row(f, rec.id).state == "started");  // held until reconciliation has judged
-    auto report = co_await f.svc->reconcile();
+    auto report = co_await f.svc->reconciliation().reconcile();
     CHECK(report.ok());
     co_await sleep_for(settle);
   });
@@ -392,4 +392,29 @@ TEST_CASE("events: a stop sandfortd itself is making is left to it; a failed one
   r = row(f, v.id);
   CHECK(r.state == "stopped");
   CHECK(r.error_message == "the container exited with code 0");
+}
+
+TEST_CASE("events: overlapping operation marks defer the judgement until the last one ends", "[sandbox][events]") {
+  fixture f;
+  watched w(f);
+  auto v = f.create_started();
+  auto* c = f.engine.of_sandbox(v.id);
+  auto& rc = f.svc->reconciliation();
+  with_follower(f, [&]() -> asio::awaitable<void> {
+    auto first = std::make_unique<reconciler::operation_mark>(rc, v.id);
+    std::optional<reconciler::operation_mark> second;
+    second.emplace(rc, v.id);  // e.g. a snapshot's commit during a stop
+    f.engine.kill_container(*c, 3);
+    co_await sleep_for(settle);
+    CHECK(row(f, v.id).state == "started");
+    first.reset();
+    co_await sleep_for(settle);
+    CHECK(row(f, v.id).state == "started");  // one mark is still held
+    second.reset();
+    co_await sleep_for(settle);
+  });
+  auto r = row(f, v.id);
+  CHECK(r.state == "stopped");
+  CHECK(r.error_message == "the container exited with code 3");
+  CHECK(w.disconnected == std::vector<std::string>{v.id});
 }

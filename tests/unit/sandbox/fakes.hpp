@@ -543,7 +543,7 @@ struct fixture {
     auto net = run(svc->network().prepare());
     if (!net) throw std::runtime_error("prepare_network failed: " + net.err().message);
     if (!reconciled) return;
-    auto report = run(svc->reconcile());
+    auto report = run(svc->reconciliation().reconcile());
     if (!report) throw std::runtime_error("reconcile failed: " + report.err().message);
   }
 

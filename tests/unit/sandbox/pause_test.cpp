@@ -181,7 +181,7 @@ TEST_CASE("pause: a restart keeps a paused sandbox paused and follows pauses mad
 
   service again(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk);
   REQUIRE(f.run(again.network().prepare()));
-  auto report = f.run(again.reconcile());
+  auto report = f.run(again.reconciliation().reconcile());
   REQUIRE(report);
   CHECK(report->rows_marked_stopped == 0);
   CHECK(report->rows_marked_error == 0);
@@ -205,7 +205,7 @@ TEST_CASE("pause: the event follower keeps a paused sandbox and follows a pause 
 
   asio::cancellation_signal stop;
   bool ended = false;
-  asio::co_spawn(f.ioc, f.svc->follow_container_events(),
+  asio::co_spawn(f.ioc, f.svc->reconciliation().follow_container_events(),
                  asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr e) {
                    ended = true;
                    if (e) std::rethrow_exception(e);

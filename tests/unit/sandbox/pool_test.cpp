@@ -46,7 +46,7 @@ void with_pool(fixture& f, int size) {
   f.cfg.pools = {pool_config{f.cfg.default_image, f.cfg.default_resources, size}};
   f.svc = std::make_unique<service>(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk);
   REQUIRE(f.run(f.svc->network().prepare()));
-  REQUIRE(f.run(f.svc->reconcile()));
+  REQUIRE(f.run(f.svc->reconciliation().reconcile()));
   f.svc->start_pool();
   wait_ready(f, size);
 }
@@ -176,7 +176,7 @@ TEST_CASE("pool: a lost member is replaced, and drain removes the waiting ones",
   with_pool(f, 2);
   auto before = f.engine.created.size();
   asio::cancellation_signal stop_following;
-  asio::co_spawn(f.ioc, f.svc->follow_container_events(), asio::bind_cancellation_slot(stop_following.slot(), asio::detached));
+  asio::co_spawn(f.ioc, f.svc->reconciliation().follow_container_events(), asio::bind_cancellation_slot(stop_following.slot(), asio::detached));
   f.ioc.restart();
   f.ioc.run_for(30ms);  // the follower subscribes
   auto dead = f.engine.containers.begin()->second;

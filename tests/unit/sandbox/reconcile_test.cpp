@@ -87,7 +87,7 @@ TEST_CASE("sandbox: reconcile brings rows containers and directories into agreem
   CHECK(early.err().code == errc::unavailable);
   CHECK(early.err().message.find("reconciling") != std::string::npos);
 
-  auto report = f.run(f.svc->reconcile());
+  auto report = f.run(f.svc->reconciliation().reconcile());
   REQUIRE(report);
   CHECK(report->containers_removed == 3);
   CHECK(report->rows_marked_error == 4);  // creating, pulling, vanished, stopped_gone
@@ -130,7 +130,7 @@ TEST_CASE("sandbox: reconcile brings rows containers and directories into agreem
   CHECK(f.run(f.svc->ready()).ok());
 
   // A second pass finds nothing left to do.
-  auto second = f.run(f.svc->reconcile());
+  auto second = f.run(f.svc->reconciliation().reconcile());
   REQUIRE(second);
   CHECK(second->containers_removed == 0);
   CHECK(second->rows_marked_error == 0);
@@ -139,7 +139,7 @@ TEST_CASE("sandbox: reconcile brings rows containers and directories into agreem
 
 TEST_CASE("sandbox: reconcile with nothing to do", "[sandbox][reconcile]") {
   fixture f(false);
-  auto report = f.run(f.svc->reconcile());
+  auto report = f.run(f.svc->reconciliation().reconcile());
   REQUIRE(report);
   CHECK(report->containers_removed == 0);
   CHECK(report->rows_marked_error == 0);
@@ -151,7 +151,7 @@ TEST_CASE("sandbox: reconcile fails and readiness waits while Docker is unreacha
   fixture f(false);
   auto r = insert_row(f, 1, "started", f.org_a.id);
   f.engine.list_error = make_error(errc::unavailable, "Docker is unreachable (fake)");
-  auto report = f.run(f.svc->reconcile());
+  auto report = f.run(f.svc->reconciliation().reconcile());
   REQUIRE_FALSE(report.ok());
   CHECK(report.err().code == errc::unavailable);
   // Nothing was marked on a guess.
@@ -162,7 +162,7 @@ TEST_CASE("sandbox: reconcile fails and readiness waits while Docker is unreacha
 
   // Docker comes back: the retry succeeds and the daemon turns ready.
   f.engine.list_error.reset();
-  REQUIRE(f.run(f.svc->reconcile()));
+  REQUIRE(f.run(f.svc->reconciliation().reconcile()));
   CHECK(row(f, r).state == "error");
   CHECK(f.run(f.svc->ready()).ok());
 }
@@ -170,7 +170,7 @@ TEST_CASE("sandbox: reconcile fails and readiness waits while Docker is unreacha
 TEST_CASE("sandbox: ready fails when Docker does not answer even after reconciliation", "[sandbox][reconcile]") {
   fixture f(false);
   f.engine.version_ok = false;
-  REQUIRE(f.run(f.svc->reconcile()));
+  REQUIRE(f.run(f.svc->reconciliation().reconcile()));
   auto r = f.run(f.svc->ready());
   REQUIRE_FALSE(r.ok());
   CHECK(r.err().code == errc::unavailable);
@@ -275,7 +275,7 @@ TEST_CASE("sandbox: reconcile removes volumes and snapshot images that no row na
   auto lost_volume = insert_volume_row(f, f.org_b.id, "lost", "sandfort-vol-00000000000000c1");
   auto lost_snapshot = insert_snapshot_row(f, f.org_b.id, "lost", "sandfort-snap/00000000000000c1:latest");
 
-  auto report = f.run(f.svc->reconcile());
+  auto report = f.run(f.svc->reconciliation().reconcile());
   REQUIRE(report);
   CHECK(report->volumes_removed == 2);
   CHECK(report->images_removed == 1);
@@ -320,7 +320,7 @@ TEST_CASE("sandbox: reconcile removes volumes and snapshot images that no row na
   // The next pass: what was left for a create in flight is now older than the pass; the used
   // image is still used.
   f.clk.t += std::chrono::hours(1);
-  auto second = f.run(f.svc->reconcile());
+  auto second = f.run(f.svc->reconciliation().reconcile());
   REQUIRE(second);
   CHECK(second->volumes_removed == 1);
   CHECK(second->images_removed == 1);
@@ -344,7 +344,7 @@ TEST_CASE("sandbox: volumes and snapshots made through the service survive recon
   REQUIRE(s);
   f.clk.t += std::chrono::hours(1);  // a restart later: nothing is new any more
 
-  auto report = f.run(f.svc->reconcile());
+  auto report = f.run(f.svc->reconciliation().reconcile());
   REQUIRE(report);
   CHECK(report->volumes_removed == 0);
   CHECK(report->images_removed == 0);
@@ -361,10 +361,10 @@ TEST_CASE("sandbox: a reconcile that failed while Docker was unreachable removes
                       {{label_instance, f.db->instance_id()}, {"io.sandfort.volume", "vol-00000000000000f1"}},
                       an_hour_ago);
   f.engine.list_error = make_error(errc::unavailable, "Docker is unreachable (fake)");
-  REQUIRE_FALSE(f.run(f.svc->reconcile()));
+  REQUIRE_FALSE(f.run(f.svc->reconciliation().reconcile()));
   CHECK(f.engine.volumes.size() == 1);
   f.engine.list_error.reset();
-  auto report = f.run(f.svc->reconcile());
+  auto report = f.run(f.svc->reconciliation().reconcile());
   REQUIRE(report);
   CHECK(report->volumes_removed == 1);
   CHECK(f.engine.volumes.empty());
