@@ -3,7 +3,13 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <iterator>
+#include <optional>
+#include <set>
+#include <thread>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -19,6 +25,33 @@ using nlohmann::json;
 namespace {
 
 std::string sandbox_path(const std::string& id) { return "/v1/sandboxes/" + url_encode(id); }
+
+// The ports listening in the sandbox that a preview URL reaches (not those on loopback only);
+// nullopt when they cannot be read (`run` then says nothing about previews).
+std::optional<std::set<int>> previewable_ports(api_client& client, const std::string& id) {
+  try {
+    json ports = client.call(verb::get, sandbox_path(id) + "/ports");
+    std::set<int> out;
+    if (ports.contains("items") && ports["items"].is_array())
+      for (const auto& p : ports["items"])
+        if (p.value("previewable", false) && p.contains("port") && p["port"].is_number_integer())
+          out.insert(p["port"].get<int>());
+    return out;
+  } catch (const failure&) {
+    return std::nullopt;
+  }
+}
+
+// A link that opens the port's preview as it is: with the token for a private preview (the
+// preview listener turns it into a cookie).
+std::string preview_link(api_client& client, const std::string& id, int port) {
+  json p = client.call(verb::get, sandbox_path(id) + "/preview/" + std::to_string(port));
+  std::string url = cell(p, "url");
+  if (p.contains("token") && p["token"].is_string())
+    url += (url.find('?') == std::string::npos ? "?" : "&") + std::string("sandfort_token=") +
+           url_encode(p["token"].get<std::string>());
+  return url;
+}
 
 void print_json(const json& j) { std::cout << j.dump(2) << "\n"; }
 
@@ -50,6 +83,18 @@ std::string prompt_line(const std::string& prompt, bool secret) {
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
   while (!line.empty() && line.front() == ' ') line.erase(0, 1);
   return line;
+}
+
+// All of stdin, surrounding whitespace removed: a key piped by a script, with or without a newline.
+std::string read_key_from_stdin() {
+  std::string all{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  const char* space = " \t\r\n";
+  auto first = all.find_first_not_of(space);
+  if (first == std::string::npos) throw failure("--api-key-stdin: stdin held no API key");
+  auto key = all.substr(first, all.find_last_not_of(space) - first + 1);
+  if (key.find_first_of(space) != std::string::npos)
+    throw failure("--api-key-stdin: stdin must hold the API key alone (it holds more than one word)");
+  return key;
 }
 
 // Runs a streamed command (SSE) and copies its output as it comes; returns its exit status.
@@ -138,13 +183,18 @@ std::string describe(const json& who) {
 int login_with_api_key(const login_options& o) {
   settings old = load_settings();
   std::string url = o.base_url;
+  if (url.empty() && o.api_key_stdin) {
+    // Nothing is asked: stdin holds the key only (as `docker login --password-stdin`).
+    url = old.base_url;
+    if (url.empty()) throw failure("--api-key-stdin needs --url URL (or a URL from an earlier login)", 2);
+  }
   if (url.empty()) {
     std::string default_url = old.base_url.empty() ? "http://127.0.0.1:8080" : old.base_url;
     url = prompt_line("Base URL [" + default_url + "]: ", false);
     if (url.empty()) url = default_url;
   }
   url = without_trailing_slash(url);
-  std::string key = prompt_line("API key: ", true);
+  std::string key = o.api_key_stdin ? read_key_from_stdin() : prompt_line("API key: ", true);
   if (key.empty()) throw failure("an API key is needed (ask your organization's admin for one)");
   api_client client(url, fixed_credentials(key));
   json who = client.call(verb::get, "/v1/whoami");
@@ -244,6 +294,7 @@ int cmd_login(const login_options& o) {
       throw failure("--client-id, --resource and --audience go with --oidc ISSUER_URL", 2);
     return login_with_api_key(o);
   }
+  if (o.api_key_stdin) throw failure("--api-key-stdin is for an API key; --oidc signs in at the issuer", 2);
   return login_with_oidc(o);
 }
 
@@ -379,7 +430,31 @@ int cmd_run(const std::string& id_option, const std::vector<std::string>& words,
   api_client client = connect_api();
   json body = {{"command", command}};
   if (timeout_s) body["timeout_s"] = *timeout_s;
-  return stream_command(client, sandbox_path(id) + "/exec", body);
+  // No expose call: a port the command opened is reachable at once, and its URL is what the caller
+  // hands on. Ports that were listening before are not the command's.
+  auto before = previewable_ports(client, id);
+  int status = stream_command(client, sandbox_path(id) + "/exec", body);
+  if (before) {
+    // A server started in the background may bind a moment after the shell returns.
+    const bool backgrounded = command.find('&') != std::string::npos;
+    std::set<int> opened;
+    for (int attempt = 0; attempt < (backgrounded ? 5 : 1) && opened.empty(); ++attempt) {
+      if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      auto after = previewable_ports(client, id);
+      if (!after) break;
+      std::set_difference(after->begin(), after->end(), before->begin(), before->end(),
+                          std::inserter(opened, opened.end()));
+    }
+    // On stderr: stdout stays exactly the command's.
+    for (int port : opened) {
+      try {
+        std::cerr << "preview: port " << port << ": " << preview_link(client, id, port) << "\n";
+      } catch (const failure& e) {
+        std::cerr << "preview: port " << port << ": no URL (" << e.what() << ")\n";
+      }
+    }
+  }
+  return status;
 }
 
 int cmd_rm_current(const std::string& id_option) {

@@ -48,6 +48,7 @@ struct org_limits_options {
 
 struct login_options {
   std::string base_url;     // instead of asking (API key) or of the configured one (OIDC)
+  bool api_key_stdin = false;  // the key is all of stdin, nothing is asked (scripts, agents)
   std::string oidc_issuer;  // set: sign in through this issuer's device flow instead of an API key
   std::string client_id;
   std::string scope = "openid offline_access";

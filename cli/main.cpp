@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "failure.hpp"
+#include "sandfort/version.hpp"
 
 namespace sc = sandfort::cli;
 
@@ -218,6 +219,7 @@ int main(int argc, char** argv) {
                "Configuration: `sandfort login`, or SANDFORT_BASE_URL and SANDFORT_API_KEY.",
                "sandfort"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("sandfort ") + sandfort::version);
   int status = 0;
   bool as_json = false;
   auto json_flag = [&](CLI::App* cmd) { cmd->add_flag("--json", as_json, "Print the API's JSON"); };
@@ -227,7 +229,9 @@ int main(int argc, char** argv) {
       "login",
       "Store the base URL and API key (read from stdin) after checking them; or, with --oidc, sign in "
       "through an OpenID Connect issuer (device flow) and store the refresh token");
-  login->add_option("--base-url", login_opts.base_url, "URL of sandfortd (instead of asking / the configured one)");
+  login->add_option("--url,--base-url", login_opts.base_url, "URL of sandfortd (instead of asking / the configured one)");
+  login->add_flag("--api-key-stdin", login_opts.api_key_stdin,
+                  "Read the API key from stdin, ask nothing (`echo $KEY | sandfort login --url URL --api-key-stdin`)");
   login->add_option("--oidc", login_opts.oidc_issuer, "Issuer URL: sign in there with the device authorization grant");
   login->add_option("--client-id", login_opts.client_id, "The CLI's (public) client id at the issuer");
   login->add_option("--scope", login_opts.scope, "Scopes to ask for")->capture_default_str();
@@ -358,6 +362,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

@@ -32,3 +32,9 @@ function(sandfort_test name)
   # One ctest entry per Catch2 test case, so the summary counts real tests.
   catch_discover_tests(${name} PROPERTIES ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1;ASAN_OPTIONS=detect_leaks=1")
 endfunction()
+
+# One version for every binary and /healthz: the project's. A version change recompiles only the
+# few files that include sandfort/version.hpp.
+configure_file(${PROJECT_SOURCE_DIR}/cmake/version.hpp.in ${PROJECT_BINARY_DIR}/generated/sandfort/version.hpp @ONLY)
+add_library(sandfort_version INTERFACE)
+target_include_directories(sandfort_version INTERFACE ${PROJECT_BINARY_DIR}/generated)

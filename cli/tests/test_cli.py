@@ -58,6 +58,54 @@ def test_environment_overrides_the_config_file(cli):
     assert "request req-" in r.stderr
 
 
+def test_login_for_scripts_reads_only_the_key_from_stdin(cli):
+    config = os.path.join(cli.home, "xdg", "sandfort", "config.json")
+    # As `docker login --password-stdin`: no prompt, the key alone on stdin (newline or not).
+    r = cli.run("login", "--url", cli.base_url + "/", "--api-key-stdin", with_credentials=False, input=cli.api_key)
+    assert r.returncode == 0, r.stderr
+    assert "API key:" not in r.stderr and "Base URL" not in r.stderr
+    assert json.load(open(config)) == {"base_url": cli.base_url, "api_key": cli.api_key}
+    cli.ok("logout", with_credentials=False)
+    # --url alone: the key is the one line read (the URL is not asked).
+    r = cli.run("login", "--url", cli.base_url, with_credentials=False, input=cli.api_key + "\n")
+    assert r.returncode == 0, r.stderr
+    # A later login reuses the stored URL.
+    r = cli.run("login", "--api-key-stdin", with_credentials=False, input=f"\n  {cli.api_key}  \n")
+    assert r.returncode == 0, r.stderr
+    cli.ok("logout", with_credentials=False)
+
+
+def test_login_for_scripts_refuses_what_it_cannot_use(cli):
+    config = os.path.join(cli.home, "xdg", "sandfort", "config.json")
+    r = cli.run("login", "--api-key-stdin", with_credentials=False, input=cli.api_key)
+    assert r.returncode == 2 and "--url" in r.stderr
+    for bad in ["", "  \n", f"{cli.base_url}\n{cli.api_key}\n"]:
+        r = cli.run("login", "--url", cli.base_url, "--api-key-stdin", with_credentials=False, input=bad)
+        assert r.returncode == 1, (bad, r.stderr)
+        assert "--api-key-stdin" in r.stderr
+    r = cli.run("login", "--url", cli.base_url, "--api-key-stdin", with_credentials=False, input="sfk_not_a_key")
+    assert r.returncode == 1 and "unauthenticated" in r.stderr
+    r = cli.run("login", "--api-key-stdin", "--oidc", "http://127.0.0.1:1", with_credentials=False, input="x")
+    assert r.returncode == 2
+    assert not os.path.exists(config)
+
+
+def test_one_version_everywhere(cli):
+    cli_version = cli.ok("--version", with_credentials=False).stdout.strip()
+    assert cli_version.startswith("sandfort "), cli_version
+    daemon_bin = os.path.join(os.path.dirname(os.path.dirname(CLI)), "src", "sandfortd", "sandfortd")
+    daemon_version = subprocess.run([daemon_bin, "version"], capture_output=True, text=True, check=True).stdout
+    assert daemon_version.strip() == "sandfortd " + cli_version.split(" ", 1)[1]
+    url = urllib.parse.urlparse(cli.base_url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    conn.request("GET", "/healthz")
+    health = json.loads(conn.getresponse().read())
+    assert health == {"status": "ok", "version": cli_version.split(" ", 1)[1]}
+    # The project's version, not a literal somewhere else.
+    cmake = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "CMakeLists.txt")).read()
+    assert f"VERSION {health['version']} " in cmake
+
+
 def test_login_refuses_a_bad_key_and_stores_nothing(cli):
     r = cli.run("login", with_credentials=False, input=f"{cli.base_url}\nsfk_not_a_key\n")
     assert r.returncode == 1
@@ -255,6 +303,32 @@ def test_preview_prints_url_and_token(cli, sandbox):
     out = cli.ok("preview", sandbox, "8000").stdout
     assert p["url"] in out and p["token"] in out
     assert cli.run("preview", sandbox, "70000").returncode == 2
+
+
+def test_run_prints_the_preview_url_of_a_port_it_opened(cli, sandbox):
+    cli.ok("run", f"--id={sandbox}", "mkdir -p /tmp/site && echo served-by-run > /tmp/site/index.html")
+    r = cli.run("run", f"--id={sandbox}",
+                "cd /tmp/site && nohup python3 -m http.server 8731 >/dev/null 2>&1 &")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""  # the URL goes to stderr: stdout stays the command's
+    lines = [l for l in r.stderr.splitlines() if l.startswith("preview: port 8731: ")]
+    assert len(lines) == 1, r.stderr
+    link = urllib.parse.urlparse(lines[0].split(": ", 2)[2])
+    assert link.hostname.startswith(f"8731-{sandbox}.")
+    # The link works as printed (the token is in it): asked of the preview listener.
+    conn = http.client.HTTPConnection("127.0.0.1", int(os.environ["SANDFORT_PREVIEW_PORT"]), timeout=30)
+    conn.request("GET", f"{link.path or '/'}?{link.query}", headers={"Host": link.netloc})
+    resp = conn.getresponse()
+    body = resp.read()
+    if resp.status in (302, 303, 307):  # the token becomes a cookie, then the page
+        cookie = resp.getheader("Set-Cookie").split(";")[0]
+        conn.request("GET", resp.getheader("Location"), headers={"Host": link.netloc, "Cookie": cookie})
+        resp = conn.getresponse()
+        body = resp.read()
+    assert resp.status == 200 and b"served-by-run" in body
+    # A port that was already listening is not the next command's.
+    r = cli.run("run", f"--id={sandbox}", "true")
+    assert "preview:" not in r.stderr
 
 
 def start_background(cli, sandbox, command):

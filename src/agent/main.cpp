@@ -25,6 +25,7 @@
 
 #include "commands/commands.hpp"
 #include "git/credentials.hpp"
+#include "sandfort/version.hpp"
 #include "process/oom.hpp"
 #include "routes.hpp"
 #include "session/session.hpp"
@@ -108,7 +109,7 @@ std::optional<int> parse_flags(int argc, char** argv, options& opts) {
       return 0;
     }
     if (flag == "--version") {
-      std::printf("sandfort-agent %s\n", SANDFORT_AGENT_VERSION);
+      std::printf("sandfort-agent %s\n", sandfort::version);
       return 0;
     }
     if (flag != "--socket" && flag != "--socket-mode" && flag != "--cgroup-root" && !limit_flag(flag)) {
@@ -238,7 +239,7 @@ int main(int argc, char** argv) {
         asio::detached);
   });
 
-  std::fprintf(stderr, "sandfort-agent %s: pid %d, listening on %s\n", SANDFORT_AGENT_VERSION,
+  std::fprintf(stderr, "sandfort-agent %s: pid %d, listening on %s\n", sandfort::version,
                static_cast<int>(::getpid()), opts.socket.c_str());
   ioc.run();
   ::unlink(opts.socket.c_str());

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "claim/routes.hpp"
+#include "sandfort/version.hpp"
 #include "fs/routes.hpp"
 #include "git/routes.hpp"
 #include "ports/routes.hpp"
@@ -21,7 +22,7 @@ namespace asio = boost::asio;
 
 // The one readiness signal: sandfortd polls this until it answers.
 asio::awaitable<http::response> health(http::context&) {
-  co_return http::json_response(200, {{"status", "ok"}, {"version", SANDFORT_AGENT_VERSION}, {"pid", ::getpid()}});
+  co_return http::json_response(200, {{"status", "ok"}, {"version", sandfort::version}, {"pid", ::getpid()}});
 }
 
 asio::awaitable<http::response> exec(http::context& ctx) {

@@ -1,5 +1,7 @@
 // Liveness and readiness: no authentication, so load balancers and orchestrators can ask.
+// /healthz also says which version answers (the same as `sandfortd version` and `sandfort --version`).
 #include "routes.hpp"
+#include "sandfort/version.hpp"
 
 namespace sandfort::api {
 
@@ -7,7 +9,7 @@ std::vector<api_route> health_routes(dependencies& deps) {
   return {
       {http::verb::get, "/healthz", std::nullopt,
        [](http::context&, const auth::principal&) -> boost::asio::awaitable<http::response> {
-         co_return http::json_response(200, {{"status", "ok"}});
+         co_return http::json_response(200, {{"status", "ok"}, {"version", sandfort::version}});
        }},
       {http::verb::get, "/readyz", std::nullopt,
        [&deps](http::context& ctx, const auth::principal&) -> boost::asio::awaitable<http::response> {

@@ -33,7 +33,9 @@
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/network_directory.hpp"
 #include "sandfort/sandbox/service.hpp"
+#include "sandfort/store/backup.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/version.hpp"
 
 extern char** environ;
 
@@ -41,7 +43,6 @@ namespace {
 
 namespace asio = boost::asio;
 using namespace sandfort;
-constexpr const char* version_string = "0.1.0";
 
 struct config_flags {
   std::string file;
@@ -104,6 +105,21 @@ std::vector<std::string> secure_state(const config& cfg) {
   if (int fd = ::open(cfg.database.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); fd >= 0) ::close(fd);
   for (const char* suffix : {"", "-wal", "-shm"}) tighten(cfg.database + suffix, 0600);
   return notes;
+}
+
+// `sandfortd backup`: the database named by the same configuration the daemon runs with.
+int backup(const config_flags& flags, const std::string& to, bool force) {
+  config cfg = load_or_exit(flags);
+  auto r = store::backup_database(cfg.database, to, force);
+  if (!r) {
+    std::cerr << "sandfortd backup: " << r.err().message << "\n";
+    return r.err().code == errc::conflict || r.err().code == errc::not_found ? 2 : 1;
+  }
+  std::cout << fmt::format(
+      "backed up {} to {} ({} bytes): {} organizations, {} API keys, {} sandbox rows, {} audit events\n"
+      "keep the audit signing key ({}) with it: docs/operations.md\n",
+      cfg.database, to, r->bytes, r->organizations, r->api_keys, r->sandboxes, r->audit_events, cfg.audit.key_path);
+  return 0;
 }
 
 std::unique_ptr<store::database> open_store(const config& cfg) {
@@ -218,7 +234,7 @@ int serve(const config_flags& f) {
   auto db = open_store(cfg);
   // Serving: a write lock held by an admin command must not stall every tenant's requests.
   db->set_busy_timeout(std::chrono::milliseconds(20));
-  spdlog::info("sandfortd {} starting: store {}, state {}, instance {}", version_string, cfg.database, cfg.state_dir,
+  spdlog::info("sandfortd {} starting: store {}, state {}, instance {}", sandfort::version, cfg.database, cfg.state_dir,
                db->instance_id());
 
   asio::io_context ioc(1);
@@ -384,14 +400,23 @@ int main(int argc, char** argv) {
   daemon::audit_verify_options verify_opts;
   auto* verify_cmd = daemon::add_audit_verify_command(app, verify_opts);
   auto* version_cmd = app.add_subcommand("version", "print the version");
+  app.set_version_flag("--version", std::string("sandfortd ") + sandfort::version);
+  std::string backup_to;
+  bool backup_force = false;
+  auto* backup_cmd = app.add_subcommand(
+      "backup", "copy the database while sandfortd runs (SQLite's online backup); see docs/operations.md");
+  add_config_flags(backup_cmd, flags);
+  backup_cmd->add_option("--to", backup_to, "the backup file to write (mode 0600)")->required();
+  backup_cmd->add_flag("--force", backup_force, "replace the file if it exists");
 
   CLI11_PARSE(app, argc, argv);
   try {
     if (*version_cmd) {
-      std::cout << "sandfortd " << version_string << "\n";
+      std::cout << "sandfortd " << sandfort::version << "\n";
       return 0;
     }
     if (*bootstrap_cmd) return admin_bootstrap(flags);
+    if (*backup_cmd) return backup(flags, backup_to, backup_force);
     if (*verify_cmd) return daemon::audit_verify(verify_opts, std::cout, std::cerr);
     if (*serve_cmd) return serve(flags);
   } catch (const std::exception& e) {

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Gate: isolation, checked from inside real sandboxes of a live deployment.
+
+    SANDFORT_BASE_URL=http://127.0.0.1:8080 SANDFORT_API_KEY=sfk_... python3 examples/gates/isolation.py
+
+The key needs the member role (or higher). Checks (docs/security.md):
+- a fork bomb is contained by the pids limit; the daemon, a neighbour and the bombed sandbox
+  itself answer afterwards;
+- 169.254.169.254 is unreachable directly, and the proxy refuses it even when allowlisted;
+- the environment inside (env and every /proc/*/environ) holds no SANDFORT_ variable, no API key
+  (`sfk_…`, the gate's own key in particular) and no proxy credential but the sandbox's own;
+- no docker.sock anywhere in the sandbox;
+- another sandbox's address is unreachable, directly and through the proxy;
+- the host (the sandbox network's gateway) answers only on the proxy port; when the API URL is on
+  this machine's loopback, every IPv4 address of this machine is probed too, with a listener the
+  gate opens on all of them.
+Optional: SANDFORT_PREVIEW_PORT (the preview listener's port, else taken from the preview URL
+template), SANDFORT_GATE_IMAGE (default: the server's default image; needs python3 and curl).
+"""
+
+import ipaddress
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from urllib.parse import urlsplit
+
+import _gate
+from _gate import env, retry, sh
+
+PROBE = r"""
+import json, socket, sys, threading
+targets = json.loads(sys.argv[1])
+out = {}
+def one(t):
+    host, port = t
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    s.settimeout(3)
+    try:
+        s.connect((host, port))
+        out[f"{host}:{port}"] = "connected"
+    except Exception as e:
+        out[f"{host}:{port}"] = f"refused ({type(e).__name__})"
+    finally:
+        s.close()
+threads = [threading.Thread(target=one, args=(t,)) for t in targets]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(json.dumps(out))
+"""
+
+THROUGH_PROXY = {"NO_PROXY": "", "no_proxy": ""}
+
+
+def probe(sbx, targets):
+    r = sh(sbx, None, argv=["python3", "-c", PROBE, json.dumps(targets)], timeout_s=60)
+    assert r.exit_code == 0, f"probe failed: {r.stderr.strip()[-300:]}"
+    return json.loads(r.stdout)
+
+
+class Listener:
+    """A TCP server on every address of this machine that counts the connections it accepts."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def local_addresses():
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [line.split()[3].split("/")[0] for line in out.splitlines() if line.split()[1] != "lo"]
+
+
+def main(gate):
+    c = _gate.client()
+    key = env("SANDFORT_API_KEY")
+    image = env("SANDFORT_GATE_IMAGE")
+    made = []
+
+    def create(**kw):
+        sbx = retry(c.create_sandbox, image, labels={"gate": "isolation"}, **kw)
+        made.append(sbx)
+        return sbx
+
+    try:
+        sbx = create()
+        neighbour = create()
+        proxy_url = sh(sbx, "printf %s \"$HTTP_PROXY\"").stdout
+        m = re.match(r"^http://([^:@/]+):([^@/]+)@([^:/]+):(\d+)/?$", proxy_url)
+        assert m, f"HTTP_PROXY inside the sandbox is not a proxy URL with a credential: {proxy_url[:40]!r}"
+        proxy_user, _, gateway, proxy_port = m.group(1), m.group(2), m.group(3), int(m.group(4))
+
+        # --- the fork bomb -------------------------------------------------------------------
+        def fork_bomb():
+            bomb = create(resources={"pids": 64})
+            r = sh(bomb, ":(){ :|:& };:", timeout_s=5)
+            assert r.timed_out or r.exit_code != 0, f"the bomb returned {r.exit_code} at once"
+            health = urllib.request.urlopen(c.base_url + "/healthz", timeout=10).status
+            assert health == 200, f"/healthz answered {health} during the bomb"
+            assert sh(neighbour, "echo fine").stdout == "fine\n", "the neighbour did not answer"
+            deadline = time.time() + 60
+            while True:
+                try:
+                    r = sh(bomb, "echo ok; cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max")
+                    if r.stdout.startswith("ok\n"):
+                        break
+                except Exception:  # noqa: BLE001 - the agent may be short of pids for a while
+                    pass
+                assert time.time() < deadline, "the bombed sandbox did not answer again within 60 s"
+                time.sleep(1)
+            limit = r.stdout.split("\n")[1].strip()
+            assert limit == "64", f"pids.max is {limit!r}, not 64"
+            return f"pids.max 64; /healthz 200, neighbour and the sandbox itself answer afterwards"
+        gate.check("fork bomb contained", fork_bomb)
+
+        # --- the metadata address ----------------------------------------------------------------
+        def metadata():
+            r = sh(sbx, "curl -sS -m 3 --noproxy '*' http://169.254.169.254/latest/meta-data/", timeout_s=30)
+            assert r.exit_code != 0, f"curl reached 169.254.169.254: {r.stdout[:100]!r}"
+            got = probe(sbx, [["169.254.169.254", 80], ["169.254.169.254", 443]])
+            assert all(v.startswith("refused") for v in got.values()), got
+            retry(sbx.set_egress_allowlist, ["169.254.169.254"])
+            try:
+                r = sh(sbx, "curl -sS -m 10 -o /dev/null -w '%{http_code}' http://169.254.169.254/latest/meta-data/",
+                       env=THROUGH_PROXY, timeout_s=30)
+                assert r.stdout == "403", f"through the proxy, allowlisted: {r.stdout!r} {r.stderr.strip()!r}"
+            finally:
+                retry(sbx.set_egress_allowlist, [])
+            return "direct: no route; through the proxy even when allowlisted: 403"
+        gate.check("169.254.169.254 unreachable", metadata)
+
+        # --- the environment ----------------------------------------------------------------
+        def environment():
+            r = sh(sbx, "env | grep SANDFORT_; echo rc=$?")
+            assert r.stdout.strip() == "rc=1", f"env | grep SANDFORT_ printed {r.stdout.strip()!r}"
+            other_url = sh(neighbour, "printf %s \"$HTTP_PROXY\"").stdout
+            other_secret = urlsplit(other_url).password
+            assert other_secret, "the neighbour has no proxy credential to compare with"
+            # Everything every process inside sees, compared here (no secret is sent in).
+            everything = sh(sbx, "env; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; echo; done 2>/dev/null; true").stdout
+            assert key not in everything, "the gate's own API key is visible inside the sandbox"
+            assert "sfk_" not in everything, "an API key (sfk_…) is visible inside the sandbox"
+            assert other_secret not in everything, "another sandbox's proxy credential is visible inside"
+            assert proxy_user == sbx.id, f"the proxy credential names {proxy_user}, not {sbx.id}"
+            names = sorted({line.split("=", 1)[0] for line in everything.splitlines() if "=" in line})
+            assert not [n for n in names if n.startswith("SANDFORT")], names
+            return f"env | grep SANDFORT_ empty; no API key; only its own proxy credential ({len(names)} variable names seen)"
+        gate.check("env | grep SANDFORT_ shows nothing secret", environment)
+
+        # --- docker.sock ----------------------------------------------------------------------
+        def docker_sock():
+            r = sh(sbx, "ls /var/run/docker.sock /run/docker.sock 2>&1; true")
+            assert r.stdout.count("No such file") == 2, r.stdout
+            r = sh(sbx, "find / \\( -path /proc -o -path /sys \\) -prune -o -type s -print 2>/dev/null; true",
+                   timeout_s=120)
+            sockets = [s for s in r.stdout.split() if "docker" in s or "containerd" in s]
+            assert not sockets, f"found {sockets}"
+            return "absent at /var/run and /run; no docker/containerd socket anywhere"
+        gate.check("/var/run/docker.sock absent", docker_sock)
+
+        # --- other sandboxes ----------------------------------------------------------------
+        def neighbours():
+            retry(neighbour.process.start, "python3 -m http.server 8000")
+            deadline = time.time() + 30
+            while sh(neighbour, "curl -s -o /dev/null -w '%{http_code}' --noproxy '*' localhost:8000/").stdout != "200":
+                assert time.time() < deadline, "the neighbour's server did not start"
+                time.sleep(0.3)
+            address = sh(neighbour, "hostname -i").stdout.split()[0]
+            got = probe(sbx, [[address, 8000], [address, 22]])
+            assert all(v.startswith("refused") for v in got.values()), got
+            retry(sbx.set_egress_allowlist, [address])
+            try:
+                r = sh(sbx, f"curl -sS -m 10 -o /dev/null -w '%{{http_code}}' http://{address}:8000/",
+                       env=THROUGH_PROXY, timeout_s=30)
+                assert r.stdout == "403", f"through the proxy: {r.stdout!r} {r.stderr.strip()!r}"
+            finally:
+                retry(sbx.set_egress_allowlist, [])
+            return f"{address}:8000 (serving, 200 inside its own sandbox): refused directly, 403 through the proxy"
+        gate.check("other sandboxes unreachable", neighbours)
+
+        # --- the host ------------------------------------------------------------------------
+        def host():
+            api = urlsplit(c.base_url)
+            preview_port = env("SANDFORT_PREVIEW_PORT")
+            if not preview_port:
+                m = re.search(r":(\d+)$", urlsplit(sbx.info.preview_url_template or "").netloc or "")
+                preview_port = m.group(1) if m else "8081"
+            ports = sorted({22, 80, 443, 2375, 2376, 8080, 8081, 3128 if proxy_port != 3128 else 22,
+                            api.port or 80, int(preview_port)} - {proxy_port})
+            addresses = [gateway]
+            listener = None
+            local = api.hostname in ("localhost", "127.0.0.1", "::1")
+            if local:
+                listener = Listener()
+                ports.append(listener.port)
+                addresses += [a for a in local_addresses() if a != gateway]
+            try:
+                targets = [[a, p] for a in addresses for p in ports]
+                got = probe(sbx, targets + [[gateway, proxy_port]])
+                proxy = got.pop(f"{gateway}:{proxy_port}")
+                open_ = {k: v for k, v in got.items() if not v.startswith("refused")}
+                assert not open_, f"reachable from the sandbox: {sorted(open_)}"
+                assert proxy == "connected", f"the proxy port {gateway}:{proxy_port} did not answer: {proxy}"
+                if listener:
+                    assert listener.accepted == 0, f"the gate's listener accepted {listener.accepted} connections"
+            finally:
+                if listener:
+                    listener.close()
+            where = f"gateway {gateway}" + (f" and {len(addresses) - 1} more addresses of this host" if local else "")
+            return f"{where}: ports {','.join(map(str, ports))} refused; proxy port {proxy_port} answers"
+        gate.check("host unreachable except the proxy port", host)
+    finally:
+        for s in made:
+            try:
+                retry(c.delete, s.id)
+            except Exception as e:  # noqa: BLE001
+                print(f"cleanup: could not delete {s.id}: {e}")
+
+
+if __name__ == "__main__":
+    _gate.run("isolation", main)
