@@ -1,5 +1,10 @@
 #!/usr/bin/env python3
-"""Sandfort MCP server: Model Context Protocol over stdio, Python standard library only.
+"""Sandfort MCP server: Model Context Protocol over stdio, in Python with the standard library
+and the Sandfort Python SDK (sdk/python: every call to sandfortd goes through it).
+
+The SDK is found next to this file when it runs from a Sandfort checkout (../sdk/python, put
+first on sys.path); a copy outside a checkout imports the installed one
+(`python -m pip install /path/to/sandfort/sdk/python`).
 
 Configure an MCP client with:
 
@@ -12,14 +17,12 @@ stdout carries only JSON-RPC messages (one per line); every log line goes to std
 See docs/mcp.md for the tools and their behaviour.
 """
 
-import http.client
 import json
 import os
 import re
 import sys
 import threading
 import time
-import urllib.parse
 
 SERVER_NAME = "sandfort"
 SERVER_VERSION = "0.1.0"
@@ -45,149 +48,110 @@ def log(msg):
 
 
 # --------------------------------------------------------------------------------------------
-# The REST API
+# The Python SDK (sdk/python): every call to sandfortd goes through it
 # --------------------------------------------------------------------------------------------
 
-class PlatformError(Exception):
-    """The platform failed (HTTP error from sandfortd, or sandfortd unreachable)."""
-
-    def __init__(self, message, status=None, code=None, request_id=None, retry_after=None):
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.code = code
-        self.request_id = request_id
-        self.retry_after = retry_after
-
-    def text(self):
-        if self.status is None:
-            return f"Sandfort error: {self.message}"
-        parts = [f"Sandfort API error {self.status}"]
-        if self.code:
-            parts.append(f" {self.code}")
-        parts.append(f": {self.message}")
-        if self.request_id:
-            parts.append(f" (request_id {self.request_id})")
-        advice = self.advice()
-        if advice:
-            parts.append("\n" + advice)
-        return "".join(parts)
-
-    def advice(self):
-        """What a model should do about the organization's guardrails, which it cannot change:
-        without this it tends to retry the same call."""
-        if self.code == "quota_exceeded":
-            return ("The organization's quota is used up. Delete sandboxes you no longer need "
-                    "(list_sandboxes, then delete_sandbox) and try again; if none can go, tell the "
-                    "user the quota must be raised by the operator.")
-        if self.code == "image_not_allowed":
-            return ("The organization may not use this image. Omit image to use the default one, "
-                    "or use an image its policy allows; ask the user which.")
-        if self.code == "conflict" and "kill switch" in (self.message or ""):
-            return ("The organization's kill switch is on: no sandbox can be created or started "
-                    "until an administrator lifts it. Do not retry; tell the user.")
-        if self.code == "rate_limited":
-            wait = f"{self.retry_after:g} s" if self.retry_after is not None else "a moment"
-            return f"Too many requests: wait {wait} before calling again."
-        return None
+def _sibling_sdk():
+    """sdk/python of the checkout this file is in (symlinks resolved), or None."""
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    path = os.path.join(root, "sdk", "python")
+    return path if os.path.isfile(os.path.join(path, "sandfort_sdk", "__init__.py")) else None
 
 
-class SandfortAPI:
+# Run from a checkout, the SDK of the same checkout is used (the two change together); a copy of
+# this file outside a checkout uses the installed one (`pip install <repo>/sdk/python`).
+SDK_SOURCE = _sibling_sdk()
+if SDK_SOURCE is not None and SDK_SOURCE not in sys.path:
+    sys.path.insert(0, SDK_SOURCE)
+try:
+    import sandfort_sdk as sdk
+    # What this server calls beyond the SDK's first release: an older installed copy lacks it.
+    if not (hasattr(sdk.Client, "sandbox") and hasattr(sdk.Client, "list_sandboxes_page")):
+        raise ImportError(f"sandfort_sdk {getattr(sdk, '__version__', '?')} at "
+                          f"{os.path.dirname(sdk.__file__)} is older than this server "
+                          "(no Client.sandbox / Client.list_sandboxes_page)")
+except ImportError as e:
+    if __name__ != "__main__":
+        raise
+    sys.stderr.write(
+        f"sandfort-mcp: cannot use the Sandfort Python SDK: {e}\n"
+        "sandfort-mcp: run this file from a Sandfort checkout (it then uses sdk/python next to "
+        "mcp_server/), or install the SDK of the same version into the interpreter that runs it: "
+        "python -m pip install /path/to/sandfort/sdk/python\n")
+    sys.exit(1)
+
+
+class ToolFailure(Exception):
+    """A failure reported to the model as a tool error (isError), with its text."""
+
+
+class Sandfort:
+    """The SDK client for the configured daemon, or why there is none (the server still starts
+    without its variables, and every tool call then says what is missing)."""
+
     def __init__(self, base_url, api_key):
         self.base_url = (base_url or "").strip()
         self.api_key = (api_key or "").strip()
-
-    def _target(self):
+        self._client = None
+        self.problem = None
         if not self.base_url:
-            raise PlatformError("SANDFORT_BASE_URL is not set in the MCP server's environment")
-        if not self.api_key:
-            raise PlatformError("SANDFORT_API_KEY is not set in the MCP server's environment")
-        u = urllib.parse.urlsplit(self.base_url)
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise PlatformError(f"SANDFORT_BASE_URL must be an http(s) URL, got {self.base_url!r}")
-        return u
-
-    def request(self, method, path, query=None, body=None, raw_body=None, timeout=60,
-                max_response_bytes=None):
-        """Returns (status, headers, bytes, truncated). Raises PlatformError for HTTP >= 400
-        and for transport failures."""
-        u = self._target()
-        full_path = u.path.rstrip("/") + path
-        if query:
-            q = {k: v for k, v in query.items() if v is not None}
-            if q:
-                full_path += "?" + urllib.parse.urlencode(q)
-        headers = {"Authorization": f"Bearer {self.api_key}", "Accept": "application/json",
-                   "User-Agent": f"sandfort-mcp/{SERVER_VERSION}"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode("utf-8")
-            headers["Content-Type"] = "application/json"
-        elif raw_body is not None:
-            data = raw_body
-            headers["Content-Type"] = "application/octet-stream"
-        if data is not None or method in ("POST", "PUT", "PATCH"):
-            headers["Content-Length"] = str(len(data or b""))
-        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        conn = cls(u.hostname, u.port, timeout=timeout)
-        try:
+            self.problem = "SANDFORT_BASE_URL is not set in the MCP server's environment"
+        elif not self.api_key:
+            self.problem = "SANDFORT_API_KEY is not set in the MCP server's environment"
+        else:
             try:
-                conn.request(method, full_path, body=data, headers=headers)
-                resp = conn.getresponse()
-                truncated = False
-                if max_response_bytes is not None and resp.status < 400:
-                    payload = resp.read(max_response_bytes + 1)
-                    if len(payload) > max_response_bytes:
-                        payload = payload[:max_response_bytes]
-                        truncated = True
-                else:
-                    payload = resp.read()
-            except (OSError, http.client.HTTPException) as e:
-                reason = str(e) or type(e).__name__
-                raise PlatformError(f"cannot reach sandfortd at {self.base_url}: {reason}")
-            if resp.status >= 400:
-                raise self._error(resp, payload)
-            return resp.status, resp.headers, payload, truncated
-        finally:
-            conn.close()
+                self._client = sdk.Client(self.base_url, self.api_key, timeout=60.0)
+            except sdk.ConfigurationError:
+                self.problem = f"SANDFORT_BASE_URL must be an http(s) URL, got {self.base_url!r}"
 
-    @staticmethod
-    def _error(resp, payload):
-        request_id = resp.headers.get("X-Request-Id")
-        code = None
-        message = None
-        try:
-            doc = json.loads(payload.decode("utf-8"))
-            err = doc.get("error") if isinstance(doc, dict) else None
-            if isinstance(err, dict):
-                code = err.get("code")
-                message = err.get("message")
-                request_id = err.get("request_id") or request_id
-        except (ValueError, UnicodeDecodeError):
-            pass
-        if not message:
-            text = payload.decode("utf-8", "replace").strip()
-            message = text[:500] or (resp.reason or "request failed")
-        try:
-            retry_after = float(resp.headers.get("Retry-After"))
-        except (TypeError, ValueError):
-            retry_after = None
-        return PlatformError(message, status=resp.status, code=code, request_id=request_id,
-                             retry_after=retry_after)
+    def client(self):
+        if self._client is None:
+            raise ToolFailure(f"Sandfort error: {self.problem}")
+        return self._client
 
-    def json(self, method, path, query=None, body=None, timeout=60):
-        status, _headers, payload, _ = self.request(method, path, query=query, body=body,
-                                                    timeout=timeout)
-        if not payload:
-            return None
-        try:
-            return json.loads(payload.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            raise PlatformError(f"sandfortd answered {status} with a body that is not JSON")
+    def sandbox(self, sandbox_id):
+        """A handle on the sandbox (id or name) without a request: the call that uses it answers
+        404 for an unknown one."""
+        return self.client().sandbox(sandbox_id)
+
+    def error_text(self, e):
+        """The tool error's text for an exception of the SDK."""
+        if isinstance(e, sdk.APIError):
+            parts = [f"Sandfort API error {e.status}"]
+            if e.code:
+                parts.append(f" {e.code}")
+            parts.append(f": {e.message}")
+            if e.request_id:
+                parts.append(f" (request_id {e.request_id})")
+            advice = guardrail_advice(e)
+            if advice:
+                parts.append("\n" + advice)
+            return "".join(parts)
+        if isinstance(e, sdk.APIConnectionError):
+            return f"Sandfort error: cannot reach sandfortd at {self.base_url}: {e}"
+        if isinstance(e, ValueError) and not isinstance(e, sdk.SandfortError):
+            # json.JSONDecodeError and the like: an answer this server cannot read.
+            return f"Sandfort error: unexpected answer from sandfortd at {self.base_url}: {e}"
+        return f"Sandfort error: {e}"
 
 
-def sbx_path(sandbox_id, suffix=""):
-    return "/v1/sandboxes/" + urllib.parse.quote(sandbox_id, safe="") + suffix
+def guardrail_advice(e):
+    """What a model should do about the organization's guardrails, which it cannot change:
+    without this it tends to retry the same call."""
+    if e.code == "quota_exceeded":
+        return ("The organization's quota is used up. Delete sandboxes you no longer need "
+                "(list_sandboxes, then delete_sandbox) and try again; if none can go, tell the "
+                "user the quota must be raised by the operator.")
+    if e.code == "image_not_allowed":
+        return ("The organization may not use this image. Omit image to use the default one, "
+                "or use an image its policy allows; ask the user which.")
+    if e.code == "conflict" and "kill switch" in (e.message or ""):
+        return ("The organization's kill switch is on: no sandbox can be created or started "
+                "until an administrator lifts it. Do not retry; tell the user.")
+    if e.code == "rate_limited":
+        wait = f"{e.retry_after:g} s" if e.retry_after is not None else "a moment"
+        return f"Too many requests: wait {wait} before calling again."
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,19 +258,18 @@ def _sandbox_summary(s):
     return {k: s[k] for k in keys if k in s}
 
 
-def tool_create_sandbox(api, a):
+def tool_create_sandbox(sf, a):
     if "image" in a and "snapshot" in a:
         raise ToolFailure("Invalid arguments for create_sandbox: give image or snapshot, not both")
-    body = {"snapshot": a.get("snapshot") or a.get("image") or DEFAULT_IMAGE, "wait": True}
-    for key in ("name", "env", "labels", "ttl_s", "idle_timeout_s", "egress_allowlist", "workdir",
-                "volumes"):
-        if key in a:
-            body[key] = a[key]
+    fields = {key: a[key] for key in ("name", "env", "labels", "ttl_s", "idle_timeout_s",
+                                      "egress_allowlist", "workdir", "volumes") if key in a}
     resources = {k: a[k] for k in ("cpus", "memory_mb") if k in a}
     if resources:
-        body["resources"] = resources
-    # Creating may pull an image: give it time.
-    s = api.json("POST", "/v1/sandboxes", body=body, timeout=600)
+        fields["resources"] = resources
+    # Waits until started; creating may pull an image: the SDK allows it 600 s.
+    sbx = sf.client().create_sandbox(a.get("snapshot") or a.get("image") or DEFAULT_IMAGE,
+                                     wait=True, timeout=600, **fields)
+    s = sbx.info.raw
     summary = _sandbox_summary(s)
     text = (f"Created sandbox {s.get('id')}"
             + (f" (name {s['name']})" if s.get("name") else "")
@@ -330,10 +293,10 @@ SNAPSHOT_OUTPUT_SCHEMA = {
 }
 
 
-def tool_create_snapshot(api, a):
-    # Docker commits the container's filesystem (the sandbox is paused meanwhile): give it time.
-    s = api.json("POST", "/v1/snapshots", body={"sandbox_id": a["sandbox_id"], "name": a["name"]},
-                 timeout=600)
+def tool_create_snapshot(sf, a):
+    # Docker commits the container's filesystem (the sandbox is paused meanwhile): the SDK
+    # allows it 600 s.
+    s = sf.client().create_snapshot(a["sandbox_id"], a["name"]).raw
     keys = ("id", "name", "size_bytes", "source_sandbox_id", "state", "created_at")
     summary = {k: s[k] for k in keys if k in s}
     text = (f"Created snapshot {s.get('name')} ({s.get('id')}, {s.get('size_bytes')} bytes) of "
@@ -364,41 +327,31 @@ def _exec_result(r):
     return "\n".join(lines), out
 
 
-def _http_timeout(a):
-    return int(a.get("timeout_s", DEFAULT_EXEC_TIMEOUT_S)) + 30
+def _timeout_s(a):
+    # The SDK's socket waits timeout_s + 30 s (60 + 30 when absent).
+    return int(a["timeout_s"]) if "timeout_s" in a else None
 
 
-def tool_run_command(api, a):
-    body = {"command": a["command"]}
-    for key in ("cwd", "env", "stdin", "timeout_s"):
-        if key in a:
-            body[key] = int(a[key]) if key == "timeout_s" else a[key]
-    r = api.json("POST", sbx_path(a["sandbox_id"], "/process/exec"), body=body,
-                 timeout=_http_timeout(a))
-    return _exec_result(r)
+def tool_run_command(sf, a):
+    r = sf.sandbox(a["sandbox_id"]).process.exec(
+        a["command"], cwd=a.get("cwd"), env=a.get("env"), stdin=a.get("stdin"),
+        timeout_s=_timeout_s(a))
+    return _exec_result(r.raw)
 
 
-def tool_run_code(api, a):
-    body = {"language": a.get("language", "python"), "code": a["code"]}
-    for key in ("argv", "env", "timeout_s"):
-        if key in a:
-            body[key] = int(a[key]) if key == "timeout_s" else a[key]
-    r = api.json("POST", sbx_path(a["sandbox_id"], "/process/code-run"), body=body,
-                 timeout=_http_timeout(a))
-    return _exec_result(r)
+def tool_run_code(sf, a):
+    r = sf.sandbox(a["sandbox_id"]).process.code_run(
+        a.get("language", "python"), a["code"], argv=a.get("argv"), env=a.get("env"),
+        timeout_s=_timeout_s(a))
+    return _exec_result(r.raw)
 
 
-def tool_upload_text_file(api, a):
+def tool_upload_text_file(sf, a):
     data = a["content"].encode("utf-8")
-    query = {"path": a["path"], "mode": a.get("mode")}
-    _status, _h, payload, _ = api.request("PUT", sbx_path(a["sandbox_id"], "/files"),
-                                          query=query, raw_body=data, timeout=120)
-    try:
-        info = json.loads(payload.decode("utf-8")) if payload else {}
-    except (ValueError, UnicodeDecodeError):
-        info = {}
+    up = sf.sandbox(a["sandbox_id"]).fs.upload_file(a["path"], data, mode=a.get("mode"))
+    info = up.raw if isinstance(up.raw, dict) else {}
     result = {"path": info.get("path", a["path"]), "size": info.get("size", len(data))}
-    if "mode" in info:
+    if info.get("mode") is not None:
         result["mode"] = info["mode"]
     text = f"Wrote {result['size']} bytes to {result['path']}" + (
         f" (mode {result['mode']})" if "mode" in result else "") + "."
@@ -416,11 +369,12 @@ def _utf8_prefix(data):
     return data.decode("utf-8")
 
 
-def tool_download_text_file(api, a):
+def tool_download_text_file(sf, a):
     max_bytes = int(a.get("max_bytes", DOWNLOAD_DEFAULT_MAX_BYTES))
-    _status, _h, payload, truncated = api.request(
-        "GET", sbx_path(a["sandbox_id"], "/files"), query={"path": a["path"]}, timeout=120,
-        max_response_bytes=max_bytes)
+    # One byte more than we keep tells whether the file is longer; the rest is not transferred.
+    payload = sf.sandbox(a["sandbox_id"]).fs.download_file(a["path"], max_bytes=max_bytes + 1)
+    truncated = len(payload) > max_bytes
+    payload = payload[:max_bytes]
     try:
         content = _utf8_prefix(payload) if truncated else payload.decode("utf-8")
     except UnicodeDecodeError:
@@ -431,13 +385,12 @@ def tool_download_text_file(api, a):
     return content, result
 
 
-def tool_list_sandboxes(api, a):
-    query = {k: a.get(k) for k in ("state", "label", "limit", "cursor")}
-    if query["limit"] is not None:
-        query["limit"] = int(query["limit"])
-    doc = api.json("GET", "/v1/sandboxes", query=query)
-    items = [_sandbox_summary(s) for s in doc.get("items", [])]
-    result = {"sandboxes": items, "next_cursor": doc.get("next_cursor")}
+def tool_list_sandboxes(sf, a):
+    page = sf.client().list_sandboxes_page(
+        state=a.get("state"), labels=a.get("label"),
+        limit=int(a["limit"]) if "limit" in a else None, cursor=a.get("cursor"))
+    items = [_sandbox_summary(s.info.raw) for s in page.items]
+    result = {"sandboxes": items, "next_cursor": page.next_cursor}
     if not items:
         text = "No sandboxes."
     else:
@@ -451,13 +404,9 @@ def tool_list_sandboxes(api, a):
     return text, result
 
 
-def tool_delete_sandbox(api, a):
-    api.request("DELETE", sbx_path(a["sandbox_id"]), timeout=120)
+def tool_delete_sandbox(sf, a):
+    sf.client().delete(a["sandbox_id"])
     return f"Deleted sandbox {a['sandbox_id']}.", {"deleted": a["sandbox_id"]}
-
-
-class ToolFailure(Exception):
-    """A failure of a tool that is not a platform error (reported with isError)."""
 
 
 TOOLS = [
@@ -734,8 +683,8 @@ def _version_at_least(version, other):
 
 
 class Server:
-    def __init__(self, api, out=None):
-        self.api = api
+    def __init__(self, sandfort, out=None):
+        self.sandfort = sandfort
         self.out = out or sys.stdout
         self.write_lock = threading.Lock()
         self.protocol_version = SUPPORTED_PROTOCOL_VERSIONS[0]
@@ -909,12 +858,16 @@ class Server:
             raise RpcError(INVALID_PARAMS, f"Invalid arguments for {name}: {e}")
         started = time.monotonic()
         try:
-            text, structured = tool["handler"](self.api, args)
-        except PlatformError as e:
-            log(f"{name}: {e.text()}")
-            return self.tool_error(e.text())
+            text, structured = tool["handler"](self.sandfort, args)
         except ToolFailure as e:
+            log(f"{name}: {e}")
             return self.tool_error(str(e))
+        except (sdk.SandfortError, ValueError) as e:
+            # The SDK's errors: the API's answers (APIError and its subclasses), sandfortd out of
+            # reach (APIConnectionError), a broken stream; ValueError: an answer that is not JSON.
+            text = self.sandfort.error_text(e)
+            log(f"{name}: {text}")
+            return self.tool_error(text)
         log(f"{name}: ok in {time.monotonic() - started:.2f}s")
         result = {"content": [{"type": "text", "text": text}], "isError": False}
         if self._structured() and structured is not None:
@@ -941,13 +894,14 @@ def main():
                  closefd=False)
     stdout = open(sys.stdout.fileno(), "w", encoding="utf-8", newline="\n", closefd=False)
     sys.stdout = sys.stderr  # a stray print() must never corrupt the protocol stream
-    api = SandfortAPI(os.environ.get("SANDFORT_BASE_URL"), os.environ.get("SANDFORT_API_KEY"))
-    if not api.base_url or not api.api_key:
-        log("warning: SANDFORT_BASE_URL and SANDFORT_API_KEY must be set; tool calls will fail")
+    sandfort = Sandfort(os.environ.get("SANDFORT_BASE_URL"), os.environ.get("SANDFORT_API_KEY"))
+    where = f"sandfort_sdk {getattr(sdk, '__version__', '?')} from {os.path.dirname(sdk.__file__)}"
+    if sandfort.problem:
+        log(f"warning: {sandfort.problem}; tool calls will fail ({where})")
     else:
-        log(f"serving over stdio; Sandfort at {api.base_url}")
+        log(f"serving over stdio; Sandfort at {sandfort.base_url} ({where})")
     try:
-        Server(api, out=stdout).serve(stdin)
+        Server(sandfort, out=stdout).serve(stdin)
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:

@@ -9,7 +9,7 @@
 
 from .audit import (Audit, AuditCheckpoint, AuditEvent, AuditEventPage, AuditPublicKey, AuditVerifyReport,
                     verify_chain)
-from .client import Client, Command, FileSystem, Process, Sandbox, Session
+from .client import Client, Command, FileSystem, Process, Sandbox, SandboxPage, Session
 from .errors import (APIConnectionError, APIError, AuthenticationError, ConfigurationError, ConflictError,
                      ImageNotAllowedError, InternalServerError, InvalidArgumentError, NotFoundError,
                      PayloadTooLargeError,
@@ -27,7 +27,7 @@ from .pty import PtySession
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Sandbox", "Process", "Session", "Command", "FileSystem", "Git", "ExecStream", "PtySession",
+    "Client", "Sandbox", "SandboxPage", "Process", "Session", "Command", "FileSystem", "Git", "ExecStream", "PtySession",
     "TokenProvider",
     "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError",
     "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",

@@ -79,7 +79,7 @@ class Transport:
                  token_provider: Optional[TokenProvider] = None) -> None:
         parts = urlsplit(base_url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"base_url must be http(s)://host[:port], got {base_url!r}")
+            raise ConfigurationError(f"base_url must be http(s)://host[:port], got {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.scheme = parts.scheme
         self.host = parts.hostname

@@ -6,7 +6,8 @@ import os
 import tarfile
 import tempfile
 import time
-from typing import Any, BinaryIO, Dict, List, Mapping, Optional, Sequence, Union
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 from urllib.parse import quote
 
 from .audit import Audit
@@ -19,7 +20,7 @@ from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult
                      Organization, PortInfo, PreviewLink, SandboxInfo, SessionInfo, Snapshot, UploadResult,
                      Volume, WhoAmI)
 
-__all__ = ["Client", "Sandbox", "Process", "Session", "Command", "FileSystem", "Git"]
+__all__ = ["Client", "Sandbox", "SandboxPage", "Process", "Session", "Command", "FileSystem", "Git"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 FileData = Union[bytes, bytearray, memoryview, str, BinaryIO, "os.PathLike[str]"]
@@ -156,17 +157,37 @@ class Client:
                             timeout=socket_timeout_for(self.timeout, timeout_s) if wait_for else -1.0)
         return Sandbox(self, SandboxInfo.from_json(data))
 
+    def sandbox(self, sandbox_id: str) -> "Sandbox":
+        """A handle on a sandbox by id or name **without a request** (``info`` holds only the id,
+        state ``"unknown"``): its calls address it as given, and the first one raises
+        NotFoundError if it does not exist. ``get_sandbox`` fetches it instead; ``refresh()``
+        fills ``info``."""
+        if not isinstance(sandbox_id, str) or not sandbox_id:
+            raise ValueError("sandbox_id must be a non-empty string (an id or a name)")
+        return Sandbox(self, SandboxInfo(id=sandbox_id, state="unknown", raw={"id": sandbox_id}))
+
+    def list_sandboxes_page(self, *, state: Optional[str] = None,
+                            labels: Optional[Union[Mapping[str, str], str]] = None,
+                            limit: Optional[int] = None, cursor: Optional[str] = None) -> "SandboxPage":
+        """One page of the organization's sandboxes: ``SandboxPage(items, next_cursor)``; pass
+        ``next_cursor`` as ``cursor`` for the next page (None: last page). ``labels`` is a mapping
+        or the API's ``"k:v,k2:v2"`` string; ``limit`` the page size (daemon's default 100)."""
+        if labels is not None and not isinstance(labels, str):
+            labels = ",".join(f"{k}:{v}" for k, v in labels.items()) or None
+        page = self._t.call("GET", "/v1/sandboxes",
+                            query=_clean({"state": state, "label": labels or None, "limit": limit, "cursor": cursor}))
+        items = [Sandbox(self, SandboxInfo.from_json(s)) for s in page.get("items", [])]
+        return SandboxPage(items=items, next_cursor=page.get("next_cursor") or None)
+
     def list_sandboxes(self, *, state: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
                        limit: Optional[int] = None) -> List["Sandbox"]:
         """Every sandbox of the organization (follows ``next_cursor``), optionally filtered."""
-        label = ",".join(f"{k}:{v}" for k, v in labels.items()) if labels else None
         out: List[Sandbox] = []
         cursor: Optional[str] = None
         while True:
-            page = self._t.call("GET", "/v1/sandboxes",
-                                query=_clean({"state": state, "label": label, "limit": limit, "cursor": cursor}))
-            out.extend(Sandbox(self, SandboxInfo.from_json(s)) for s in page.get("items", []))
-            cursor = page.get("next_cursor")
+            page = self.list_sandboxes_page(state=state, labels=labels, limit=limit, cursor=cursor)
+            out.extend(page.items)
+            cursor = page.next_cursor
             if not cursor:
                 return out
 
@@ -232,6 +253,14 @@ class Client:
         """Deletes a snapshot (by name or id). ConflictError while a sandbox that is not deleted
         was created from it; a second delete raises NotFoundError."""
         self._t.call("DELETE", f"/v1/snapshots/{_seg(name)}", timeout=max(self.timeout or 60, 120))
+
+
+@dataclass
+class SandboxPage:
+    """One page of :meth:`Client.list_sandboxes_page`: ``items`` and the ``next_cursor`` to ask for
+    the next one (None on the last page)."""
+    items: List["Sandbox"]
+    next_cursor: Optional[str] = None
 
 
 class Sandbox:
@@ -582,18 +611,25 @@ class FileSystem:
 
     write_file = upload_file
 
-    def download_file(self, path: str, dest: Optional[Union[BinaryIO, "os.PathLike[str]"]] = None) -> Optional[bytes]:
+    def download_file(self, path: str, dest: Optional[Union[BinaryIO, "os.PathLike[str]"]] = None, *,
+                      max_bytes: Optional[int] = None) -> Optional[bytes]:
         """Returns the file's bytes; with ``dest`` (a binary file object or a local path) streams
-        into it instead and returns None."""
+        into it instead and returns None. ``max_bytes``: read at most that many bytes (the first
+        ones) and close the connection, so the rest is never transferred; to learn whether the
+        file was longer, ask for one byte more than you keep."""
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0):
+            raise ValueError(f"max_bytes must be an int >= 0, got {max_bytes!r}")
         resp = self._t.open("GET", self._base, query={"path": path}, timeout=self._big_timeout())
         if dest is None:
-            return resp.read()
+            if max_bytes is None:
+                return resp.read()
+            return b"".join(_limited(resp, max_bytes))
         if isinstance(dest, os.PathLike):
             with open(os.fspath(dest), "wb") as f:
-                for chunk in resp.iter_bytes():
+                for chunk in _limited(resp, max_bytes):
                     f.write(chunk)
         else:
-            for chunk in resp.iter_bytes():
+            for chunk in _limited(resp, max_bytes):
                 dest.write(chunk)
         return None
 
@@ -678,6 +714,28 @@ class FileSystem:
                 else:  # pragma: no cover - Python < 3.11.4 without extraction filters
                     tar.extractall(local, members=members)
         return names
+
+
+def _limited(resp: Any, max_bytes: Optional[int]) -> Iterator[bytes]:
+    """The answer's chunks, stopping (and closing it) after ``max_bytes`` bytes."""
+    if max_bytes is None:
+        yield from resp.iter_bytes()
+        return
+    left = max_bytes
+    chunks = resp.iter_bytes()
+    try:
+        while left > 0:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            if len(chunk) > left:
+                chunk = chunk[:left]
+            left -= len(chunk)
+            yield chunk
+    finally:
+        chunks.close()
+        resp.close()
 
 
 def _check_member(m: tarfile.TarInfo, root: str) -> str:
