@@ -1,8 +1,10 @@
-# `cmake --install` and the Debian package (`cpack -G DEB` in the build directory; scripts/package).
+# `cmake --install` and the Debian package (scripts/package runs cpack -G DEB in the build directory).
 # Layout: /usr/bin/sandfortd and /usr/bin/sandfort, the agent in /usr/lib/sandfort (bind-mounted
 # into sandboxes, never run on the host), the systemd unit, and a default configuration in
 # /etc/sandfort (a conffile: an upgrade keeps the operator's edits). docs/operations.md.
 include(GNUInstallDirs)
+# Installing (and cpack) needs only what is installed, not the tests: `all` is not built first.
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY TRUE)
 
 install(TARGETS sandfortd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET sandfort)
@@ -23,6 +25,8 @@ set(CPACK_PACKAGE_CONTACT "Sandfort maintainers <sandfort@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Self-hosted isolated sandboxes for AI agents (sandfortd, agent, CLI)")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+# RelWithDebInfo binaries carry ~200 MB of debug info: the package ships them stripped.
+set(CPACK_STRIP_FILES TRUE)
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 # Shared libraries found by dpkg-shlibdeps (OpenSSL, SQLite, spdlog, fmt); what it runs beside.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)

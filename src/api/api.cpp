@@ -60,6 +60,7 @@ std::string header(const http::request& req, http::bhttp::field f) {
 // Authentication, then the role check, then the route.
 http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
   return [deps, r = std::move(r)](http::context& ctx) -> boost::asio::awaitable<http::response> {
+    ctx.attributes["route"] = r.pattern;  // the request metrics' label
     if (!r.needs) {
       // Named, not a temporary: GCC 12 mishandles temporaries inside co_await expressions.
       const auth::principal anonymous;
@@ -84,7 +85,7 @@ http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
 http::handler make_handler(dependencies d) {
   auto deps = std::make_shared<dependencies>(d);
   auto routes = std::make_shared<http::router>();
-  for (auto make : {health_routes, identity_routes, sandbox_routes, audit_routes, guardrail_routes, volume_routes, snapshot_routes, pool_routes})
+  for (auto make : {health_routes, identity_routes, sandbox_routes, audit_routes, guardrail_routes, volume_routes, snapshot_routes, pool_routes, metrics_routes})
     for (auto& r : make(*deps)) routes->add(http::route{r.method, r.pattern, guard(deps, r)});
 
   return [routes](http::context& ctx) -> boost::asio::awaitable<http::response> {
@@ -93,6 +94,10 @@ http::handler make_handler(dependencies d) {
     auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     spdlog::info("{} {} {} {:.1f}ms org={} principal={} id={}", std::string(ctx.req.method_string()), ctx.path,
                  res.result_int(), ms, ctx.attributes["org"], ctx.attributes["principal"], ctx.request_id);
+    // No route: 404 or 405, all under one label whatever the path was.
+    auto route = ctx.attributes.find("route");
+    observe_request(route == ctx.attributes.end() ? "unmatched" : route->second, ctx.req.method(), res.result_int(),
+                    ms / 1000);
     co_return res;
   };
 }

@@ -27,6 +27,12 @@ std::vector<api_route> guardrail_routes(dependencies& deps);
 std::vector<api_route> volume_routes(dependencies& deps);
 std::vector<api_route> snapshot_routes(dependencies& deps);
 std::vector<api_route> pool_routes(dependencies& deps);
+std::vector<api_route> metrics_routes(dependencies& deps);
+
+// Request metrics (metrics_routes.cpp): sandfort_http_requests_total and
+// sandfort_http_request_duration_seconds, labelled by route pattern (never the path: ids would
+// make a series per sandbox), method and status. `status` 0: relayed from the agent unread.
+void observe_request(const std::string& route, http::verb method, unsigned status, double seconds);
 
 // Shared by the whole and the streamed forms of exec and code-run.
 result<sandbox::exec_request> parse_exec(std::string_view body);

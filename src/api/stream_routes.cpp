@@ -3,6 +3,7 @@
 // sandbox's agent with bodies in pieces and WebSockets spliced.
 #include <chrono>
 #include <spdlog/spdlog.h>
+#include <unordered_map>
 
 #include "routes.hpp"
 #include "sandfort/http/proxy.hpp"
@@ -39,12 +40,6 @@ std::pair<std::string, std::string> credentials(const tcp_exchange& ex) {
   }
   if (auto it = ex.query.find("access_token"); it != ex.query.end()) return {"Bearer " + it->second, ""};
   return {"", ""};
-}
-
-std::string remote_of(const tcp_exchange& ex) {
-  boost::beast::error_code ec;
-  auto endpoint = ex.stream.socket().remote_endpoint(ec);
-  return ec ? std::string() : endpoint.address().to_string();
 }
 
 // What a forwarded request that acts is called in the audit chain: "sandbox.files.put",
@@ -94,6 +89,46 @@ void log_exchange(const tcp_exchange& ex, const std::string& org, unsigned statu
   auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   spdlog::info("{} {} stream {:.1f}ms org={} id={}{}", std::string(ex.parser.get().method_string()), ex.path, ms, org,
                ex.request_id, status_hint ? " status=" + std::to_string(status_hint) : "");
+}
+
+// What each streamed request answered, for the request metrics. Its handler writes the answer
+// itself, so it notes the status here, and the wrapper that times the route (which alone knows the
+// route's pattern) takes it when the exchange ends. Keyed by the exchange, which lives as long as
+// its request; one thread. Never noted: 0, the agent's answer relayed unread.
+class stream_statuses {
+ public:
+  void note(const tcp_exchange& ex, unsigned status) { by_exchange_[&ex] = status; }
+  void note(const tcp_exchange& ex, const error& e) { note(ex, static_cast<unsigned>(http_status(e.code))); }
+  unsigned take(const tcp_exchange& ex) {
+    auto it = by_exchange_.find(&ex);
+    if (it == by_exchange_.end()) return 0;
+    unsigned status = it->second;
+    by_exchange_.erase(it);
+    return status;
+  }
+
+ private:
+  std::unordered_map<const tcp_exchange*, unsigned> by_exchange_;
+};
+
+// Times every streamed route and counts it under its pattern (observe_request).
+http::stream_handler<http::tcp_protocol> measured(std::shared_ptr<stream_statuses> statuses, const tcp_route& r,
+                                                  http::stream_handler<http::tcp_protocol> inner) {
+  return [statuses, pattern = r.pattern, method = r.method,
+          inner = std::move(inner)](tcp_exchange& ex) -> asio::awaitable<bool> {
+    struct done {  // also when the handler throws, so that no status is left behind
+      stream_statuses& statuses;
+      tcp_exchange& ex;
+      const std::string& pattern;
+      http::verb method;
+      std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+      ~done() {
+        observe_request(pattern, method, statuses.take(ex),
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      }
+    } on_end{*statuses, ex, pattern, method};
+    co_return co_await inner(ex);
+  };
 }
 
 // Output of exec/code-run as server-sent events: the response starts with the first byte, so
@@ -184,14 +219,16 @@ asio::awaitable<void> produce(exec_call& call, tcp_exchange& ex, sse_sink& sink,
 
 http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
   auto deps = std::make_shared<dependencies>(d);
+  auto statuses = std::make_shared<stream_statuses>();
 
   // Authenticates, then runs body(ex, principal); answers auth failures itself.
-  auto authed = [deps](auth::permission needs, auto body) -> http::stream_handler<http::tcp_protocol> {
-    return [deps, needs, body](tcp_exchange& ex) -> asio::awaitable<bool> {
+  auto authed = [deps, statuses](auth::permission needs, auto body) -> http::stream_handler<http::tcp_protocol> {
+    return [deps, statuses, needs, body](tcp_exchange& ex) -> asio::awaitable<bool> {
       auto started = std::chrono::steady_clock::now();
       auto [bearer, subprotocol] = credentials(ex);
-      auto who = co_await authorize(*deps, bearer, needs, ex.request_id, remote_of(ex));
+      auto who = co_await authorize(*deps, bearer, needs, ex.request_id, ex.remote);
       if (!who) {
+        statuses->note(ex, who.err());
         log_exchange(ex, "", static_cast<unsigned>(http_status(who.err().code)), started);
         co_return co_await http::respond_error(ex, who.err());
       }
@@ -201,22 +238,29 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
     };
   };
 
-  auto stream_exec = [deps](bool code_run) {
-    return [deps, code_run](tcp_exchange& ex, const auth::principal& p, const std::string&) -> asio::awaitable<bool> {
+  auto stream_exec = [deps, statuses](bool code_run) {
+    return [deps, statuses, code_run](tcp_exchange& ex, const auth::principal& p, const std::string&) -> asio::awaitable<bool> {
       auto raw = co_await http::read_small_body(ex, deps->cfg.max_body_bytes);
-      if (!raw) co_return co_await http::respond_error(ex, raw.err());
-      exec_call call{*deps, p, ex.params["id"], code_run, std::move(*raw), remote_of(ex)};
+      if (!raw) {
+        statuses->note(ex, raw.err());
+        co_return co_await http::respond_error(ex, raw.err());
+      }
+      exec_call call{*deps, p, ex.params["id"], code_run, std::move(*raw), ex.remote};
       sse_sink sink(ex);
       result<void> r = ok_t{};
       bool finished = false;
       using namespace asio::experimental::awaitable_operators;
       co_await (produce(call, ex, sink, r, finished) && watch_client(ex, sink, finished));
-      if (!r && !sink.started()) co_return co_await http::respond_error(ex, r.err());
+      if (!r && !sink.started()) {
+        statuses->note(ex, r.err());
+        co_return co_await http::respond_error(ex, r.err());
+      }
+      statuses->note(ex, 200);  // the events began (an error after that is an event, not a status)
       co_return co_await sink.finish();
     };
   };
 
-  auto forward = [deps](tcp_exchange& ex, const auth::principal& p, const std::string& subprotocol) -> asio::awaitable<bool> {
+  auto forward = [deps, statuses](tcp_exchange& ex, const auth::principal& p, const std::string& subprotocol) -> asio::awaitable<bool> {
     std::string id = ex.params["id"];
     const std::string agent_path = agent_target(ex);
     const auto method = ex.parser.get().method();
@@ -225,9 +269,12 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
     const audit::record note{forwarded_action(method, agent_path), "", "accepted",
                              {{"method", std::string(http::bhttp::to_string(method))},
                               {"path", agent_path.substr(0, 1024)}}};
-    const auto who = actor_of(p, ex.request_id, remote_of(ex));
+    const auto who = actor_of(p, ex.request_id, ex.remote);
     auto agent = co_await deps->sandboxes.commands().connect_agent(p.org_id, id, who, acts ? &note : nullptr);
-    if (!agent) co_return co_await http::respond_error(ex, agent.err());
+    if (!agent) {
+      statuses->note(ex, agent.err());
+      co_return co_await http::respond_error(ex, agent.err());
+    }
     http::forward_options target{agent_path, subprotocol};
     // The agent is untrusted: its answer must start within the longest command a caller may
     // run (a session's exec) or soon (everything else), and a body that is not an event stream
@@ -267,6 +314,7 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
   }
   // An interactive terminal acts, though it arrives as a GET.
   routes.push_back({verb::get, "/v1/sandboxes/{id}/pty", authed(permission::use_sandboxes, forward)});
+  for (auto& r : routes) r.fn = measured(statuses, r, std::move(r.fn));
   return http::make_stream_selector(std::move(routes));
 }
 

@@ -67,6 +67,8 @@ json to_json_tree(const config& c) {
                 {"max_pending_per_source", c.egress.max_pending_per_source},
                 {"max_pending", c.egress.max_pending},
                 {"max_tunnels", c.egress.max_tunnels}}},
+              {"tls", {{"cert_file", c.tls.cert_file}, {"key_file", c.tls.key_file}}},
+              {"trusted_proxies", c.trusted_proxies},
               {"preview",
                {{"listen", c.preview.listen}, {"domain", c.preview.domain}, {"url_template", c.preview.url_template},
                 {"max_connections", c.preview.max_connections}}},
@@ -237,6 +239,8 @@ config from_json_tree(const json& j) {
   c.egress.max_pending_per_source = e.at("max_pending_per_source").get<int>();
   c.egress.max_pending = e.at("max_pending").get<int>();
   c.egress.max_tunnels = e.at("max_tunnels").get<int>();
+  c.tls = {j.at("tls").at("cert_file").get<std::string>(), j.at("tls").at("key_file").get<std::string>()};
+  c.trusted_proxies = j.at("trusted_proxies").get<std::string>();
   const json& p = j.at("preview");
   c.preview = {p.at("listen").get<std::string>(), p.at("domain").get<std::string>(),
                p.at("url_template").get<std::string>()};
@@ -531,6 +535,12 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
     return make_error(errc::invalid_argument, "config: egress timeouts and max_tunnels_per_sandbox must be positive");
   if (c.preview.listen.find(':') == std::string::npos)
     return make_error(errc::invalid_argument, "config: preview.listen must be HOST:PORT");
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty())
+    return make_error(errc::invalid_argument, "config: tls.cert_file and tls.key_file go together");
+  if (c.tls.enabled()) {
+    c.tls.cert_file = fs::absolute(c.tls.cert_file, ec).lexically_normal().string();
+    c.tls.key_file = fs::absolute(c.tls.key_file, ec).lexically_normal().string();
+  }
   if (c.preview.domain.empty() || c.preview.domain.front() == '.' || c.preview.domain.back() == '.')
     return make_error(errc::invalid_argument, "config: preview.domain must be a domain name like preview.localhost");
   if (c.exec_default_timeout_s <= 0 || c.exec_max_timeout_s < c.exec_default_timeout_s)

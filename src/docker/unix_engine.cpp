@@ -9,7 +9,9 @@
 #include "engine_errors.hpp"
 #include "json_access.hpp"
 #include "image_ref.hpp"
+#include "operation.hpp"
 #include "sandfort/http/client.hpp"
+#include "sandfort/metrics/catalog.hpp"
 #include "spec_validation.hpp"
 #include "url.hpp"
 
@@ -34,9 +36,13 @@ http::client_options client_options(std::chrono::milliseconds timeout, std::uint
 }
 
 // One exchange with the engine; a failed exchange (not an error status) becomes "unreachable".
+// Every call is timed here (sandfort_docker_request_duration_seconds).
 boost::asio::awaitable<result<http::response>> exchange(const std::string& socket_path, http::request req,
                                                         http::client_options options) {
+  metrics::timer timed(metrics::docker_request_duration(),
+                       {detail::operation_of(req.method(), req.target()), "unreachable"});
   auto res = co_await http::unix_request(socket_path, std::move(req), options);
+  if (res) timed.values()[1] = res->result_int() < 400 ? "ok" : "error";
   if (!res) co_return detail::transport_error(socket_path, res.err());
   co_return std::move(res).value();
 }

@@ -76,14 +76,29 @@ response handle_bad_request(const std::string& message, const std::string& reque
 constexpr std::size_t max_header_bytes = 64 * 1024;
 
 template <typename Socket>
-std::string peer_name(const Socket& socket) {
+peer peer_of(const Socket& socket) {
   if constexpr (std::is_same_v<typename Socket::protocol_type, asio::ip::tcp>) {
     beast::error_code ec;
     auto endpoint = socket.remote_endpoint(ec);
-    return ec ? std::string() : endpoint.address().to_string();
+    return ec ? peer{} : peer{endpoint.address().to_string(), endpoint.port()};
   } else {
-    return "unix";
+    return peer{"unix", 0};
   }
+}
+
+// The request's client as the listener's policy sees it (a trusted proxy's X-Forwarded-For, the
+// client behind the TLS front); the TCP peer itself without one.
+template <typename Fields>
+std::string client_of(const server_options& options, const peer& from, const Fields& fields) {
+  if (!options.client_address) return from.address;
+  // Several header lines are one list, in order (RFC 9110 5.3): a proxy that adds a line of its
+  // own instead of appending to the client's must not leave the client's line as the last word.
+  std::string forwarded;
+  for (auto [it, end] = fields.equal_range("X-Forwarded-For"); it != end; ++it) {
+    if (!forwarded.empty()) forwarded += ", ";
+    forwarded += it->value();
+  }
+  return options.client_address(from, forwarded);
 }
 
 // Whether field `name` takes at least half of the header limit in what was read of a header
@@ -142,7 +157,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
     }
   } on_exit{*st};
 
-  const std::string remote = peer_name(socket);
+  const peer from = peer_of(socket);
   stream_t<Protocol> stream(std::move(socket));
   beast::flat_buffer buffer;
   auto entry = st->sessions.insert(st->sessions.end(), server::state::session_entry{[&stream](bool force) {
@@ -188,7 +203,8 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
       const auto& select = st->streams<Protocol>();
       if (auto handler = select ? select(head_parser.get().base(), path, params) : stream_handler<Protocol>{}) {
         bhttp::request_parser<bhttp::buffer_body> body_parser{std::move(head_parser)};
-        exchange<Protocol> ex{stream, buffer, body_parser, request_id, path, query, params};
+        exchange<Protocol> ex{stream, buffer, body_parser, request_id, path, query, params,
+                              client_of(st->options, from, body_parser.get())};
         stream.expires_never();
         bool keep = false;
         try {
@@ -243,7 +259,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
         context ctx;
         ctx.req = parser.release();
         ctx.request_id = request_id;
-        ctx.remote = remote;
+        ctx.remote = client_of(st->options, from, ctx.req);
         split_target(ctx.req.target(), ctx.path, ctx.query);
         stream.expires_never();
         try {
@@ -319,7 +335,7 @@ server::server(asio::io_context& ioc, server_options options, handler root)
 
 server::~server() { stop(); }
 
-result<unsigned short> server::listen_tcp(const std::string& host_port) {
+result<asio::ip::tcp::endpoint> parse_listen_address(const std::string& host_port) {
   auto colon = host_port.rfind(':');
   if (colon == std::string::npos) return make_error(errc::invalid_argument, "listen address must be HOST:PORT");
   std::string host = host_port.substr(0, colon);
@@ -334,8 +350,15 @@ result<unsigned short> server::listen_tcp(const std::string& host_port) {
     port = 65536;
   }
   if (port > 65535) return make_error(errc::invalid_argument, "bad listen port in '" + host_port + "'");
+  return tcp::endpoint(addr, static_cast<unsigned short>(port));
+}
+
+result<unsigned short> server::listen_tcp(const std::string& host_port) {
+  auto parsed = parse_listen_address(host_port);
+  if (!parsed) return std::move(parsed).err();
+  const tcp::endpoint ep = *parsed;
+  beast::error_code ec;
   tcp::acceptor acceptor(state_->ioc);
-  tcp::endpoint ep(addr, static_cast<unsigned short>(port));
   acceptor.open(ep.protocol(), ec);
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor.bind(ep, ec);

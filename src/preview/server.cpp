@@ -180,17 +180,15 @@ void strip_credentials(bhttp::request_header<>& req) {
   for (const auto& cookie : kept) req.insert(bhttp::field::cookie, cookie);
 }
 
-void add_forwarded(bhttp::request_header<>& req, const tcp_exchange& ex) {
-  beast::error_code ec;
-  auto peer = ex.stream.socket().remote_endpoint(ec);
-  std::string client = ec ? std::string("unknown") : peer.address().to_string();
+void add_forwarded(bhttp::request_header<>& req, const tcp_exchange& ex, const std::string& proto) {
+  std::string client = ex.remote.empty() ? std::string("unknown") : ex.remote;
   std::string host(req[bhttp::field::host]);
   // Proxies in front of this one (a TLS terminator) keep their part of the chain.
   std::string chain;
   for (auto [it, end] = req.equal_range("X-Forwarded-For"); it != end; ++it)
     chain += std::string(it->value()) + ", ";
   req.set("X-Forwarded-Host", host);
-  req.set("X-Forwarded-Proto", "http");
+  req.set("X-Forwarded-Proto", proto);
   req.set("X-Forwarded-For", chain + client);
 }
 
@@ -224,7 +222,7 @@ asio::awaitable<bool> forward(state& st, tcp_exchange& ex, upstream up) {
   auto& req = ex.parser.get();
   req.target(up.target);
   strip_credentials(req);
-  add_forwarded(req, ex);
+  add_forwarded(req, ex, st.options.forwarded_proto);
 
   beast::tcp_stream to_app(co_await asio::this_coro::executor);
   bool ended_by_us = false;
@@ -292,6 +290,7 @@ preview_server::preview_server(asio::io_context& ioc, preview_options options, p
   http_options.idle_timeout = options.idle_timeout;
   http_options.max_connections = options.max_connections;
   http_options.listener_name = "preview";
+  http_options.client_address = options.client_address;
   http_options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
   state_ = std::make_shared<state>(ioc, std::move(options), directory, std::move(http_options), &stopping);
   state_->http.set_stream_selector(claim_everything(state_));

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <spdlog/spdlog.h>
 
+#include "sandfort/metrics/catalog.hpp"
 #include "state.hpp"
 
 namespace sandfort::proxy {
@@ -23,6 +24,7 @@ void refuse(egress_proxy::state& st, tcp::socket& socket, const asio::ip::addres
   boost::system::error_code ignored;
   socket.set_option(asio::socket_base::linger(true, 0), ignored);
   socket.close(ignored);
+  metrics::egress_decisions().inc({"closed_at_accept"});  // no answer, but a decision all the same
   if (auto line = st.admission.note_refusal(source, why, std::chrono::steady_clock::now())) spdlog::warn("{}", *line);
 }
 

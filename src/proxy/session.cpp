@@ -16,6 +16,7 @@
 #include <variant>
 
 #include "sandfort/crypto/digest.hpp"
+#include "sandfort/metrics/catalog.hpp"
 #include "sandfort/proxy/request.hpp"
 #include "tunnel.hpp"
 #include "wire.hpp"
@@ -335,9 +336,30 @@ asio::awaitable<void> connection::until_closed() {
   co_await closed_signal_.async_wait(use_tuple);
 }
 
+namespace {
+
+// The decision as sandfort_egress_decisions_total names it: one word per answer the proxy gives.
+const char* decision_label(const egress_event& ev) {
+  if (ev.decision == "allow") return "allowed";
+  switch (ev.status) {
+    case 0: return "client_gone";         // closed under the request before an answer
+    case 400: return "bad_request";
+    case 403: return "denied";            // host not in the allowlist, or a refused address
+    case 407: return "unauthenticated";
+    case 429: return "rate_limited";      // the sandbox's tunnels are at their cap
+    case 503: return "over_capacity";     // the proxy's tunnels are at their cap
+    case 502:
+    case 504: return "upstream_error";    // cannot resolve, connect or get an answer
+    default: return "denied";
+  }
+}
+
+}  // namespace
+
 void report(state& st, const connection& c, egress_event& ev) {
   ev.duration = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - c.started);
   spdlog::info("{}", decision_line(ev));
+  metrics::egress_decisions().inc({decision_label(ev)});
   bool allowed = ev.decision == "allow";
   auto count = [&](egress_proxy::traffic& t) {
     t.bytes_in += ev.bytes_in;

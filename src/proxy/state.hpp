@@ -83,7 +83,6 @@ boost::asio::awaitable<void> serve(std::shared_ptr<egress_proxy::state> st, boos
 
 // Logs the decision, counts it and hands it to on_decision.
 void report(egress_proxy::state& st, const connection& c, egress_event& ev);
-
 }  // namespace detail
 
 }  // namespace sandfort::proxy

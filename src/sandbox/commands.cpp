@@ -1,6 +1,7 @@
 // Commands in a running sandbox, through its agent (commands.hpp).
 #include "sandfort/sandbox/commands.hpp"
 
+#include "sandfort/metrics/catalog.hpp"
 #include "sandfort/sandbox/service.hpp"  // agent_address_of
 
 #include <algorithm>
@@ -227,7 +228,12 @@ task<exec_result> command_service::exec_noted(const std::string& org_id, const s
   note.details["timeout_s"] = std::chrono::duration_cast<std::chrono::seconds>(call->timeout).count();
   if (auto noted = note_action(*rec, who, std::move(note)); !noted) co_return std::move(noted).err();
   const auto busy = activity_.busy(rec->id);  // a command running is use, however long (idle timeout)
+  // Timed from the request to the agent to its last byte (sandfort_exec_duration_seconds);
+  // refusals before the agent is asked (bad input, not started) are not commands.
+  metrics::timer timed(metrics::exec_duration(), {"whole", "error"});
   auto r = co_await agent_.exec(agent_address_of(*rec), *call);
+  if (r) timed.values()[1] = "ok";
+  timed.stop();
   if (r) hold_to_cap(*r, call->max_output_bytes);
   if (r || r.err().code != errc::unavailable) co_return r;
   co_return co_await explain_(*rec, std::move(r).err());
@@ -257,7 +263,10 @@ task<void> command_service::exec_stream_noted(const std::string& org_id, const s
     byte_sink& s;
     ~unlink() { s.abandon = nullptr; }
   } on_exit{sink};
+  metrics::timer timed(metrics::exec_duration(), {"stream", "error"});
   auto r = co_await agent_.exec_stream(agent_address_of(*rec), *call, capped);
+  if (r) timed.values()[1] = "ok";
+  timed.stop();
   if (r || r.err().code != errc::unavailable) co_return r;
   co_return co_await explain_(*rec, std::move(r).err());
 }

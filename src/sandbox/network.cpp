@@ -75,8 +75,15 @@ void network_service::disconnect(const std::string& sandbox_id) {
 
 std::string network_service::preview_url_template(const std::string& sandbox_id) const {
   const std::string& configured = cfg_.preview.url_template;
-  return configured.empty() ? preview::url_template(cfg_.preview.domain, sandbox_id, listen_port(cfg_.preview.listen))
-                            : replace_all(configured, "{id}", sandbox_id);
+  if (!configured.empty()) return replace_all(configured, "{id}", sandbox_id);
+  const unsigned short port = listen_port(cfg_.preview.listen);
+  std::string url = preview::url_template(cfg_.preview.domain, sandbox_id, port);
+  // sandfortd's own TLS front serves previews too (src/sandfortd/main.cpp).
+  if (cfg_.tls.enabled()) {
+    url.replace(0, 4, "https");
+    if (port == 443) url.erase(url.size() - 4);
+  }
+  return url;
 }
 
 result<preview_link> network_service::preview(const std::string& org_id, const std::string& id_or_name, int port) {

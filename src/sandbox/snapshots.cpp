@@ -184,7 +184,10 @@ result<std::optional<store::snapshot_record>> snapshot_service::resolve(const st
   if (s.err().code != errc::not_found) return std::move(s).err();
   // Snapshot images are used by their names only: one of another organization's cannot be
   // reached by guessing its image's name, and the answer is the same as for any unknown one.
-  if (names_snapshot_image(value)) return make_error(errc::not_found, "snapshot " + value + " not found");
+  // A snapshot id that is not this organization's is no image reference either (it would be
+  // pulled from Docker Hub as "snap-…"): unknown, like any other.
+  if (names_snapshot_image(value) || is_id(value, "snap-"))
+    return make_error(errc::not_found, "snapshot " + value + " not found");
   return std::optional<store::snapshot_record>();
 }
 

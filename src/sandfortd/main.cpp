@@ -11,8 +11,11 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <spdlog/spdlog.h>
+#include <string_view>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,12 +25,14 @@
 #include "history_loop.hpp"
 #include "logging.hpp"
 #include "sandfort/api/api.hpp"
+#include "sandfort/api/client_address.hpp"
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/signing.hpp"
 #include "sandfort/auth/keys.hpp"
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/firewall/host_firewall.hpp"
 #include "sandfort/http/server.hpp"
+#include "sandfort/http/tls_front.hpp"
 #include "sandfort/preview/server.hpp"
 #include "sandfort/proxy/proxy.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
@@ -269,6 +274,13 @@ int serve(const config_flags& f) {
   options.max_connections = static_cast<std::size_t>(cfg.max_connections);
   options.listener_name = "api";
   options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
+  // Who each request comes from: the TLS front's clients and trusted proxies' X-Forwarded-For.
+  auto trusted_proxies = proxy::parse_cidr_list(cfg.trusted_proxies);
+  if (!trusted_proxies) throw std::runtime_error("trusted_proxies: " + trusted_proxies.err().message);
+  api::client_addresses clients(std::move(*trusted_proxies));
+  options.client_address = [&clients](const http::peer& from, std::string_view forwarded_for) {
+    return clients.resolve(from, forwarded_for);
+  };
   const api::dependencies api_deps{cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, **reader,
                                    limiter, rate_refusals};
   http::server server(ioc, options, api::make_handler(api_deps));
@@ -283,6 +295,8 @@ int serve(const config_flags& f) {
   preview::preview_options preview_opts;
   preview_opts.domain = cfg.preview.domain;
   preview_opts.max_connections = static_cast<std::size_t>(cfg.preview.max_connections);
+  preview_opts.forwarded_proto = cfg.tls.enabled() ? "https" : "http";
+  preview_opts.client_address = options.client_address;
   preview::preview_server previews(ioc, preview_opts, preview_directory);
   // A stopped or deleted sandbox's tunnels and preview relays close at once.
   sandboxes.network().on_disconnect([&](const std::string& id) {
@@ -347,23 +361,77 @@ int serve(const config_flags& f) {
       if (!stopping) sandboxes.start_pool();
   }, asio::detached);
 
-  auto port = server.listen_tcp(cfg.listen);
+  // With TLS, `listen` is the TLS front's and the API listener takes a loopback port of its own.
+  // The same certificate serves previews, so it must cover *.<preview.domain> as well.
+  std::optional<http::tls_front> tls, preview_tls;
+  auto make_front = [&](std::optional<http::tls_front>& front, const char* name, int max_connections) {
+    http::tls_front_options tls_opts;
+    tls_opts.cert_file = cfg.tls.cert_file;
+    tls_opts.key_file = cfg.tls.key_file;
+    tls_opts.max_connections = static_cast<std::size_t>(max_connections);
+    tls_opts.handshake_timeout = std::chrono::seconds(cfg.header_timeout_s);
+    tls_opts.write_timeout = std::chrono::seconds(cfg.idle_timeout_s);
+    tls_opts.listener_name = name;
+    tls_opts.log_warning = options.log_warning;
+    tls_opts.relay_opened = [&clients](unsigned short port, const std::string& client) {
+      clients.relay_opened(port, client);
+    };
+    tls_opts.relay_closed = [&clients](unsigned short port) { clients.relay_closed(port); };
+    front.emplace(ioc, std::move(tls_opts));
+    if (auto r = front->reload(); !r) throw std::runtime_error(r.err().message);
+  };
+  if (cfg.tls.enabled()) {
+    make_front(tls, "api (TLS)", cfg.max_connections);
+    make_front(preview_tls, "preview (TLS)", cfg.preview.max_connections);
+  }
+  auto port = server.listen_tcp(tls ? "127.0.0.1:0" : cfg.listen);
   if (!port) throw std::runtime_error(port.err().message);
-  spdlog::info("listening on {} (port {})", cfg.listen, *port);
-  auto preview_port = previews.listen(cfg.preview.listen);
+  auto preview_port = previews.listen(preview_tls ? "127.0.0.1:0" : cfg.preview.listen);
   if (!preview_port) throw std::runtime_error("preview listener: " + preview_port.err().message);
-  spdlog::info("preview listener on {} (port {}, *.{})", cfg.preview.listen, *preview_port, cfg.preview.domain);
+  if (tls) {
+    auto tls_port = tls->listen(cfg.listen, *port);
+    if (!tls_port) throw std::runtime_error(tls_port.err().message);
+    spdlog::info("listening on {} (port {}, TLS: {})", cfg.listen, *tls_port, tls->describe());
+    auto preview_tls_port = preview_tls->listen(cfg.preview.listen, *preview_port);
+    if (!preview_tls_port) throw std::runtime_error("preview listener: " + preview_tls_port.err().message);
+    spdlog::info("preview listener on {} (port {}, TLS, *.{})", cfg.preview.listen, *preview_tls_port,
+                 cfg.preview.domain);
+  } else {
+    spdlog::info("listening on {} (port {})", cfg.listen, *port);
+    spdlog::info("preview listener on {} (port {}, *.{})", cfg.preview.listen, *preview_port, cfg.preview.domain);
+  }
   asio::co_spawn(ioc, reap_forever(sandboxes, stopping), asio::detached);
   asio::co_spawn(ioc, daemon::checkpoint_forever(*db, **reader, *audit_key, clk, cfg.audit, stopping), asio::detached);
   asio::co_spawn(ioc, daemon::keep_history_bounded(*db, clk, cfg.store, stopping), asio::detached);
   const daemon::summaries counted{auth_failures, egress_decisions, rate_refusals};
   asio::co_spawn(ioc, daemon::summarize_forever(counted, cfg.audit, stopping), asio::detached);
 
+  // SIGHUP: the TLS certificate and key are read again (renewed certificates without a restart).
+  asio::signal_set reload_signals(ioc, SIGHUP);
+  std::function<void()> await_reload = [&] {
+    reload_signals.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      if (!tls) {
+        spdlog::info("SIGHUP: nothing to reload (no tls configured)");
+      } else if (auto r = tls->reload(); !r) {
+        spdlog::error("SIGHUP: {}; still serving the previous certificate", r.err().message);
+      } else {
+        (void)preview_tls->reload();  // the same files, just read
+        spdlog::info("SIGHUP: TLS certificate reloaded: {}", tls->describe());
+      }
+      await_reload();
+    });
+  };
+  await_reload();
+
   asio::signal_set signals(ioc, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: no new connections; finishing in-flight requests", sig);
     stopping = true;
+    reload_signals.cancel();
+    if (tls) tls->stop();
+    if (preview_tls) preview_tls->stop();
     stop_following_events.emit(asio::cancellation_type::terminal);
     server.stop();
     previews.stop();

@@ -274,6 +274,14 @@ const std::string& live_sandboxes_all_orgs_sql() {
   return q;
 }
 constexpr const char* audit_head_sql = "SELECT seq, hash FROM audit_events WHERE org_id = ?1 ORDER BY seq DESC LIMIT 1";
+// Every Prometheus scrape: counted through the live-only partial index, so deleted history
+// costs nothing (the rows it names are then read for their state, live ones only).
+const std::string& live_sandboxes_by_state_sql() {
+  static const std::string q =
+      "SELECT state, count(*) FROM sandboxes INDEXED BY sandboxes_live_by_org WHERE state <> 'deleted' "
+      "GROUP BY state ORDER BY state";
+  return q;
+}
 
 constexpr std::size_t max_label_filters = 64;
 
@@ -334,6 +342,7 @@ std::vector<std::pair<std::string, std::string>> request_path_statements() {
       {"list by state and label", list("started", {{"k", "v"}})},
       {"live sandboxes of an organization (quotas)", live_sandboxes_of_org_sql()},
       {"live sandboxes of all organizations (reaper)", live_sandboxes_all_orgs_sql()},
+      {"live sandboxes by state (metrics)", live_sandboxes_by_state_sql()},
       {"audit chain head", audit_head_sql},
       {"live volumes of all organizations (reconcile)", detail::live_volumes_all_orgs_sql()},
       {"live snapshots of all organizations (reconcile)", detail::live_snapshots_all_orgs_sql()},
@@ -643,6 +652,13 @@ result<std::vector<sandbox_record>> database::list_live_sandboxes_all_orgs() {
   auto st = prepare(live_sandboxes_all_orgs_sql());
   if (!st) return std::move(st).err();
   return collect<sandbox_record>(*st, read_sandbox);
+}
+
+result<std::vector<std::pair<std::string, std::int64_t>>> database::count_live_sandboxes_by_state() {
+  auto st = prepare(live_sandboxes_by_state_sql());
+  if (!st) return std::move(st).err();
+  return collect<std::pair<std::string, std::int64_t>>(
+      *st, [](const statement& row) { return std::pair{row.column_text(0), row.column_int64(1)}; });
 }
 
 // --- keeping history bounded ---

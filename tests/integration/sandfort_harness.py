@@ -41,16 +41,29 @@ class Response:
 
 
 class Client:
-    def __init__(self, port, key=None, timeout=120):
+    """One request per connection. With ssl_context: https (sandfortd terminating TLS itself),
+    to `host` (the name its certificate must carry)."""
+
+    def __init__(self, port, key=None, timeout=120, ssl_context=None, host="127.0.0.1", source_address=None):
         self.port = port
         self.key = key
         self.timeout = timeout
+        self.ssl_context = ssl_context
+        self.host = host
+        self.source_address = source_address
 
     def with_key(self, key):
-        return Client(self.port, key, self.timeout)
+        return Client(self.port, key, self.timeout, self.ssl_context, self.host, self.source_address)
+
+    def connection(self):
+        if self.ssl_context is None:
+            return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout,
+                                              source_address=self.source_address)
+        return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self.ssl_context,
+                                           source_address=self.source_address)
 
     def request(self, method, path, body=None, raw=None, headers=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+        conn = self.connection()
         h = dict(headers or {})
         if self.key:
             h["Authorization"] = "Bearer " + self.key
@@ -114,7 +127,9 @@ def merge(base, extra):
 class Daemon:
     """One sandfortd process. Start, stop (SIGTERM), kill (SIGKILL) and restart on the same state."""
 
-    def __init__(self, extra_config=None):
+    def __init__(self, extra_config=None, ssl_context=None):
+        # ssl_context: the daemon terminates TLS (extra_config has "tls"); clients trust it with this.
+        self.ssl_context = ssl_context
         # Short path: agent sockets live under it and unix socket paths are limited to 108 bytes.
         self.state_dir = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
         self.port = free_port()
@@ -157,6 +172,8 @@ class Daemon:
         raise RuntimeError("sandfortd did not become healthy:\n" + self.log())
 
     def client(self, key=None):
+        if self.ssl_context is not None:
+            return Client(self.port, key, ssl_context=self.ssl_context, host="localhost")
         return Client(self.port, key)
 
     def admin(self):

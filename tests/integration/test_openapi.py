@@ -462,6 +462,16 @@ def test_health_and_errors(daemon, checker, org):
     anonymous = daemon.client()
     checker.check("GET", "/healthz", anonymous.get("/healthz"), 200)
     checker.check("GET", "/readyz", anonymous.get("/readyz"), 200)
+    checker.check("GET", "/metrics", daemon.admin().get("/metrics"), 200, content_type="text/plain")
+    checker.check("GET", "/metrics", anonymous.get("/metrics"), 401)
+    checker.check("GET", "/metrics", org["admin"].get("/metrics"), 403)
+    # The daemon serves the document it was built from: this very file.
+    served = checker.check("GET", "/v1/openapi.json", anonymous.get("/v1/openapi.json"), 200)
+    assert served == json.loads(json.dumps(checker.doc))
+    as_yaml = checker.check("GET", "/v1/openapi.yaml", anonymous.get("/v1/openapi.yaml"), 200,
+                            content_type="application/yaml")
+    with open(SPEC, "rb") as f:
+        assert as_yaml == f.read()
     viewer, member = org["viewer"], org["member"]
     # 401, 403, 404, 400 in the shared shape
     checker.check("GET", "/v1/whoami", anonymous.get("/v1/whoami"), 401)

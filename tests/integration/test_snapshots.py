@@ -152,10 +152,15 @@ def test_another_organization_neither_sees_nor_uses_it(member, rival):
             assert stranger.get(path).status == 404
             assert stranger.delete(path).status == 404
         assert stranger.get("/v1/snapshots").json()["items"] == []
-        # Its name or id is, for them, only an image reference (no such image: a failed pull).
-        for ref in ("base", mine["id"]):
-            r = stranger.post("/v1/sandboxes", {"wait": True, "snapshot": ref})
-            assert r.status != 201, (ref, r)
+        # Its name is, for them, only an image reference (no such image: a failed pull).
+        r = stranger.post("/v1/sandboxes", {"wait": True, "snapshot": "base"})
+        assert r.status != 201, r
+        # Its id is no image reference at all: unknown, before Docker is asked, and no sandbox is
+        # left behind for the attempt.
+        before = len(stranger.get("/v1/sandboxes").json()["items"])
+        r = stranger.post("/v1/sandboxes", {"wait": True, "snapshot": mine["id"]})
+        assert r.status == 404 and r.json()["error"]["code"] == "not_found", r
+        assert len(stranger.get("/v1/sandboxes").json()["items"]) == before
         # The image's own name is refused before Docker is asked.
         for ref in (tag, tag.split(":")[0], "docker.io/" + tag):
             r = stranger.post("/v1/sandboxes", {"wait": True, "snapshot": ref})

@@ -50,6 +50,13 @@ struct preview_config {
   int max_connections = 1024;  // open connections at which the listener pauses accepting
 };
 
+// sandfortd terminating TLS on `listen` itself (docs/operations.md): both files or neither.
+struct tls_config {
+  std::string cert_file;  // PEM: certificate chain; re-read on SIGHUP
+  std::string key_file;   // PEM: its private key
+  bool enabled() const { return !cert_file.empty(); }
+};
+
 // Which registries a create request's `snapshot` may name (docs/configuration.md, "images").
 struct images_config {
   // "host" or "host:port" entries matched exactly (case-insensitive), or "*" for any registry
@@ -159,6 +166,10 @@ struct config {
   int idle_timeout_s = 60;
   int shutdown_grace_s = 20;
   int max_connections = 1024;  // on the API listener: at the cap, accepting pauses until one closes
+  tls_config tls{};
+  // Proxies whose X-Forwarded-For is believed ("127.0.0.1/32,10.0.0.0/8"): the client address in
+  // the audit chain and in rate accounting (src/api/client_address.cpp). Empty: none.
+  std::string trusted_proxies;
 
   int agent_start_timeout_s = 30;
   int stop_timeout_s = 5;

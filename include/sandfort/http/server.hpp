@@ -6,6 +6,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/system/error_code.hpp>
 #include <chrono>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "sandfort/core/error.hpp"
 #include "sandfort/http/router.hpp"
@@ -23,6 +25,12 @@ namespace sandfort::http {
 // Where a listener's warnings go. The http module has no log sink of its own (the static
 // agent links it), so a daemon hands in spdlog; empty means silent.
 using warning_log = std::function<void(const std::string&)>;
+
+// A connection's TCP peer ("unix", port 0, on a unix socket).
+struct peer {
+  std::string address;
+  unsigned short port = 0;
+};
 
 struct server_options {
   std::uint64_t body_limit = 16u << 20;
@@ -36,6 +44,9 @@ struct server_options {
   // backlog holds the next ones meanwhile, so a flood costs no descriptor of ours.
   std::size_t max_connections = 1024;
   std::string listener_name = "http";  // names the listener in warnings ("api", "preview")
+  // Who a request comes from (context::remote, exchange::remote): given the TCP peer and the
+  // request's X-Forwarded-For (empty when absent). Empty function: the peer's address.
+  std::function<std::string(const peer& from, std::string_view forwarded_for)> client_address;
   warning_log log_warning;
 };
 
@@ -66,6 +77,9 @@ class accept_backoff {
   std::uint64_t failures_ = 0;
   std::uint64_t unlogged_ = 0;  // failures since the last line
 };
+
+// "127.0.0.1:8080", "[::]:443": a listen address (the host must be an IP address).
+result<boost::asio::ip::tcp::endpoint> parse_listen_address(const std::string& host_port);
 
 // True for the accept errors that mean the process or the system is out of a resource.
 bool out_of_resources(const boost::system::error_code& ec);

@@ -38,6 +38,7 @@ struct exchange {
   std::string path;
   std::map<std::string, std::string> query;
   std::map<std::string, std::string> params;  // filled by the selector's route match
+  std::string remote;  // the client's address, as for a plain request (server_options::client_address)
 };
 
 // Returns true when the connection may serve another request.

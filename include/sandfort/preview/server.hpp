@@ -11,11 +11,14 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "sandfort/core/error.hpp"
+#include "sandfort/http/server.hpp"
 #include "sandfort/preview/address.hpp"
 
 namespace sandfort::preview {
@@ -44,6 +47,10 @@ struct preview_options {
   std::chrono::milliseconds idle_timeout{60'000};  // between requests on a kept-alive connection
   // Open connections at which the listener stops accepting until one closes.
   std::size_t max_connections = 1024;
+  // X-Forwarded-Proto towards the app: "https" when sandfortd's own TLS front serves previews.
+  std::string forwarded_proto = "http";
+  // Who a request comes from (the TLS front's client); empty: the TCP peer.
+  std::function<std::string(const http::peer& from, std::string_view forwarded_for)> client_address;
 };
 
 // Used from the io_context's thread only. The directory must outlive the server.

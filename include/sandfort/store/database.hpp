@@ -302,6 +302,9 @@ class database {
   // Daemon-wide, for reconciliation and the TTL reaper: every row not deleted, of every
   // organization, by id. Reads live rows only.
   result<std::vector<sandbox_record>> list_live_sandboxes_all_orgs();
+  // Daemon-wide, for GET /metrics: {state, how many} of the rows not deleted, by state. Reads
+  // live rows only, however many deleted ones there are.
+  result<std::vector<std::pair<std::string, std::int64_t>>> count_live_sandboxes_by_state();
 
   // --- keeping history bounded ---
   // Removes up to `batch` rows of sandboxes deleted before `deleted_before` (RFC 3339 as
