@@ -16,7 +16,7 @@ import pytest
 from sandfort_harness import (REPO, Client, docker, docker_containers_of, free_port, free_subnet,
                               remove_firewall_rules)
 
-UNIT = "/lib/systemd/system/sandfortd.service"
+UNIT = "/usr/lib/systemd/system/sandfortd.service"
 
 
 def run(*args, **kw):
@@ -39,7 +39,7 @@ def installed():
     assert "Depends:" in info and "docker.io" in info and "iptables" in info, info
     listing = run("dpkg-deb", "--contents", deb).stdout
     for path in ["./usr/bin/sandfortd", "./usr/bin/sandfort", "./usr/lib/sandfort/sandfort-agent",
-                 "./lib/systemd/system/sandfortd.service", "./etc/sandfort/sandfort.json"]:
+                 "./usr/lib/systemd/system/sandfortd.service", "./etc/sandfort/sandfort.json"]:
         assert path in listing, listing
     r = run("apt-get", "install", "-y", "--no-install-recommends", deb, timeout=600,
             env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
