@@ -40,6 +40,15 @@ def retry(fn, *args, **kw):
     return fn(*args, **kw)
 
 
+def delete_all(c, sandboxes):
+    """Deletes what a gate made; a failure is printed, not raised (the checks already ran)."""
+    for s in sandboxes:
+        try:
+            retry(c.delete, s.id)
+        except Exception as e:  # noqa: BLE001
+            print(f"cleanup: could not delete {s.id}: {e}")
+
+
 class Gate:
     def __init__(self, name):
         self.name = name

@@ -99,11 +99,7 @@ def main(gate):
             return f"allowlist emptied by PATCH: {url} -> 403 on the next connection"
         gate.check("allowlist change applies at once", patched)
     finally:
-        for s in made:
-            try:
-                retry(c.delete, s.id)
-            except Exception as e:  # noqa: BLE001
-                print(f"cleanup: could not delete {s.id}: {e}")
+        _gate.delete_all(c, made)
 
 
 if __name__ == "__main__":

@@ -234,11 +234,7 @@ def main(gate):
             return f"{where}: ports {','.join(map(str, ports))} refused; proxy port {proxy_port} answers"
         gate.check("host unreachable except the proxy port", host)
     finally:
-        for s in made:
-            try:
-                retry(c.delete, s.id)
-            except Exception as e:  # noqa: BLE001
-                print(f"cleanup: could not delete {s.id}: {e}")
+        _gate.delete_all(c, made)
 
 
 if __name__ == "__main__":

@@ -97,11 +97,7 @@ def main(gate):
             return f"deleted in {time.perf_counter() - t0:.2f} s"
         gate.check("cleanup", deletes)
     finally:
-        for s in made:
-            try:
-                retry(c.delete, s.id)
-            except Exception as e:  # noqa: BLE001
-                print(f"cleanup: could not delete {s.id}: {e}")
+        _gate.delete_all(c, made)
 
 
 if __name__ == "__main__":

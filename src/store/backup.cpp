@@ -36,17 +36,8 @@ result<connection> open(const std::string& path, int flags) {
   return db;
 }
 
-// One integer from a query that returns one row.
-result<std::int64_t> scalar(sqlite3* db, const char* sql) {
-  sqlite3_stmt* raw = nullptr;
-  if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) != SQLITE_OK)
-    return make_error(errc::internal, std::string(sql) + ": " + sqlite3_errmsg(db));
-  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, sqlite3_finalize);
-  if (sqlite3_step(raw) != SQLITE_ROW) return make_error(errc::internal, std::string(sql) + ": " + sqlite3_errmsg(db));
-  return static_cast<std::int64_t>(sqlite3_column_int64(raw, 0));
-}
-
-result<std::string> text(sqlite3* db, const char* sql) {
+// The first column of the one row a query returns, as text.
+result<std::string> first_value(sqlite3* db, const char* sql) {
   sqlite3_stmt* raw = nullptr;
   if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) != SQLITE_OK)
     return make_error(errc::internal, std::string(sql) + ": " + sqlite3_errmsg(db));
@@ -54,6 +45,12 @@ result<std::string> text(sqlite3* db, const char* sql) {
   if (sqlite3_step(raw) != SQLITE_ROW) return make_error(errc::internal, std::string(sql) + ": " + sqlite3_errmsg(db));
   const auto* t = sqlite3_column_text(raw, 0);
   return std::string(t ? reinterpret_cast<const char*>(t) : "");
+}
+
+result<std::int64_t> scalar(sqlite3* db, const char* sql) {
+  auto v = first_value(db, sql);
+  if (!v) return std::move(v).err();
+  return static_cast<std::int64_t>(std::stoll(*v));
 }
 
 result<void> copy_pages(sqlite3* from, sqlite3* to) {
@@ -83,8 +80,8 @@ result<backup_report> write_copy(const std::string& source, const std::string& t
   if (auto r = copy_pages(from->get(), to->get()); !r) return std::move(r).err();
   (*from).reset();
   // One self-contained file: the source is in WAL mode, the copy needs no -wal beside it.
-  if (auto mode = text(to->get(), "PRAGMA journal_mode=DELETE"); !mode) return std::move(mode).err();
-  auto check = text(to->get(), "PRAGMA integrity_check");
+  if (auto mode = first_value(to->get(), "PRAGMA journal_mode=DELETE"); !mode) return std::move(mode).err();
+  auto check = first_value(to->get(), "PRAGMA integrity_check");
   if (!check) return std::move(check).err();
   if (*check != "ok") return make_error(errc::internal, "the copy fails SQLite's integrity check: " + *check);
   backup_report report;
