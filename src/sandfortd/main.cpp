@@ -296,7 +296,11 @@ int serve(const config_flags& f) {
   preview_opts.domain = cfg.preview.domain;
   preview_opts.max_connections = static_cast<std::size_t>(cfg.preview.max_connections);
   preview_opts.forwarded_proto = cfg.tls.enabled() ? "https" : "http";
-  preview_opts.client_address = options.client_address;
+  // Only the TLS front's client: the preview router appends it to X-Forwarded-For itself, after
+  // whatever a proxy in front wrote (the app behind it gets the whole chain).
+  preview_opts.client_address = [&clients](const http::peer& from, std::string_view) {
+    return clients.resolve(from, {});
+  };
   preview::preview_server previews(ioc, preview_opts, preview_directory);
   // A stopped or deleted sandbox's tunnels and preview relays close at once.
   sandboxes.network().on_disconnect([&](const std::string& id) {
