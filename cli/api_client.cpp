@@ -20,13 +20,6 @@ namespace http = boost::beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-namespace {
-
-const char* const not_reachable_hint =
-    "is sandfortd running there? Check SANDFORT_BASE_URL or run `sandfort login`";
-
-}  // namespace
-
 api_client::api_client(std::string base_url, std::shared_ptr<credentials> creds)
     : base_url_(std::move(base_url)), creds_(std::move(creds)) {
   std::string_view rest = base_url_;

@@ -67,7 +67,7 @@ std::string string_field(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-std::string cell(const json& v) {
+std::string event_cell(const json& v) {
   if (v.is_string()) return v.get<std::string>();
   return v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -77,7 +77,7 @@ void print_events(const json& items) {
   for (const auto& e : items) {
     std::vector<std::string> row;
     for (const char* key : {"seq", "ts", "actor", "action", "target", "outcome", "details"})
-      row.push_back(e.contains(key) ? cell(e[key]) : "-");
+      row.push_back(e.contains(key) ? event_cell(e[key]) : "-");
     if (row[4].empty()) row[4] = "-";
     rows.push_back(std::move(row));
   }
@@ -453,7 +453,7 @@ int cmd_audit_checkpoint(const std::string& org, bool as_json) {
     return 0;
   }
   std::cout << (r.status == 201 ? "signed" : "unchanged (the head has not moved since)") << ": "
-            << string_field(c, "org_id") << " at seq " << cell(c.value("seq", json(nullptr))) << "\n"
+            << string_field(c, "org_id") << " at seq " << event_cell(c.value("seq", json(nullptr))) << "\n"
             << "head_hash: " << string_field(c, "head_hash") << "\n"
             << "key_id: " << string_field(c, "key_id") << "\n"
             << "ts: " << string_field(c, "ts") << "\n";

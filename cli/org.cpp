@@ -29,7 +29,7 @@ std::string org_or_own(api_client& client, const std::string& org) {
 std::string org_path(const std::string& org, const char* leaf) { return "/v1/orgs/" + url_encode(org) + "/" + leaf; }
 
 // 32 not 32.0, 1.5 as 1.5: CPUs are fractional, the rest are counts.
-std::string cell(const json& v) {
+std::string limit_cell(const json& v) {
   if (v.is_null()) return "-";
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_float()) {
@@ -53,19 +53,19 @@ void print_limits(const json& v) {
   const std::pair<const char*, const char*> in_use[] = {
       {"max_sandboxes", "sandboxes"}, {"max_cpus", "cpus"},       {"max_memory_mb", "memory_mb"},
       {"allowed_images", ""},         {"max_volumes", "volumes"}, {"max_snapshots", "snapshots"}};
-  std::cout << "org: " << cell(v.value("org_id", json())) << "\n";
+  std::cout << "org: " << limit_cell(v.value("org_id", json())) << "\n";
   std::vector<std::vector<std::string>> rows = {{"LIMIT", "VALUE", "IN USE", "SET FOR THIS ORG"}};
   for (const auto& [limit, usage] : in_use)
-    rows.push_back({limit, cell(field(v, "limits", limit)), *usage ? cell(field(v, "usage", usage)) : "-",
+    rows.push_back({limit, limit_cell(field(v, "limits", limit)), *usage ? limit_cell(field(v, "usage", usage)) : "-",
                     own.count(limit) ? "yes" : "no (default)"});
   print_table(rows);
-  std::cout << "running: " << cell(field(v, "usage", "running")) << "\n";
+  std::cout << "running: " << limit_cell(field(v, "usage", "running")) << "\n";
   const json stopped = v.value("stopped", json());
   if (!stopped.is_object()) {
     std::cout << "kill switch: off\n";
     return;
   }
-  std::cout << "kill switch: on since " << cell(stopped.value("since", json()))
+  std::cout << "kill switch: on since " << limit_cell(stopped.value("since", json()))
             << (stopped.value("by_superadmin", false) ? " (thrown by the superadmin: only the superadmin lifts it)" : "")
             << "\n";
 }
@@ -125,10 +125,10 @@ int cmd_org_stop_all(const std::string& org, bool as_json) {
     std::cout << report.dump(2) << "\n";
   } else {
     const json stopped = report.value("stopped", json::array());
-    std::cout << "kill switch on for " << cell(report.value("org_id", json())) << ": stopped " << stopped.size()
+    std::cout << "kill switch on for " << limit_cell(report.value("org_id", json())) << ": stopped " << stopped.size()
               << " sandbox(es); new and restarted ones are refused until `sandfort org lift`\n";
-    for (const auto& id : stopped) std::cout << "stopped " << cell(id) << "\n";
-    for (const auto& [id, why] : failed.items()) std::cerr << "sandfort: could not stop " << id << ": " << cell(why) << "\n";
+    for (const auto& id : stopped) std::cout << "stopped " << limit_cell(id) << "\n";
+    for (const auto& [id, why] : failed.items()) std::cerr << "sandfort: could not stop " << id << ": " << limit_cell(why) << "\n";
   }
   return failed.empty() ? 0 : 1;
 }

@@ -13,11 +13,6 @@ namespace sandfort::cli {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-namespace {
-const char* const not_reachable_hint =
-    "is sandfortd running there? Check SANDFORT_BASE_URL or run `sandfort login`";
-}
-
 void connect_tcp(net::io_context& ioc, boost::beast::tcp_stream& stream, const std::string& host,
                  const std::string& port, const std::string& base_url, const char* hint) {
   if (!hint) hint = not_reachable_hint;

@@ -12,6 +12,10 @@ namespace sandfort::cli {
 
 using tls_stream = boost::asio::ssl::stream<boost::beast::tcp_stream>;
 
+// What to check when sandfortd does not answer.
+inline constexpr const char* not_reachable_hint =
+    "is sandfortd running there? Check SANDFORT_BASE_URL or run `sandfort login`";
+
 // Throws failure naming base_url and what to do (hint; by default: check SANDFORT_BASE_URL).
 void connect_tcp(boost::asio::io_context& ioc, boost::beast::tcp_stream& stream, const std::string& host,
                  const std::string& port, const std::string& base_url, const char* hint = nullptr);

@@ -7,6 +7,11 @@ target_compile_options(sandfort_warnings INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wnon-virtual-dtor
   # GCC 12 misreports Asio coroutine frames (operator new/delete pairs) as mismatched.
   -Wno-mismatched-new-delete)
+if(SANDFORT_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  # In a unity batch GCC takes every included .cpp for a header and warns about its own
+  # anonymous-namespace types.
+  target_compile_options(sandfort_warnings INTERFACE -Wno-subobject-linkage)
+endif()
 
 add_library(sandfort_sanitize INTERFACE)
 if(SANDFORT_SANITIZE)

@@ -4,7 +4,6 @@ the CLI, and that organization's admin (its own key, its own HOME) runs into the
 quota, the image policy, the kill switch. A rate-limited key runs against a daemon of the test's
 own with a small rate limit."""
 
-import json
 import os
 import re
 import subprocess

@@ -18,9 +18,7 @@ Optional: SANDFORT_PREVIEW_PORT (the preview listener's port, else taken from th
 template), SANDFORT_GATE_IMAGE (default: the server's default image; needs python3 and curl).
 """
 
-import ipaddress
 import json
-import os
 import re
 import socket
 import subprocess
@@ -134,7 +132,7 @@ def main(gate):
                 time.sleep(1)
             limit = r.stdout.split("\n")[1].strip()
             assert limit == "64", f"pids.max is {limit!r}, not 64"
-            return f"pids.max 64; /healthz 200, neighbour and the sandbox itself answer afterwards"
+            return "pids.max 64; /healthz 200, neighbour and the sandbox itself answer afterwards"
         gate.check("fork bomb contained", fork_bomb)
 
         # --- the metadata address ----------------------------------------------------------------

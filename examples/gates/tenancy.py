@@ -19,7 +19,6 @@ At the end A's resources must be untouched (nothing B did reached them).
 
 import http.client
 import json
-import os
 import sys
 import time
 import uuid

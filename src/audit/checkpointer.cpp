@@ -14,9 +14,9 @@
 
 namespace sandfort::audit {
 
-namespace {
+using detail::seq_text;
 
-std::string seq_text(std::int64_t seq) { return "seq " + std::to_string(seq); }
+namespace {
 
 // The latest checkpoint must be this key's valid signature: the new one will rest on it.
 result<void> check_signed_by(const store::audit_checkpoint& c, const signing_key& key) {

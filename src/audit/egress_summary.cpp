@@ -5,7 +5,6 @@
 namespace sandfort::audit {
 
 namespace {
-constexpr const char* operator_org = "superadmin";
 constexpr const char* overflow_reason = "other";
 
 // The chain holds integers up to 2^53 - 1 (chain.hpp); a counter never gets there, but a flush
@@ -43,7 +42,7 @@ result<std::string> egress_summary::chain_of(const std::string& org_id, std::map
     if (o && o->state != "deleted") chain = o->id;
   }
   if (chain.empty()) {
-    auto op = db_.find_org_by_name(operator_org);
+    auto op = db_.find_org_by_name(store::operator_org_name);
     if (!op) return std::move(op).err();  // not bootstrapped yet: keep counting
     chain = op->id;
   }

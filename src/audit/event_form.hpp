@@ -2,6 +2,7 @@
 // An event's canonical JSON and its details' canonical form from one parse of details: the
 // verifier needs both for every event.
 
+#include <cstdint>
 #include <string>
 
 #include "sandfort/core/error.hpp"
@@ -15,5 +16,8 @@ struct canonical_forms {
 };
 
 result<canonical_forms> canonical_forms_of(const store::audit_event& e);
+
+// "seq 42", as messages name an event.
+inline std::string seq_text(std::int64_t seq) { return "seq " + std::to_string(seq); }
 
 }  // namespace sandfort::audit::detail

@@ -3,7 +3,6 @@
 namespace sandfort::audit {
 
 namespace {
-constexpr const char* operator_org = "superadmin";
 }
 
 void failure_summary::note(const std::string& source, const std::string& reason) {
@@ -17,7 +16,7 @@ void failure_summary::note(const std::string& source, const std::string& reason)
 
 result<int> failure_summary::flush() {
   if (counts_.empty()) return 0;
-  auto org = db_.find_org_by_name(operator_org);
+  auto org = db_.find_org_by_name(store::operator_org_name);
   if (!org) return std::move(org).err();  // not bootstrapped yet: keep counting
   auto tx = db_.begin();
   if (!tx) return std::move(tx).err();

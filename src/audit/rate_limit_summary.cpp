@@ -3,7 +3,6 @@
 namespace sandfort::audit {
 
 namespace {
-constexpr const char* operator_org = "superadmin";
 constexpr const char* overflow_principal = "*";
 }  // namespace
 
@@ -25,7 +24,7 @@ result<std::string> rate_limit_summary::chain_of(const std::string& org_id) {
   auto o = db_.get_org(org_id);
   if (!o && o.err().code != errc::not_found) return std::move(o).err();
   if (o && o->state != "deleted") return o->id;
-  auto op = db_.find_org_by_name(operator_org);
+  auto op = db_.find_org_by_name(store::operator_org_name);
   if (!op) return std::move(op).err();
   return op->id;
 }

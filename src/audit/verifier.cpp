@@ -11,9 +11,9 @@
 
 namespace sandfort::audit {
 
-namespace {
+using detail::seq_text;
 
-std::string seq_text(std::int64_t seq) { return "seq " + std::to_string(seq); }
+namespace {
 
 int hex_value(char c) noexcept { return c <= '9' ? c - '0' : c - 'a' + 10; }
 

@@ -40,7 +40,6 @@ using params_ptr = std::unique_ptr<OSSL_PARAM, openssl_free<OSSL_PARAM_free>>;
 using ecdsa_sig_ptr = std::unique_ptr<ECDSA_SIG, openssl_free<ECDSA_SIG_free>>;
 using shared_pkey = std::shared_ptr<EVP_PKEY>;
 
-error refused(std::string reason) { return make_error(errc::unauthenticated, std::move(reason)); }
 
 const unsigned char* bytes(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
 
@@ -82,36 +81,36 @@ bool public_key_is_valid(EVP_PKEY* pkey) {
 result<shared_pkey> rsa_public_key(const json& jwk) {
   const auto n = member_bytes(jwk, "n");
   const auto e = member_bytes(jwk, "e");
-  if (!n || !e || n->empty() || e->empty()) return refused("RSA key without valid n and e");
+  if (!n || !e || n->empty() || e->empty()) return unauthenticated("RSA key without valid n and e");
   // Leading zero octets are not allowed in n, but a bound before BN_bin2bn keeps the int cast safe.
   if (n->size() > max_rsa_bits / 8 + 1 || e->size() > max_rsa_exponent_bits / 8 + 1)
-    return refused("RSA key too large");
+    return unauthenticated("RSA key too large");
   const bignum_ptr bn_n = to_bignum(*n);
   const bignum_ptr bn_e = to_bignum(*e);
-  if (!bn_n || !bn_e) return refused("RSA key n or e unreadable");
+  if (!bn_n || !bn_e) return unauthenticated("RSA key n or e unreadable");
   const int bits = BN_num_bits(bn_n.get());
-  if (bits < min_rsa_bits) return refused("RSA key under 2048 bits");
-  if (bits > max_rsa_bits) return refused("RSA key over 16384 bits");
+  if (bits < min_rsa_bits) return unauthenticated("RSA key under 2048 bits");
+  if (bits > max_rsa_bits) return unauthenticated("RSA key over 16384 bits");
   if (BN_num_bits(bn_e.get()) > max_rsa_exponent_bits || !BN_is_odd(bn_e.get()) || BN_is_one(bn_e.get()))
-    return refused("RSA exponent is not acceptable");
+    return unauthenticated("RSA exponent is not acceptable");
   const param_bld_ptr bld(OSSL_PARAM_BLD_new());
   if (!bld || OSSL_PARAM_BLD_push_BN(bld.get(), OSSL_PKEY_PARAM_RSA_N, bn_n.get()) != 1 ||
       OSSL_PARAM_BLD_push_BN(bld.get(), OSSL_PKEY_PARAM_RSA_E, bn_e.get()) != 1) {
     ERR_clear_error();
-    return refused("RSA key could not be built");
+    return unauthenticated("RSA key could not be built");
   }
   const params_ptr params(OSSL_PARAM_BLD_to_param(bld.get()));
   shared_pkey pkey = params ? from_params("RSA", params.get()) : nullptr;
-  if (!pkey) return refused("RSA key could not be built");
+  if (!pkey) return unauthenticated("RSA key could not be built");
   return pkey;
 }
 
 result<shared_pkey> ec_public_key(const json& jwk) {
-  if (!member_is(jwk, "crv", "P-256")) return refused("EC key on a curve other than P-256");
+  if (!member_is(jwk, "crv", "P-256")) return unauthenticated("EC key on a curve other than P-256");
   const auto x = member_bytes(jwk, "x");
   const auto y = member_bytes(jwk, "y");
   if (!x || !y || x->size() != p256_coordinate_bytes || y->size() != p256_coordinate_bytes)
-    return refused("EC key without 32-byte x and y");
+    return unauthenticated("EC key without 32-byte x and y");
   std::string point = "\x04" + *x + *y;  // SEC 1 uncompressed form
   char group[] = "P-256";
   OSSL_PARAM params[] = {
@@ -120,20 +119,20 @@ result<shared_pkey> ec_public_key(const json& jwk) {
       OSSL_PARAM_construct_end(),
   };
   shared_pkey pkey = from_params("EC", params);
-  if (!pkey || !public_key_is_valid(pkey.get())) return refused("EC key is not a point on P-256");
+  if (!pkey || !public_key_is_valid(pkey.get())) return unauthenticated("EC key is not a point on P-256");
   return pkey;
 }
 
 result<shared_pkey> okp_public_key(const json& jwk) {
-  if (!member_is(jwk, "crv", "Ed25519")) return refused("OKP key on a curve other than Ed25519");
+  if (!member_is(jwk, "crv", "Ed25519")) return unauthenticated("OKP key on a curve other than Ed25519");
   auto x = member_bytes(jwk, "x");
-  if (!x || x->size() != ed25519_key_bytes) return refused("Ed25519 key without 32-byte x");
+  if (!x || x->size() != ed25519_key_bytes) return unauthenticated("Ed25519 key without 32-byte x");
   OSSL_PARAM params[] = {
       OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, x->data(), x->size()),
       OSSL_PARAM_construct_end(),
   };
   shared_pkey pkey = from_params("ED25519", params);
-  if (!pkey) return refused("Ed25519 key could not be built");
+  if (!pkey) return unauthenticated("Ed25519 key could not be built");
   return pkey;
 }
 
@@ -141,10 +140,10 @@ result<shared_pkey> okp_public_key(const json& jwk) {
 result<void> check_purpose(const json& jwk) {
   const auto use = jwk.find("use");
   if (use != jwk.end() && !(use->is_string() && use->get_ref<const std::string&>() == "sig"))
-    return refused("key is not for signatures (use)");
+    return unauthenticated("key is not for signatures (use)");
   const auto ops = jwk.find("key_ops");
   if (ops != jwk.end() && !(ops->is_array() && std::find(ops->begin(), ops->end(), json("verify")) != ops->end()))
-    return refused("key is not for verification (key_ops)");
+    return unauthenticated("key is not for verification (key_ops)");
   return ok_t{};
 }
 
@@ -152,7 +151,7 @@ result<std::optional<algorithm>> declared_alg(const json& jwk) {
   const auto it = jwk.find("alg");
   if (it == jwk.end()) return std::optional<algorithm>{};
   const auto a = it->is_string() ? parse_algorithm(it->get_ref<const std::string&>()) : std::nullopt;
-  if (!a) return refused("key alg is not RS256, ES256 or EdDSA");
+  if (!a) return unauthenticated("key alg is not RS256, ES256 or EdDSA");
   return a;
 }
 
@@ -163,7 +162,7 @@ struct typed_pkey {
 
 result<typed_pkey> public_key(const json& jwk) {
   const auto kty = jwk.find("kty");
-  if (kty == jwk.end() || !kty->is_string()) return refused("key without kty");
+  if (kty == jwk.end() || !kty->is_string()) return unauthenticated("key without kty");
   const auto& name = kty->get_ref<const std::string&>();
   struct builder {
     const char* kty;
@@ -181,7 +180,7 @@ result<typed_pkey> public_key(const json& jwk) {
     if (!pkey) return std::move(pkey).err();
     return typed_pkey{b.type, std::move(pkey).value()};
   }
-  return refused("unsupported kty");
+  return unauthenticated("unsupported kty");
 }
 
 // ES256 signatures are r||s, 32 bytes each (RFC 7518 section 3.4); OpenSSL verifies DER.
@@ -231,17 +230,17 @@ key::key(std::string kid, key_type type, std::optional<algorithm> alg, std::shar
     : kid_(std::move(kid)), type_(type), alg_(alg), pkey_(std::move(pkey)) {}
 
 result<key> key::from_jwk(const nlohmann::json& jwk) {
-  if (!jwk.is_object()) return refused("key is not a JSON object");
+  if (!jwk.is_object()) return unauthenticated("key is not a JSON object");
   const auto kid = jwk.find("kid");
   if (kid == jwk.end() || !kid->is_string() || kid->get_ref<const std::string&>().empty())
-    return refused("key without kid");
+    return unauthenticated("key without kid");
   if (auto purpose = check_purpose(jwk); !purpose) return std::move(purpose).err();
   auto alg = declared_alg(jwk);
   if (!alg) return std::move(alg).err();
   auto pkey = public_key(jwk);
   if (!pkey) return std::move(pkey).err();
   key k(kid->get<std::string>(), pkey->type, *alg, std::move(pkey->pkey));
-  if (k.alg_ && !k.fits(*k.alg_)) return refused("key alg does not fit its kty");
+  if (k.alg_ && !k.fits(*k.alg_)) return unauthenticated("key alg does not fit its kty");
   return k;
 }
 
@@ -284,10 +283,10 @@ const key* key_set::find(std::string_view kid) const {
 
 result<parsed_jwks> parse_jwks(std::string_view json_text) {
   const json doc = json::parse(json_text.begin(), json_text.end(), nullptr, false);
-  if (doc.is_discarded()) return refused("JWKS is not JSON");
-  if (!doc.is_object()) return refused("JWKS is not a JSON object");
+  if (doc.is_discarded()) return unauthenticated("JWKS is not JSON");
+  if (!doc.is_object()) return unauthenticated("JWKS is not a JSON object");
   const auto keys = doc.find("keys");
-  if (keys == doc.end() || !keys->is_array()) return refused("JWKS has no keys array");
+  if (keys == doc.end() || !keys->is_array()) return unauthenticated("JWKS has no keys array");
   parsed_jwks out;
   for (std::size_t i = 0; i < keys->size(); ++i) {
     auto k = key::from_jwk((*keys)[i]);

@@ -15,9 +15,6 @@ constexpr std::size_t secret_random_bytes = 16;
 constexpr std::size_t max_key_name = 100;
 // Far beyond any sensible key lifetime, and well inside what a time_point can hold.
 constexpr long long max_expires_in_s = 100LL * 366 * 24 * 3600;
-constexpr const char* superadmin_org_name = "superadmin";
-
-error unauthenticated(const char* why) { return make_error(errc::unauthenticated, why); }
 
 bool is_space(char c) { return c == ' ' || c == '\t'; }
 
@@ -162,11 +159,11 @@ result<principal> authenticate(store::database& db, const clock& clk, const std:
 }
 
 result<issued_key> bootstrap(store::database& db, const clock& clk) {
-  auto existing = db.find_org_by_name(superadmin_org_name);
+  auto existing = db.find_org_by_name(store::operator_org_name);
   if (existing) return make_error(errc::conflict, "already bootstrapped");
   if (existing.err().code != errc::not_found) return std::move(existing).err();
 
-  auto o = db.create_org(superadmin_org_name, true, format_time(clk.now()));
+  auto o = db.create_org(store::operator_org_name, true, format_time(clk.now()));
   if (!o) {
     // Another bootstrap won the race.
     if (o.err().code == errc::conflict) return make_error(errc::conflict, "already bootstrapped");

@@ -21,6 +21,7 @@
 #include "engine_errors.hpp"
 #include "json_access.hpp"
 #include "sandfort/http/client.hpp"
+#include "sandfort/http/use_tuple.hpp"
 #include "url.hpp"
 
 namespace sandfort::docker {
@@ -32,7 +33,6 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using json = nlohmann::json;
 using unix_socket = asio::local::stream_protocol;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // Our own events are a few hundred bytes; the image's labels ride along in the attributes, so
 // leave room for generous ones. Longer lines are dropped and reported as lost.

@@ -12,7 +12,6 @@ using rule = std::vector<std::string>;
 
 constexpr std::size_t max_interface_name = 15;  // IFNAMSIZ - 1
 
-error invalid(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
 
 bool interface_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
@@ -43,16 +42,16 @@ error failed(const std::vector<std::string>& argv, int status, const std::string
 result<void> validate(const rule_set& rules) {
   const std::string& b = rules.bridge;
   if (b.empty() || b.size() > max_interface_name)
-    return invalid("bridge must be an interface name of 1 to 15 characters, not '" + b + "'");
+    return invalid_argument("bridge must be an interface name of 1 to 15 characters, not '" + b + "'");
   for (char c : b) {
-    if (!interface_char(c)) return invalid("bridge '" + b + "' may only hold the characters A-Z a-z 0-9 _ . -");
+    if (!interface_char(c)) return invalid_argument("bridge '" + b + "' may only hold the characters A-Z a-z 0-9 _ . -");
   }
   // The kernel refuses "." and ".."; a leading '-' would read as an option to iptables.
-  if (b == "." || b == ".." || b.front() == '-') return invalid("bridge '" + b + "' is not a usable interface name");
+  if (b == "." || b == ".." || b.front() == '-') return invalid_argument("bridge '" + b + "' is not a usable interface name");
   in_addr addr{};
   if (::inet_pton(AF_INET, rules.gateway.c_str(), &addr) != 1)
-    return invalid("gateway must be an IPv4 address like 10.0.0.1, not '" + rules.gateway + "'");
-  if (rules.proxy_port == 0) return invalid("proxy_port must be between 1 and 65535");
+    return invalid_argument("gateway must be an IPv4 address like 10.0.0.1, not '" + rules.gateway + "'");
+  if (rules.proxy_port == 0) return invalid_argument("proxy_port must be between 1 and 65535");
   return {};
 }
 

@@ -1,4 +1,5 @@
 #include "sandfort/http/client.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -10,7 +11,6 @@ namespace sandfort::http {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 using unix_socket = asio::local::stream_protocol;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 request make_request(verb method, std::string target, const nlohmann::json* body) {
   request req{method, target, 11};

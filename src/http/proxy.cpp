@@ -1,4 +1,5 @@
 #include "sandfort/http/proxy.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/core/string.hpp>
@@ -8,7 +9,6 @@ namespace sandfort::http {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-using detail::use_tuple;
 
 namespace {
 

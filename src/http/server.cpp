@@ -1,5 +1,7 @@
 #include "sandfort/http/server.hpp"
 
+#include "accept_loop.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <cctype>
 #include <string_view>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "sandfort/core/ids.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::http {
 
@@ -25,7 +28,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 using asio::ip::tcp;
 using unix_socket = asio::local::stream_protocol;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 struct server::state {
   // One open connection, as stop() and abort() see it.
@@ -39,14 +41,11 @@ struct server::state {
   handler root;
   bool stopping = false;
   std::list<session_entry> sessions;
-  std::size_t connections = 0;
   std::vector<std::function<void()>> acceptor_closers;
   stream_selector<tcp_protocol> tcp_streams;
   stream_selector<unix_protocol> unix_streams;
   accept_backoff backoff;
-  // Never expires: a connection that ends cancels it, which wakes acceptors paused at the cap.
-  // (Its expiry is set once; setting it again would cancel the other acceptors' waits.)
-  asio::steady_timer slot_freed;
+  connection_slots slots;
 
   template <typename Protocol>
   const stream_selector<Protocol>& streams() const {
@@ -61,7 +60,7 @@ struct server::state {
         options(std::move(o)),
         root(std::move(h)),
         backoff(options.listener_name, options.log_warning),
-        slot_freed(io, asio::steady_timer::time_point::max()) {}
+        slots(io, options.max_connections) {}
 };
 
 namespace {
@@ -149,13 +148,7 @@ asio::awaitable<void> discard_input(Stream& stream) {
 // The accept loop counted the connection in; this counts it out and wakes a paused acceptor.
 template <typename Protocol>
 asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Protocol::socket socket) {
-  struct release {
-    server::state& s;
-    ~release() {
-      --s.connections;
-      s.slot_freed.cancel();
-    }
-  } on_exit{*st};
+  connection_slots::release on_exit{st->slots};
 
   const peer from = peer_of(socket);
   stream_t<Protocol> stream(std::move(socket));
@@ -291,34 +284,21 @@ asio::awaitable<void> accept_loop(std::shared_ptr<server::state> st, typename Pr
     beast::error_code ignored;
     acc->close(ignored);
   });
-  while (!st->stopping) {
-    if (st->connections >= st->options.max_connections) {
-      st->backoff.warn_limited(std::to_string(st->connections) +
-                               " connections open (max_connections): accepting paused until one closes");
-      co_await st->slot_freed.async_wait(use_tuple);
-      continue;
-    }
-    auto [ec, socket] = co_await acc->async_accept(use_tuple);
-    if (ec) {
-      if (ec == asio::error::operation_aborted || !acc->is_open() || st->stopping) break;
-      co_await st->backoff.after(ec);
-      continue;
-    }
+  co_await accept_connections(*acc, st->slots, st->backoff, st->stopping, [&st](typename Protocol::socket socket) {
     if constexpr (std::is_same_v<Protocol, tcp>) {
       // Responses go out as header and body writes (and streams as many small ones): without
       // this, Nagle plus the client's delayed ACK add 40 ms to each.
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
     }
-    ++st->connections;  // now, not when the session first runs: the cap must see it at once
     asio::co_spawn(st->ioc, run_session<Protocol>(st, std::move(socket)), asio::detached);
-  }
+  });
 }
 
 asio::awaitable<void> wait_until_idle(std::shared_ptr<server::state> st, std::chrono::milliseconds limit) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   auto until = std::chrono::steady_clock::now() + limit;
-  while (st->connections > 0 && std::chrono::steady_clock::now() < until) {
+  while (st->slots.open() > 0 && std::chrono::steady_clock::now() < until) {
     timer.expires_after(std::chrono::milliseconds(20));
     co_await timer.async_wait(use_tuple);
   }
@@ -353,19 +333,24 @@ result<asio::ip::tcp::endpoint> parse_listen_address(const std::string& host_por
   return tcp::endpoint(addr, static_cast<unsigned short>(port));
 }
 
-result<unsigned short> server::listen_tcp(const std::string& host_port) {
-  auto parsed = parse_listen_address(host_port);
-  if (!parsed) return std::move(parsed).err();
-  const tcp::endpoint ep = *parsed;
+result<tcp::acceptor> listen_on(asio::io_context& io, const std::string& host_port) {
+  auto ep = parse_listen_address(host_port);
+  if (!ep) return std::move(ep).err();
   beast::error_code ec;
-  tcp::acceptor acceptor(state_->ioc);
-  acceptor.open(ep.protocol(), ec);
+  tcp::acceptor acceptor(io);
+  acceptor.open(ep->protocol(), ec);
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.bind(*ep, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return make_error(errc::unavailable, "cannot listen on " + host_port + ": " + ec.message());
-  unsigned short bound = acceptor.local_endpoint().port();
-  asio::co_spawn(state_->ioc, accept_loop<tcp>(state_, std::move(acceptor)), asio::detached);
+  return acceptor;
+}
+
+result<unsigned short> server::listen_tcp(const std::string& host_port) {
+  auto acceptor = listen_on(state_->ioc, host_port);
+  if (!acceptor) return std::move(acceptor).err();
+  unsigned short bound = acceptor->local_endpoint().port();
+  asio::co_spawn(state_->ioc, accept_loop<tcp>(state_, std::move(*acceptor)), asio::detached);
   return bound;
 }
 
@@ -389,7 +374,7 @@ void server::stop() {
   if (state_->stopping) return;
   state_->stopping = true;
   for (auto& close : state_->acceptor_closers) close();
-  state_->slot_freed.cancel();  // an acceptor paused at the cap
+  state_->slots.wake();  // an acceptor paused at the cap
   // Only connections waiting for a request are cancelled; one inside a request (streamed or
   // not) finishes it, and drain()'s deadline is what ends it otherwise.
   for (auto& session : state_->sessions)
@@ -401,16 +386,16 @@ void server::abort() {
   for (auto& session : state_->sessions) session.cut(true);
 }
 
-std::size_t server::active_connections() const { return state_->connections; }
+std::size_t server::active_connections() const { return state_->slots.open(); }
 
 std::uint64_t server::accept_failures() const { return state_->backoff.failures(); }
 
 asio::awaitable<void> server::drain(std::chrono::milliseconds deadline) {
   auto st = state_;
   co_await wait_until_idle(st, deadline);
-  if (st->connections == 0) co_return;
+  if (st->slots.open() == 0) co_return;
   if (st->options.log_warning)
-    st->options.log_warning(st->options.listener_name + ": " + std::to_string(st->connections) +
+    st->options.log_warning(st->options.listener_name + ": " + std::to_string(st->slots.open()) +
                             " connections still busy at the shutdown deadline: cutting them");
   for (auto& session : st->sessions) session.cut(true);
   co_await wait_until_idle(st, unwind_time);

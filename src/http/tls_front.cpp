@@ -2,6 +2,9 @@
 // loopback connection to the HTTP server. Each relay owns its certificate context (shared), so a
 // reload never touches a running connection.
 #include "sandfort/http/tls_front.hpp"
+#include "sandfort/http/use_tuple.hpp"
+
+#include "accept_loop.hpp"
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -27,7 +30,6 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t relay_buffer_bytes = 64 * 1024;
 
 // Closes the client's socket when `timer` fires after `limit` (cancel it when the wait is over).
@@ -74,16 +76,15 @@ struct tls_front::state {
   std::string described;
   std::shared_ptr<tcp::acceptor> acceptor;
   unsigned short upstream_port = 0;
-  std::size_t connections = 0;
   bool stopping = false;
   accept_backoff backoff;
-  asio::steady_timer slot_freed;
+  connection_slots slots;
 
   state(asio::io_context& io, tls_front_options o)
       : ioc(io),
         options(std::move(o)),
         backoff(options.listener_name, options.log_warning),
-        slot_freed(io, asio::steady_timer::time_point::max()) {}
+        slots(io, options.max_connections) {}
 };
 
 namespace {
@@ -116,13 +117,7 @@ asio::awaitable<void> client_to_server(std::shared_ptr<ssl::stream<tcp::socket>>
 }
 
 asio::awaitable<void> relay(std::shared_ptr<tls_front::state> st, tcp::socket accepted) {
-  struct release {
-    tls_front::state& s;
-    ~release() {
-      --s.connections;
-      s.slot_freed.cancel();
-    }
-  } on_exit{*st};
+  connection_slots::release on_exit{st->slots};
 
   boost::system::error_code ec;
   const auto peer = accepted.remote_endpoint(ec);
@@ -184,23 +179,10 @@ asio::awaitable<void> relay(std::shared_ptr<tls_front::state> st, tcp::socket ac
 }
 
 asio::awaitable<void> accept_loop(std::shared_ptr<tls_front::state> st) {
-  auto acceptor = st->acceptor;
-  while (!st->stopping) {
-    if (st->connections >= st->options.max_connections) {
-      st->backoff.warn_limited(std::to_string(st->connections) +
-                               " connections open (max_connections): accepting paused until one closes");
-      co_await st->slot_freed.async_wait(use_tuple);
-      continue;
-    }
-    auto [ec, socket] = co_await acceptor->async_accept(use_tuple);
-    if (ec) {
-      if (ec == asio::error::operation_aborted || !acceptor->is_open() || st->stopping) break;
-      co_await st->backoff.after(ec);
-      continue;
-    }
-    ++st->connections;
+  auto acceptor = st->acceptor;  // kept open by this frame until the loop ends
+  co_await accept_connections(*acceptor, st->slots, st->backoff, st->stopping, [&st](tcp::socket socket) {
     asio::co_spawn(st->ioc, relay(st, std::move(socket)), asio::detached);
-  }
+  });
 }
 
 }  // namespace
@@ -252,15 +234,9 @@ result<void> tls_front::reload() {
 
 result<unsigned short> tls_front::listen(const std::string& host_port, unsigned short upstream_port) {
   if (!state_->context) return make_error(errc::invalid_argument, "tls: no certificate loaded");
-  auto ep = parse_listen_address(host_port);
-  if (!ep) return std::move(ep).err();
-  boost::system::error_code ec;
-  auto acceptor = std::make_shared<tcp::acceptor>(state_->ioc);
-  acceptor->open(ep->protocol(), ec);
-  if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor->bind(*ep, ec);
-  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return make_error(errc::unavailable, "cannot listen on " + host_port + ": " + ec.message());
+  auto opened = listen_on(state_->ioc, host_port);
+  if (!opened) return std::move(opened).err();
+  auto acceptor = std::make_shared<tcp::acceptor>(std::move(*opened));
   state_->acceptor = acceptor;
   state_->upstream_port = upstream_port;
   asio::co_spawn(state_->ioc, accept_loop(state_), asio::detached);
@@ -273,7 +249,7 @@ void tls_front::stop() {
     boost::system::error_code ignored;
     state_->acceptor->close(ignored);
   }
-  state_->slot_freed.cancel();
+  state_->slots.wake();
 }
 
 std::string tls_front::describe() const { return state_->described; }

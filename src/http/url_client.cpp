@@ -1,4 +1,5 @@
 #include "sandfort/http/url_client.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -26,7 +27,6 @@ namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using clock_type = std::chrono::steady_clock;
 using error_code = boost::system::error_code;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include "sandfort/http/proxy.hpp"
 #include "sandfort/http/server.hpp"
 #include "sandfort/preview/request.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::preview {
 
@@ -21,7 +22,6 @@ namespace beast = boost::beast;
 namespace bhttp = http::bhttp;
 using tcp = asio::ip::tcp;
 using tcp_exchange = http::exchange<http::tcp_protocol>;
-using http::detail::use_tuple;
 
 namespace {
 

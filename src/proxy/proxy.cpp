@@ -8,13 +8,13 @@
 #include <spdlog/spdlog.h>
 
 #include "sandfort/metrics/catalog.hpp"
+#include "sandfort/http/use_tuple.hpp"
 #include "state.hpp"
 
 namespace sandfort::proxy {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 namespace {
 

@@ -18,6 +18,7 @@
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/metrics/catalog.hpp"
 #include "sandfort/proxy/request.hpp"
+#include "sandfort/http/use_tuple.hpp"
 #include "tunnel.hpp"
 #include "wire.hpp"
 
@@ -30,7 +31,6 @@ using clock = std::chrono::steady_clock;
 using state = egress_proxy::state;
 using addresses = std::vector<asio::ip::address>;
 using head_parser = bhttp::request_parser<bhttp::empty_body>;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 namespace {
 

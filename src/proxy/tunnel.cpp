@@ -7,13 +7,13 @@
 #include <boost/asio/write.hpp>
 #include <algorithm>
 #include <vector>
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::proxy::detail {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using clock = std::chrono::steady_clock;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 namespace {
 

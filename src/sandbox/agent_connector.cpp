@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 
 #include "sandfort/http/client.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::sandbox {
 
@@ -17,7 +18,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using nlohmann::json;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 bool response_budget::try_take(std::uint64_t n) {
   if (n > capacity_ - in_use_) return false;

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sandfort/sandbox/reconciler.hpp"
+#include "sandfort/http/use_tuple.hpp"
 #include "sandfort/sandbox/service.hpp"  // the labels, container_exit_reason
 
 namespace sandfort::sandbox {
@@ -25,7 +26,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::chrono::milliseconds first_backoff{100};
 constexpr std::chrono::milliseconds max_backoff{5'000};
 // The follower replays from a little before it was called: the engine's clock and ours are the

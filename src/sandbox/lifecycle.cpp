@@ -9,11 +9,11 @@
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/service.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::sandbox {
 
 namespace asio = boost::asio;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 service::service(asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
                  agent_connector& agent, const clock& clk)

@@ -1,4 +1,5 @@
 #include "sandfort/wsclient/client.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -19,7 +20,6 @@ namespace bwebsocket = boost::beast::websocket;
 using std::chrono::milliseconds;
 using tcp = asio::ip::tcp;
 using local = asio::local::stream_protocol;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t max_body_in_error = 1024;
 
 error unavailable(std::string message) { return make_error(errc::unavailable, std::move(message)); }

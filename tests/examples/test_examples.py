@@ -10,15 +10,12 @@ must see the gate's request arrive through the proxy. Everything else is the shi
 Needs root, Docker and sandfort/base:bookworm like the integration suites; node for the
 TypeScript example; build/cli/sandfort for the CLI walkthrough and the audit gate."""
 
-import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import threading
 
 import pytest
 
@@ -26,43 +23,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 EXAMPLES = os.path.join(REPO, "examples")
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-from sandfort_harness import BUILD, Daemon  # noqa: E402
+from sandfort_harness import BUILD, Daemon, HostUpstream  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 CLI = os.environ.get("SANDFORT_CLI", os.path.join(BUILD, "cli", "sandfort"))
 SANDFORTD = os.path.join(BUILD, "src", "sandfortd", "sandfortd")
 
 
-class Upstream:
-    """The egress gate's allowlisted target: counts the requests that reach it."""
-
-    def __init__(self):
-        outer = self
-        self.paths = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                outer.paths.append(self.path)
-                body = b"allowed upstream\n"
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-
-
 @pytest.fixture(scope="module")
 def upstream():
-    u = Upstream()
+    u = HostUpstream()
     yield u
     u.close()
 

@@ -2,6 +2,7 @@
 against the machine's real Docker engine. Standard library only."""
 
 import http.client
+import http.server
 import ipaddress
 import json
 import os
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -96,6 +98,44 @@ class Client:
         r = self.post(f"/v1/sandboxes/{sandbox_id}/process/exec", body)
         assert r.status == 200, r
         return r.json()
+
+
+class HostUpstream:
+    """An HTTP server on the host's 127.0.0.1, the target of egress tests: it answers every GET with
+    `body` and keeps count of the connections and the (path, headers) of the requests reaching it."""
+
+    def __init__(self, body=b"upstream says hi\n"):
+        outer = self
+        self.connections = 0
+        self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.requests.append((self.path, dict(self.headers)))
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        class Server(http.server.ThreadingHTTPServer):
+            def get_request(self):
+                conn = super().get_request()
+                outer.connections += 1
+                return conn
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def paths(self):
+        return [path for path, _ in self.requests]
+
+    def close(self):
+        self.server.shutdown()
 
 
 def free_subnet():

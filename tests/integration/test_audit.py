@@ -478,7 +478,7 @@ def test_an_event_moved_to_another_organization_is_found_in_both(stopped, tmp_pa
 
 
 def test_a_cut_tail_is_found_by_the_database_checkpoint_or_the_exported_one(stopped, tmp_path):
-    acme, middle, head = stopped["acme"], stopped["middle"], stopped["head"]
+    acme, middle = stopped["acme"], stopped["middle"]
     copy = Copy(stopped, tmp_path)
     copy.sql("DELETE FROM audit_events WHERE org_id = ? AND seq > ?", acme, middle)
     assert_broken(copy.verify(), acme, middle + 1, "tail was cut off")

@@ -7,13 +7,13 @@ import time
 
 import pytest
 
-from sandfort_harness import Daemon
-from test_egress import THROUGH_PROXY, Upstream
+from sandfort_harness import Daemon, HostUpstream
+from test_egress import THROUGH_PROXY
 
 
 @pytest.fixture(scope="module")
 def upstream():
-    u = Upstream()
+    u = HostUpstream()
     yield u
     u.close()
 

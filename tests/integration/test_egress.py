@@ -5,52 +5,16 @@ The upstream is a test server on the host's loopback. The daemon of this module 
 defaults; the forbidden-address cases run on the session's default daemon, where loopback is
 refused whatever name or spelling reaches it."""
 
-import http.server
-import threading
 import time
 
 import pytest
 
-from sandfort_harness import Daemon
-
-
-class Upstream:
-    """An HTTP server on 127.0.0.1 that counts connections and keeps the headers it saw."""
-
-    def __init__(self):
-        outer = self
-        self.connections = 0
-        self.requests = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                outer.requests.append((self.path, dict(self.headers)))
-                body = b"upstream says hi\n"
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        class Server(http.server.ThreadingHTTPServer):
-            def get_request(self):
-                conn = super().get_request()
-                outer.connections += 1
-                return conn
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
+from sandfort_harness import Daemon, HostUpstream
 
 
 @pytest.fixture(scope="module")
 def upstream():
-    u = Upstream()
+    u = HostUpstream()
     yield u
     u.close()
 
@@ -281,7 +245,7 @@ def test_forbidden_addresses_are_403_whatever_the_spelling(member, upstream):
 
 
 def test_empty_allowlist_means_no_egress(member, sandbox, upstream):
-    r = member.exec(sandbox["id"], command=f"curl -sS -m 10 -o /dev/null -w '%{{http_code}}' http://example.com/",
+    r = member.exec(sandbox["id"], command="curl -sS -m 10 -o /dev/null -w '%{http_code}' http://example.com/",
                     env=THROUGH_PROXY, timeout_s=30)
     assert r["stdout"] == "403", r
 

@@ -5,7 +5,6 @@ import io
 import os
 import tarfile
 
-import pytest
 
 
 def files(sandbox):

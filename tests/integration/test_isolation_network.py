@@ -2,7 +2,6 @@
 sandboxes and the metadata address are out of reach, DNS resolves nothing, a fork bomb and a
 memory hog stay inside their limits, and the only thing that answers is the egress proxy."""
 
-import http.server
 import socket
 import subprocess
 import threading

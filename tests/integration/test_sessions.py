@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from sandfort_harness import EventStream, read_sse
+from sandfort_harness import EventStream
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ version 9), migrates it forward if its schema is older, and serves what was ther
 authenticate, the organization, its sandbox (labels included) and its volume are listed, and the
 audit chain still verifies. A database newer than the binary is refused, its rows untouched."""
 
-import json
 import os
 import shutil
 import sqlite3

@@ -37,6 +37,9 @@ struct error {
 };
 
 inline error make_error(errc code, std::string message) { return error{code, std::move(message)}; }
+// The two most common: the input is wrong; the credential is refused.
+inline error invalid_argument(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
+inline error unauthenticated(std::string message) { return make_error(errc::unauthenticated, std::move(message)); }
 
 template <typename T>
 class [[nodiscard]] result {

@@ -80,6 +80,8 @@ class accept_backoff {
 
 // "127.0.0.1:8080", "[::]:443": a listen address (the host must be an IP address).
 result<boost::asio::ip::tcp::endpoint> parse_listen_address(const std::string& host_port);
+// A TCP acceptor bound and listening on HOST:PORT (SO_REUSEADDR); "cannot listen on ..." otherwise.
+result<boost::asio::ip::tcp::acceptor> listen_on(boost::asio::io_context& io, const std::string& host_port);
 
 // True for the accept errors that mean the process or the system is out of a resource.
 bool out_of_resources(const boost::system::error_code& ec);

@@ -21,6 +21,7 @@
 #include "sandfort/core/error.hpp"
 #include "sandfort/http/message.hpp"
 #include "sandfort/http/router.hpp"
+#include "sandfort/http/use_tuple.hpp"
 #include <optional>
 #include <vector>
 
@@ -77,10 +78,6 @@ stream_selector<Protocol> make_stream_selector(std::vector<stream_route<Protocol
   };
 }
 
-namespace detail {
-inline constexpr auto use_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
-}
-
 // Writes a complete (non-streamed) response on an exchange: X-Request-Id set, keep-alive
 // only when the request allows it and its body has been read entirely.
 template <typename Protocol>
@@ -88,7 +85,7 @@ boost::asio::awaitable<bool> respond(exchange<Protocol>& ex, response res) {
   res.set("X-Request-Id", ex.request_id);
   res.keep_alive(ex.parser.get().keep_alive() && ex.parser.is_done());
   res.prepare_payload();
-  auto [ec, n] = co_await bhttp::async_write(ex.stream, res, detail::use_tuple);
+  auto [ec, n] = co_await bhttp::async_write(ex.stream, res, use_tuple);
   co_return !ec && res.keep_alive();
 }
 
@@ -106,7 +103,7 @@ boost::asio::awaitable<result<std::string>> read_small_body(exchange<Protocol>& 
   while (!ex.parser.is_done()) {
     ex.parser.get().body().data = chunk;
     ex.parser.get().body().size = sizeof chunk;
-    auto [ec, n] = co_await bhttp::async_read(ex.stream, ex.buffer, ex.parser, detail::use_tuple);
+    auto [ec, n] = co_await bhttp::async_read(ex.stream, ex.buffer, ex.parser, use_tuple);
     if (ec && ec != bhttp::error::need_buffer) co_return make_error(errc::invalid_argument, "reading the body: " + ec.message());
     out.append(chunk, sizeof chunk - ex.parser.get().body().size);
     if (out.size() > limit) co_return make_error(errc::payload_too_large, "body exceeds " + std::to_string(limit) + " bytes");
@@ -129,7 +126,7 @@ class chunked_writer {
     head.keep_alive(ex_.parser.get().keep_alive() && ex_.parser.is_done());
     keep_alive_ = head.keep_alive();
     bhttp::response_serializer<bhttp::empty_body> sr{head};
-    auto [ec, n] = co_await bhttp::async_write_header(ex_.stream, sr, detail::use_tuple);
+    auto [ec, n] = co_await bhttp::async_write_header(ex_.stream, sr, use_tuple);
     co_return !ec;
   }
 
@@ -137,13 +134,13 @@ class chunked_writer {
   boost::asio::awaitable<bool> write(std::string_view bytes) {
     if (bytes.empty()) co_return true;
     auto [ec, n] = co_await boost::asio::async_write(
-        ex_.stream, bhttp::make_chunk(boost::asio::const_buffer(bytes.data(), bytes.size())), detail::use_tuple);
+        ex_.stream, bhttp::make_chunk(boost::asio::const_buffer(bytes.data(), bytes.size())), use_tuple);
     co_return !ec;
   }
 
   // Returns whether the connection may be reused.
   boost::asio::awaitable<bool> finish() {
-    auto [ec, n] = co_await boost::asio::async_write(ex_.stream, bhttp::make_chunk_last(), detail::use_tuple);
+    auto [ec, n] = co_await boost::asio::async_write(ex_.stream, bhttp::make_chunk_last(), use_tuple);
     co_return !ec && keep_alive_;
   }
 

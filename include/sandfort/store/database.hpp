@@ -20,6 +20,9 @@ struct sqlite3;
 
 namespace sandfort::store {
 
+// The operator's organization (created at bootstrap; its keys are superadmins).
+inline constexpr const char* operator_org_name = "superadmin";
+
 namespace detail {
 class statement;
 class statement_cache;

@@ -19,13 +19,13 @@
 #include "process/async.hpp"
 #include "process/child.hpp"
 #include "sandfort/core/ids.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::agent::commands {
 namespace {
 
 namespace asio = boost::asio;
 using asio::posix::stream_descriptor;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t read_chunk = 64 * 1024;
 
 limits configured;

@@ -16,9 +16,8 @@ namespace {
 
 namespace asio = boost::asio;
 using nlohmann::json;
-using commands::registry;
+using command_registry = commands::registry;
 
-error invalid(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
 
 json info_json(const commands::command_info& c) {
   json j = {{"id", c.id},
@@ -36,11 +35,11 @@ result<commands::start_request> parse_start(std::string_view body) {
   if (!j) return std::move(j).err();
   if (auto known = check_fields(*j, {"command", "cwd", "env"}); !known) return std::move(known).err();
   commands::start_request req;
-  if (!j->contains("command") || !(*j)["command"].is_string()) return invalid("command must be a string");
+  if (!j->contains("command") || !(*j)["command"].is_string()) return invalid_argument("command must be a string");
   req.command = (*j)["command"].get<std::string>();
-  if (req.command.empty()) return invalid("command must not be empty");
+  if (req.command.empty()) return invalid_argument("command must not be empty");
   if (j->contains("cwd")) {
-    if (!(*j)["cwd"].is_string()) return invalid("cwd must be a string");
+    if (!(*j)["cwd"].is_string()) return invalid_argument("cwd must be a string");
     req.cwd = (*j)["cwd"].get<std::string>();
   }
   if (j->contains("env")) {
@@ -60,10 +59,10 @@ result<int> parse_signal(std::string_view body) {
   const json& v = (*j)["signal"];
   if (v.is_number_integer()) {
     auto n = v.get<std::int64_t>();
-    if (n < 1 || n > 64) return invalid("signal must be between 1 and 64");
+    if (n < 1 || n > 64) return invalid_argument("signal must be between 1 and 64");
     return static_cast<int>(n);
   }
-  if (!v.is_string()) return invalid("signal must be a name like \"TERM\" or a number");
+  if (!v.is_string()) return invalid_argument("signal must be a name like \"TERM\" or a number");
   std::string name = v.get<std::string>();
   for (auto& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   if (name.rfind("SIG", 0) == 0) name = name.substr(3);
@@ -72,7 +71,7 @@ result<int> parse_signal(std::string_view body) {
        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}}};
   for (const auto& [n, signo] : known)
     if (name == n) return signo;
-  return invalid("unknown signal '" + v.get<std::string>() + "' (TERM, KILL, INT, HUP, QUIT, USR1, USR2 or a number)");
+  return invalid_argument("unknown signal '" + v.get<std::string>() + "' (TERM, KILL, INT, HUP, QUIT, USR1, USR2 or a number)");
 }
 
 bool flag(const std::map<std::string, std::string>& query, const std::string& name) {
@@ -84,7 +83,7 @@ asio::awaitable<http::response> start_command(http::context& ctx) {
   auto req = parse_start(ctx.req.body());
   if (!req) co_return http::error_response(req.err(), ctx.request_id);
   auto ex = co_await asio::this_coro::executor;
-  auto started = registry::of(ex).start(ex, *req);
+  auto started = command_registry::of(ex).start(ex, *req);
   if (!started) co_return http::error_response(started.err(), ctx.request_id);
   co_return http::json_response(201, info_json(*started));
 }
@@ -92,20 +91,20 @@ asio::awaitable<http::response> start_command(http::context& ctx) {
 asio::awaitable<http::response> list_commands(http::context&) {
   auto ex = co_await asio::this_coro::executor;
   json items = json::array();
-  for (const auto& c : registry::of(ex).list()) items.push_back(info_json(c));
+  for (const auto& c : command_registry::of(ex).list()) items.push_back(info_json(c));
   co_return http::json_response(200, {{"items", items}, {"next_cursor", nullptr}});
 }
 
 asio::awaitable<http::response> get_command(http::context& ctx) {
   auto ex = co_await asio::this_coro::executor;
-  auto found = registry::of(ex).get(ctx.params["cmd"]);
+  auto found = command_registry::of(ex).get(ctx.params["cmd"]);
   if (!found) co_return http::error_response(found.err(), ctx.request_id);
   co_return http::json_response(200, info_json(*found));
 }
 
 asio::awaitable<http::response> command_logs(http::context& ctx) {
   auto ex = co_await asio::this_coro::executor;
-  auto logs = registry::of(ex).logs(ctx.params["cmd"]);
+  auto logs = command_registry::of(ex).logs(ctx.params["cmd"]);
   if (!logs) co_return http::error_response(logs.err(), ctx.request_id);
   json j = {{"stdout", logs->stdout_text}, {"stderr", logs->stderr_text}, {"dropped_bytes", logs->dropped_bytes}};
   http::response res{http::bhttp::status::ok, 11};
@@ -116,7 +115,7 @@ asio::awaitable<http::response> command_logs(http::context& ctx) {
 
 asio::awaitable<http::response> command_stdin(http::context& ctx) {
   auto ex = co_await asio::this_coro::executor;
-  registry& reg = registry::of(ex);
+  command_registry& reg = command_registry::of(ex);
   const std::string& id = ctx.params["cmd"];
   bool eof = flag(ctx.query, "eof");
   const std::string& bytes = ctx.req.body();
@@ -129,13 +128,13 @@ asio::awaitable<http::response> kill_command(http::context& ctx) {
   auto signo = parse_signal(ctx.req.body());
   if (!signo) co_return http::error_response(signo.err(), ctx.request_id);
   auto ex = co_await asio::this_coro::executor;
-  auto sent = registry::of(ex).signal(ctx.params["cmd"], *signo);
+  auto sent = command_registry::of(ex).signal(ctx.params["cmd"], *signo);
   if (!sent) co_return http::error_response(sent.err(), ctx.request_id);
   co_return http::empty_response(204);
 }
 
 asio::awaitable<bool> follow_logs(unix_exchange& ex) {
-  registry& reg = registry::of(ex.stream.get_executor());
+  command_registry& reg = command_registry::of(ex.stream.get_executor());
   const std::string& id = ex.params["cmd"];
   if (auto known = reg.get(id); !known) {
     error e = known.err();

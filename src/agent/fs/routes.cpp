@@ -11,6 +11,7 @@
 #include "fs/operations.hpp"
 #include "fs/tar.hpp"
 #include "fs/transfer.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 // Every co_await below takes named locals only: GCC 12 destroys temporaries of a co_await
 // full-expression twice in some coroutines.
@@ -29,7 +30,6 @@ constexpr std::chrono::seconds inactivity_limit{60};
 // The rest of a refused request body is read (and dropped) up to this much, so the answer
 // reaches the client and the connection stays usable; beyond it the connection is closed.
 constexpr std::size_t drain_limit = 1 << 20;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // ---- JSON and query parsing -------------------------------------------------------------
 

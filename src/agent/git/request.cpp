@@ -11,7 +11,6 @@ namespace {
 
 using nlohmann::json;
 
-error invalid(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
 
 constexpr std::array<std::pair<op, std::string_view>, 8> names = {{{op::clone, "clone"},
                                                                    {op::pull, "pull"},
@@ -48,10 +47,10 @@ bool has_control(std::string_view s) {
 // A string field: present, a string, not empty, no NUL or line break.
 result<std::string> text(const json& j, const std::string& key) {
   const json& v = j.at(key);
-  if (!v.is_string()) return invalid(key + " must be a string");
+  if (!v.is_string()) return invalid_argument(key + " must be a string");
   std::string s = v.get<std::string>();
-  if (s.empty()) return invalid(key + " must not be empty");
-  if (has_control(s)) return invalid(key + " must not contain NUL bytes or line breaks");
+  if (s.empty()) return invalid_argument(key + " must not be empty");
+  if (has_control(s)) return invalid_argument(key + " must not contain NUL bytes or line breaks");
   return s;
 }
 
@@ -59,14 +58,14 @@ result<std::string> text(const json& j, const std::string& key) {
 result<std::string> name_field(const json& j, const std::string& key) {
   auto s = text(j, key);
   if (!s) return s;
-  if ((*s)[0] == '-') return invalid(key + " must not start with '-'");
+  if ((*s)[0] == '-') return invalid_argument(key + " must not start with '-'");
   if (std::any_of(s->begin(), s->end(), [](char c) { return c == ' ' || c == '\t'; }))
-    return invalid(key + " must not contain whitespace");
+    return invalid_argument(key + " must not contain whitespace");
   return s;
 }
 
 result<bool> flag_field(const json& j, const std::string& key) {
-  if (!j.at(key).is_boolean()) return invalid(key + " must be true or false");
+  if (!j.at(key).is_boolean()) return invalid_argument(key + " must be true or false");
   return j.at(key).get<bool>();
 }
 
@@ -84,38 +83,38 @@ result<identity> parse_author(const json& v) {
   identity who;
   if (v.is_string()) {
     auto parsed = parse_identity(v.get<std::string>());
-    if (!parsed) return invalid("author must be \"Name <email>\" or {\"name\", \"email\"}");
+    if (!parsed) return invalid_argument("author must be \"Name <email>\" or {\"name\", \"email\"}");
     who = *parsed;
   } else if (v.is_object()) {
-    if (auto known = check_fields(v, {"name", "email"}); !known) return invalid("author: " + known.err().message);
-    if (!v.contains("name") || !v.contains("email")) return invalid("author needs both name and email");
+    if (auto known = check_fields(v, {"name", "email"}); !known) return invalid_argument("author: " + known.err().message);
+    if (!v.contains("name") || !v.contains("email")) return invalid_argument("author needs both name and email");
     auto name = text(v, "name");
-    if (!name) return invalid("author." + name.err().message);
+    if (!name) return invalid_argument("author." + name.err().message);
     auto email = text(v, "email");
-    if (!email) return invalid("author." + email.err().message);
+    if (!email) return invalid_argument("author." + email.err().message);
     who = {*name, *email};
   } else {
-    return invalid("author must be \"Name <email>\" or {\"name\", \"email\"}");
+    return invalid_argument("author must be \"Name <email>\" or {\"name\", \"email\"}");
   }
   auto bad = [](const std::string& s) { return s.find_first_of("<>") != std::string::npos; };
-  if (bad(who.name) || bad(who.email)) return invalid("author name and email must not contain '<' or '>'");
-  if (who.name.empty() || who.email.empty()) return invalid("author needs both name and email");
+  if (bad(who.name) || bad(who.email)) return invalid_argument("author name and email must not contain '<' or '>'");
+  if (who.name.empty() || who.email.empty()) return invalid_argument("author needs both name and email");
   return who;
 }
 
 result<void> parse_credentials(const json& j, request& req) {
   bool has_user = j.contains("username"), has_pass = j.contains("password"), has_token = j.contains("token");
   if (!has_user && !has_pass && !has_token) return {};
-  if (has_pass && has_token) return invalid("give password or token, not both");
-  if (!has_pass && !has_token) return invalid("username needs a password or token");
+  if (has_pass && has_token) return invalid_argument("give password or token, not both");
+  if (!has_pass && !has_token) return invalid_argument("username needs a password or token");
   credentials c;
   const std::string secret_key = has_pass ? "password" : "token";
   // The messages never echo a value: these are secrets.
   const json& secret = j.at(secret_key);
   if (!secret.is_string() || secret.get<std::string>().empty())
-    return invalid(secret_key + " must be a non-empty string");
+    return invalid_argument(secret_key + " must be a non-empty string");
   c.password = secret.get<std::string>();
-  if (has_control(c.password)) return invalid(secret_key + " must not contain NUL bytes or line breaks");
+  if (has_control(c.password)) return invalid_argument(secret_key + " must not contain NUL bytes or line breaks");
   c.username = "git";  // a token alone: hosts accept it under any user name
   if (has_user) {
     auto user = text(j, "username");
@@ -160,31 +159,31 @@ result<request> parse_request(op o, std::string_view body) {
   for (const auto& [key, value] : j.items()) {
     if (key == "path" || key == "timeout_s") continue;
     if (std::find(all_fields.begin(), all_fields.end(), key) == all_fields.end())
-      return invalid("unknown field '" + key + "'");
+      return invalid_argument("unknown field '" + key + "'");
     if (std::find(takes.begin(), takes.end(), key) == takes.end())
-      return invalid(key + " does not apply to " + std::string(to_string(o)));
+      return invalid_argument(key + " does not apply to " + std::string(to_string(o)));
   }
 
   request req;
   req.operation = o;
-  if (!j.contains("path")) return invalid("path is required");
+  if (!j.contains("path")) return invalid_argument("path is required");
   auto path = text(j, "path");
   if (!path) return std::move(path).err();
-  if ((*path)[0] != '/') return invalid("path must be absolute");
+  if ((*path)[0] != '/') return invalid_argument("path must be absolute");
   req.path = *path;
 
   if (j.contains("timeout_s")) {
     const json& t = j["timeout_s"];
     if (!t.is_number_integer() || t.get<std::int64_t>() < 1 || t.get<std::int64_t>() > 2'000'000)
-      return invalid("timeout_s must be an integer between 1 and 2000000");
+      return invalid_argument("timeout_s must be an integer between 1 and 2000000");
     req.timeout = std::chrono::seconds(t.get<std::int64_t>());
   }
   if (j.contains("url")) {
     auto url = text(j, "url");
     if (!url) return std::move(url).err();
-    if ((*url)[0] == '-') return invalid("url must not start with '-'");
+    if ((*url)[0] == '-') return invalid_argument("url must not start with '-'");
     if (url_has_password(*url))
-      return invalid("url must not carry a password (it would be written to .git/config): use username and password");
+      return invalid_argument("url must not carry a password (it would be written to .git/config): use username and password");
     req.url = *url;
   }
   for (const char* key : {"branch", "remote"}) {
@@ -196,23 +195,23 @@ result<request> parse_request(op o, std::string_view body) {
   if (j.contains("depth")) {
     const json& d = j["depth"];
     if (!d.is_number_integer() || d.get<std::int64_t>() < 1 || d.get<std::int64_t>() > 2147483647)
-      return invalid("depth must be an integer of at least 1");
+      return invalid_argument("depth must be an integer of at least 1");
     req.depth = static_cast<int>(d.get<std::int64_t>());
   }
   if (j.contains("message")) {
     const json& m = j["message"];
-    if (!m.is_string() || m.get<std::string>().empty()) return invalid("message must be a non-empty string");
+    if (!m.is_string() || m.get<std::string>().empty()) return invalid_argument("message must be a non-empty string");
     req.message = m.get<std::string>();
-    if (req.message.find('\0') != std::string::npos) return invalid("message must not contain NUL bytes");
+    if (req.message.find('\0') != std::string::npos) return invalid_argument("message must not contain NUL bytes");
   }
   if (j.contains("files")) {
     const json& f = j["files"];
-    if (!f.is_array() || f.empty()) return invalid("files must be a non-empty array of strings");
+    if (!f.is_array() || f.empty()) return invalid_argument("files must be a non-empty array of strings");
     for (std::size_t i = 0; i < f.size(); ++i) {
       if (!f[i].is_string() || f[i].get<std::string>().empty())
-        return invalid("files[" + std::to_string(i) + "] must be a non-empty string");
+        return invalid_argument("files[" + std::to_string(i) + "] must be a non-empty string");
       if (f[i].get<std::string>().find('\0') != std::string::npos)
-        return invalid("files[" + std::to_string(i) + "] must not contain NUL bytes");
+        return invalid_argument("files[" + std::to_string(i) + "] must not contain NUL bytes");
       req.files.push_back(f[i].get<std::string>());
     }
   }
@@ -229,9 +228,9 @@ result<request> parse_request(op o, std::string_view body) {
   }
   if (auto c = parse_credentials(j, req); !c) return std::move(c).err();
 
-  if (o == op::clone && req.url.empty()) return invalid("url is required");
-  if (o == op::commit && req.message.empty()) return invalid("message is required");
-  if (o == op::checkout && req.branch.empty()) return invalid("branch is required");
+  if (o == op::clone && req.url.empty()) return invalid_argument("url is required");
+  if (o == op::commit && req.message.empty()) return invalid_argument("message is required");
+  if (o == op::checkout && req.branch.empty()) return invalid_argument("branch is required");
   return req;
 }
 

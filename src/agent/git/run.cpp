@@ -15,6 +15,7 @@
 
 #include "git/credentials.hpp"
 #include "process/child.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::agent::git {
 namespace {
@@ -22,7 +23,6 @@ namespace {
 namespace asio = boost::asio;
 using asio::posix::stream_descriptor;
 using steady = std::chrono::steady_clock;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t read_chunk = 64 * 1024;
 
 struct capture {

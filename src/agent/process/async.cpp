@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <boost/system/system_error.hpp>
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::agent {
 
 namespace asio = boost::asio;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 asio::awaitable<void> fifo_mutex::lock() {
   if (!locked_) {

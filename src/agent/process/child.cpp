@@ -30,7 +30,7 @@ std::atomic<bool> pidfd_enabled{true};
 
 bool has_nul(const std::string& s) { return s.find('\0') != std::string::npos; }
 
-std::string read_small_file(const std::string& path) {
+std::string read_proc_file(const std::string& path) {
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return {};
   std::string out;
@@ -47,7 +47,7 @@ std::string read_small_file(const std::string& path) {
 // Field `index` (0 = state, 1 = ppid, 2 = pgrp, 3 = session) after "pid (comm) " of /proc/pid/stat; comm may hold
 // anything, so count from its closing parenthesis.
 long stat_field(pid_t pid, int index) {
-  std::string stat = read_small_file("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
   auto close_paren = stat.rfind(')');
   if (close_paren == std::string::npos) return -1;
   std::string_view rest = std::string_view(stat).substr(close_paren + 1);
@@ -241,7 +241,7 @@ std::vector<pid_t> children_of(pid_t pid) {
   std::vector<pid_t> out;
   std::string path = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children";
   if (::access(path.c_str(), R_OK) == 0) {
-    std::string text = read_small_file(path);
+    std::string text = read_proc_file(path);
     const char* p = text.data();
     const char* end = p + text.size();
     while (p < end) {

@@ -13,7 +13,7 @@ std::string& root_setting() {
   return root;
 }
 
-std::optional<std::string> read_small_file(const std::string& path) {
+std::optional<std::string> read_cgroup_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
   std::ostringstream text;
@@ -44,7 +44,7 @@ std::optional<std::uint64_t> parse_oom_kill(std::string_view text) {
 
 std::optional<std::uint64_t> oom_kill_count(const std::string& root) {
   for (const char* file : {"/memory/memory.oom_control", "/memory.events"}) {
-    auto text = read_small_file(root + file);
+    auto text = read_cgroup_file(root + file);
     if (!text) continue;
     if (auto n = parse_oom_kill(*text)) return n;
   }

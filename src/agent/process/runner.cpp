@@ -18,6 +18,7 @@
 #include "process/child.hpp"
 #include "process/oom.hpp"
 #include "process/output.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::agent {
 namespace {
@@ -26,7 +27,6 @@ namespace asio = boost::asio;
 using asio::posix::stream_descriptor;
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t read_chunk = 64 * 1024;  // the default pipe capacity
 
 std::chrono::milliseconds since(steady::time_point start) {

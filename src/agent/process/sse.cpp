@@ -6,11 +6,11 @@
 #include <cerrno>
 
 #include "process/exec_json.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::agent {
 
 namespace asio = boost::asio;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 sse_writer::sse_writer(unix_exchange& ex, bool binary)
     : ex_(ex), writer_(ex), gone_signal_(ex.stream.get_executor(), asio::steady_timer::time_point::max()), binary_(binary) {}

@@ -6,13 +6,13 @@
 #include "pty/session.hpp"
 #include "pty/terminal.hpp"
 #include "pty/wire.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::agent::pty {
 namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-using http::detail::use_tuple;
 
 constexpr std::size_t max_input_message = 1u << 20;
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "pty/wire.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::agent::pty {
 namespace {
@@ -26,7 +27,6 @@ using error_code = boost::system::error_code;
 using asio::posix::stream_descriptor;
 using steady = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // What goes to the client, in order, through the one coroutine that writes to the socket.
 struct outgoing {

@@ -14,9 +14,8 @@ namespace {
 
 namespace asio = boost::asio;
 using nlohmann::json;
-using sessions::registry;
+using session_registry = sessions::registry;
 
-error invalid(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
 
 struct session_call {
   sessions::exec_params params;
@@ -26,9 +25,9 @@ struct session_call {
 result<std::chrono::milliseconds> parse_timeout(const json& j) {
   auto max = sessions::current_limits().max_timeout;
   auto range = [&](const char* name, std::int64_t max_value) {
-    return invalid(std::string(name) + " must be a positive number no greater than " + std::to_string(max_value));
+    return invalid_argument(std::string(name) + " must be a positive number no greater than " + std::to_string(max_value));
   };
-  if (j.contains("timeout_s") && j.contains("timeout_ms")) return invalid("give timeout_s or timeout_ms, not both");
+  if (j.contains("timeout_s") && j.contains("timeout_ms")) return invalid_argument("give timeout_s or timeout_ms, not both");
   if (j.contains("timeout_s")) {
     const json& v = j["timeout_s"];
     auto max_s = std::chrono::duration_cast<std::chrono::seconds>(max).count();
@@ -52,14 +51,14 @@ result<session_call> parse_session_exec(std::string_view body) {
   if (auto known = check_fields(*j, {"command", "timeout_s", "timeout_ms", "binary"}); !known)
     return std::move(known).err();
   session_call call;
-  if (!j->contains("command") || !(*j)["command"].is_string()) return invalid("command must be a string");
+  if (!j->contains("command") || !(*j)["command"].is_string()) return invalid_argument("command must be a string");
   call.params.command = (*j)["command"].get<std::string>();
-  if (call.params.command.empty()) return invalid("command must not be empty");
+  if (call.params.command.empty()) return invalid_argument("command must not be empty");
   auto timeout = parse_timeout(*j);
   if (!timeout) return std::move(timeout).err();
   call.params.timeout = *timeout;
   if (j->contains("binary")) {
-    if (!(*j)["binary"].is_boolean()) return invalid("binary must be a boolean");
+    if (!(*j)["binary"].is_boolean()) return invalid_argument("binary must be a boolean");
     call.binary = (*j)["binary"].get<bool>();
   }
   return call;
@@ -72,9 +71,9 @@ asio::awaitable<http::response> create_session(http::context& ctx) {
   if (!j) co_return http::error_response(j.err(), ctx.request_id);
   if (auto known = check_fields(*j, {"name"}); !known) co_return http::error_response(known.err(), ctx.request_id);
   if (!j->contains("name") || !(*j)["name"].is_string())
-    co_return http::error_response(invalid("name must be a string"), ctx.request_id);
+    co_return http::error_response(invalid_argument("name must be a string"), ctx.request_id);
   auto ex = co_await asio::this_coro::executor;
-  auto made = registry::of(ex).create(ex, (*j)["name"].get<std::string>());
+  auto made = session_registry::of(ex).create(ex, (*j)["name"].get<std::string>());
   if (!made) co_return http::error_response(made.err(), ctx.request_id);
   co_return http::json_response(
       201, {{"name", made->name}, {"created_at", format_time(made->created_at)}, {"pid", pid_json(made->pid)}});
@@ -83,7 +82,7 @@ asio::awaitable<http::response> create_session(http::context& ctx) {
 asio::awaitable<http::response> list_sessions(http::context&) {
   auto ex = co_await asio::this_coro::executor;
   json items = json::array();
-  for (const auto& s : registry::of(ex).list()) {
+  for (const auto& s : session_registry::of(ex).list()) {
     items.push_back({{"name", s.name},
                      {"created_at", format_time(s.created_at)},
                      {"pid", pid_json(s.pid)},
@@ -95,7 +94,7 @@ asio::awaitable<http::response> list_sessions(http::context&) {
 
 asio::awaitable<http::response> delete_session(http::context& ctx) {
   auto ex = co_await asio::this_coro::executor;
-  auto removed = registry::of(ex).remove(ctx.params["name"]);
+  auto removed = session_registry::of(ex).remove(ctx.params["name"]);
   if (!removed) co_return http::error_response(removed.err(), ctx.request_id);
   co_return http::empty_response(204);
 }
@@ -110,7 +109,7 @@ asio::awaitable<http::response> exec_whole(http::context& ctx, const std::string
   auto call = parse_session_exec(ctx.req.body());
   if (!call) co_return http::error_response(call.err(), ctx.request_id);
   auto ex = co_await asio::this_coro::executor;
-  registry& reg = registry::of(ex);
+  session_registry& reg = session_registry::of(ex);
   auto done = co_await reg.exec(name, call->params);
   if (!done) co_return http::error_response(done.err(), ctx.request_id);
   co_return http::json_response(200, outcome_json(*done, call->binary));
@@ -138,7 +137,7 @@ asio::awaitable<bool> exec_events(unix_exchange& ex, const std::string& name) {
     error e = call.err();
     co_return co_await http::respond_error(ex, e);
   }
-  registry& reg = registry::of(ex.stream.get_executor());
+  session_registry& reg = session_registry::of(ex.stream.get_executor());
   if (!reg.has(name)) {
     error e = make_error(errc::not_found, "session " + name + " not found");
     co_return co_await http::respond_error(ex, e);

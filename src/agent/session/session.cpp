@@ -22,6 +22,7 @@
 
 #include "process/async.hpp"
 #include "process/child.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::agent::sessions {
 namespace {
@@ -30,7 +31,6 @@ namespace asio = boost::asio;
 using asio::posix::stream_descriptor;
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t read_chunk = 64 * 1024;
 
 limits configured;

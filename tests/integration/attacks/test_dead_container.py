@@ -14,52 +14,23 @@ address). The upstream is a server on the host's loopback, allowed by the operat
 egress.allowed_ranges as in test_egress.py."""
 
 import http.client
-import http.server
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from sandfort_harness import IMAGE, Daemon, docker, docker_container  # noqa: E402
+from sandfort_harness import IMAGE, Daemon, HostUpstream, docker, docker_container  # noqa: E402
 
 # curl bypasses the proxy for localhost because of NO_PROXY; these tests want the proxy.
 THROUGH_PROXY = {"NO_PROXY": "", "no_proxy": ""}
 
 
-class Upstream:
-    """An HTTP server on the host's 127.0.0.1 that counts the requests reaching it."""
-
-    def __init__(self):
-        outer = self
-        self.hits = 0
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                outer.hits += 1
-                body = b"upstream says hi\n"
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-
-
 @pytest.fixture(scope="module")
 def upstream():
-    u = Upstream()
+    u = HostUpstream()
     yield u
     u.close()
 
@@ -195,11 +166,11 @@ def test_killed_agent_stops_the_sandbox_and_its_address_serves_nobody(attack_dae
             assert b"private page of another tenant" not in body
             time.sleep(0.05)
         # The dead sandbox's credential, used from its old address: refused.
-        before = upstream.hits
+        before = len(upstream.requests)
         out = subprocess.run(["docker", "exec", impostor, "curl", "-sS", "-m", "10", "-o", "/dev/null",
                               "-w", "%{http_code}", "--proxy", proxy, url], capture_output=True, text=True)
         assert out.stdout == "407", (out.stdout, out.stderr)
-        assert upstream.hits == before
+        assert len(upstream.requests) == before
     finally:
         docker("DELETE", f"/containers/{impostor}?force=true")
     # Started again, it is reachable again under its own name, credential included.
@@ -230,11 +201,11 @@ def test_credential_copied_into_another_sandbox_is_refused(victim, attacker, ups
     stolen = credential_of(victim, a)
     assert proxied_status(victim, a, stolen, url) == "200"  # good where it belongs
     assert proxied_status(attacker, b, credential_of(attacker, b), url) == "200"
-    before = upstream.hits
+    before = len(upstream.requests)
     # Root in B holds A's secret (leaked, or read while A's agent was B's): the proxy says 407.
     assert proxied_status(attacker, b, stolen, url) == "407"
     r = attacker.exec(b["id"], command=f"curl -sS -m 10 -p --proxy {stolen} {url}", env=THROUGH_PROXY, timeout_s=30)
     assert r["exit_code"] != 0 and "407" in r["stderr"], r
-    assert upstream.hits == before
+    assert len(upstream.requests) == before
     victim.delete(f"/v1/sandboxes/{a['id']}")
     attacker.delete(f"/v1/sandboxes/{b['id']}")

@@ -11,6 +11,7 @@
 
 #include "pty/terminal.hpp"
 #include "support.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 using namespace sandfort;
 using namespace sandfort::agent::pty;
@@ -20,7 +21,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 struct finished {
   std::string output;

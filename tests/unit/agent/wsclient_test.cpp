@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "sandfort/wsclient/client.hpp"
+#include "sandfort/http/use_tuple.hpp"
 #include "support/run_coroutine.hpp"
 
 using namespace sandfort;
@@ -32,7 +33,6 @@ using sandfort::testing::run_coroutine;
 
 namespace {
 
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 enum class behaviour { echo, refuse, silent };
 

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/http/use_tuple.hpp"
 #include "support.hpp"
 
 using namespace sandfort;
@@ -30,7 +31,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // Recorded from Docker 20.10.24 (API 1.41): `docker kill -s KILL`, `docker network disconnect`,
 // an OOM kill, `docker rm -f`.

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "sandfort/http/url_client.hpp"
+#include "sandfort/http/use_tuple.hpp"
 #include "support.hpp"
 
 using namespace sandfort;
@@ -36,7 +37,6 @@ namespace ssl = boost::asio::ssl;
 
 namespace {
 
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // ---- certificates -------------------------------------------------------------------------
 

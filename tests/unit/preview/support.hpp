@@ -26,6 +26,7 @@
 #include "sandfort/http/server.hpp"
 #include "sandfort/http/stream.hpp"
 #include "sandfort/preview/server.hpp"
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::preview::test {
 
@@ -34,7 +35,6 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using tcp_exchange = http::exchange<http::tcp_protocol>;
-inline constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 inline const std::string sandbox_a = "sbx-00000000000000aa";
 inline const std::string sandbox_b = "sbx-00000000000000bb";

@@ -37,6 +37,7 @@
 
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/proxy/proxy.hpp"
+#include "sandfort/http/use_tuple.hpp"
 #include "support/descriptor_squeeze.hpp"
 #include "support/raw_client.hpp"
 
@@ -48,7 +49,6 @@ using asio::ip::tcp;
 
 namespace {
 
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 std::string base64(std::string_view in) {
   static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -32,7 +32,7 @@ std::unique_ptr<database> open_db(const std::string& path) {
 
 // Seconds after 2026-03-01T00:00:00Z as RFC 3339 text, or after midnight of a day in February.
 std::string ts_at(int second, int days_before = 0) {
-  char buf[32];
+  char buf[48];  // room for any int the compiler cannot rule out
   std::snprintf(buf, sizeof buf, "2026-%02d-%02dT%02d:%02d:%02d.000Z", days_before > 0 ? 2 : 3,
                 days_before > 0 ? 28 - days_before : 1, second / 3600, (second / 60) % 60, second % 60);
   return buf;

@@ -1,0 +1,81 @@
+#pragma once
+// The accept loop shared by the API server (server.cpp, TCP and Unix sockets) and the TLS front
+// (tls_front.cpp): a cap on open connections, and paced, rate-limited accept failures.
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "sandfort/http/server.hpp"
+#include "sandfort/http/use_tuple.hpp"
+
+namespace sandfort::http {
+
+// A listener's open connections against its cap. The accept loop counts a connection in as soon
+// as it is accepted (so the cap sees it at once); the connection counts itself out when it ends
+// (a `release`), which wakes an accept loop paused at the cap.
+class connection_slots {
+ public:
+  connection_slots(boost::asio::io_context& io, std::size_t max)
+      : max_(max), slot_freed_(io, boost::asio::steady_timer::time_point::max()) {}
+
+  std::size_t open() const { return open_; }
+  bool full() const { return open_ >= max_; }
+  void opened() { ++open_; }
+  void closed() {
+    --open_;
+    wake();
+  }
+  // Wakes accept loops paused at the cap (a slot freed, or the listener stopping). The timer never
+  // expires: cancelling it is the signal (setting its expiry again would cancel other waiters).
+  void wake() { slot_freed_.cancel(); }
+  boost::asio::awaitable<void> until_woken() {
+    co_await slot_freed_.async_wait(use_tuple);
+  }
+
+  // Held by a connection for its lifetime.
+  class release {
+   public:
+    explicit release(connection_slots& slots) : slots_(slots) {}
+    release(const release&) = delete;
+    release& operator=(const release&) = delete;
+    ~release() { slots_.closed(); }
+
+   private:
+    connection_slots& slots_;
+  };
+
+ private:
+  std::size_t max_;
+  std::size_t open_ = 0;
+  boost::asio::steady_timer slot_freed_;
+};
+
+// Accepts until the acceptor is closed or `stopping` turns true, and hands each socket, already
+// counted in `slots`, to `start` (which must release the slot when the connection ends).
+template <typename Acceptor, typename Start>
+boost::asio::awaitable<void> accept_connections(Acceptor& acceptor, connection_slots& slots, accept_backoff& backoff,
+                                                const bool& stopping, Start start) {
+  while (!stopping) {
+    if (slots.full()) {
+      backoff.warn_limited(std::to_string(slots.open()) +
+                           " connections open (max_connections): accepting paused until one closes");
+      co_await slots.until_woken();
+      continue;
+    }
+    auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
+    if (ec) {
+      if (ec == boost::asio::error::operation_aborted || !acceptor.is_open() || stopping) break;
+      co_await backoff.after(ec);
+      continue;
+    }
+    slots.opened();
+    start(std::move(socket));
+  }
+}
+
+}  // namespace sandfort::http
