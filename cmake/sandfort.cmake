@@ -17,6 +17,13 @@ add_library(sandfort_sanitize INTERFACE)
 if(SANDFORT_SANITIZE)
   target_compile_options(sandfort_sanitize INTERFACE -fsanitize=${SANDFORT_SANITIZE} -fno-omit-frame-pointer)
   target_link_options(sandfort_sanitize INTERFACE -fsanitize=${SANDFORT_SANITIZE})
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang" AND SANDFORT_SANITIZE MATCHES "undefined")
+    # clang <= 16: -fsanitize=function (part of "undefined") puts prologue data on the split
+    # functions of a coroutine and the backend fails with "Cannot represent a difference across
+    # sections" (llvm/llvm-project#49689, #54153), e.g. on src/http/url_client.cpp.
+    target_compile_options(sandfort_sanitize INTERFACE -fno-sanitize=function)
+    target_link_options(sandfort_sanitize INTERFACE -fno-sanitize=function)
+  endif()
 endif()
 
 # sandfort_module(NAME SOURCES ... DEPS ...) makes library target sandfort_NAME

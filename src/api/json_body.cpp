@@ -1,5 +1,9 @@
 #include "json_body.hpp"
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
 namespace sandfort::api {
 
 using nlohmann::json;
@@ -36,10 +40,20 @@ result<void> read(const json& j, const char* key, bool& out) {
 result<void> read(const json& j, const char* key, std::optional<std::int64_t>& out) {
   if (absent(j, key)) return {};
   const json& v = j.at(key);
-  if (v.is_number_integer()) {
+  if (v.is_number_unsigned()) {
+    // nlohmann keeps integers above INT64_MAX as unsigned: reading them as int64 would wrap.
+    if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return wrong_type(key, "an integer from -2^63 to 2^63-1");
     out = v.get<std::int64_t>();
-  } else if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))) {
-    out = static_cast<std::int64_t>(v.get<double>());
+  } else if (v.is_number_integer()) {
+    out = v.get<std::int64_t>();
+  } else if (v.is_number_float()) {
+    // 3.0 is 3. Casting a double outside [-2^63, 2^63) to an integer is undefined behaviour
+    // (found by tests/fuzz/fuzz_api_json: {"ttl_s": 1e300}), so the range is checked first.
+    constexpr double two_to_63 = 9223372036854775808.0;
+    const double d = v.get<double>();
+    if (!(d >= -two_to_63 && d < two_to_63) || d != std::trunc(d)) return wrong_type(key, "an integer");
+    out = static_cast<std::int64_t>(d);
   } else {
     return wrong_type(key, "an integer");
   }

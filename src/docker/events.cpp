@@ -17,6 +17,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <charconv>
+#include <limits>
 
 #include "engine_errors.hpp"
 #include "json_access.hpp"
@@ -97,7 +98,10 @@ result<engine_event> parse_event(std::string_view line) {
   }
   ev.time = integer_of(member(j, "time"));
   ev.time_nano = integer_of(member(j, "timeNano"));
-  if (ev.time_nano == 0 && ev.time > 0) ev.time_nano = ev.time * 1'000'000'000;
+  // Seconds past 2262 do not fit in nanoseconds (signed overflow): such a time is left unknown.
+  constexpr std::int64_t ns_per_s = 1'000'000'000;
+  if (ev.time_nano == 0 && ev.time > 0 && ev.time <= std::numeric_limits<std::int64_t>::max() / ns_per_s)
+    ev.time_nano = ev.time * ns_per_s;
   return ev;
 }
 

@@ -82,6 +82,10 @@ result<authority> parse_authority(std::string_view text) {
     if (out.host.size() > max_host_length) return bad("the host name is too long");
     for (char c : out.host)
       if (!name_char(c)) return bad("the host has a character a host name cannot have");
+    // Empty labels: ".x", "x..y", and "x.." (which normalize_host would read as "x.", and
+    // host_allowed, normalizing again, as "x"). One trailing dot, an absolute name, is fine.
+    if (out.host.starts_with('.') || out.host.find("..") != std::string::npos)
+      return bad("the host has an empty label");
   }
   auto port = parse_port(port_text);
   if (!port) return bad("the port must be a number from 1 to 65535");

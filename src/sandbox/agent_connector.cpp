@@ -1,5 +1,7 @@
 #include "sandfort/sandbox/agent_connector.hpp"
 
+#include "agent_answers.hpp"
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -116,18 +118,6 @@ asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, 
   co_return buffered_answer{parser.get().result_int(), std::move(parser.get().body())};
 }
 
-// The agent answers errors in the API's own shape; keep its message, not its status: a 4xx is
-// the caller's mistake, anything else is the agent failing.
-error agent_error(unsigned status, const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  std::string message = "agent answered " + std::to_string(status);
-  errc code = status == 400 ? errc::invalid_argument : errc::internal;
-  if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message") &&
-      j["error"]["message"].is_string())
-    message = j["error"]["message"].get<std::string>().substr(0, 4096);
-  return make_error(code, message);
-}
-
 json to_agent_json(const agent_exec& call) {
   const exec_request& r = call.request;
   json j = json::object();
@@ -142,6 +132,22 @@ json to_agent_json(const agent_exec& call) {
   j["max_output_bytes"] = call.max_output_bytes;
   if (r.binary) j["binary"] = true;
   return j;
+}
+
+}  // namespace
+
+namespace detail {
+
+// The agent answers errors in the API's own shape; keep its message, not its status: a 4xx is
+// the caller's mistake, anything else is the agent failing.
+error agent_error(unsigned status, const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  std::string message = "agent answered " + std::to_string(status);
+  errc code = status == 400 ? errc::invalid_argument : errc::internal;
+  if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message") &&
+      j["error"]["message"].is_string())
+    message = j["error"]["message"].get<std::string>().substr(0, 4096);
+  return make_error(code, message);
 }
 
 // Moves a string member out of the parsed answer (no copy of what may be megabytes).
@@ -169,7 +175,32 @@ result<exec_result> exec_result_from(json& j) {
   return out;
 }
 
-}  // namespace
+// {"items":[{"port":8080,"address":"0.0.0.0","family":"ipv4","pid":1,"process":"python3"}]}
+result<std::vector<listening_port>> parse_port_list(std::string_view body) {
+  json j = json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("items") || !j["items"].is_array())
+    return make_error(errc::internal, "agent sent a malformed port list");
+  std::vector<listening_port> out;
+  for (const auto& item : j["items"]) {
+    if (!item.is_object() || !item.contains("port") || !item["port"].is_number_integer())
+      return make_error(errc::internal, "agent sent a malformed port list");
+    const auto port = item["port"].get<std::int64_t>();
+    if (port < 1 || port > 65535) continue;  // checked before narrowing: 2^32 + 80 is not port 80
+    listening_port p;
+    p.port = static_cast<int>(port);
+    if (item.contains("address") && item["address"].is_string()) p.address = item["address"].get<std::string>();
+    if (item.contains("family") && item["family"].is_string()) p.family = item["family"].get<std::string>();
+    if (item.contains("pid") && item["pid"].is_number_integer()) p.pid = item["pid"].get<int>();
+    if (item.contains("process") && item["process"].is_string()) p.process = item["process"].get<std::string>();
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace detail
+
+using detail::agent_error;
+using detail::exec_result_from;
 
 container_connector::container_connector(docker::engine& engine, connector_options options)
     : engine_(engine), options_(std::move(options)), budget_(options_.response_budget_bytes) {}
@@ -258,23 +289,7 @@ asio::awaitable<result<std::vector<listening_port>>> container_connector::ports(
                                           {std::chrono::seconds(10), 4u << 20, options_.budget_wait}, hold);
   if (!answer) co_return std::move(answer).err();
   if (answer->status != 200) co_return agent_error(answer->status, answer->body);
-  json j = json::parse(answer->body, nullptr, false);
-  if (!j.is_object() || !j.contains("items") || !j["items"].is_array())
-    co_return make_error(errc::internal, "agent sent a malformed port list");
-  std::vector<listening_port> out;
-  for (const auto& item : j["items"]) {
-    if (!item.is_object() || !item.contains("port") || !item["port"].is_number_integer())
-      co_return make_error(errc::internal, "agent sent a malformed port list");
-    listening_port p;
-    p.port = static_cast<int>(item["port"].get<std::int64_t>());
-    if (p.port < 1 || p.port > 65535) continue;
-    if (item.contains("address") && item["address"].is_string()) p.address = item["address"].get<std::string>();
-    if (item.contains("family") && item["family"].is_string()) p.family = item["family"].get<std::string>();
-    if (item.contains("pid") && item["pid"].is_number_integer()) p.pid = item["pid"].get<int>();
-    if (item.contains("process") && item["process"].is_string()) p.process = item["process"].get<std::string>();
-    out.push_back(std::move(p));
-  }
-  co_return out;
+  co_return detail::parse_port_list(answer->body);
 }
 
 asio::awaitable<result<void>> container_connector::exec_stream(const agent_address& at, const agent_exec& call,

@@ -18,7 +18,9 @@ import urllib.parse
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("SANDFORT_BUILD_DIR", os.path.join(REPO, "build"))
 SANDFORTD = os.path.join(BUILD, "src", "sandfortd", "sandfortd")
-AGENT = os.path.join(BUILD, "src", "agent", "sandfort-agent")
+# The agent bind-mounted into sandboxes. A sanitizer build's agent cannot be static (the images have
+# no sanitizer runtime): its integration run names the shipped build's agent here.
+AGENT = os.environ.get("SANDFORT_AGENT", os.path.join(BUILD, "src", "agent", "sandfort-agent"))
 IMAGE = "sandfort/base:bookworm"
 DOCKER_SOCK = "/var/run/docker.sock"
 

@@ -103,6 +103,17 @@ TEST_CASE("events: lines that are not events are refused", "[docker][events]") {
   CHECK_FALSE(odd->exit_code);
 }
 
+TEST_CASE("events: a time past 2262 without timeNano is left unknown, not overflowed", "[docker][events]") {
+  // Found by tests/fuzz/fuzz_docker_responses: time * 1e9 overflowed int64 (undefined behaviour).
+  auto far = parse_event(R"({"Type":"container","Action":"die","time":9300000000,"Actor":{"ID":"x"}})");
+  REQUIRE(far.ok());
+  CHECK(far->time == 9300000000);
+  CHECK(far->time_nano == 0);
+  auto near = parse_event(R"({"Type":"container","Action":"die","time":1700000000,"Actor":{"ID":"x"}})");
+  REQUIRE(near.ok());
+  CHECK(near->time_nano == 1700000000LL * 1000000000LL);
+}
+
 TEST_CASE("events: the subscription's filters, and what is matched on our side", "[docker][events]") {
   auto sub = ours();
   auto filters = event_filters(sub);
