@@ -1,6 +1,9 @@
 // Resource use of a container, computed the way the docker CLI does.
 #include "sandfort/docker/engine.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace sandfort::docker {
 
 namespace {
@@ -13,7 +16,11 @@ std::int64_t int_at(const json& j, std::initializer_list<const char*> path) {
     if (!node->is_object() || !node->contains(key)) return 0;
     node = &(*node)[key];
   }
-  return node->is_number() ? node->get<std::int64_t>() : 0;
+  // Docker's counters are unsigned integers: anything else (a float, a number past 2^64 that
+  // JSON reads as one, a negative) reads as 0, so the differences below cannot overflow.
+  if (node->is_number_unsigned())
+    return static_cast<std::int64_t>(std::min<std::uint64_t>(node->get<std::uint64_t>(), INT64_MAX));
+  return 0;
 }
 
 }  // namespace

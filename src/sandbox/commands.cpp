@@ -4,6 +4,8 @@
 #include "sandfort/metrics/catalog.hpp"
 #include "sandfort/sandbox/service.hpp"  // agent_address_of
 
+#include "output_cap.hpp"
+
 #include <algorithm>
 #include <optional>
 #include <string_view>
@@ -15,12 +17,6 @@ namespace {
 // Commands are recorded as given, cut at a length that keeps an event small; environment
 // variables by name only (values are where secrets go).
 constexpr std::size_t recorded_text = 1024;
-
-// The largest length up to `at` (< s.size()) that ends at a UTF-8 character boundary.
-std::size_t char_boundary(std::string_view s, std::size_t at) {
-  while (at > 0 && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) --at;
-  return at;
-}
 
 // At a character boundary: never in the middle of a UTF-8 sequence.
 std::string cut(const std::string& s) {
@@ -69,112 +65,6 @@ audit::record refusal(audit::record note, std::int64_t asked, int max_s) {
   note.details["max_timeout_s"] = max_s;
   return note;
 }
-
-// The agent is untrusted: whatever it answers, no stream's output exceeds the cap (counted in
-// bytes of the text sent; the base64 form, when asked for, is held to the same number of raw bytes).
-void hold_to_cap(std::string& text, std::optional<std::string>& b64, std::uint64_t cap, bool& truncated) {
-  if (text.size() > cap) {
-    text.resize(char_boundary(text, static_cast<std::size_t>(cap)));
-    truncated = true;
-  }
-  const std::uint64_t whole_groups = cap / 3 * 4;
-  if (b64 && b64->size() > (cap + 2) / 3 * 4) {
-    b64->resize(static_cast<std::size_t>(whole_groups));
-    truncated = true;
-  }
-}
-
-void hold_to_cap(exec_result& r, std::uint64_t cap) {
-  hold_to_cap(r.stdout_text, r.stdout_b64, cap, r.truncated);
-  hold_to_cap(r.stderr_text, r.stderr_b64, cap, r.truncated);
-}
-
-// The same for streamed output. The agent's events are `event: stdout|stderr` with `data:
-// {"data": text, "data_b64"?: …}`, then one `exit` (or `error`). Each output event is relayed
-// rebuilt from its text (so its size follows from the text's), output beyond the cap per stream
-// is cut (the exit event then says truncated), and anything else is dropped: whatever the agent
-// sends, the caller gets at most the cap per stream and one final event.
-class capped_events final : public byte_sink {
- public:
-  capped_events(byte_sink& out, std::uint64_t cap) : out_(out), cap_(cap) {}
-
-  boost::asio::awaitable<bool> write(std::string_view bytes) override {
-    pending_.append(bytes);
-    std::size_t start = 0;
-    for (auto end = pending_.find("\n\n"); end != std::string::npos; end = pending_.find("\n\n", start)) {
-      bool relayed = co_await relay(std::string_view(pending_).substr(start, end + 2 - start));
-      if (!relayed) co_return false;
-      start = end + 2;
-    }
-    pending_.erase(0, start);
-    co_return pending_.size() <= max_event_bytes;
-  }
-
- private:
-  // A whole event of the agent's: more is not the agent (its largest is a 64 KiB chunk, escaped).
-  static constexpr std::size_t max_event_bytes = 4u << 20;
-
-  boost::asio::awaitable<bool> relay(std::string_view event) {
-    auto newline = event.find('\n');
-    std::string_view name = event.substr(0, newline);
-    if (finished_ || !name.starts_with("event: ")) co_return true;
-    name.remove_prefix(7);
-    if (name == "exit" || name == "error") {
-      finished_ = true;
-      if (name == "error" || !cut_) co_return co_await out_.write(event);
-    } else if (name != "stdout" && name != "stderr") {
-      co_return true;
-    }
-    auto j = nlohmann::json::parse(data_of(event.substr(newline + 1)), nullptr, false);
-    if (name == "exit") {
-      if (j.is_object()) j["truncated"] = true;
-      co_return co_await out_.write(frame(name, j));
-    }
-    if (!j.is_object() || !j.contains("data") || !j["data"].is_string()) co_return true;
-    co_return co_await relay_output(name, name == "stdout" ? 0 : 1, j);
-  }
-
-  boost::asio::awaitable<bool> relay_output(std::string_view name, int stream, nlohmann::json& j) {
-    std::string text = std::move(j["data"].get_ref<std::string&>());
-    std::optional<std::string> b64;
-    if (j.contains("data_b64") && j["data_b64"].is_string()) b64 = std::move(j["data_b64"].get_ref<std::string&>());
-    const std::uint64_t room = cap_ - sent_[stream];
-    if (text.size() > room) cut_ = true;
-    bool ignored = false;
-    hold_to_cap(text, b64, std::min<std::uint64_t>(room, text.size()), ignored);
-    if (text.empty()) co_return true;
-    sent_[stream] += text.size();
-    nlohmann::json chunk = {{"data", std::move(text)}};
-    if (b64) chunk["data_b64"] = std::move(*b64);
-    co_return co_await out_.write(frame(name, chunk));
-  }
-
-  // The event's data lines, joined as SSE joins them.
-  static std::string data_of(std::string_view lines) {
-    std::string data;
-    for (std::size_t at = 0; at < lines.size();) {
-      auto end = std::min(lines.find('\n', at), lines.size());
-      std::string_view line = lines.substr(at, end - at);
-      if (line.starts_with("data: ")) data.append(data.empty() ? "" : "\n").append(line.substr(6));
-      at = end + 1;
-    }
-    return data;
-  }
-
-  static std::string frame(std::string_view name, const nlohmann::json& j) {
-    std::string out = "event: ";
-    out.append(name).append("\ndata: ");
-    out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    return out + "\n\n";
-  }
-
-  byte_sink& out_;
-  std::uint64_t cap_;
-  std::string pending_;
-  std::uint64_t sent_[2] = {0, 0};
-  bool cut_ = false;
-  bool finished_ = false;
-};
 
 }  // namespace
 

@@ -189,9 +189,8 @@ def target_ok(s):
             return all(c in "0123456789abcdefABCDEF:." for c in s)
         except ValueError:
             return False
-    # Empty labels ("a..b", "x..") are accepted today; the proposed parse_authority fix refuses
-    # them (see docs/fuzzing.md), and then this line becomes: and ".." not in s and s[0] != "."
-    return name_ok(s)
+    # No empty labels ("a..b", ".x", "x.."); one trailing dot (an absolute name) is fine.
+    return name_ok(s) and ".." not in s and not s.startswith(".")
 
 
 # --- inputs ------------------------------------------------------------------------------------

@@ -2,10 +2,6 @@
 // any bytes: exec results, port lists, error bodies. sandfortd must turn each into a result or an
 // error, never crash, and never take more from it than the fields it knows.
 //
-// Needs src/sandbox/agent_answers.hpp (the patch /tmp/fuzz-patches/agent-answers-pure-functions.diff
-// of the fuzzing work moves these parsers out of agent_connector.cpp's anonymous namespace);
-// tests/fuzz/CMakeLists.txt builds this target only once that header exists.
-//
 // The first byte picks the answer: 0 exec result JSON, 1 port list, 2 error body (status from
 // the second byte).
 

@@ -358,6 +358,30 @@ def agent_answers():
         n += 1
 
 
+# --- fuzz_sse_relay: cap index, split seed, writes accepted (>= 200: byte - 200), the stream ---
+def sse_relay():
+    def ev(name, data):
+        return f"event: {name}\ndata: {data if isinstance(data, str) else json.dumps(data)}\n\n"
+    out = ev("stdout", {"data": "hello\n"})
+    streams = [
+        out + ev("stderr", {"data": "warn\n"}) + ev("exit", {"exit_code": 0, "timed_out": False, "duration_ms": 3}),
+        out * 5 + ev("exit", {"exit_code": 1}),
+        ev("stdout", {"data": "\u00e9\u20ac" * 40, "data_b64": "w6k=" * 40}) + ev("exit", {"exit_code": 0}),
+        ev("error", {"error": {"code": "internal", "message": "boom"}}),
+        ev("exit", "not json") + out,
+        "event: exit\nevent: stdout\ndata: {\"data\": \"x\"}\n\n",
+        "event: exit\rdata: {}\r\r" + out,
+        "event: stdout\ndata: {\"data\":\ndata: \"split\"}\n\n",
+        ev("bogus", {}) + ": comment\n\n" + out + ev("exit", {"exit_code": 0}) + ev("exit", {"exit_code": 1}) + out,
+        "event: stdout\ndata: {\"data\": \"no end",
+    ]
+    n = 0
+    for cap in (0, 1, 4, 6):
+        for stream in streams:
+            write("fuzz_sse_relay", f"stream-{n:03}", bytes([cap, n, n % 3 + 200 if n % 5 == 0 else 0]) + stream.encode())
+            n += 1
+
+
 def main():
     proxy()
     preview()
@@ -367,6 +391,7 @@ def main():
     http_request()
     docker()
     agent_answers()
+    sse_relay()
     for extra in sys.argv[1:]:
         globals()[extra]()
 

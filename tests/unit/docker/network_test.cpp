@@ -65,6 +65,23 @@ TEST_CASE("stats are computed as the docker CLI does, on cgroup v1 and v2 answer
   CHECK(parse_stats(nlohmann::json::object()).pids == 0);
 }
 
+// Found by tests/fuzz/fuzz_docker_responses: a counter past 2^64 is a JSON float, and reading it
+// as int64 was undefined; so was subtracting a negative "previous" counter from a huge one.
+TEST_CASE("stats read counters that are not unsigned integers as zero", "[docker]") {
+  auto odd = nlohmann::json::parse(R"({
+    "cpu_stats": {"cpu_usage": {"total_usage": 18447473406709551615}, "system_cpu_usage": 18446744073709551615,
+                  "online_cpus": 2},
+    "precpu_stats": {"cpu_usage": {"total_usage": -9223372036854775807}, "system_cpu_usage": -5},
+    "memory_stats": {"usage": 1.5e300, "limit": -1}, "pids_stats": {"current": 3.0}})");
+  auto s = parse_stats(odd);
+  CHECK(s.cpu_percent == 0);  // the total is unknown: no percentage
+  CHECK(s.memory_bytes == 0);
+  CHECK(s.memory_limit_bytes == 0);
+  CHECK(s.pids == 0);
+  auto huge = nlohmann::json::parse(R"({"memory_stats": {"usage": 18446744073709551615}})");
+  CHECK(parse_stats(huge).memory_bytes == INT64_MAX);
+}
+
 TEST_CASE("first_host_address takes IPv4 CIDRs only", "[docker]") {
   CHECK(*first_host_address("10.213.0.0/16") == "10.213.0.1");
   CHECK(*first_host_address("192.168.7.64/26") == "192.168.7.65");

@@ -304,6 +304,29 @@ TEST_CASE("sandbox: exec_stream holds a lying agent to the output cap", "[sandbo
   CHECK(sink.bytes.find("exit_code\":1") == std::string::npos);
 }
 
+// Found by reading the relay for tests/fuzz/fuzz_sse_relay: the final event used to be passed on
+// as the agent sent it, and SSE names an event by its last `event:` line.
+TEST_CASE("sandbox: exec_stream rebuilds the final event instead of passing on the agent's bytes", "[sandbox][exec]") {
+  fixture f;
+  auto v = f.create_started();
+  exec_request req;
+  req.argv = {"true"};
+  SECTION("an exit event that names another event is sent as exit") {
+    f.agent.stream_chunks = {"event: exit\nevent: stdout\ndata: {\"exit_code\":0}\nid: 7\n\n"};
+    collecting_sink sink;
+    REQUIRE(f.run(f.svc->commands().exec_stream(f.org_a.id, v.id, req, sink)).ok());
+    CHECK(sink.bytes == "event: exit\ndata: {\"exit_code\":0}\n\n");
+  }
+  SECTION("an exit or error event without a JSON object becomes an error event") {
+    const char* bad = GENERATE("event: exit\ndata: 0\n\n", "event: error\ndata: <html>\n\n", "event: exit\n\n");
+    f.agent.stream_chunks = {bad, "event: stdout\ndata: {\"data\":\"late\"}\n\n"};
+    collecting_sink sink;
+    REQUIRE(f.run(f.svc->commands().exec_stream(f.org_a.id, v.id, req, sink)).ok());
+    CHECK(sink.bytes.starts_with("event: error\ndata: {\"error\":{\"code\":\"internal\",\"message\":\"the agent sent a malformed "));
+    CHECK(sink.bytes.find("late") == std::string::npos);
+  }
+}
+
 TEST_CASE("sandbox: code_run_stream maps the language like code_run", "[sandbox][code_run]") {
   fixture f;
   auto v = f.create_started();
