@@ -41,8 +41,15 @@ function(sandfort_test name)
   cmake_parse_arguments(T "" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_DEPS} sandfort_catch_main sandfort_warnings sandfort_sanitize)
+  # UBSan's vptr check needs a pipe to test whether it may read an object: with every descriptor
+  # used up on purpose it reports valid objects as "invalid vptr". Those tests run in the plain build.
+  set(spec "")
+  if(SANDFORT_SANITIZE MATCHES "undefined")
+    set(spec "~[exhausts-descriptors]")
+  endif()
   # One ctest entry per Catch2 test case, so the summary counts real tests.
-  catch_discover_tests(${name} PROPERTIES ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1;ASAN_OPTIONS=detect_leaks=1")
+  catch_discover_tests(${name} TEST_SPEC ${spec}
+                       PROPERTIES ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1;ASAN_OPTIONS=detect_leaks=1")
 endfunction()
 
 # One version for every binary and /healthz: the project's. A version change recompiles only the

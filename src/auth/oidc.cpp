@@ -27,7 +27,7 @@ struct oidc_verifier::issuer_state {
   std::optional<time_point> last_attempt;
   result<void> last_outcome = ok_t{};
   bool fetching = false;
-  std::optional<asio::steady_timer> fetched;  // waiters for the fetch in flight; cancelled when it ends
+  std::optional<asio::steady_timer> fetched;  // while a fetch runs: its waiters wait on it
 };
 
 namespace {
@@ -155,12 +155,14 @@ awaitable<result<void>> oidc_verifier::refresh(issuer_state& is) {
     (void)ec;  // cancelled when the fetch ends: that is the signal
     co_return is.last_outcome;
   }
-  if (!is.fetched) is.fetched.emplace(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  // The timer lives as long as this fetch, on this fetch's executor: one kept for good would
+  // outlive the io_context of whoever asked first (found by the unit tests under UBSan).
+  is.fetched.emplace(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
   is.fetching = true;
   is.last_attempt = clk_.now();
   is.last_outcome = co_await fetch_keys(is);
   is.fetching = false;
-  is.fetched->cancel();
+  is.fetched.reset();  // its waiters resume, cancelled
   if (!is.last_outcome) spdlog::warn("oidc: {}", is.last_outcome.err().message);
   co_return is.last_outcome;
 }

@@ -546,7 +546,7 @@ TEST_CASE("http: at max_connections the server accepts nothing until a connectio
 }
 
 TEST_CASE("http: out of descriptors, the accept loop pauses instead of spinning, then recovers",
-          "[http][server]") {
+          "[http][server][exhausts-descriptors]") {
   app a;
   auto options = small_limits();
   std::atomic<int> warnings{0};

@@ -1126,7 +1126,7 @@ TEST_CASE("proxy: refusals at accept are logged once per source per period", "[p
                  "(egress.max_pending_per_source)") != std::string::npos);
 }
 
-TEST_CASE("proxy: out of descriptors, the accept loop pauses instead of spinning", "[proxy][server][caps]") {
+TEST_CASE("proxy: out of descriptors, the accept loop pauses instead of spinning", "[proxy][server][caps][exhausts-descriptors]") {
   harness h;
   int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   REQUIRE(client >= 0);
