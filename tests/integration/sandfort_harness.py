@@ -247,7 +247,25 @@ class Daemon:
             docker("DELETE", f"/containers/{c['Id']}?force=true")
         docker("DELETE", f"/networks/{self.network['name']}")
         remove_firewall_rules(self.network["bridge"])
+        report = sanitizer_report(self.log_path)
         shutil.rmtree(self.state_dir, ignore_errors=True)
+        # A daemon built with ASan+UBSan (scripts/test's sanitized run) stops at its first finding;
+        # the finding, not just the failures it causes, fails the test.
+        assert report is None, "sandfortd's sanitizer report:\n" + report
+
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: ")
+
+
+def sanitizer_report(log_path):
+    """The sanitizer report in a daemon's log, from its first line, or None."""
+    try:
+        with open(log_path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    at = min((i for i in (text.find(m) for m in SANITIZER_MARKS) if i >= 0), default=-1)
+    return None if at < 0 else text[max(0, text.rfind("\n", 0, at) + 1):][:6000]
 
 
 def firewall_rules(bridge, tool="iptables"):
