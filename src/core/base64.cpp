@@ -60,6 +60,13 @@ std::optional<std::string> base64_decode(std::string_view in) {
   return out;
 }
 
+std::string base64url_encode(std::string_view bytes) {
+  std::string out = base64_encode(bytes);
+  while (!out.empty() && out.back() == '=') out.pop_back();
+  for (char& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  return out;
+}
+
 std::optional<std::string> base64url_decode(std::string_view in) {
   if (in.size() % 4 == 1) return std::nullopt;
   std::string out;

@@ -20,6 +20,8 @@
 #include <string>
 #include <string_view>
 
+#include "sandfort/core/base64.hpp"
+
 #include "sandfort/auth/jwt.hpp"
 #include "support.hpp"
 
@@ -32,23 +34,7 @@ namespace {
 constexpr const char* issuer = "https://idp.example.test";
 const time_point now = time_point(std::chrono::seconds(1767225600));
 
-std::string b64url(std::string_view in) {
-  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  std::uint32_t bits = 0;
-  int count = 0;
-  for (unsigned char c : in) {
-    bits = (bits << 8) | c;
-    count += 8;
-    while (count >= 6) {
-      count -= 6;
-      out.push_back(alphabet[(bits >> count) & 63u]);
-    }
-    bits &= (1u << count) - 1u;
-  }
-  if (count > 0) out.push_back(alphabet[(bits << (6 - count)) & 63u]);
-  return out;
-}
+std::string b64url(std::string_view in) { return base64url_encode(in); }
 
 using pkey_ptr = std::shared_ptr<EVP_PKEY>;
 

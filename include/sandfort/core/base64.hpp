@@ -14,6 +14,7 @@ std::string base64_encode(std::string_view bytes);
 // Standard alphabet; padding required, '=' only at the end. The empty string decodes to "".
 std::optional<std::string> base64_decode(std::string_view text);
 // URL-safe alphabet without padding (section 5), as JWS and JWK use it.
+std::string base64url_encode(std::string_view bytes);
 std::optional<std::string> base64url_decode(std::string_view text);
 
 }  // namespace sandfort

@@ -18,29 +18,15 @@
 #include <string>
 #include <string_view>
 
+#include "sandfort/core/base64.hpp"
+
 namespace sandfort::testing::jwt_support {
 
 using nlohmann::json;
 
 using pkey_ptr = std::shared_ptr<EVP_PKEY>;
 
-inline std::string b64url(std::string_view in) {
-  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  std::uint32_t bits = 0;
-  int count = 0;
-  for (unsigned char c : in) {
-    bits = (bits << 8) | c;
-    count += 8;
-    while (count >= 6) {
-      count -= 6;
-      out.push_back(alphabet[(bits >> count) & 63u]);
-    }
-    bits &= (1u << count) - 1u;
-  }
-  if (count > 0) out.push_back(alphabet[(bits << (6 - count)) & 63u]);
-  return out;
-}
+inline std::string b64url(std::string_view in) { return base64url_encode(in); }
 
 inline pkey_ptr own(EVP_PKEY* k) {
   REQUIRE(k != nullptr);

@@ -15,6 +15,10 @@ TEST_CASE("base64: RFC 4648 test vectors both ways") {
   CHECK(base64_encode(std::string("\xff\xfe\x00", 3)) == "//4A");
   CHECK(base64url_decode("__4A") == std::optional<std::string>(std::string("\xff\xfe\x00", 3)));
   CHECK(base64url_decode("Zm9vYg") == std::optional<std::string>("foob"));
+  CHECK(base64url_encode(std::string("\xff\xfe\x00", 3)) == "__4A");
+  CHECK(base64url_encode("foob") == "Zm9vYg");
+  CHECK(base64url_encode("") == "");
+  for (const auto& [plain, encoded] : vectors) CHECK(base64url_decode(base64url_encode(plain)) == std::optional<std::string>(plain));
 }
 
 TEST_CASE("base64: one value, one encoding — everything else is refused") {
