@@ -182,7 +182,6 @@ def gate_env(daemon, env, upstream):
 
 def test_every_gate_through_run_all(daemon, gate_env, upstream):
     out = run(["bash", "examples/gates/run_all.sh"], gate_env, timeout=1200)
-    print(out.stdout)  # the gates' report, shown with pytest -s
     assert out.returncode == 0, out
     lines = out.stdout.splitlines()
     assert not [l for l in lines if l.startswith(("FAIL", "SKIP"))], out.stdout
