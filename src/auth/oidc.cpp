@@ -26,8 +26,7 @@ struct oidc_verifier::issuer_state {
   time_point fresh_until{};             // keys are used without asking again until then
   std::optional<time_point> last_attempt;
   result<void> last_outcome = ok_t{};
-  bool fetching = false;
-  std::optional<asio::steady_timer> fetched;  // while a fetch runs: its waiters wait on it
+  std::optional<asio::steady_timer> fetched;  // exactly while a fetch runs: its waiters wait on it
 };
 
 namespace {
@@ -106,7 +105,7 @@ url_fetcher network_fetcher(std::chrono::seconds timeout) {
 oidc_verifier::oidc_verifier(const oidc_config& cfg, store::database& db, const clock& clk, url_fetcher fetch)
     : cfg_(cfg), db_(db), clk_(clk), fetch_(std::move(fetch)) {
   for (const auto& ic : cfg.issuers) {
-    auto is = std::make_unique<issuer_state>(issuer_state{ic, {}, ic.jwks_uri, {}, {}, {}, ok_t{}, false, {}});
+    auto is = std::make_unique<issuer_state>(issuer_state{ic, {}, ic.jwks_uri, {}, {}, {}, ok_t{}, {}});
     is->policy.issuer = ic.issuer;
     is->policy.audiences = ic.audiences;
     for (const auto& a : ic.algorithms)
@@ -150,7 +149,7 @@ awaitable<result<void>> oidc_verifier::fetch_keys(issuer_state& is) {
 
 // One fetch per issuer at a time: whoever comes while it runs waits for its outcome.
 awaitable<result<void>> oidc_verifier::refresh(issuer_state& is) {
-  if (is.fetching) {
+  if (is.fetched) {
     auto [ec] = co_await is.fetched->async_wait(asio::as_tuple(asio::use_awaitable));
     (void)ec;  // cancelled when the fetch ends: that is the signal
     co_return is.last_outcome;
@@ -158,10 +157,8 @@ awaitable<result<void>> oidc_verifier::refresh(issuer_state& is) {
   // The timer lives as long as this fetch, on this fetch's executor: one kept for good would
   // outlive the io_context of whoever asked first (found by the unit tests under UBSan).
   is.fetched.emplace(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
-  is.fetching = true;
   is.last_attempt = clk_.now();
   is.last_outcome = co_await fetch_keys(is);
-  is.fetching = false;
   is.fetched.reset();  // its waiters resume, cancelled
   if (!is.last_outcome) spdlog::warn("oidc: {}", is.last_outcome.err().message);
   co_return is.last_outcome;
