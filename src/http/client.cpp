@@ -35,7 +35,7 @@ asio::awaitable<result<response>> unix_request(std::string socket_path, request 
   auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
   if (wec) co_return make_error(errc::unavailable, "write to " + socket_path + " failed: " + wec.message());
 
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer = bounded_read_buffer();
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(options.body_limit);
   auto [rec, rn] = co_await bhttp::async_read(stream, buffer, parser, use_tuple);

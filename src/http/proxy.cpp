@@ -1,6 +1,7 @@
 #include "sandfort/http/proxy.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
+#include <algorithm>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
@@ -25,8 +26,8 @@ asio::awaitable<relayed> relay_body(InStream& in, beast::flat_buffer& in_buffer,
                                     Serializer& sr, Arm arm) {
   std::vector<char> chunk(piece);
   // Beast reads no more than the buffer has room for: without room, a body arrives 512 bytes
-  // at a time.
-  in_buffer.reserve(piece);
+  // at a time. Within the buffer's bound (reserve would raise it).
+  in_buffer.reserve(std::min(piece, in_buffer.max_size()));
   arm();
   auto [hec, hn] = co_await bhttp::async_write_header(out, sr, use_tuple);
   if (hec) co_return relayed::writer_failed;
@@ -136,7 +137,7 @@ asio::awaitable<relay_result> relay_exchange(exchange<tcp_protocol>& ex, beast::
   // An upstream that stopped reading the body may still have answered it (413, 401): its
   // answer is worth more to the client than a reset.
 
-  beast::flat_buffer up_buffer;
+  beast::flat_buffer up_buffer = bounded_read_buffer();
   bhttp::response_parser<bhttp::buffer_body> res_parser;
   res_parser.body_limit(boost::none);
   res_parser.header_limit(16 * 1024);

@@ -3,6 +3,7 @@
 #include "accept_loop.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <algorithm>
 #include <cctype>
 #include <string_view>
 #include <boost/asio/co_spawn.hpp>
@@ -72,7 +73,11 @@ response handle_bad_request(const std::string& message, const std::string& reque
   return error_response(make_error(code, message), request_id);
 }
 
-constexpr std::size_t max_header_bytes = 64 * 1024;
+constexpr std::size_t max_header_bytes = read_buffer_limit;
+// Past a request's header the read buffer holds no more than this: a chunk's header line with
+// its extensions, or the trailer, must fit (Node.js allows a chunk's extensions as much since
+// CVE-2024-22019), and Beast's parsing of them again on every read costs at most this much.
+constexpr std::size_t max_chunk_framing_bytes = 16 * 1024;
 
 template <typename Socket>
 peer peer_of(const Socket& socket) {
@@ -152,7 +157,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
 
   const peer from = peer_of(socket);
   stream_t<Protocol> stream(std::move(socket));
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer = bounded_read_buffer();
   auto entry = st->sessions.insert(st->sessions.end(), server::state::session_entry{[&stream](bool force) {
                                      beast::error_code ignored;
                                      if (force) stream.socket().shutdown(Protocol::socket::shutdown_both, ignored);
@@ -172,6 +177,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
     if (st->stopping) break;
 
     std::string request_id = "req-" + random_hex(8);
+    buffer.max_size(read_buffer_limit);  // never below its size: no bound set here is above this one
     // The header first: a streamed route takes the body in pieces, any other gets it whole.
     bhttp::request_parser<bhttp::empty_body> head_parser;
     head_parser.body_limit(boost::none);
@@ -190,6 +196,8 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
         request_id = std::string(given->value());
     }
     if (!hec) {
+      // The body's bytes that came with the header stay, the rest is read in bounded pieces.
+      buffer.max_size(std::max(buffer.size(), max_chunk_framing_bytes));
       std::string path;
       std::map<std::string, std::string> query, params;
       split_target(head_parser.get().target(), path, query);
@@ -244,6 +252,12 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
         res = handle_bad_request("request body exceeds the limit of " + std::to_string(st->options.body_limit) +
                                      " bytes",
                                  request_id, errc::payload_too_large);
+        close_after = true;
+        linger = true;
+      } else if (bec == bhttp::error::buffer_overflow) {
+        res = handle_bad_request("malformed HTTP request: a chunk header or the trailer is over " +
+                                     std::to_string(max_chunk_framing_bytes / 1024) + " KiB",
+                                 request_id, errc::invalid_argument);
         close_after = true;
         linger = true;
       } else if (bec) {

@@ -218,7 +218,7 @@ asio::awaitable<result<response>> exchange(Stream& stream, const fetch_job& job)
   auto [wec, written] = co_await bhttp::async_write(stream, req, use_tuple);
   if (wec) co_return unavailable(job, "sending the request", wec);
 
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer = bounded_read_buffer();
   bhttp::response_parser<bhttp::string_body> parser;
   parser.header_limit(header_limit);
   parser.body_limit(job.options.body_limit);

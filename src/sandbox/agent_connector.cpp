@@ -88,7 +88,7 @@ asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, 
   auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
   if (wec) co_return unavailable("write to the sandbox agent failed: " + wec.message());
 
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer = http::bounded_read_buffer();
   bhttp::response_parser<bhttp::string_body> parser;
   parser.header_limit(header_limit);
   parser.body_limit(limits.body_limit);
@@ -315,7 +315,7 @@ asio::awaitable<result<void>> container_connector::exec_stream(const agent_addre
     ~forget() { s.abandon = nullptr; }
   } on_exit{sink};
 
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer = http::bounded_read_buffer();
   bhttp::response_parser<bhttp::buffer_body> parser;
   parser.header_limit(header_limit);
   parser.body_limit(boost::none);

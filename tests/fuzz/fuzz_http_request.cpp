@@ -1,7 +1,8 @@
 // Attacker: anyone who can open a connection to the API (before any authentication): the
 // request head and body as src/http/server.cpp reads them, up to the handler. Beast's parser is
 // driven in memory with the server's limits (64 KiB of header, a body limit, Content-Length and
-// chunked bodies), in the pieces the input chooses; then the target is split into path and query
+// chunked bodies, 16 KiB of chunk framing pending in the read buffer), in the pieces the input
+// chooses; then the target is split into path and query
 // (split_target, percent_decode) as the router sees it, and a JSON body goes to parse_object.
 //
 // Input: one byte that picks the piece size, then the bytes on the wire.
@@ -25,14 +26,16 @@ using namespace sandfort;
 
 namespace {
 
-constexpr std::uint32_t max_header_bytes = 64 * 1024;  // src/http/server.cpp
+constexpr std::uint32_t max_header_bytes = http::read_buffer_limit;  // src/http/server.cpp
+constexpr std::size_t max_chunk_framing_bytes = 16 * 1024;           // src/http/server.cpp
 constexpr std::uint64_t body_limit = 1u << 20;          // server_options::body_limit is 16 MiB; smaller
                                                        // here so that the limit itself is reached
 
-// Feeds parser the bytes in pieces of `piece`, as async_read would: put() may consume less than
-// it was given, the rest is offered again with the next piece.
+// Feeds parser the bytes in pieces of `piece`, as async_read does with the server's read buffer:
+// put() may consume less than it was given, the rest is offered again with the next piece; with
+// `bound` bytes pending and more needed, the read fails (the buffer's max_size).
 template <class Parser>
-std::size_t feed(Parser& p, std::string_view wire, std::size_t piece, bool header_only,
+std::size_t feed(Parser& p, std::string_view wire, std::size_t piece, std::size_t bound, bool header_only,
                  boost::system::error_code& ec) {
   auto done = [&] { return header_only ? p.is_header_done() : p.is_done(); };
   std::size_t consumed = 0, received = 0;
@@ -51,7 +54,11 @@ std::size_t feed(Parser& p, std::string_view wire, std::size_t piece, bool heade
       p.put_eof(ec);  // the client closed the connection
       break;
     }
-    received = std::min(wire.size(), received + piece);
+    if (received - consumed >= bound) {
+      ec = bhttp::error::buffer_overflow;
+      break;
+    }
+    received = std::min({wire.size(), received + piece, consumed + bound});
   }
   return consumed;
 }
@@ -81,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   head.body_limit(boost::none);
   head.header_limit(max_header_bytes);
   boost::system::error_code ec;
-  std::size_t used = feed(head, wire, piece, true, ec);
+  std::size_t used = feed(head, wire, piece, http::read_buffer_limit, true, ec);
   if (ec || !head.is_header_done()) return 0;
 
   std::string path;
@@ -102,7 +109,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   bhttp::request_parser<bhttp::string_body> parser{std::move(head)};
   parser.body_limit(body_limit);
   if (auto len = parser.content_length(); len && *len > body_limit) return 0;
-  feed(parser, wire.substr(used), piece, false, ec);
+  feed(parser, wire.substr(used), piece, max_chunk_framing_bytes, false, ec);
   if (ec || !parser.is_done()) return 0;
   const auto& body = parser.get().body();
   FUZZ_CHECK(body.size() <= body_limit);

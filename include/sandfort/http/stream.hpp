@@ -14,6 +14,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -99,7 +100,7 @@ template <typename Protocol>
 boost::asio::awaitable<result<std::string>> read_small_body(exchange<Protocol>& ex, std::size_t limit) {
   std::string out;
   char chunk[16 * 1024];
-  ex.buffer.reserve(sizeof chunk);
+  ex.buffer.reserve(std::min(sizeof chunk, ex.buffer.max_size()));  // within its bound: reserve would raise it
   while (!ex.parser.is_done()) {
     ex.parser.get().body().data = chunk;
     ex.parser.get().body().size = sizeof chunk;
