@@ -34,10 +34,6 @@ std::vector<api_route> metrics_routes(dependencies& deps);
 // make a series per sandbox), method and status. `status` 0: relayed from the agent unread.
 void observe_request(const std::string& route, http::verb method, unsigned status, double seconds);
 
-// Shared by the whole and the streamed forms of exec and code-run.
-result<sandbox::exec_request> parse_exec(std::string_view body);
-result<sandbox::code_run_request> parse_code_run(std::string_view body);
-
 // How the audit chain names the caller of a request.
 audit::actor actor_of(const auth::principal& p, const std::string& request_id, const std::string& remote);
 

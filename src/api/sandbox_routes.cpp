@@ -1,9 +1,9 @@
 // Sandboxes and the commands that run in them.
 #include <charconv>
-#include <set>
 
 #include "json_body.hpp"
 #include "routes.hpp"
+#include "sandbox_bodies.hpp"
 
 namespace sandfort::api {
 
@@ -64,106 +64,6 @@ http::response exec_reply(result<sandbox::exec_result>& r, const http::context& 
   return http::json_response(200, exec_json(std::move(*r)));
 }
 
-// Fields the contract names but this build does not provide yet are refused, not ignored:
-// a caller must never believe a limit applies when it does not.
-result<void> refuse_unbuilt(const json& body) {
-  if (body.contains("resources") && body["resources"].is_object() && body["resources"].contains("disk_mb") &&
-      !body["resources"]["disk_mb"].is_null())
-    return make_error(errc::invalid_argument, "resources.disk_mb: disk quotas are not available on this backend yet");
-  return {};
-}
-
-// volumes: [{name, mount_path, read_only?}]
-result<void> read_volumes(const json& body, std::vector<sandbox::volume_request>& out) {
-  if (!body.contains("volumes") || body["volumes"].is_null()) return {};
-  const json& list = body["volumes"];
-  if (!list.is_array()) return make_error(errc::invalid_argument, "field 'volumes' must be an array");
-  for (const auto& item : list) {
-    if (!item.is_object())
-      return make_error(errc::invalid_argument, "each of 'volumes' must be an object {name, mount_path, read_only?}");
-    for (const auto& [key, unused] : item.items())
-      if (key != "name" && key != "mount_path" && key != "read_only")
-        return make_error(errc::invalid_argument, "volumes: unknown field '" + key + "' (name, mount_path, read_only)");
-    sandbox::volume_request v;
-    for (auto r : {read(item, "name", v.name), read(item, "mount_path", v.mount_path), read(item, "read_only", v.read_only)})
-      if (!r) return make_error(errc::invalid_argument, "volumes: " + r.err().message);
-    if (v.name.empty() || v.mount_path.empty())
-      return make_error(errc::invalid_argument, "volumes: each needs a name and a mount_path");
-    out.push_back(std::move(v));
-  }
-  return {};
-}
-
-result<sandbox::create_request> parse_create(const http::request& req) {
-  auto body = parse_object(req);
-  if (!body) return std::move(body).err();
-  const json& j = *body;
-  if (auto r = refuse_unbuilt(j); !r) return std::move(r).err();
-  sandbox::create_request c;
-  json resources = j.contains("resources") && !j["resources"].is_null() ? j["resources"] : json::object();
-  if (!resources.is_object()) return make_error(errc::invalid_argument, "field 'resources' must be an object");
-  // A field we do not know is refused, not ignored: a caller who writes `cpus` or `image` at the
-  // top level must not get a default sandbox and believe it got what it asked for.
-  static const std::set<std::string> known = {"name",        "snapshot", "wait",    "env",
-                                              "labels",      "egress_allowlist", "ttl_s", "idle_timeout_s",
-                                              "user",        "workdir",  "public_preview", "resources",
-                                              "volumes"};
-  for (const auto& [key, unused] : j.items())
-    if (!known.count(key)) return make_error(errc::invalid_argument, "unknown field '" + key + "'");
-  for (const auto& [key, unused] : resources.items())
-    if (key != "cpus" && key != "memory_mb" && key != "pids" && key != "disk_mb")
-      return make_error(errc::invalid_argument, "resources: unknown field '" + key + "' (cpus, memory_mb, pids)");
-  for (auto r : {read(j, "name", c.name), read(j, "snapshot", c.snapshot), read(j, "wait", c.wait),
-                 read(j, "env", c.env), read(j, "labels", c.labels), read(j, "egress_allowlist", c.egress_allowlist),
-                 read(j, "ttl_s", c.ttl_s), read(j, "idle_timeout_s", c.idle_timeout_s),
-                 read(j, "user", c.user), read(j, "workdir", c.workdir),
-                 read(j, "public_preview", c.public_preview),
-                 read(resources, "cpus", c.cpus), read(resources, "memory_mb", c.memory_mb),
-                 read(resources, "pids", c.pids), read_volumes(j, c.volumes)})
-    if (!r) return std::move(r).err();
-  return c;
-}
-
-}  // namespace
-
-result<sandbox::update_request> parse_update(const http::request& req) {
-  auto body = parse_object(req);
-  if (!body) return std::move(body).err();
-  const json& j = *body;
-  for (const auto& [key, unused] : j.items())
-    if (key != "labels" && key != "ttl_s" && key != "idle_timeout_s" && key != "egress_allowlist")
-      return make_error(errc::invalid_argument,
-                        "field '" + key + "' cannot be changed (labels, ttl_s, idle_timeout_s, egress_allowlist can)");
-  sandbox::update_request u;
-  for (auto r : {read(j, "labels", u.labels), read(j, "ttl_s", u.ttl_s), read(j, "idle_timeout_s", u.idle_timeout_s),
-                 read(j, "egress_allowlist", u.egress_allowlist)})
-    if (!r) return std::move(r).err();
-  return u;
-}
-
-result<sandbox::exec_request> parse_exec(std::string_view raw) {
-  auto body = parse_object(raw);
-  if (!body) return std::move(body).err();
-  sandbox::exec_request e;
-  for (auto r : {read(*body, "command", e.command), read(*body, "argv", e.argv), read(*body, "cwd", e.cwd),
-                 read(*body, "env", e.env), read(*body, "stdin", e.stdin_data), read(*body, "timeout_s", e.timeout_s),
-                 read(*body, "binary", e.binary)})
-    if (!r) return std::move(r).err();
-  return e;
-}
-
-result<sandbox::code_run_request> parse_code_run(std::string_view raw) {
-  auto body = parse_object(raw);
-  if (!body) return std::move(body).err();
-  sandbox::code_run_request c;
-  for (auto r : {read(*body, "language", c.language), read(*body, "code", c.code), read(*body, "argv", c.argv),
-                 read(*body, "env", c.env), read(*body, "timeout_s", c.timeout_s)})
-    if (!r) return std::move(r).err();
-  return c;
-}
-
-namespace {
-
 result<sandbox::list_request> parse_list(const http::context& ctx) {
   sandbox::list_request l;
   auto limit = query_int(ctx, "limit");
@@ -216,7 +116,7 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
   return {
       {http::verb::post, "/v1/sandboxes", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto req = parse_create(ctx.req);
+         auto req = parse_create(ctx.req.body());
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
          auto r = co_await svc.create(p.org_id, *req, who);
@@ -246,7 +146,7 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
        }},
       {http::verb::patch, "/v1/sandboxes/{id}", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto req = parse_update(ctx.req);
+         auto req = parse_update(ctx.req.body());
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
          const auto who = actor_of(p, ctx.request_id, ctx.remote);

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "routes.hpp"
+#include "sandbox_bodies.hpp"
 #include "sandfort/http/proxy.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
