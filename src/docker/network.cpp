@@ -67,7 +67,10 @@ result<network_info> parse_network(const json& body) {
   network_info info;
   info.id = string_at(body, "Id");
   info.name = string_at(body, "Name");
-  info.internal = body.value("Internal", false);
+  // Docker answers a boolean; anything else reads as "not internal", a network sandfortd refuses.
+  // (json::value() threw on another type: found by fuzz_docker_responses.)
+  auto internal = body.find("Internal");
+  info.internal = internal != body.end() && internal->is_boolean() && internal->get<bool>();
   const json& options = body.contains("Options") ? body["Options"] : json::object();
   info.bridge = string_at(options, bridge_name_option);
   if (info.bridge.empty()) info.bridge = "br-" + info.id.substr(0, 12);

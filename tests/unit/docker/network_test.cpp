@@ -44,6 +44,20 @@ TEST_CASE("a network description is read back, with Docker's implicit gateway fi
   CHECK(info->containers.size() == 2);
 }
 
+TEST_CASE("a network description with fields of unexpected types is read, never thrown on", "[docker]") {
+  // fuzz_docker_responses: "Internal" as an object made json::value() throw out of parse_network.
+  for (const char* internal : {"{}", "[]", "\"true\"", "1", "null"}) {
+    INFO(internal);
+    auto body = nlohmann::json::parse(std::string(R"({"Name": "sf", "Id": "0123456789abcdef0123", "Internal": )") +
+                                      internal + R"(, "Options": [], "IPAM": "x", "Labels": 3, "Containers": []})");
+    auto info = parse_network(body);
+    REQUIRE(info.ok());
+    CHECK_FALSE(info->internal);  // not a boolean true: not internal, so sandfortd refuses the network
+    CHECK(info->bridge == "br-0123456789ab");
+    CHECK(info->subnet.empty());
+  }
+}
+
 TEST_CASE("stats are computed as the docker CLI does, on cgroup v1 and v2 answers", "[docker]") {
   auto v1 = nlohmann::json::parse(R"({
     "pids_stats": {"current": 7},
