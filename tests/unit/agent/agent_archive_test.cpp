@@ -21,14 +21,6 @@ namespace stdfs = std::filesystem;
 
 namespace {
 
-void write_file(const std::string& path, std::string_view content, mode_t mode = 0644) {
-  {
-    std::ofstream out(path, std::ios::binary);
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  }
-  ::chmod(path.c_str(), mode);
-}
-
 // Everything a round trip must keep, per relative path: type, permission bits, content or
 // link target, modification time (seconds), and for files which other paths share the inode.
 std::map<std::string, std::string> describe_tree(const std::string& root) {
@@ -350,12 +342,6 @@ TEST_CASE("archives: entries that escape the target are refused", "[fs][tar]") {
 }
 
 namespace {
-
-unsigned mode_of(const std::string& path) {
-  struct stat st {};
-  REQUIRE(::lstat(path.c_str(), &st) == 0);
-  return static_cast<unsigned>(st.st_mode & 07777);
-}
 
 raw_response put_file(const std::string& socket, const std::string& query, std::string_view body) {
   raw_connection c(socket);

@@ -47,17 +47,6 @@ raw_response download(const std::string& socket, const std::string& path) {
   return c.read_response();
 }
 
-void write_file(const std::string& path, std::string_view content) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-}
-
-unsigned mode_of(const std::string& path) {
-  struct stat st {};
-  REQUIRE(::lstat(path.c_str(), &st) == 0);
-  return static_cast<unsigned>(st.st_mode & 07777);
-}
-
 // Names in dir that look like our temporary files.
 std::vector<std::string> temp_files_in(const std::string& dir) {
   std::vector<std::string> out;

@@ -49,11 +49,6 @@ std::map<std::string, std::string> listing(const std::string& root) {
   return out;
 }
 
-void write_file(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary);
-  out << content;
-}
-
 }  // namespace
 
 TEST_CASE("tar: numeric fields, octal or base-256", "[tar]") {

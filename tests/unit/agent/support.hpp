@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,7 +17,9 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "process/runner.hpp"
@@ -25,6 +28,22 @@
 namespace sandfort::agent::test {
 
 using sandfort::testing::run_coroutine;
+
+// Writes content to path (its mode set when given; otherwise as the umask leaves it).
+inline void write_file(const std::string& path, std::string_view content, std::optional<mode_t> mode = std::nullopt) {
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+  }
+  if (mode) ::chmod(path.c_str(), *mode);
+}
+
+// A file's permission bits (lstat: a symlink's own).
+inline unsigned mode_of(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) throw std::runtime_error("lstat " + path + " failed");
+  return static_cast<unsigned>(st.st_mode & 07777);
+}
 
 inline result<exec_result> run_sync(exec_request req) { return run_coroutine(run(std::move(req))); }
 

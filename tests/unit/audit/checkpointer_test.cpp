@@ -12,37 +12,19 @@
 #include "sandfort/audit/checkpointer.hpp"
 #include "sandfort/audit/verifier.hpp"
 #include "support.hpp"
+#include "support/manual_clock.hpp"
 
 using namespace sandfort;
+using namespace sandfort::testing;
 
 namespace {
-
-const std::string org_a = "org-000000000000000a";
-const std::string org_b = "org-000000000000000b";
-
-class fixed_clock final : public sandfort::clock {
- public:
-  time_point now() const override { return t; }
-  time_point t = time_point(std::chrono::seconds(1'767'322'800));  // 2026-01-02T03:00:00Z
-};
-
-audit::signing_key load_key(const std::string& path) {
-  auto key = audit::signing_key::load_or_create(path);
-  if (!key) throw std::runtime_error(key.err().message);
-  return std::move(*key);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 struct fixture {
   testing::temp_dir dir;
   std::unique_ptr<store::database> db = store::database::open(dir.file("sandfort.db")).value();
   audit::signing_key key = load_key(dir.file("audit.key"));
   audit::public_key pk = *audit::public_key::from_pem(key.public_key_pem());
-  fixed_clock clk;
+  testing::manual_clock clk{time_point(std::chrono::seconds(1'767'322'800))};  // 2026-01-02T03:00:00Z
   std::map<std::string, store::audit_head> heads;
 
   // Appends n sealed events to org's chain, as the journal does.

@@ -6,20 +6,16 @@
 #include "../store/temp_dir.hpp"
 #include "sandfort/audit/egress_summary.hpp"
 #include "sandfort/audit/verifier.hpp"
+#include "support/manual_clock.hpp"
 
 using namespace sandfort;
 
 namespace {
 
-class fixed_clock final : public sandfort::clock {
- public:
-  time_point now() const override { return time_point(std::chrono::seconds(1767225600)); }
-};
-
-struct fixture {
+struct egress_fixture {
   testing::temp_dir dir;
   std::unique_ptr<store::database> db = open(dir.file("sandfort.db"));
-  fixed_clock clk;
+  testing::manual_clock clk;
   audit::journal journal{*db, clk};
   audit::egress_summary egress{*db, journal, clk};
 
@@ -57,7 +53,7 @@ nlohmann::json details(const store::audit_event& e) { return nlohmann::json::par
 }  // namespace
 
 TEST_CASE("egress summary: one event per sandbox, host, port and decision, in the sandbox's organization") {
-  fixture f;
+  egress_fixture f;
   auto op = f.org("superadmin", true);
   auto a = f.org("a"), b = f.org("b");
   for (int i = 0; i < 300; ++i) f.egress.note(allow(a.id, "sbx-1", "example.com", 100, 10));
@@ -107,7 +103,7 @@ TEST_CASE("egress summary: one event per sandbox, host, port and decision, in th
 }
 
 TEST_CASE("egress summary: decisions without a trusted organization, or of a deleted one, go to the operator") {
-  fixture f;
+  egress_fixture f;
   auto gone = f.org("gone");
   f.egress.note(deny("", "sbx-claimed", "example.com", "unknown sandbox"));
   f.egress.note(deny("", "", "", "request head too large"));
@@ -131,7 +127,7 @@ TEST_CASE("egress summary: decisions without a trusted organization, or of a del
 }
 
 TEST_CASE("egress summary: a flood of distinct hosts and reasons stays bounded and the chain verifies") {
-  fixture f;
+  egress_fixture f;
   f.org("superadmin", true);
   auto a = f.org("a");
   f.egress.note(deny(a.id, "sbx-1", std::string(100000, 'x'), "r"));  // a claimed name is cut

@@ -6,20 +6,16 @@
 #include "sandfort/audit/failure_summary.hpp"
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/verifier.hpp"
+#include "support/manual_clock.hpp"
 
 using namespace sandfort;
 
 namespace {
 
-class fixed_clock final : public sandfort::clock {
- public:
-  time_point now() const override { return time_point(std::chrono::seconds(1767225600)); }
-};
-
 struct journal_fixture {
   testing::temp_dir dir;
   std::unique_ptr<store::database> db = open(dir.file("sandfort.db"));
-  fixed_clock clk;
+  testing::manual_clock clk;
   audit::journal journal{*db, clk};
 
   static std::unique_ptr<store::database> open(const std::string& path) {

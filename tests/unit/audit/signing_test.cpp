@@ -12,6 +12,7 @@
 #include "support.hpp"
 
 using namespace sandfort;
+using namespace sandfort::testing;
 
 namespace {
 
@@ -27,11 +28,6 @@ struct umask_scope {
   explicit umask_scope(mode_t mask) : saved(::umask(mask)) {}
   ~umask_scope() { ::umask(saved); }
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 }  // namespace
 

@@ -4,15 +4,31 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "../store/temp_dir.hpp"
 #include "sandfort/audit/chain.hpp"
+#include "sandfort/audit/signing.hpp"
 #include "sandfort/store/database.hpp"
 
 namespace sandfort::testing {
+
+inline const std::string org_a = "org-000000000000000a";
+inline const std::string org_b = "org-000000000000000b";
+
+inline audit::signing_key load_key(const std::string& path) {
+  auto key = audit::signing_key::load_or_create(path);
+  if (!key) throw std::runtime_error(key.err().message);
+  return std::move(*key);
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 inline store::audit_event sample_event(const std::string& org_id, int n) {
   store::audit_event e;

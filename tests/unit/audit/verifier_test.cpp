@@ -10,20 +10,13 @@
 #include "support.hpp"
 
 using namespace sandfort;
+using namespace sandfort::testing;
 using events = std::vector<store::audit_event>;
 using checkpoints = std::vector<store::audit_checkpoint>;
 
 namespace {
 
-const std::string org_a = "org-000000000000000a";
-const std::string org_b = "org-000000000000000b";
 const std::string ts = "2025-06-01T00:00:00Z";
-
-audit::signing_key load_key(const std::string& path) {
-  auto key = audit::signing_key::load_or_create(path);
-  if (!key) throw std::runtime_error(key.err().message);
-  return std::move(*key);
-}
 
 struct keys {
   testing::temp_dir dir;

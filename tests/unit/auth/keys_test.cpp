@@ -8,26 +8,18 @@
 #include "../store/temp_dir.hpp"
 #include "sandfort/auth/keys.hpp"
 #include "sandfort/core/ids.hpp"
+#include "support/manual_clock.hpp"
 
 using namespace sandfort;
 using namespace sandfort::auth;
 
 namespace {
 
-class fake_clock final : public sandfort::clock {
- public:
-  time_point now() const override { return now_; }
-  void advance(std::chrono::seconds s) { now_ += s; }
-
- private:
-  time_point now_ = time_point(std::chrono::seconds(1767225600));  // 2026-01-01T00:00:00Z
-};
-
 struct fixture {
   testing::temp_dir dir;
   std::string path = dir.file("sandfort.db");
   std::unique_ptr<store::database> db = open(path);
-  fake_clock clk;
+  testing::manual_clock clk;
 
   static std::unique_ptr<store::database> open(const std::string& p) {
     auto d = store::database::open(p);

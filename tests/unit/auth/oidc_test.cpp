@@ -12,6 +12,7 @@
 #include "../store/temp_dir.hpp"
 #include "jwt_support.hpp"
 #include "sandfort/auth/oidc.hpp"
+#include "support/manual_clock.hpp"
 
 using namespace sandfort;
 using namespace sandfort::auth;
@@ -22,15 +23,6 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr const char* iss = "https://idp.example.test/realms/eng";
-
-class fake_clock final : public sandfort::clock {
- public:
-  time_point now() const override { return now_; }
-  void advance(std::chrono::seconds s) { now_ += s; }
-
- private:
-  time_point now_ = time_point(std::chrono::seconds(1767225600));
-};
 
 // An issuer in memory: documents by URL, a count of requests, a switch to fail, a delay.
 struct fake_issuer {
@@ -70,7 +62,7 @@ std::unique_ptr<store::database> open_db(const std::string& path) {
 struct verifier_fixture {
   testing::temp_dir dir;
   std::unique_ptr<store::database> db = open_db(dir.file("sandfort.db"));
-  fake_clock clk;
+  testing::manual_clock clk;
   fake_issuer idp;
   oidc_config cfg;
   pkey_ptr key1 = rsa_key(2048);
@@ -95,9 +87,9 @@ struct verifier_fixture {
   void publish(const std::vector<json>& keys) { idp.docs[std::string(iss) + "/keys"] = json{{"keys", keys}}.dump(); }
 
   std::string token(const pkey_ptr& k, const std::string& kid, json claims_patch = json::object()) {
-    const long long now_s = std::chrono::duration_cast<std::chrono::seconds>(clk.now().time_since_epoch()).count();
-    json claims = {{"iss", iss},   {"aud", "sandfort"}, {"sub", "user-1"},       {"exp", now_s + 600},
-                   {"iat", now_s}, {"email", "u@x"},    {"tenant", {{"name", "acme"}}}, {"groups", {"devs"}}};
+    const long long issued_s = std::chrono::duration_cast<std::chrono::seconds>(clk.now().time_since_epoch()).count();
+    json claims = {{"iss", iss},   {"aud", "sandfort"}, {"sub", "user-1"},       {"exp", issued_s + 600},
+                   {"iat", issued_s}, {"email", "u@x"},    {"tenant", {{"name", "acme"}}}, {"groups", {"devs"}}};
     claims.merge_patch(claims_patch);
     return compact_raw(json{{"alg", "RS256"}, {"kid", kid}}.dump(), claims.dump(), rs256_with(k));
   }

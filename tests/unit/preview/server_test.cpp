@@ -17,10 +17,6 @@ using bhttp::verb;
 
 namespace {
 
-std::string token_for(const environment& env, const std::string& sandbox_id) {
-  return make_token("a-sandbox-key", sandbox_id, env.app_port());
-}
-
 // A port on 127.0.0.1 with nothing listening: bound, then released.
 unsigned short closed_port() {
   asio::io_context ioc;

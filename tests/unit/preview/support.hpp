@@ -274,4 +274,9 @@ std::optional<reply> fetch(unsigned short port, bhttp::request<bhttp::string_bod
 std::vector<std::pair<std::string, std::string>> seen_headers(const reply& echoed);
 std::string seen_header(const reply& echoed, const std::string& name);  // "" when absent
 
+// A preview token for the environment's app port, signed with its key.
+inline std::string token_for(const environment& env, const std::string& sandbox_id) {
+  return make_token("a-sandbox-key", sandbox_id, env.app_port());
+}
+
 }  // namespace sandfort::preview::test

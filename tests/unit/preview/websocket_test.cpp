@@ -27,10 +27,6 @@ asio::awaitable<result<wsclient::client>> open_ws(const environment& env, const 
   co_return co_await wsclient::client::connect(host, env.preview_port(), target, std::move(opts));
 }
 
-std::string token_for(const environment& env, const std::string& sandbox_id) {
-  return make_token("a-sandbox-key", sandbox_id, env.app_port());
-}
-
 asio::awaitable<result<wsclient::client>> open_echo(const environment& env, const std::string& sandbox_id,
                                                      bool with_token = true) {
   std::vector<std::pair<std::string, std::string>> headers;

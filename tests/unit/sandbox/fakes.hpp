@@ -597,4 +597,19 @@ struct fixture {
   }
 };
 
+// A volume or snapshot made through the service, as a system actor.
+inline result<volume_view> make_volume(fixture& f, const std::string& org_id, const std::string& name) {
+  volume_create_request req;
+  req.name = name;
+  return f.run(f.svc->volumes().create(org_id, req, audit::system_actor()));
+}
+
+inline result<snapshot_view> make_snapshot(fixture& f, const std::string& org_id, const std::string& sandbox_id,
+                                           const std::string& name) {
+  snapshot_create_request req;
+  req.sandbox_id = sandbox_id;
+  req.name = name;
+  return f.run(f.svc->snapshots().create(org_id, req, audit::system_actor()));
+}
+
 }  // namespace sandfort::sandbox::test

@@ -21,20 +21,6 @@ std::vector<store::audit_event> events(fixture& f, const std::string& org_id, co
   return *list;
 }
 
-result<volume_view> make_volume(fixture& f, const std::string& org_id, const std::string& name) {
-  volume_create_request req;
-  req.name = name;
-  return f.run(f.svc->volumes().create(org_id, req, audit::system_actor()));
-}
-
-result<snapshot_view> make_snapshot(fixture& f, const std::string& org_id, const std::string& sandbox_id,
-                                    const std::string& name) {
-  snapshot_create_request req;
-  req.sandbox_id = sandbox_id;
-  req.name = name;
-  return f.run(f.svc->snapshots().create(org_id, req, audit::system_actor()));
-}
-
 // The fake engine, with Docker's volume creates and commits taking a while: parallel creates
 // are all between their quota check and their insert at once.
 class slow_engine final : public docker::engine {

@@ -10,18 +10,6 @@ using namespace sandfort;
 using namespace sandfort::sandbox;
 using namespace sandfort::sandbox::test;
 
-namespace {
-
-result<snapshot_view> make_snapshot(fixture& f, const std::string& org_id, const std::string& sandbox_id,
-                                    const std::string& name) {
-  snapshot_create_request req;
-  req.sandbox_id = sandbox_id;
-  req.name = name;
-  return f.run(f.svc->snapshots().create(org_id, req, audit::system_actor()));
-}
-
-}  // namespace
-
 TEST_CASE("snapshot: committed under a random image name, usable by its organization only", "[sandbox][snapshots]") {
   fixture f;
   auto box = f.create_started();

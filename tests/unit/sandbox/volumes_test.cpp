@@ -11,12 +11,6 @@ using namespace sandfort::sandbox::test;
 
 namespace {
 
-result<volume_view> make_volume(fixture& f, const std::string& org_id, const std::string& name) {
-  volume_create_request req;
-  req.name = name;
-  return f.run(f.svc->volumes().create(org_id, req, audit::system_actor()));
-}
-
 result<void> delete_volume(fixture& f, const std::string& org_id, const std::string& name) {
   return f.run(f.svc->volumes().remove(org_id, name, audit::system_actor()));
 }

@@ -15,20 +15,14 @@
 #include "sandfort/core/ids.hpp"
 #include "sandfort/store/database.hpp"
 #include "temp_dir.hpp"
+#include "open_db.hpp"
 
 using namespace sandfort;
+using namespace sandfort::testing;
 using namespace sandfort::store;
 
 namespace {
 
-constexpr const char* t0 = "2026-01-01T00:00:00.000Z";
-
-std::unique_ptr<database> open_db(const std::string& path) {
-  auto db = database::open(path);
-  INFO((db ? std::string() : db.err().message));
-  REQUIRE(db);
-  return std::move(db).value();
-}
 
 // Seconds after 2026-03-01T00:00:00Z as RFC 3339 text, or after midnight of a day in February.
 std::string ts_at(int second, int days_before = 0) {

@@ -6,21 +6,15 @@
 #include "sandfort/core/ids.hpp"
 #include "sandfort/store/database.hpp"
 #include "temp_dir.hpp"
+#include "open_db.hpp"
 
 using namespace sandfort;
+using namespace sandfort::testing;
 using namespace sandfort::store;
 
 namespace {
 
-constexpr const char* t0 = "2026-01-01T00:00:00.000Z";
 constexpr int migration_count = 9;
-
-std::unique_ptr<database> open_db(const std::string& path) {
-  auto db = database::open(path);
-  INFO((db ? std::string() : db.err().message));
-  REQUIRE(db);
-  return std::move(db).value();
-}
 
 org make_org(database& db, const std::string& name) {
   auto o = db.create_org(name, false, t0);

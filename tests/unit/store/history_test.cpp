@@ -16,23 +16,17 @@
 #include "sandfort/store/database.hpp"
 #include "plan_rules.hpp"
 #include "temp_dir.hpp"
+#include "open_db.hpp"
 
 using namespace sandfort;
+using namespace sandfort::testing;
 using namespace sandfort::store;
 using sandfort::testing::reads_history;
 
 namespace {
 
-constexpr const char* t0 = "2026-01-01T00:00:00.000Z";
 constexpr int live_count = 40;
 constexpr int deleted_count = 20000;
-
-std::unique_ptr<database> open_db(const std::string& path) {
-  auto db = database::open(path);
-  INFO((db ? std::string() : db.err().message));
-  REQUIRE(db);
-  return std::move(db).value();
-}
 
 std::string spec_with(const std::map<std::string, std::string>& labels) {
   std::string json = R"({"env":{},"labels":{)";
@@ -77,12 +71,12 @@ std::map<std::string, std::string> live_labels(int n) {
 
 // One organization (and its key) with the live sandboxes above and, with history, 20,000
 // deleted ones that look like them: same names, same labels, ids all over the key space.
-struct store_fixture {
+struct history_store {
   testing::temp_dir dir;
   std::unique_ptr<database> db;
   std::string org_id;
 
-  explicit store_fixture(bool with_history) {
+  explicit history_store(bool with_history) {
     db = open_db(dir.file("sandfort.db"));
     auto o = db->create_org("acme", false, t0);
     REQUIRE(o);
@@ -122,13 +116,13 @@ sandbox_filter filter(std::string state, std::vector<std::pair<std::string, std:
 
 struct call {
   const char* name;
-  std::function<std::string(store_fixture&)> run;  // the result, as text to compare between stores
+  std::function<std::string(history_store&)> run;  // the result, as text to compare between stores
 };
 
 // Every call a request makes, with what it returned.
 std::vector<call> request_calls() {
   auto list = [](sandbox_filter f) {
-    return [f](store_fixture& s) {
+    return [f](history_store& s) {
       auto rows = s.db->list_sandboxes(s.org_id, f);
       REQUIRE(rows);
       std::string out;
@@ -137,13 +131,13 @@ std::vector<call> request_calls() {
     };
   };
   return {
-      {"key by hash", [](store_fixture& s) { return s.db->find_api_key_by_hash(std::string(64, 'a'))->id; }},
-      {"org by id", [](store_fixture& s) { return s.db->get_org(s.org_id)->name; }},
-      {"sandbox by id", [](store_fixture& s) { return s.db->get_sandbox(s.org_id, live_id(7))->name; }},
-      {"sandbox by name", [](store_fixture& s) { return s.db->get_sandbox(s.org_id, "web-7")->id; }},
+      {"key by hash", [](history_store& s) { return s.db->find_api_key_by_hash(std::string(64, 'a'))->id; }},
+      {"org by id", [](history_store& s) { return s.db->get_org(s.org_id)->name; }},
+      {"sandbox by id", [](history_store& s) { return s.db->get_sandbox(s.org_id, live_id(7))->name; }},
+      {"sandbox by name", [](history_store& s) { return s.db->get_sandbox(s.org_id, "web-7")->id; }},
       {"sandbox not found",
-       [](store_fixture& s) { return std::string(to_string(s.db->get_sandbox(s.org_id, "web-99").err().code)); }},
-      {"live sandbox by id", [](store_fixture& s) { return s.db->find_live_sandbox(live_id(3))->name; }},
+       [](history_store& s) { return std::string(to_string(s.db->get_sandbox(s.org_id, "web-99").err().code)); }},
+      {"live sandbox by id", [](history_store& s) { return s.db->find_live_sandbox(live_id(3))->name; }},
       {"list first page", list(filter("", {}))},
       {"list from a cursor", list(filter("", {}, live_id(20)))},
       {"list by state", list(filter("stopped", {}))},
@@ -152,11 +146,11 @@ std::vector<call> request_calls() {
       {"list by state and label", list(filter("stopped", {{"team", "b"}}))},
       {"list by a label nobody has", list(filter("", {{"team", "zzz"}}))},
       {"live sandboxes of the organization",
-       [](store_fixture& s) { return std::to_string(s.db->list_live_sandboxes(s.org_id)->size()); }},
+       [](history_store& s) { return std::to_string(s.db->list_live_sandboxes(s.org_id)->size()); }},
       {"live sandboxes of all organizations",
-       [](store_fixture& s) { return std::to_string(s.db->list_live_sandboxes_all_orgs()->size()); }},
+       [](history_store& s) { return std::to_string(s.db->list_live_sandboxes_all_orgs()->size()); }},
       {"spec update",
-       [](store_fixture& s) {
+       [](history_store& s) {
          auto r = s.db->get_sandbox(s.org_id, live_id(5));
          REQUIRE(r);
          r->spec_json = spec_with({{"team", "b"}, {"patched", "yes"}});
@@ -169,7 +163,7 @@ std::vector<call> request_calls() {
 }
 
 // The VM steps of one call, from a warm cache (the first run may compile the statement).
-std::uint64_t steps_of(store_fixture& s, const call& c, std::string& result) {
+std::uint64_t steps_of(history_store& s, const call& c, std::string& result) {
   result = c.run(s);
   const auto before = s.db->stats().vm_steps;
   CHECK(c.run(s) == result);
@@ -185,7 +179,7 @@ std::int64_t file_size(const std::string& path) {
 }  // namespace
 
 TEST_CASE("history: no statement on a request's path reads deleted rows", "[history]") {
-  store_fixture s(true);
+  history_store s(true);
   auto plans = s.db->explain_request_paths();
   REQUIRE(plans);
   std::vector<std::string> names;
@@ -236,8 +230,8 @@ TEST_CASE("history: the rule above catches the plans this store had before", "[h
 
 TEST_CASE("history: every request-path call does the same work with 20,000 deleted rows as with none",
           "[history]") {
-  store_fixture fresh(false);
-  store_fixture old(true);
+  history_store fresh(false);
+  history_store old(true);
   for (const auto& c : request_calls()) {
     INFO(c.name);
     std::string fresh_result, old_result;
@@ -250,7 +244,7 @@ TEST_CASE("history: every request-path call does the same work with 20,000 delet
   // The measure sees history where a call asks for it: a search of deleted sandboxes by a label
   // none has finds nothing in either store, after reading every deleted row of the old one.
   std::string fresh_found, old_found;
-  const call deleted{"search deleted", [](store_fixture& s) {
+  const call deleted{"search deleted", [](history_store& s) {
                        auto rows = s.db->list_sandboxes(s.org_id, filter("deleted", {{"team", "zzz"}}, "", 100));
                        return std::to_string(rows->size());
                      }};
@@ -262,7 +256,7 @@ TEST_CASE("history: every request-path call does the same work with 20,000 delet
 }
 
 TEST_CASE("history: statements are compiled once per connection and reused", "[history]") {
-  store_fixture s(false);
+  history_store s(false);
   REQUIRE(s.db->get_sandbox(s.org_id, "web-1"));
   REQUIRE(s.db->find_api_key_by_hash(std::string(64, 'a')));
   REQUIRE(s.db->list_sandboxes(s.org_id, filter("", {{"team", "a"}})));
@@ -278,7 +272,7 @@ TEST_CASE("history: statements are compiled once per connection and reused", "[h
 }
 
 TEST_CASE("history: a statement in use is not lent twice", "[history]") {
-  store_fixture s(false);
+  history_store s(false);
   for (std::int64_t seq = 1; seq <= 3; ++seq) {
     audit_event e;
     e.org_id = s.org_id;
@@ -307,7 +301,7 @@ TEST_CASE("history: a statement in use is not lent twice", "[history]") {
 }
 
 TEST_CASE("history: labels follow their row through create, PATCH and delete; pages are full", "[history]") {
-  store_fixture s(true);
+  history_store s(true);
   auto all = [&](sandbox_filter f) {
     std::vector<std::string> seen;
     f.limit = 3;

@@ -5,19 +5,14 @@
 #include "sandfort/core/ids.hpp"
 #include "sandfort/store/database.hpp"
 #include "temp_dir.hpp"
+#include "open_db.hpp"
 
 using namespace sandfort;
+using namespace sandfort::testing;
 using namespace sandfort::store;
 
 namespace {
 
-constexpr const char* t0 = "2026-01-01T00:00:00.000Z";
-
-std::unique_ptr<database> open_db(const std::string& path) {
-  auto d = database::open(path);
-  REQUIRE(d);
-  return std::move(d).value();
-}
 
 struct store_fixture {
   testing::temp_dir dir;
