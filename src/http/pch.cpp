@@ -1,0 +1,1 @@
+// Compiles nothing itself: the target that builds the precompiled header (cmake/sandfort.cmake).
