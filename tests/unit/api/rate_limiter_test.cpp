@@ -7,21 +7,13 @@
 #include "../store/temp_dir.hpp"
 #include "sandfort/api/rate_limiter.hpp"
 #include "sandfort/audit/rate_limit_summary.hpp"
+#include "support/manual_clock.hpp"
 
 using namespace sandfort;
 using namespace std::chrono_literals;
+using sandfort::testing::manual_clock;
 
 namespace {
-
-class manual_clock final : public sandfort::clock {
- public:
-  time_point now() const override { return now_; }
-  void advance(std::chrono::milliseconds d) { now_ += d; }
-  void set(time_point t) { now_ = t; }
-
- private:
-  time_point now_ = time_point(std::chrono::seconds(1767225600));
-};
 
 rate_limits_config limits() {
   rate_limits_config c;

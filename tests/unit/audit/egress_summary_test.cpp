@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "../store/open_db.hpp"
 #include "../store/temp_dir.hpp"
 #include "sandfort/audit/egress_summary.hpp"
 #include "sandfort/audit/verifier.hpp"
@@ -14,16 +15,11 @@ namespace {
 
 struct egress_fixture {
   testing::temp_dir dir;
-  std::unique_ptr<store::database> db = open(dir.file("sandfort.db"));
+  std::unique_ptr<store::database> db = testing::open_db(dir.file("sandfort.db"));
   testing::manual_clock clk;
   audit::journal journal{*db, clk};
   audit::egress_summary egress{*db, journal, clk};
 
-  static std::unique_ptr<store::database> open(const std::string& path) {
-    auto d = store::database::open(path);
-    REQUIRE(d);
-    return std::move(d).value();
-  }
   store::org org(const std::string& name, bool superadmin = false) {
     auto o = db->create_org(name, superadmin, "t");
     REQUIRE(o);

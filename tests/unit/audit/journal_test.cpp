@@ -2,6 +2,7 @@
 // or not at all, and authentication failures counted into few events.
 #include <catch2/catch.hpp>
 
+#include "../store/open_db.hpp"
 #include "../store/temp_dir.hpp"
 #include "sandfort/audit/failure_summary.hpp"
 #include "sandfort/audit/journal.hpp"
@@ -14,15 +15,10 @@ namespace {
 
 struct journal_fixture {
   testing::temp_dir dir;
-  std::unique_ptr<store::database> db = open(dir.file("sandfort.db"));
+  std::unique_ptr<store::database> db = testing::open_db(dir.file("sandfort.db"));
   testing::manual_clock clk;
   audit::journal journal{*db, clk};
 
-  static std::unique_ptr<store::database> open(const std::string& path) {
-    auto d = store::database::open(path);
-    REQUIRE(d);
-    return std::move(d).value();
-  }
   std::vector<store::audit_event> events(const std::string& org_id) {
     store::audit_filter f;
     f.limit = 1000;

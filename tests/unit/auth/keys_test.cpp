@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "../store/open_db.hpp"
 #include "../store/temp_dir.hpp"
 #include "sandfort/auth/keys.hpp"
 #include "sandfort/core/ids.hpp"
@@ -18,14 +19,9 @@ namespace {
 struct fixture {
   testing::temp_dir dir;
   std::string path = dir.file("sandfort.db");
-  std::unique_ptr<store::database> db = open(path);
+  std::unique_ptr<store::database> db = testing::open_db(path);
   testing::manual_clock clk;
 
-  static std::unique_ptr<store::database> open(const std::string& p) {
-    auto d = store::database::open(p);
-    REQUIRE(d);
-    return std::move(d).value();
-  }
   store::org org(const std::string& name, bool superadmin = false) {
     auto o = db->create_org(name, superadmin, format_time(clk.now()));
     REQUIRE(o);

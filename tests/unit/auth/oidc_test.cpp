@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 
+#include "../store/open_db.hpp"
 #include "../store/temp_dir.hpp"
 #include "jwt_support.hpp"
 #include "sandfort/auth/oidc.hpp"
@@ -53,15 +54,9 @@ struct fake_issuer {
   int jwks_requests() { return requests[std::string(iss) + "/keys"]; }
 };
 
-std::unique_ptr<store::database> open_db(const std::string& path) {
-  auto d = store::database::open(path);
-  REQUIRE(d);
-  return std::move(d).value();
-}
-
 struct verifier_fixture {
   testing::temp_dir dir;
-  std::unique_ptr<store::database> db = open_db(dir.file("sandfort.db"));
+  std::unique_ptr<store::database> db = testing::open_db(dir.file("sandfort.db"));
   testing::manual_clock clk;
   fake_issuer idp;
   oidc_config cfg;

@@ -23,7 +23,6 @@ using namespace sandfort::store;
 
 namespace {
 
-
 // Seconds after 2026-03-01T00:00:00Z as RFC 3339 text, or after midnight of a day in February.
 std::string ts_at(int second, int days_before = 0) {
   char buf[48];  // room for any int the compiler cannot rule out

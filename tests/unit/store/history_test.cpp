@@ -21,7 +21,6 @@
 using namespace sandfort;
 using namespace sandfort::testing;
 using namespace sandfort::store;
-using sandfort::testing::reads_history;
 
 namespace {
 

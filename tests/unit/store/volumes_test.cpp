@@ -13,7 +13,6 @@ using namespace sandfort::store;
 
 namespace {
 
-
 struct store_fixture {
   testing::temp_dir dir;
   std::unique_ptr<database> db = open_db(dir.file("sandfort.db"));
