@@ -9,7 +9,7 @@
 
 namespace sandfort::agent {
 
-using stream_route = http::stream_route<http::unix_protocol>;
+using stream_route = http::stream_route;
 
 // Requests answered whole (small JSON in and out).
 std::vector<http::route> routes();

@@ -14,8 +14,7 @@
 namespace sandfort::api {
 
 namespace asio = boost::asio;
-using tcp_exchange = http::exchange<http::tcp_protocol>;
-using tcp_route = http::stream_route<http::tcp_protocol>;
+using tcp_route = http::stream_route;
 
 namespace {
 
@@ -26,7 +25,7 @@ std::string field(const http::bhttp::request_header<>& h, http::bhttp::field f) 
 
 // Browsers cannot set headers on a WebSocket: they offer `bearer.<token>` as a subprotocol
 // or put it in ?access_token=. Returns the Authorization value and the subprotocol to echo.
-std::pair<std::string, std::string> credentials(const tcp_exchange& ex) {
+std::pair<std::string, std::string> credentials(const http::exchange& ex) {
   const auto& h = ex.parser.get();
   if (auto auth = field(h, http::bhttp::field::authorization); !auth.empty()) return {auth, ""};
   std::string offered = field(h, http::bhttp::field::sec_websocket_protocol);
@@ -67,7 +66,7 @@ std::string forwarded_action(http::verb method, const std::string& agent_path) {
 
 // The agent's path for a public one: what follows /v1/sandboxes/{id}, with the query string
 // (less any access_token, which is ours, not the agent's).
-std::string agent_target(const tcp_exchange& ex) {
+std::string agent_target(const http::exchange& ex) {
   std::string target(ex.parser.get().target());
   auto q = target.find('?');
   std::string path = target.substr(0, q);
@@ -85,7 +84,7 @@ std::string agent_target(const tcp_exchange& ex) {
   return kept.empty() ? rest : rest + "?" + kept;
 }
 
-void log_exchange(const tcp_exchange& ex, const std::string& org, unsigned status_hint,
+void log_exchange(const http::exchange& ex, const std::string& org, unsigned status_hint,
                   std::chrono::steady_clock::time_point started) {
   auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   spdlog::info("{} {} stream {:.1f}ms org={} id={}{}", std::string(ex.parser.get().method_string()), ex.path, ms, org,
@@ -98,9 +97,9 @@ void log_exchange(const tcp_exchange& ex, const std::string& org, unsigned statu
 // its request; one thread. Never noted: 0, the agent's answer relayed unread.
 class stream_statuses {
  public:
-  void note(const tcp_exchange& ex, unsigned status) { by_exchange_[&ex] = status; }
-  void note(const tcp_exchange& ex, const error& e) { note(ex, static_cast<unsigned>(http_status(e.code))); }
-  unsigned take(const tcp_exchange& ex) {
+  void note(const http::exchange& ex, unsigned status) { by_exchange_[&ex] = status; }
+  void note(const http::exchange& ex, const error& e) { note(ex, static_cast<unsigned>(http_status(e.code))); }
+  unsigned take(const http::exchange& ex) {
     auto it = by_exchange_.find(&ex);
     if (it == by_exchange_.end()) return 0;
     unsigned status = it->second;
@@ -109,17 +108,17 @@ class stream_statuses {
   }
 
  private:
-  std::unordered_map<const tcp_exchange*, unsigned> by_exchange_;
+  std::unordered_map<const http::exchange*, unsigned> by_exchange_;
 };
 
 // Times every streamed route and counts it under its pattern (observe_request).
-http::stream_handler<http::tcp_protocol> measured(std::shared_ptr<stream_statuses> statuses, const tcp_route& r,
-                                                  http::stream_handler<http::tcp_protocol> inner) {
+http::stream_handler measured(std::shared_ptr<stream_statuses> statuses, const tcp_route& r,
+                                                  http::stream_handler inner) {
   return [statuses, pattern = r.pattern, method = r.method,
-          inner = std::move(inner)](tcp_exchange& ex) -> asio::awaitable<bool> {
+          inner = std::move(inner)](http::exchange& ex) -> asio::awaitable<bool> {
     struct done {  // also when the handler throws, so that no status is left behind
       stream_statuses& statuses;
-      tcp_exchange& ex;
+      http::exchange& ex;
       const std::string& pattern;
       http::verb method;
       std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -136,7 +135,7 @@ http::stream_handler<http::tcp_protocol> measured(std::shared_ptr<stream_statuse
 // an error found before any output is still answered as a plain JSON error.
 class sse_sink final : public sandbox::byte_sink {
  public:
-  explicit sse_sink(tcp_exchange& ex) : writer_(ex) {}
+  explicit sse_sink(http::exchange& ex) : writer_(ex) {}
   asio::awaitable<bool> write(std::string_view bytes) override {
     // No co_await inside && or ?: — GCC 12 miscompiles those.
     if (!started_) {
@@ -157,14 +156,14 @@ class sse_sink final : public sandbox::byte_sink {
   }
 
  private:
-  http::chunked_writer<http::tcp_protocol> writer_;
+  http::chunked_writer writer_;
   bool started_ = false;
   bool ok_ = true;
 };
 
 // Runs while events are produced: a client that disconnects between events is noticed here,
 // not at the next write (which may never come), and the producer is abandoned at once.
-asio::awaitable<void> watch_client(tcp_exchange& ex, sse_sink& sink, const bool& finished) {
+asio::awaitable<void> watch_client(http::exchange& ex, sse_sink& sink, const bool& finished) {
   if (finished) co_return;  // the producer ended before it ever waited (bad input)
   auto space = ex.buffer.prepare(4096);
   auto [ec, n] = co_await ex.stream.socket().async_read_some(space, asio::as_tuple(asio::use_awaitable));
@@ -177,7 +176,7 @@ asio::awaitable<void> watch_client(tcp_exchange& ex, sse_sink& sink, const bool&
 
 // A session's exec answers when its command is done, which may take up to exec_max_timeout_s;
 // so does a git operation (a clone or push of a large repository over a slow link).
-bool runs_command(const tcp_exchange& ex, const std::string& agent_path) {
+bool runs_command(const http::exchange& ex, const std::string& agent_path) {
   if (ex.parser.get().method() != http::verb::post) return false;
   return (ex.path.size() >= 5 && ex.path.compare(ex.path.size() - 5, 5, "/exec") == 0) ||
          agent_path.starts_with("/git/");
@@ -195,7 +194,7 @@ struct exec_call {
   std::string remote;
 };
 
-asio::awaitable<void> produce(exec_call& call, tcp_exchange& ex, sse_sink& sink, result<void>& outcome,
+asio::awaitable<void> produce(exec_call& call, http::exchange& ex, sse_sink& sink, result<void>& outcome,
                               bool& finished) {
   const auto who = actor_of(call.who, ex.request_id, call.remote);
   if (call.code_run) {
@@ -218,13 +217,13 @@ asio::awaitable<void> produce(exec_call& call, tcp_exchange& ex, sse_sink& sink,
 
 }  // namespace
 
-http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
+http::stream_selector make_stream_selector(dependencies d) {
   auto deps = std::make_shared<dependencies>(d);
   auto statuses = std::make_shared<stream_statuses>();
 
   // Authenticates, then runs body(ex, principal); answers auth failures itself.
-  auto authed = [deps, statuses](auth::permission needs, auto body) -> http::stream_handler<http::tcp_protocol> {
-    return [deps, statuses, needs, body](tcp_exchange& ex) -> asio::awaitable<bool> {
+  auto authed = [deps, statuses](auth::permission needs, auto body) -> http::stream_handler {
+    return [deps, statuses, needs, body](http::exchange& ex) -> asio::awaitable<bool> {
       auto started = std::chrono::steady_clock::now();
       auto [bearer, subprotocol] = credentials(ex);
       auto who = co_await authorize(*deps, bearer, needs, ex.request_id, ex.remote);
@@ -240,7 +239,7 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
   };
 
   auto stream_exec = [deps, statuses](bool code_run) {
-    return [deps, statuses, code_run](tcp_exchange& ex, const auth::principal& p, const std::string&) -> asio::awaitable<bool> {
+    return [deps, statuses, code_run](http::exchange& ex, const auth::principal& p, const std::string&) -> asio::awaitable<bool> {
       auto raw = co_await http::read_small_body(ex, deps->cfg.max_body_bytes);
       if (!raw) {
         statuses->note(ex, raw.err());
@@ -261,7 +260,7 @@ http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies d) {
     };
   };
 
-  auto forward = [deps, statuses](tcp_exchange& ex, const auth::principal& p, const std::string& subprotocol) -> asio::awaitable<bool> {
+  auto forward = [deps, statuses](http::exchange& ex, const auth::principal& p, const std::string& subprotocol) -> asio::awaitable<bool> {
     std::string id = ex.params["id"];
     const std::string agent_path = agent_target(ex);
     const auto method = ex.parser.get().method();

@@ -1,10 +1,12 @@
 #include "sandfort/http/client.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "sandfort/http/any_stream.hpp"
 
 namespace sandfort::http {
 
@@ -24,7 +26,7 @@ request make_request(verb method, std::string target, const nlohmann::json* body
 }
 
 asio::awaitable<result<response>> unix_request(std::string socket_path, request req, client_options options) {
-  beast::basic_stream<unix_socket> stream(co_await asio::this_coro::executor);
+  any_stream stream(co_await asio::this_coro::executor);
   stream.expires_after(options.connect_timeout);
   auto [cec] = co_await stream.async_connect(unix_socket::endpoint(socket_path), use_tuple);
   if (cec) co_return make_error(errc::unavailable, "cannot connect to " + socket_path + ": " + cec.message());
@@ -44,7 +46,7 @@ asio::awaitable<result<response>> unix_request(std::string socket_path, request 
                                                 std::to_string(options.timeout.count()) + " ms");
   if (rec) co_return make_error(errc::unavailable, "read from " + socket_path + " failed: " + rec.message());
   beast::error_code ignored;
-  stream.socket().shutdown(unix_socket::socket::shutdown_both, ignored);
+  stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
   co_return parser.release();
 }
 

@@ -21,8 +21,8 @@ enum class relayed { whole, reader_failed, writer_failed };
 // Moves one message body from `in` (header already read into parser) to `out` (header about to
 // be written by sr), a piece at a time. arm() runs before every read and write: it sets the
 // upstream's deadline for the next step.
-template <typename InStream, typename OutStream, typename Parser, typename Serializer, typename Arm>
-asio::awaitable<relayed> relay_body(InStream& in, beast::flat_buffer& in_buffer, Parser& parser, OutStream& out,
+template <typename Parser, typename Serializer, typename Arm>
+asio::awaitable<relayed> relay_body(any_stream& in, beast::flat_buffer& in_buffer, Parser& parser, any_stream& out,
                                     Serializer& sr, Arm arm) {
   std::vector<char> chunk(piece);
   // Beast reads no more than the buffer has room for: without room, a body arrives 512 bytes
@@ -61,8 +61,7 @@ asio::awaitable<relayed> relay_body(InStream& in, beast::flat_buffer& in_buffer,
 }
 
 // Copies bytes one way until EOF or an error, then shuts the other side's sending half.
-template <typename From, typename To>
-asio::awaitable<void> pump(From& from, To& to) {
+asio::awaitable<void> pump(any_stream& from, any_stream& to) {
   std::vector<char> chunk(piece);
   for (;;) {
     auto [ec, n] = co_await from.async_read_some(asio::buffer(chunk), use_tuple);
@@ -74,8 +73,7 @@ asio::awaitable<void> pump(From& from, To& to) {
   to.socket().shutdown(asio::socket_base::shutdown_send, ignored);
 }
 
-template <typename Stream>
-asio::awaitable<bool> flush(Stream& to, beast::flat_buffer& leftover) {
+asio::awaitable<bool> flush(any_stream& to, beast::flat_buffer& leftover) {
   if (leftover.size() == 0) co_return true;
   auto [ec, n] = co_await asio::async_write(to, leftover.data(), use_tuple);
   leftover.consume(leftover.size());
@@ -84,7 +82,7 @@ asio::awaitable<bool> flush(Stream& to, beast::flat_buffer& leftover) {
 
 // We relay the body ourselves: the client may send it now (the upstream's interim answer would
 // be mistaken for its final one).
-asio::awaitable<bool> continue_if_expected(exchange<tcp_protocol>& ex) {
+asio::awaitable<bool> continue_if_expected(exchange& ex) {
   auto& req = ex.parser.get();
   auto expect = req.find(bhttp::field::expect);
   if (expect == req.end() || !beast::iequals(expect->value(), "100-continue")) co_return true;
@@ -108,8 +106,7 @@ relay_result unanswered(beast::error_code ec) {
 }
 
 // From the 101 on it is the WebSocket's bytes, in both directions, until one side closes.
-template <typename Protocol>
-asio::awaitable<void> splice(exchange<tcp_protocol>& ex, beast::basic_stream<Protocol>& upstream,
+asio::awaitable<void> splice(exchange& ex, any_stream& upstream,
                              bhttp::response_parser<bhttp::buffer_body>& res_parser, beast::flat_buffer& up_buffer) {
   bhttp::response_serializer<bhttp::buffer_body> sr{res_parser.get()};
   auto [wec, wn] = co_await bhttp::async_write_header(ex.stream, sr, use_tuple);
@@ -120,9 +117,9 @@ asio::awaitable<void> splice(exchange<tcp_protocol>& ex, beast::basic_stream<Pro
   co_await (pump(ex.stream, upstream) && pump(upstream, ex.stream));
 }
 
-template <typename Protocol>
-asio::awaitable<relay_result> relay_exchange(exchange<tcp_protocol>& ex, beast::basic_stream<Protocol>& upstream,
-                                             relay_options options) {
+}  // namespace
+
+asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_options options) {
   auto& req = ex.parser.get();
   bool upgrade = beast::websocket::is_upgrade(req);
   if (!co_await continue_if_expected(ex)) co_return ended(false);
@@ -172,20 +169,7 @@ asio::awaitable<relay_result> relay_exchange(exchange<tcp_protocol>& ex, beast::
   co_return ended(answered == relayed::whole && res.keep_alive());
 }
 
-}  // namespace
-
-asio::awaitable<relay_result> relay(exchange<tcp_protocol>& ex, beast::basic_stream<tcp_protocol>& upstream,
-                                    relay_options options) {
-  return relay_exchange(ex, upstream, std::move(options));
-}
-
-asio::awaitable<relay_result> relay(exchange<tcp_protocol>& ex, beast::basic_stream<unix_protocol>& upstream,
-                                    relay_options options) {
-  return relay_exchange(ex, upstream, std::move(options));
-}
-
-asio::awaitable<bool> forward(exchange<tcp_protocol>& ex, beast::basic_stream<unix_protocol>& upstream,
-                              forward_options target) {
+asio::awaitable<bool> forward(exchange& ex, any_stream& upstream, forward_options target) {
   auto& req = ex.parser.get();
   req.target(target.target);
   req.erase(bhttp::field::authorization);  // the agent never sees the caller's credentials

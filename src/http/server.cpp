@@ -43,18 +43,9 @@ struct server::state {
   bool stopping = false;
   std::list<session_entry> sessions;
   std::vector<std::function<void()>> acceptor_closers;
-  stream_selector<tcp_protocol> tcp_streams;
-  stream_selector<unix_protocol> unix_streams;
+  stream_selector streams;
   accept_backoff backoff;
   connection_slots slots;
-
-  template <typename Protocol>
-  const stream_selector<Protocol>& streams() const {
-    if constexpr (std::is_same_v<Protocol, tcp_protocol>)
-      return tcp_streams;
-    else
-      return unix_streams;
-  }
 
   state(asio::io_context& io, server_options o, handler h)
       : ioc(io),
@@ -65,9 +56,6 @@ struct server::state {
 };
 
 namespace {
-
-template <typename Protocol>
-using stream_t = beast::basic_stream<Protocol>;
 
 response handle_bad_request(const std::string& message, const std::string& request_id, errc code) {
   return error_response(make_error(code, message), request_id);
@@ -125,12 +113,11 @@ bool oversized_field_is(const beast::flat_buffer& buf, std::string_view name) {
 }
 
 // Waits until the socket has bytes to read, the idle timeout passes, or the server stops.
-template <typename Socket>
-asio::awaitable<bool> wait_readable(Socket& socket, std::chrono::milliseconds idle) {
+asio::awaitable<bool> wait_readable(any_stream& stream, std::chrono::milliseconds idle) {
   using namespace asio::experimental::awaitable_operators;
-  asio::steady_timer timer(socket.get_executor());
+  asio::steady_timer timer(stream.get_executor());
   timer.expires_after(idle);
-  auto which = co_await (socket.async_wait(Socket::wait_read, use_tuple) || timer.async_wait(use_tuple));
+  auto which = co_await (stream.async_wait_readable(use_tuple) || timer.async_wait(use_tuple));
   if (which.index() != 0) co_return false;
   auto [ec] = std::get<0>(which);
   co_return !ec;
@@ -138,8 +125,7 @@ asio::awaitable<bool> wait_readable(Socket& socket, std::chrono::milliseconds id
 
 // After answering early (413, malformed request) the client may still be sending: read and
 // drop its bytes for a while so it gets to read our answer instead of a reset.
-template <typename Stream>
-asio::awaitable<void> discard_input(Stream& stream) {
+asio::awaitable<void> discard_input(any_stream& stream) {
   std::vector<char> sink(64 * 1024);
   std::size_t total = 0;
   stream.expires_after(std::chrono::seconds(5));
@@ -151,16 +137,13 @@ asio::awaitable<void> discard_input(Stream& stream) {
 }
 
 // The accept loop counted the connection in; this counts it out and wakes a paused acceptor.
-template <typename Protocol>
-asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Protocol::socket socket) {
+asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream stream, const peer from) {
   connection_slots::release on_exit{st->slots};
 
-  const peer from = peer_of(socket);
-  stream_t<Protocol> stream(std::move(socket));
   beast::flat_buffer buffer = bounded_read_buffer();
   auto entry = st->sessions.insert(st->sessions.end(), server::state::session_entry{[&stream](bool force) {
                                      beast::error_code ignored;
-                                     if (force) stream.socket().shutdown(Protocol::socket::shutdown_both, ignored);
+                                     if (force) stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
                                      stream.socket().cancel(ignored);
                                    }});
   struct unregister {
@@ -173,7 +156,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
   while (!st->stopping) {
     // Between requests the connection is idle: stop() closes it.
     entry->busy = false;
-    if (buffer.size() == 0 && !co_await wait_readable(stream.socket(), st->options.idle_timeout)) break;
+    if (buffer.size() == 0 && !co_await wait_readable(stream, st->options.idle_timeout)) break;
     if (st->stopping) break;
 
     std::string request_id = "req-" + random_hex(8);
@@ -201,10 +184,10 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
       std::string path;
       std::map<std::string, std::string> query, params;
       split_target(head_parser.get().target(), path, query);
-      const auto& select = st->streams<Protocol>();
-      if (auto handler = select ? select(head_parser.get().base(), path, params) : stream_handler<Protocol>{}) {
+      const auto& select = st->streams;
+      if (auto handler = select ? select(head_parser.get().base(), path, params) : stream_handler{}) {
         bhttp::request_parser<bhttp::buffer_body> body_parser{std::move(head_parser)};
-        exchange<Protocol> ex{stream, buffer, body_parser, request_id, path, query, params,
+        exchange ex{stream, buffer, body_parser, request_id, path, query, params,
                               client_of(st->options, from, body_parser.get())};
         stream.expires_never();
         bool keep = false;
@@ -286,7 +269,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, typename Pr
     if (wec || !res.keep_alive()) break;
   }
   beast::error_code ignored;
-  stream.socket().shutdown(Protocol::socket::shutdown_send, ignored);
+  stream.socket().shutdown(asio::socket_base::shutdown_send, ignored);
   if (linger) co_await discard_input(stream);
   stream.socket().close(ignored);
 }
@@ -305,7 +288,8 @@ asio::awaitable<void> accept_loop(std::shared_ptr<server::state> st, typename Pr
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
     }
-    asio::co_spawn(st->ioc, run_session<Protocol>(st, std::move(socket)), asio::detached);
+    peer from = peer_of(socket);
+    asio::co_spawn(st->ioc, run_session(st, any_stream(std::move(socket)), std::move(from)), asio::detached);
   });
 }
 
@@ -368,8 +352,7 @@ result<unsigned short> server::listen_tcp(const std::string& host_port) {
   return bound;
 }
 
-void server::set_stream_selector(stream_selector<tcp_protocol> selector) { state_->tcp_streams = std::move(selector); }
-void server::set_stream_selector(stream_selector<unix_protocol> selector) { state_->unix_streams = std::move(selector); }
+void server::set_stream_selector(stream_selector selector) { state_->streams = std::move(selector); }
 
 result<void> server::listen_unix(const std::string& path) {
   ::unlink(path.c_str());

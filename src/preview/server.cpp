@@ -21,7 +21,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = http::bhttp;
 using tcp = asio::ip::tcp;
-using tcp_exchange = http::exchange<http::tcp_protocol>;
 
 namespace {
 
@@ -180,7 +179,7 @@ void strip_credentials(bhttp::request_header<>& req) {
   for (const auto& cookie : kept) req.insert(bhttp::field::cookie, cookie);
 }
 
-void add_forwarded(bhttp::request_header<>& req, const tcp_exchange& ex, const std::string& proto) {
+void add_forwarded(bhttp::request_header<>& req, const http::exchange& ex, const std::string& proto) {
   std::string client = ex.remote.empty() ? std::string("unknown") : ex.remote;
   std::string host(req[bhttp::field::host]);
   // Proxies in front of this one (a TLS terminator) keep their part of the chain.
@@ -211,7 +210,7 @@ class relay_registration {
   std::list<open_relay>::iterator it_;
 };
 
-asio::awaitable<bool> forward(state& st, tcp_exchange& ex, upstream up) {
+asio::awaitable<bool> forward(state& st, http::exchange& ex, upstream up) {
   beast::error_code ec;
   auto ip = asio::ip::make_address(up.address, ec);
   if (ec) {
@@ -224,14 +223,14 @@ asio::awaitable<bool> forward(state& st, tcp_exchange& ex, upstream up) {
   strip_credentials(req);
   add_forwarded(req, ex, st.options.forwarded_proto);
 
-  beast::tcp_stream to_app(co_await asio::this_coro::executor);
+  http::any_stream to_app(co_await asio::this_coro::executor);
   bool ended_by_us = false;
   // The client gets a clean end of stream (a FIN, not a reset); the session closes its socket.
   relay_registration registered(st.relays, up.sandbox_id, [&ended_by_us, &to_app, &ex] {
     ended_by_us = true;
     to_app.close();
     beast::error_code ignored;
-    ex.stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    ex.stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
     ex.stream.socket().cancel(ignored);
   });
   to_app.expires_after(st.options.connect_timeout);
@@ -257,7 +256,7 @@ asio::awaitable<bool> forward(state& st, tcp_exchange& ex, upstream up) {
   co_return co_await http::respond(ex, std::move(silent));
 }
 
-asio::awaitable<bool> serve(std::shared_ptr<state> st, tcp_exchange& ex) {
+asio::awaitable<bool> serve(std::shared_ptr<state> st, http::exchange& ex) {
   verdict decided = decide(*st, ex.parser.get());
   if (auto* answer = std::get_if<http::response>(&decided)) {
     if (ex.parser.get().method() == bhttp::verb::head) answer->body().clear();
@@ -268,12 +267,12 @@ asio::awaitable<bool> serve(std::shared_ptr<state> st, tcp_exchange& ex) {
 }
 
 // Claims every request, whatever its method and path, so each is checked and routed on its own.
-http::stream_selector<http::tcp_protocol> claim_everything(std::weak_ptr<state> weak) {
+http::stream_selector claim_everything(std::weak_ptr<state> weak) {
   return [weak](const bhttp::request_header<>&, const std::string&,
-                std::map<std::string, std::string>&) -> http::stream_handler<http::tcp_protocol> {
+                std::map<std::string, std::string>&) -> http::stream_handler {
     auto st = weak.lock();
     if (!st) return {};
-    return [st](tcp_exchange& ex) { return serve(st, ex); };
+    return [st](http::exchange& ex) { return serve(st, ex); };
   };
 }
 

@@ -35,6 +35,6 @@ struct dependencies {
 // The handler the HTTP server calls for every request.
 http::handler make_handler(dependencies deps);
 // The routes that stream (server-sent events, file bodies, WebSockets, agent forwarding).
-http::stream_selector<http::tcp_protocol> make_stream_selector(dependencies deps);
+http::stream_selector make_stream_selector(dependencies deps);
 
 }  // namespace sandfort::api

@@ -9,7 +9,6 @@
 // forward() is sandfortd → agent on top of it, over a connection the agent connector opened.
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/beast/core/basic_stream.hpp>
 #include <boost/system/error_code.hpp>
 #include <chrono>
 #include <string>
@@ -42,12 +41,7 @@ struct relay_result {
 
 // Sends the request header in ex.parser as it is (the caller rewrites it first), its body, and
 // relays the answer. Expect: 100-continue is answered here. The upstream must be connected.
-boost::asio::awaitable<relay_result> relay(exchange<tcp_protocol>& ex,
-                                           boost::beast::basic_stream<tcp_protocol>& upstream,
-                                           relay_options options);
-boost::asio::awaitable<relay_result> relay(exchange<tcp_protocol>& ex,
-                                           boost::beast::basic_stream<unix_protocol>& upstream,
-                                           relay_options options);
+boost::asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_options options);
 
 struct forward_options {
   std::string target;  // path and query on the upstream
@@ -61,7 +55,6 @@ struct forward_options {
 // Forwards the request in ex to a connected upstream (the agent) without the caller's
 // credentials. Returns whether the client connection may serve another request. An upstream
 // that closes or stalls before answering is answered with 503 in the API's error shape.
-boost::asio::awaitable<bool> forward(exchange<tcp_protocol>& ex, boost::beast::basic_stream<unix_protocol>& upstream,
-                                     forward_options options);
+boost::asio::awaitable<bool> forward(exchange& ex, any_stream& upstream, forward_options options);
 
 }  // namespace sandfort::http

@@ -99,8 +99,7 @@ class server {
   result<void> listen_unix(const std::string& path);
 
   // Requests the selector claims are handed over after their header (see stream.hpp).
-  void set_stream_selector(stream_selector<tcp_protocol> selector);
-  void set_stream_selector(stream_selector<unix_protocol> selector);
+  void set_stream_selector(stream_selector selector);
 
   // Stops accepting and closes every connection that waits for (or is reading) a request
   // header, and WebSockets. A connection inside a request carries on — a streamed exec keeps

@@ -5,8 +5,6 @@
 // can implement the same interface later.
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/beast/core/basic_stream.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -17,12 +15,13 @@
 
 #include "sandfort/core/error.hpp"
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/http/any_stream.hpp"
 #include "sandfort/sandbox/agent_socket.hpp"
 #include "sandfort/sandbox/types.hpp"
 
 namespace sandfort::sandbox {
 
-using agent_stream = boost::beast::basic_stream<boost::asio::local::stream_protocol>;
+using agent_stream = http::any_stream;
 
 // Which sandbox, and the Docker container it runs in (the row's container_id).
 struct agent_address {

@@ -133,7 +133,7 @@ asio::awaitable<http::response> kill_command(http::context& ctx) {
   co_return http::empty_response(204);
 }
 
-asio::awaitable<bool> follow_logs(unix_exchange& ex) {
+asio::awaitable<bool> follow_logs(http::exchange& ex) {
   command_registry& reg = command_registry::of(ex.stream.get_executor());
   const std::string& id = ex.params["cmd"];
   if (auto known = reg.get(id); !known) {
@@ -169,7 +169,7 @@ std::vector<http::route> command_routes() {
   };
 }
 
-std::vector<http::stream_route<http::unix_protocol>> command_stream_routes() {
+std::vector<http::stream_route> command_stream_routes() {
   return {{http::verb::get, "/commands/{cmd}/logs", &follow_logs, &wants_follow}};
 }
 

@@ -12,6 +12,6 @@
 namespace sandfort::agent {
 
 std::vector<http::route> command_routes();
-std::vector<http::stream_route<http::unix_protocol>> command_stream_routes();
+std::vector<http::stream_route> command_stream_routes();
 
 }  // namespace sandfort::agent

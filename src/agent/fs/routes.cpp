@@ -22,7 +22,7 @@ namespace {
 namespace asio = boost::asio;
 namespace bhttp = http::bhttp;
 using nlohmann::json;
-using exchange = http::exchange<http::unix_protocol>;
+using exchange = http::exchange;
 
 constexpr std::size_t chunk_size = 64 * 1024;
 // A client that stops sending or reading for this long is gone.
@@ -402,7 +402,7 @@ asio::awaitable<bool> archive(exchange& ex) {
     co_return co_await fail(ex, e);
   }
   if (!ex.parser.is_done() && !co_await drain_body(ex, drain_limit)) co_return false;
-  http::chunked_writer<http::unix_protocol> out(ex);
+  http::chunked_writer out(ex);
   std::string content_type = "application/x-tar";
   ex.stream.expires_after(inactivity_limit);
   if (!co_await out.start(200, content_type)) co_return false;
@@ -435,11 +435,11 @@ std::vector<http::route> routes() {
   };
 }
 
-std::vector<http::stream_route<http::unix_protocol>> stream_routes() {
-  std::vector<http::stream_route<http::unix_protocol>> all(4);
+std::vector<http::stream_route> stream_routes() {
+  std::vector<http::stream_route> all(4);
   // Member by member: GCC 12 crashes on aggregate initialization of stream_route that leaves
   // `when` to its default member initializer.
-  auto set = [](http::stream_route<http::unix_protocol>& r, http::verb method, const char* pattern,
+  auto set = [](http::stream_route& r, http::verb method, const char* pattern,
                 asio::awaitable<bool> (*fn)(exchange&)) {
     r.method = method;
     r.pattern = pattern;

@@ -10,6 +10,6 @@
 namespace sandfort::agent::fs {
 
 std::vector<http::route> routes();
-std::vector<http::stream_route<http::unix_protocol>> stream_routes();
+std::vector<http::stream_route> stream_routes();
 
 }  // namespace sandfort::agent::fs

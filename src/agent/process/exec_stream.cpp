@@ -12,7 +12,7 @@ namespace {
 
 namespace asio = boost::asio;
 
-asio::awaitable<bool> exec_events(unix_exchange& ex) {
+asio::awaitable<bool> exec_events(http::exchange& ex) {
   const std::size_t limit = http::server_options{}.body_limit;
   auto body = co_await http::read_small_body(ex, limit);
   if (!body) {
@@ -53,7 +53,7 @@ asio::awaitable<bool> exec_events(unix_exchange& ex) {
 
 }  // namespace
 
-std::vector<http::stream_route<http::unix_protocol>> process_stream_routes() {
+std::vector<http::stream_route> process_stream_routes() {
   return {{http::verb::post, "/process/exec", &exec_events, &http::wants_event_stream}};
 }
 

@@ -8,6 +8,6 @@
 
 namespace sandfort::agent {
 
-std::vector<http::stream_route<http::unix_protocol>> process_stream_routes();
+std::vector<http::stream_route> process_stream_routes();
 
 }  // namespace sandfort::agent

@@ -12,7 +12,7 @@ namespace sandfort::agent {
 
 namespace asio = boost::asio;
 
-sse_writer::sse_writer(unix_exchange& ex, bool binary)
+sse_writer::sse_writer(http::exchange& ex, bool binary)
     : ex_(ex), writer_(ex), gone_signal_(ex.stream.get_executor(), asio::steady_timer::time_point::max()), binary_(binary) {}
 
 asio::awaitable<bool> sse_writer::write(output_stream which, std::string_view bytes) {

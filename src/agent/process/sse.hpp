@@ -19,11 +19,10 @@
 
 namespace sandfort::agent {
 
-using unix_exchange = http::exchange<http::unix_protocol>;
 
 class sse_writer final : public output_sink {
  public:
-  explicit sse_writer(unix_exchange& ex, bool binary = false);
+  explicit sse_writer(http::exchange& ex, bool binary = false);
 
   boost::asio::awaitable<bool> write(output_stream which, std::string_view bytes) override;
   boost::asio::awaitable<void> wait_gone() override;
@@ -45,8 +44,8 @@ class sse_writer final : public output_sink {
   boost::asio::awaitable<bool> send_frame(std::string frame);
   boost::asio::awaitable<void> start_locked();
 
-  unix_exchange& ex_;
-  http::chunked_writer<http::unix_protocol> writer_;
+  http::exchange& ex_;
+  http::chunked_writer writer_;
   fifo_mutex order_;  // stdout and stderr are read concurrently; their events must not interleave
   boost::asio::steady_timer gone_signal_;  // cancelled when a write fails
   bool binary_;

@@ -40,7 +40,7 @@ void configure(websocket& ws, const std::string& request_id, const std::string& 
 
 // Everything that can be refused is checked, and the program started, before the upgrade, so
 // that refusals are plain HTTP errors (400 for a missing cwd).
-asio::awaitable<bool> open_terminal(http::exchange<http::unix_protocol>& ex) {
+asio::awaitable<bool> open_terminal(http::exchange& ex) {
   if (!beast::websocket::is_upgrade(ex.parser.get())) {
     error refused = make_error(errc::invalid_argument, "GET /pty is a WebSocket: send an Upgrade request");
     co_return co_await http::respond_error(ex, refused);
@@ -73,9 +73,9 @@ asio::awaitable<bool> open_terminal(http::exchange<http::unix_protocol>& ex) {
 
 }  // namespace
 
-std::vector<http::stream_route<http::unix_protocol>> stream_routes() {
+std::vector<http::stream_route> stream_routes() {
   // Member by member: GCC 12 crashes on aggregate initialization of stream_route here.
-  http::stream_route<http::unix_protocol> pty;
+  http::stream_route pty;
   pty.method = http::verb::get;
   pty.pattern = "/pty";
   pty.fn = &open_terminal;

@@ -7,6 +7,6 @@
 
 namespace sandfort::agent::pty {
 
-std::vector<http::stream_route<http::unix_protocol>> stream_routes();
+std::vector<http::stream_route> stream_routes();
 
 }  // namespace sandfort::agent::pty

@@ -4,8 +4,6 @@
 // (the program is hung up, then killed if it outlives the grace period).
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/core/buffered_read_stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/websocket/stream.hpp>
@@ -15,28 +13,25 @@
 #include <utility>
 
 #include "pty/terminal.hpp"
+#include "sandfort/http/any_stream.hpp"
 
 namespace sandfort::agent::pty {
 
-using unix_stream = boost::beast::basic_stream<boost::asio::local::stream_protocol>;
-
 // The HTTP server's connection after the upgrade. Bytes it read past the request header belong
 // to the WebSocket: they sit in buffer() and are read before the socket.
-class upgraded_stream : public boost::beast::buffered_read_stream<unix_stream&, boost::beast::flat_buffer> {
+class upgraded_stream : public boost::beast::buffered_read_stream<http::any_stream&, boost::beast::flat_buffer> {
  public:
   using buffered_read_stream::buffered_read_stream;
 };
 
 // The WebSocket's closing handshake ends on the socket underneath (found by ADL).
 inline void teardown(boost::beast::role_type role, upgraded_stream& stream, boost::beast::error_code& ec) {
-  using boost::beast::websocket::teardown;
-  teardown(role, stream.next_layer().socket(), ec);
+  http::teardown(role, stream.next_layer(), ec);
 }
 
 template <typename Handler>
 void async_teardown(boost::beast::role_type role, upgraded_stream& stream, Handler&& handler) {
-  using boost::beast::websocket::async_teardown;
-  async_teardown(role, stream.next_layer().socket(), std::forward<Handler>(handler));
+  http::async_teardown(role, stream.next_layer(), std::forward<Handler>(handler));
 }
 
 using websocket = boost::beast::websocket::stream<upgraded_stream>;

@@ -125,7 +125,7 @@ asio::awaitable<http::response> exec_in_default(http::context& ctx) {
   co_return co_await exec_whole(ctx, name);
 }
 
-asio::awaitable<bool> exec_events(unix_exchange& ex, const std::string& name) {
+asio::awaitable<bool> exec_events(http::exchange& ex, const std::string& name) {
   const std::size_t limit = http::server_options{}.body_limit;
   auto body = co_await http::read_small_body(ex, limit);
   if (!body) {
@@ -162,12 +162,12 @@ asio::awaitable<bool> exec_events(unix_exchange& ex, const std::string& name) {
   co_return co_await events.finish();
 }
 
-asio::awaitable<bool> events_in_named(unix_exchange& ex) {
+asio::awaitable<bool> events_in_named(http::exchange& ex) {
   std::string name = ex.params["name"];
   co_return co_await exec_events(ex, name);
 }
 
-asio::awaitable<bool> events_in_default(unix_exchange& ex) {
+asio::awaitable<bool> events_in_default(http::exchange& ex) {
   std::string name = sessions::default_session;
   co_return co_await exec_events(ex, name);
 }
@@ -184,7 +184,7 @@ std::vector<http::route> session_routes() {
   };
 }
 
-std::vector<http::stream_route<http::unix_protocol>> session_stream_routes() {
+std::vector<http::stream_route> session_stream_routes() {
   return {
       {http::verb::post, "/sessions/{name}/exec", &events_in_named, &http::wants_event_stream},
       {http::verb::post, "/exec", &events_in_default, &http::wants_event_stream},

@@ -11,6 +11,6 @@
 namespace sandfort::agent {
 
 std::vector<http::route> session_routes();
-std::vector<http::stream_route<http::unix_protocol>> session_stream_routes();
+std::vector<http::stream_route> session_stream_routes();
 
 }  // namespace sandfort::agent

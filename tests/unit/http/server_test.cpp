@@ -434,11 +434,11 @@ struct ticker {
   std::atomic<bool> finished{false};
   int ticks = 6;
 
-  stream_handler<tcp_protocol> handler() {
-    return [this](exchange<tcp_protocol>& ex) { return run(ex); };
+  stream_handler handler() {
+    return [this](exchange& ex) { return run(ex); };
   }
 
-  asio::awaitable<void> produce(exchange<tcp_protocol>& ex, chunked_writer<tcp_protocol>& out) {
+  asio::awaitable<void> produce(exchange& ex, chunked_writer& out) {
     asio::steady_timer timer(co_await asio::this_coro::executor);
     for (int i = 0; i < ticks && !abandoned; ++i) {
       timer.expires_after(50ms);
@@ -452,7 +452,7 @@ struct ticker {
     ex.stream.socket().cancel(ignored);  // ends watch()
   }
 
-  asio::awaitable<void> watch(exchange<tcp_protocol>& ex) {
+  asio::awaitable<void> watch(exchange& ex) {
     auto space = ex.buffer.prepare(4096);
     auto [ec, n] = co_await ex.stream.socket().async_read_some(space, as_tuple_awaitable);
     if (!ec) {
@@ -462,10 +462,10 @@ struct ticker {
     if (!finished) abandoned = true;
   }
 
-  asio::awaitable<bool> run(exchange<tcp_protocol>& ex) {
+  asio::awaitable<bool> run(exchange& ex) {
     using namespace asio::experimental::awaitable_operators;
     ++started;
-    chunked_writer<tcp_protocol> out(ex);
+    chunked_writer out(ex);
     const std::string type = "text/event-stream";
     bool head = co_await out.start(200, type);
     if (!head) co_return false;
@@ -478,9 +478,9 @@ struct ticker {
   }
 };
 
-stream_selector<tcp_protocol> ticks_at(ticker& t) {
+stream_selector ticks_at(ticker& t) {
   return [&t](const bhttp::request_header<>&, const std::string& path,
-              std::map<std::string, std::string>&) -> stream_handler<tcp_protocol> {
+              std::map<std::string, std::string>&) -> stream_handler {
     if (path != "/ticks") return {};
     return t.handler();
   };
@@ -639,8 +639,8 @@ TEST_CASE("http: server stop ends a WebSocket session at once rather than waitin
   s.on_server_thread([&] {
     // Stands for a terminal: it lives as long as its client's socket does.
     s.srv().set_stream_selector([&sessions](const bhttp::request_header<>&, const std::string&,
-                                            std::map<std::string, std::string>&) -> stream_handler<tcp_protocol> {
-      return [&sessions](exchange<tcp_protocol>& ex) -> asio::awaitable<bool> {
+                                            std::map<std::string, std::string>&) -> stream_handler {
+      return [&sessions](exchange& ex) -> asio::awaitable<bool> {
         ++sessions;
         auto space = ex.buffer.prepare(4096);
         co_await ex.stream.socket().async_read_some(space, as_tuple_awaitable);

@@ -23,9 +23,9 @@ namespace {
 
 // "/v1/rest" → "/rest" on the agent's socket; "/missing/…" dials a socket that does not exist.
 // Connecting is the caller's part (sandfortd's agent connector): an unreachable agent is its 503.
-asio::awaitable<bool> forward_to(std::string socket_path, tcp_exchange& ex) {
+asio::awaitable<bool> forward_to(std::string socket_path, http::exchange& ex) {
   std::string path(ex.parser.get().target());
-  beast::basic_stream<http::unix_protocol> upstream(co_await asio::this_coro::executor);
+  http::any_stream upstream(co_await asio::this_coro::executor);
   std::string dial = path.starts_with("/missing") ? socket_path + ".missing" : socket_path;
   auto [cec] = co_await upstream.async_connect(http::unix_protocol::endpoint(dial), use_tuple);
   if (cec) co_return co_await http::respond_error(ex, make_error(errc::unavailable, "the sandbox agent is not reachable"));
@@ -43,12 +43,12 @@ class unix_front {
       : socket_path_("/tmp/sfpv-" + random_hex(6) + ".sock"),
         app_(ioc_, {}, &app::unused),
         front_(ioc_, {}, &app::unused) {
-    app_.set_stream_selector(app::routes<http::unix_protocol>());
+    app_.set_stream_selector(app::routes());
     if (!app_.listen_unix(socket_path_)) throw std::runtime_error("cannot listen on " + socket_path_);
     front_.set_stream_selector([path = socket_path_](const bhttp::request_header<>&, const std::string&,
                                                      std::map<std::string, std::string>&)
-                                   -> http::stream_handler<http::tcp_protocol> {
-      return [path](tcp_exchange& ex) { return forward_to(path, ex); };
+                                   -> http::stream_handler {
+      return [path](http::exchange& ex) { return forward_to(path, ex); };
     });
     auto port = front_.listen_tcp("127.0.0.1:0");
     if (!port) throw std::runtime_error("cannot listen on 127.0.0.1");

@@ -34,7 +34,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
-using tcp_exchange = http::exchange<http::tcp_protocol>;
 
 inline const std::string sandbox_a = "sbx-00000000000000aa";
 inline const std::string sandbox_b = "sbx-00000000000000bb";
@@ -77,8 +76,7 @@ inline char pattern_byte(std::size_t i) { return static_cast<char>('a' + i % 26)
 namespace app {
 
 // Answers with what it received: method, target, every header, the body's size and checksum.
-template <typename Protocol>
-asio::awaitable<bool> echo(http::exchange<Protocol>& ex) {
+inline asio::awaitable<bool> echo(http::exchange& ex) {
   std::vector<char> chunk(64 * 1024);
   std::uint64_t size = 0, sum = 0;
   while (!ex.parser.is_done()) {
@@ -102,10 +100,9 @@ asio::awaitable<bool> echo(http::exchange<Protocol>& ex) {
 }
 
 // /large?bytes=N: N pattern bytes as a chunked answer, in 64 KiB pieces.
-template <typename Protocol>
-asio::awaitable<bool> large(http::exchange<Protocol>& ex) {
+inline asio::awaitable<bool> large(http::exchange& ex) {
   std::size_t total = std::stoul(ex.query.at("bytes"));
-  http::chunked_writer<Protocol> out(ex);
+  http::chunked_writer out(ex);
   std::string type = "application/octet-stream";
   if (!co_await out.start(200, type)) co_return false;
   std::string piece;
@@ -118,11 +115,10 @@ asio::awaitable<bool> large(http::exchange<Protocol>& ex) {
 }
 
 // Echoes every message, except "?target", answered with the target it was upgraded on.
-template <typename Protocol>
-asio::awaitable<bool> websocket_echo(http::exchange<Protocol>& ex) {
+inline asio::awaitable<bool> websocket_echo(http::exchange& ex) {
   std::string upgraded_on(ex.parser.get().target());
   bhttp::request<bhttp::empty_body> upgrade{ex.parser.get().base()};
-  beast::websocket::stream<beast::basic_stream<Protocol>&> ws(ex.stream);
+  beast::websocket::stream<http::any_stream&> ws(ex.stream);
   auto [ec] = co_await ws.async_accept(upgrade, use_tuple);
   if (ec) co_return false;
   for (;;) {
@@ -141,28 +137,25 @@ asio::awaitable<bool> websocket_echo(http::exchange<Protocol>& ex) {
 }
 
 // Takes the request and hangs up without a word.
-template <typename Protocol>
-asio::awaitable<bool> hang_up(http::exchange<Protocol>&) {
+inline asio::awaitable<bool> hang_up(http::exchange&) {
   co_return false;
 }
 
 // Takes the request and says nothing for 5 s: an upstream that stalls.
-template <typename Protocol>
-asio::awaitable<bool> silent(http::exchange<Protocol>& ex) {
+inline asio::awaitable<bool> silent(http::exchange& ex) {
   asio::steady_timer timer(ex.stream.get_executor(), std::chrono::seconds(5));
   co_await timer.async_wait(use_tuple);
   co_return false;
 }
 
-template <typename Protocol = http::tcp_protocol>
-http::stream_selector<Protocol> routes() {
+inline http::stream_selector routes() {
   return [](const bhttp::request_header<>&, const std::string& path,
-            std::map<std::string, std::string>&) -> http::stream_handler<Protocol> {
-    if (path == "/large") return &large<Protocol>;
-    if (path == "/ws") return &websocket_echo<Protocol>;
-    if (path == "/hang-up") return &hang_up<Protocol>;
-    if (path == "/silent") return &silent<Protocol>;
-    return &echo<Protocol>;
+            std::map<std::string, std::string>&) -> http::stream_handler {
+    if (path == "/large") return &large;
+    if (path == "/ws") return &websocket_echo;
+    if (path == "/hang-up") return &hang_up;
+    if (path == "/silent") return &silent;
+    return &echo;
   };
 }
 

@@ -1,0 +1,56 @@
+#include "sandfort/http/any_stream.hpp"
+
+#include <boost/beast/websocket/teardown.hpp>
+
+namespace sandfort::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+any_stream::any_stream(const executor_type& executor) : stream_(executor) {}
+any_stream::any_stream(asio::ip::tcp::socket socket) : stream_(socket_type(std::move(socket))) {}
+any_stream::any_stream(asio::local::stream_protocol::socket socket) : stream_(socket_type(std::move(socket))) {}
+any_stream::any_stream(any_stream&&) noexcept = default;
+any_stream::~any_stream() = default;
+
+any_stream::executor_type any_stream::get_executor() noexcept { return stream_.get_executor(); }
+any_stream::socket_type& any_stream::socket() { return stream_.socket(); }
+const any_stream::socket_type& any_stream::socket() const { return stream_.socket(); }
+
+void any_stream::expires_after(std::chrono::steady_clock::duration after) { stream_.expires_after(after); }
+void any_stream::expires_never() { stream_.expires_never(); }
+void any_stream::cancel() { stream_.cancel(); }
+void any_stream::close() { stream_.close(); }
+
+void any_stream::start_connect(const protocol_type::endpoint& to, done_handler handler) {
+  stream_.async_connect(to, std::move(handler));
+}
+
+void any_stream::start_read(const buffer_list<asio::mutable_buffer>& buffers, io_handler handler) {
+  stream_.async_read_some(buffers, std::move(handler));
+}
+
+void any_stream::start_write(const buffer_list<asio::const_buffer>& buffers, io_handler handler) {
+  stream_.async_write_some(buffers, std::move(handler));
+}
+
+void any_stream::start_wait_readable(done_handler handler) {
+  stream_.socket().async_wait(socket_type::wait_read, std::move(handler));
+}
+
+void any_stream::teardown(beast::role_type role, boost::system::error_code& ec) {
+  beast::websocket::teardown(role, stream_.socket(), ec);
+}
+
+void any_stream::start_teardown(beast::role_type role, done_handler handler) {
+  beast::websocket::async_teardown(role, stream_.socket(), std::move(handler));
+}
+
+void beast_close_socket(any_stream& stream) {
+  boost::system::error_code ignored;
+  stream.socket().close(ignored);
+}
+
+void teardown(beast::role_type role, any_stream& stream, boost::system::error_code& ec) { stream.teardown(role, ec); }
+
+}  // namespace sandfort::http
