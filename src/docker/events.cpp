@@ -9,7 +9,6 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/error.hpp>
@@ -21,6 +20,7 @@
 
 #include "engine_errors.hpp"
 #include "json_access.hpp"
+#include "sandfort/http/any_stream.hpp"
 #include "sandfort/http/client.hpp"
 #include "sandfort/http/use_tuple.hpp"
 #include "url.hpp"
@@ -175,7 +175,7 @@ task<void> unix_engine::follow_events(event_subscription sub, event_handler on_e
                                       : detail::query_string({{"since", since}, {"filters", filters}}));
   const std::string& path = options_.socket_path;
 
-  beast::basic_stream<unix_socket> stream(co_await asio::this_coro::executor);
+  http::any_stream stream(co_await asio::this_coro::executor);
   stream.expires_after(options_.timeout);
   auto [cec] = co_await stream.async_connect(unix_socket::endpoint(path), use_tuple);
   if (cec) co_return detail::transport_error(path, make_error(errc::unavailable, cec.message()));

@@ -116,8 +116,8 @@ std::optional<denial> parse_head(connection& c, std::size_t length, head_parser&
 bool from_current_address(connection& c, const sandbox_egress& sandbox) {
   if (sandbox.state != "started" || sandbox.address.empty()) return false;
   boost::system::error_code ec;
-  auto peer = c.client.socket().remote_endpoint(ec).address();
-  if (ec) return false;
+  auto peer = c.peer;
+  if (peer.is_unspecified()) return false;
   if (peer.is_v6() && peer.to_v6().is_v4_mapped()) peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
   auto expected = asio::ip::make_address(sandbox.address, ec);
   return !ec && peer == expected;
@@ -305,7 +305,7 @@ asio::awaitable<std::optional<denial>> handle(state& st, connection& c, egress_e
 
 asio::awaitable<void> drain_input(const state& st, connection& c) {
   boost::system::error_code ignored;
-  c.client.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  c.client.socket().shutdown(asio::socket_base::shutdown_send, ignored);
   std::vector<char> sink(16 * 1024);
   std::size_t total = 0;
   c.client.expires_after(std::min(st.options.header_timeout, max_drain_time));
@@ -318,8 +318,21 @@ asio::awaitable<void> drain_input(const state& st, connection& c) {
 
 }  // namespace
 
+namespace {
+
+asio::ip::address peer_of(const tcp::socket& socket) {
+  boost::system::error_code ec;
+  auto endpoint = socket.remote_endpoint(ec);
+  return ec ? asio::ip::address() : endpoint.address();
+}
+
+}  // namespace
+
 connection::connection(tcp::socket socket)
-    : client(std::move(socket)), upstream(client.get_executor()), closed_signal_(client.get_executor()) {
+    : peer(peer_of(socket)),
+      client(std::move(socket)),
+      upstream(client.get_executor()),
+      closed_signal_(client.get_executor()) {
   closed_signal_.expires_at(asio::steady_timer::time_point::max());
 }
 

@@ -7,7 +7,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
 #include <functional>
 #include <list>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "admission.hpp"
+#include "sandfort/http/any_stream.hpp"
 #include "sandfort/http/server.hpp"
 #include "sandfort/proxy/proxy.hpp"
 
@@ -30,8 +30,9 @@ class connection {
  public:
   explicit connection(boost::asio::ip::tcp::socket socket);
 
-  boost::beast::tcp_stream client;
-  boost::beast::tcp_stream upstream;
+  boost::asio::ip::address peer;     // the client's address, as accepted (before client takes the socket)
+  http::any_stream client;
+  http::any_stream upstream;
   boost::beast::flat_buffer buffer;  // bytes read past the request head go upstream first
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::string sandbox_id;            // set once authenticated: disconnect() finds it by this

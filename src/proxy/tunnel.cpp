@@ -29,7 +29,8 @@ void close_both(tunnel& t) {
   t.upstream.close(ignored);
 }
 
-asio::awaitable<void> pump(tunnel& t, tcp::socket& from, tcp::socket& to, std::uint64_t& count) {
+asio::awaitable<void> pump(tunnel& t, http::any_stream::socket_type& from, http::any_stream::socket_type& to,
+                           std::uint64_t& count) {
   bool from_upstream = &from == &t.upstream;
   std::vector<char> chunk(piece);
   for (;;) {
@@ -53,7 +54,7 @@ asio::awaitable<void> pump(tunnel& t, tcp::socket& from, tcp::socket& to, std::u
     t.last_activity = clock::now();
   }
   boost::system::error_code ignored;
-  to.shutdown(tcp::socket::shutdown_send, ignored);
+  to.shutdown(asio::socket_base::shutdown_send, ignored);
 }
 
 // Completes when the tunnel has been idle for its timeout (closing it), or when cancelled

@@ -3,20 +3,21 @@
 // fails, or nothing moves for the idle timeout.
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdint>
 #include <string>
 
+#include "sandfort/http/any_stream.hpp"
+
 namespace sandfort::proxy::detail {
 
 struct tunnel {
-  tunnel(boost::asio::ip::tcp::socket& from_client, boost::asio::ip::tcp::socket& to_upstream,
+  tunnel(http::any_stream::socket_type& from_client, http::any_stream::socket_type& to_upstream,
          std::chrono::milliseconds idle_after, bool ends_with_upstream)
       : client(from_client), upstream(to_upstream), idle_timeout(idle_after), end_with_upstream(ends_with_upstream) {}
 
-  boost::asio::ip::tcp::socket& client;
-  boost::asio::ip::tcp::socket& upstream;
+  http::any_stream::socket_type& client;
+  http::any_stream::socket_type& upstream;
   std::chrono::milliseconds idle_timeout;
   // A forwarded request is over when the upstream's answer ends: nothing more the client sends
   // may reach anything. A CONNECT tunnel carries half-closes through instead.

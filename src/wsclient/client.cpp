@@ -1,15 +1,16 @@
 #include "sandfort/wsclient/client.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/websocket.hpp>
+#include <tuple>
+
+#include "sandfort/http/any_stream.hpp"
 
 namespace sandfort::wsclient {
 namespace {
@@ -65,11 +66,10 @@ struct client::transport {
 
 namespace {
 
-template <typename Protocol>
 struct stream_transport final : client::transport {
   explicit stream_transport(const asio::any_io_executor& executor, options o) : ws(executor) { opts = std::move(o); }
 
-  beast::basic_stream<Protocol>& lowest() { return beast::get_lowest_layer(ws); }
+  http::any_stream& lowest() { return ws.next_layer(); }
 
   asio::awaitable<result<void>> handshake(const std::string& host, const std::string& target) {
     ws.set_option(bwebsocket::stream_base::decorator([headers = opts.headers](bwebsocket::request_type& req) {
@@ -126,7 +126,7 @@ struct stream_transport final : client::transport {
 
   void abort() override { lowest().close(); }
 
-  bwebsocket::stream<beast::basic_stream<Protocol>> ws;
+  bwebsocket::stream<http::any_stream> ws;
 };
 
 }  // namespace
@@ -148,9 +148,15 @@ asio::awaitable<result<client>> client::connect(std::string host, std::uint16_t 
   auto [rec, endpoints] = std::get<0>(resolved);
   if (rec) co_return unavailable("cannot resolve " + host + ": " + rec.message());
 
-  auto t = std::make_unique<stream_transport<tcp>>(executor, std::move(opts));
-  t->lowest().expires_after(t->opts.connect_timeout);
-  auto [cec, endpoint] = co_await t->lowest().async_connect(endpoints, use_tuple);
+  auto t = std::make_unique<stream_transport>(executor, std::move(opts));
+  t->lowest().expires_after(t->opts.connect_timeout);  // for all the addresses together
+  beast::error_code cec = asio::error::host_not_found;
+  for (const auto& entry : endpoints) {
+    beast::error_code ignored;
+    t->lowest().socket().close(ignored);  // what the previous address left
+    std::tie(cec) = co_await t->lowest().async_connect(entry.endpoint(), use_tuple);
+    if (!cec || cec == beast::error::timeout) break;
+  }
   if (cec) co_return unavailable("cannot connect to " + host + ":" + service + ": " + cec.message());
   std::string host_header = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + service;
   auto shaken = co_await t->handshake(host_header, target);
@@ -160,7 +166,7 @@ asio::awaitable<result<client>> client::connect(std::string host, std::uint16_t 
 
 asio::awaitable<result<client>> client::connect_unix(std::string socket_path, std::string target, options opts) {
   auto executor = co_await asio::this_coro::executor;
-  auto t = std::make_unique<stream_transport<local>>(executor, std::move(opts));
+  auto t = std::make_unique<stream_transport>(executor, std::move(opts));
   t->lowest().expires_after(t->opts.connect_timeout);
   local::endpoint endpoint(socket_path);
   auto [cec] = co_await t->lowest().async_connect(endpoint, use_tuple);
