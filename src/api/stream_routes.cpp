@@ -14,7 +14,6 @@
 namespace sandfort::api {
 
 namespace asio = boost::asio;
-using tcp_route = http::stream_route;
 
 namespace {
 
@@ -112,8 +111,8 @@ class stream_statuses {
 };
 
 // Times every streamed route and counts it under its pattern (observe_request).
-http::stream_handler measured(std::shared_ptr<stream_statuses> statuses, const tcp_route& r,
-                                                  http::stream_handler inner) {
+http::stream_handler measured(std::shared_ptr<stream_statuses> statuses, const http::stream_route& r,
+                              http::stream_handler inner) {
   return [statuses, pattern = r.pattern, method = r.method,
           inner = std::move(inner)](http::exchange& ex) -> asio::awaitable<bool> {
     struct done {  // also when the handler throws, so that no status is left behind
@@ -289,7 +288,7 @@ http::stream_selector make_stream_selector(dependencies d) {
   using http::verb;
   using auth::permission;
   auto sse = [](const http::bhttp::request_header<>& h) { return http::wants_event_stream(h); };
-  std::vector<tcp_route> routes = {
+  std::vector<http::stream_route> routes = {
       {verb::post, "/v1/sandboxes/{id}/process/exec", authed(permission::use_sandboxes, stream_exec(false)), sse},
       {verb::post, "/v1/sandboxes/{id}/process/code-run", authed(permission::use_sandboxes, stream_exec(true)), sse},
   };

@@ -22,28 +22,28 @@ void any_stream::expires_never() { stream_.expires_never(); }
 void any_stream::cancel() { stream_.cancel(); }
 void any_stream::close() { stream_.close(); }
 
-void any_stream::start_connect(const protocol_type::endpoint& to, done_handler handler) {
-  stream_.async_connect(to, std::move(handler));
+void any_stream::start_connect(const protocol_type::endpoint& to, done_handler completion) {
+  stream_.async_connect(to, std::move(completion));
 }
 
-void any_stream::start_read(const buffer_list<asio::mutable_buffer>& buffers, io_handler handler) {
-  stream_.async_read_some(buffers, std::move(handler));
+void any_stream::start_read(const buffer_list<asio::mutable_buffer>& buffers, io_handler completion) {
+  stream_.async_read_some(buffers, std::move(completion));
 }
 
-void any_stream::start_write(const buffer_list<asio::const_buffer>& buffers, io_handler handler) {
-  stream_.async_write_some(buffers, std::move(handler));
+void any_stream::start_write(const buffer_list<asio::const_buffer>& buffers, io_handler completion) {
+  stream_.async_write_some(buffers, std::move(completion));
 }
 
-void any_stream::start_wait_readable(done_handler handler) {
-  stream_.socket().async_wait(socket_type::wait_read, std::move(handler));
+void any_stream::start_wait_readable(done_handler completion) {
+  stream_.socket().async_wait(socket_type::wait_read, std::move(completion));
 }
 
 void any_stream::teardown(beast::role_type role, boost::system::error_code& ec) {
   beast::websocket::teardown(role, stream_.socket(), ec);
 }
 
-void any_stream::start_teardown(beast::role_type role, done_handler handler) {
-  beast::websocket::async_teardown(role, stream_.socket(), std::move(handler));
+void any_stream::start_teardown(beast::role_type role, done_handler completion) {
+  beast::websocket::async_teardown(role, stream_.socket(), std::move(completion));
 }
 
 void beast_close_socket(any_stream& stream) {

@@ -188,7 +188,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
       if (auto handler = select ? select(head_parser.get().base(), path, params) : stream_handler{}) {
         bhttp::request_parser<bhttp::buffer_body> body_parser{std::move(head_parser)};
         exchange ex{stream, buffer, body_parser, request_id, path, query, params,
-                              client_of(st->options, from, body_parser.get())};
+                    client_of(st->options, from, body_parser.get())};
         stream.expires_never();
         bool keep = false;
         try {

@@ -316,10 +316,6 @@ asio::awaitable<void> drain_input(const state& st, connection& c) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 asio::ip::address peer_of(const tcp::socket& socket) {
   boost::system::error_code ec;
   auto endpoint = socket.remote_endpoint(ec);

@@ -63,8 +63,8 @@ class erased_handler {
   using cancellation_slot_type = boost::asio::cancellation_slot;
 
   template <typename Handler>
-  erased_handler(Handler handler, const executor_type& fallback)
-      : executor_(boost::asio::get_associated_executor(handler, fallback)), handler_(std::move(handler)) {}
+  erased_handler(Handler completion, const executor_type& fallback)
+      : executor_(boost::asio::get_associated_executor(completion, fallback)), handler_(std::move(completion)) {}
 
   executor_type get_executor() const noexcept { return executor_; }
   cancellation_slot_type get_cancellation_slot() const noexcept { return handler_.get_cancellation_slot(); }
@@ -108,15 +108,17 @@ class any_stream {
   template <typename Endpoint, typename Token>
   auto async_connect(const Endpoint& endpoint, Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-        [this](auto handler, const protocol_type::endpoint& to) { start_connect(to, done_handler(std::move(handler), get_executor())); },
+        [this](auto completion, const protocol_type::endpoint& to) {
+          start_connect(to, done_handler(std::move(completion), get_executor()));
+        },
         token, protocol_type::endpoint(endpoint));
   }
 
   template <typename MutableBufferSequence, typename Token>
   auto async_read_some(const MutableBufferSequence& buffers, Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
-        [this](auto handler, buffer_list<boost::asio::mutable_buffer> list) {
-          start_read(list, io_handler(std::move(handler), get_executor()));
+        [this](auto completion, buffer_list<boost::asio::mutable_buffer> list) {
+          start_read(list, io_handler(std::move(completion), get_executor()));
         },
         token, buffer_list<boost::asio::mutable_buffer>(buffers));
   }
@@ -124,8 +126,8 @@ class any_stream {
   template <typename ConstBufferSequence, typename Token>
   auto async_write_some(const ConstBufferSequence& buffers, Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
-        [this](auto handler, buffer_list<boost::asio::const_buffer> list) {
-          start_write(list, io_handler(std::move(handler), get_executor()));
+        [this](auto completion, buffer_list<boost::asio::const_buffer> list) {
+          start_write(list, io_handler(std::move(completion), get_executor()));
         },
         token, buffer_list<boost::asio::const_buffer>(buffers));
   }
@@ -134,18 +136,18 @@ class any_stream {
   template <typename Token>
   auto async_wait_readable(Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-        [this](auto handler) { start_wait_readable(done_handler(std::move(handler), get_executor())); }, token);
+        [this](auto completion) { start_wait_readable(done_handler(std::move(completion), get_executor())); }, token);
   }
 
   // For Beast's WebSocket, which closes its next layer through teardown/async_teardown.
   void teardown(boost::beast::role_type role, boost::system::error_code& ec);
-  void start_teardown(boost::beast::role_type role, done_handler handler);
+  void start_teardown(boost::beast::role_type role, done_handler completion);
 
  private:
-  void start_connect(const protocol_type::endpoint& to, done_handler handler);
-  void start_read(const buffer_list<boost::asio::mutable_buffer>& buffers, io_handler handler);
-  void start_write(const buffer_list<boost::asio::const_buffer>& buffers, io_handler handler);
-  void start_wait_readable(done_handler handler);
+  void start_connect(const protocol_type::endpoint& to, done_handler completion);
+  void start_read(const buffer_list<boost::asio::mutable_buffer>& buffers, io_handler completion);
+  void start_write(const buffer_list<boost::asio::const_buffer>& buffers, io_handler completion);
+  void start_wait_readable(done_handler completion);
 
   boost::beast::basic_stream<protocol_type> stream_;
 };
@@ -155,8 +157,9 @@ void beast_close_socket(any_stream& stream);
 void teardown(boost::beast::role_type role, any_stream& stream, boost::system::error_code& ec);
 
 template <typename TeardownHandler>
-void async_teardown(boost::beast::role_type role, any_stream& stream, TeardownHandler&& handler) {
-  stream.start_teardown(role, any_stream::done_handler(std::forward<TeardownHandler>(handler), stream.get_executor()));
+void async_teardown(boost::beast::role_type role, any_stream& stream, TeardownHandler&& completion) {
+  stream.start_teardown(role,
+                        any_stream::done_handler(std::forward<TeardownHandler>(completion), stream.get_executor()));
 }
 
 }  // namespace sandfort::http

@@ -22,7 +22,7 @@ namespace {
 namespace asio = boost::asio;
 namespace bhttp = http::bhttp;
 using nlohmann::json;
-using exchange = http::exchange;
+using http::exchange;
 
 constexpr std::size_t chunk_size = 64 * 1024;
 // A client that stops sending or reading for this long is gone.
