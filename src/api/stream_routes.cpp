@@ -9,6 +9,7 @@
 #include "sandbox_bodies.hpp"
 #include "sandfort/http/proxy.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 namespace sandfort::api {
