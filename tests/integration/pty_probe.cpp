@@ -33,6 +33,17 @@ asio::awaitable<bool> read_until(wsclient::client& ws, const std::string& want, 
   co_return true;
 }
 
+// A send that fails is printed (a step that then fails says why).
+asio::awaitable<void> send(wsclient::client& ws, bool text, const std::string& data) {
+  // (No co_await inside a conditional expression: GCC 12 miscompiles it.)
+  result<void> sent = ok_t{};
+  if (text)
+    sent = co_await ws.send_text(data);
+  else
+    sent = co_await ws.send_binary(data);
+  if (!sent) std::printf("sending %zu bytes: FAILED %s\n", data.size(), sent.err().message.c_str());
+}
+
 asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string key, bool subprotocol,
                            std::string env_check) {
   wsclient::options opts;
@@ -53,8 +64,10 @@ asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string 
   }
   std::string seen;
   int failures = 0;
+  const auto started = std::chrono::steady_clock::now();
   auto step = [&](const char* name, bool ok) {
-    std::printf("%s: %s\n", name, ok ? "ok" : "FAILED");
+    auto at = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started).count();
+    std::printf("%s: %s\n", name, ok ? "ok" : ("FAILED at " + std::to_string(at) + " ms").c_str());
     if (!ok) {
       std::string shown;
       for (char c : seen) shown += (c == '\r' ? std::string("\\r") : c == '\n' ? std::string("\\n") : std::string(1, c));
@@ -64,20 +77,20 @@ asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string 
   };
 
   const std::string size_cmd = "stty size\r";
-  (void)co_await ws->send_binary(size_cmd);
+  co_await send(*ws, false, size_cmd);
   const std::string initial = "24 80";
   step("initial size 24 80", co_await read_until(*ws, initial, seen));
 
   const std::string resize = R"({"type":"resize","cols":100,"rows":30})";
-  (void)co_await ws->send_text(resize);
+  co_await send(*ws, true, resize);
   seen.clear();
-  (void)co_await ws->send_binary(size_cmd);
+  co_await send(*ws, false, size_cmd);
   const std::string resized = "30 100";
   step("resized to 30 100", co_await read_until(*ws, resized, seen));
 
   seen.clear();
   const std::string echo_cmd = "echo h''i\r";  // the echoed line shows h''i; only the output shows hi
-  (void)co_await ws->send_binary(echo_cmd);
+  co_await send(*ws, false, echo_cmd);
   const std::string echoed = "hi\r\n";
   step("echo hi read back", co_await read_until(*ws, echoed, seen));
 
@@ -87,7 +100,7 @@ asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string 
     auto eq = env_check.find('=');
     seen.clear();
     const std::string print_env = "printf '%s|\\n' \"$" + env_check.substr(0, eq) + "\"\r";
-    (void)co_await ws->send_binary(print_env);
+    co_await send(*ws, false, print_env);
     const std::string value = env_check.substr(eq + 1) + "|\r\n";
     step("env read back", co_await read_until(*ws, value, seen));
   }
@@ -96,20 +109,20 @@ asio::awaitable<int> probe(std::uint16_t port, std::string sandbox, std::string 
   // Ctrl-C must reach `sleep`, not bash before it forks (the line discipline would then
   // flush what was typed): wait until the line runs, and a moment more for the fork.
   const std::string sleeper = "echo st''art; sleep 100\r";
-  (void)co_await ws->send_binary(sleeper);
+  co_await send(*ws, false, sleeper);
   const std::string running = "start\r\n";
   (void)co_await read_until(*ws, running, seen);
   asio::steady_timer pause(co_await asio::this_coro::executor, milliseconds(300));
   co_await pause.async_wait(asio::use_awaitable);
   const std::string ctrl_c = "\x03";
-  (void)co_await ws->send_binary(ctrl_c);
+  co_await send(*ws, false, ctrl_c);
   const std::string after_cmd = "echo af''ter\r";
-  (void)co_await ws->send_binary(after_cmd);
+  co_await send(*ws, false, after_cmd);
   const std::string after = "after\r\n";
   step("ctrl-c interrupted sleep", co_await read_until(*ws, after, seen));
 
   const std::string exit_cmd = "exit 7\r";
-  (void)co_await ws->send_binary(exit_cmd);
+  co_await send(*ws, false, exit_cmd);
   bool exited = false;
   for (int i = 0; i < 200 && !exited; ++i) {
     auto f = co_await ws->read(milliseconds(10'000));

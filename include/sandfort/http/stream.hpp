@@ -8,8 +8,6 @@
 // pieces), writes its whole response itself, and says whether the connection may be reused.
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -25,9 +23,6 @@
 #include "sandfort/http/router.hpp"
 
 namespace sandfort::http {
-
-using tcp_protocol = boost::asio::ip::tcp;
-using unix_protocol = boost::asio::local::stream_protocol;
 
 struct exchange {
   any_stream& stream;

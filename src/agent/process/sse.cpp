@@ -79,7 +79,7 @@ asio::awaitable<void> sse_writer::wait_gone() {
   using namespace asio::experimental::awaitable_operators;
   auto& socket = ex_.stream.socket();
   while (!failed_) {
-    auto which = co_await (socket.async_wait(http::unix_protocol::socket::wait_read, use_tuple) ||
+    auto which = co_await (ex_.stream.async_wait_readable(use_tuple) ||
                            gone_signal_.async_wait(use_tuple));
     if (which.index() == 1) co_return;
     auto [ec] = std::get<0>(which);

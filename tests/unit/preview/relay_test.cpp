@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/this_coro.hpp>
 
 #include "sandfort/core/ids.hpp"
@@ -27,7 +28,7 @@ asio::awaitable<bool> forward_to(std::string socket_path, http::exchange& ex) {
   std::string path(ex.parser.get().target());
   http::any_stream upstream(co_await asio::this_coro::executor);
   std::string dial = path.starts_with("/missing") ? socket_path + ".missing" : socket_path;
-  auto [cec] = co_await upstream.async_connect(http::unix_protocol::endpoint(dial), use_tuple);
+  auto [cec] = co_await upstream.async_connect(asio::local::stream_protocol::endpoint(dial), use_tuple);
   if (cec) co_return co_await http::respond_error(ex, make_error(errc::unavailable, "the sandbox agent is not reachable"));
   http::forward_options target;
   target.target = path.starts_with("/v1/") ? path.substr(3) : path;
