@@ -3,13 +3,13 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
 #include <chrono>
+#include <optional>
 
 #include "config.hpp"
 #include "failure.hpp"
@@ -48,8 +48,7 @@ namespace {
 
 // Sends the request: a string body at once, or a body_source in pieces (Content-Length when
 // its size is known, chunked otherwise), so an upload never has to fit in memory.
-template <class Stream>
-void write_request(Stream& stream, const request_spec& spec, const http::request_header<>& head,
+void write_request(sandfort::http::any_stream& stream, const request_spec& spec, const http::request_header<>& head,
                    const std::string& base_url) {
   boost::system::error_code ec;
   auto broke = [&] { throw failure("sending the request to " + base_url + " failed: " + ec.message()); };
@@ -82,8 +81,7 @@ void write_request(Stream& stream, const request_spec& spec, const http::request
   }
 }
 
-template <class Stream>
-response exchange(Stream& stream, const request_spec& spec, const http::request_header<>& head,
+response exchange(sandfort::http::any_stream& stream, const request_spec& spec, const http::request_header<>& head,
                   const std::string& base_url) {
   write_request(stream, spec, head, base_url);
   boost::system::error_code ec;
@@ -137,19 +135,16 @@ response api_client::send_once(const request_spec& spec, const std::string& toke
   if (!spec.content_type.empty()) req.set(http::field::content_type, spec.content_type);
 
   net::io_context ioc;
-  boost::beast::tcp_stream tcp_conn(ioc);
-  connect_tcp(ioc, tcp_conn, host_, port_, base_url_);
-  boost::system::error_code ec;
-  if (!tls_) {
-    response out = exchange(tcp_conn, spec, req, base_url_);
-    tcp_conn.socket().shutdown(tcp::socket::shutdown_both, ec);
-    return out;
+  sandfort::http::any_stream conn(ioc.get_executor());
+  connect_tcp(ioc, conn, host_, port_, base_url_);
+  std::optional<net::ssl::context> ctx;
+  if (tls_) {
+    ctx.emplace(make_tls_context());
+    tls_handshake(ioc, conn, *ctx, host_, base_url_);
   }
-  auto ctx = make_tls_context();
-  tls_stream tls(std::move(tcp_conn), ctx);
-  tls_handshake(ioc, tls, host_, base_url_);
-  response out = exchange(tls, spec, req, base_url_);
-  tls.next_layer().socket().shutdown(tcp::socket::shutdown_both, ec);
+  response out = exchange(conn, spec, req, base_url_);
+  boost::system::error_code ec;
+  conn.socket().shutdown(net::socket_base::shutdown_both, ec);
   return out;
 }
 

@@ -5,7 +5,6 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -13,9 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/websocket.hpp>
-#include <boost/beast/websocket/ssl.hpp>
 #include <deque>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -224,15 +221,14 @@ int run_terminal(net::io_context& ioc, Ws& ws, const api_client& api, const std:
 
 int open_terminal(const api_client& api, const std::string& target, const std::string& token) {
   net::io_context ioc;
-  beast::tcp_stream tcp_conn(ioc);
-  connect_tcp(ioc, tcp_conn, api.host(), api.port(), api.base_url());
-  if (!api.tls()) {
-    websocket::stream<beast::tcp_stream> ws(std::move(tcp_conn));
-    return run_terminal(ioc, ws, api, target, token);
+  sandfort::http::any_stream conn(ioc.get_executor());
+  connect_tcp(ioc, conn, api.host(), api.port(), api.base_url());
+  std::optional<net::ssl::context> ctx;
+  if (api.tls()) {
+    ctx.emplace(make_tls_context());
+    tls_handshake(ioc, conn, *ctx, api.host(), api.base_url());
   }
-  auto ctx = make_tls_context();
-  websocket::stream<tls_stream> ws(std::move(tcp_conn), ctx);
-  tls_handshake(ioc, ws.next_layer(), api.host(), api.base_url());
+  websocket::stream<sandfort::http::any_stream> ws(std::move(conn));
   return run_terminal(ioc, ws, api, target, token);
 }
 

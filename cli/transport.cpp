@@ -1,30 +1,34 @@
 #include "transport.hpp"
 
-#include <openssl/ssl.h>
-
-#include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <chrono>
 
 #include "failure.hpp"
+#include "sandfort/http/tls_client.hpp"
 
 namespace sandfort::cli {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-void connect_tcp(net::io_context& ioc, boost::beast::tcp_stream& stream, const std::string& host,
+void connect_tcp(net::io_context& ioc, sandfort::http::any_stream& stream, const std::string& host,
                  const std::string& port, const std::string& base_url, const char* hint) {
   if (!hint) hint = not_reachable_hint;
   tcp::resolver resolver(ioc);
   boost::system::error_code ec;
   auto endpoints = resolver.resolve(host, port, ec);
   if (ec) throw failure("cannot resolve " + host + ": " + ec.message() + "; " + hint);
-  // A synchronous connect ignores the stream's deadline; run the async one to have it.
+  // A synchronous connect ignores the stream's deadline; run the async one to have it. The
+  // deadline covers every address together.
   stream.expires_after(std::chrono::seconds(10));
-  stream.async_connect(endpoints, [&](boost::system::error_code e, const tcp::endpoint&) { ec = e; });
-  ioc.run();
-  ioc.restart();
+  ec = net::error::host_not_found;
+  for (const auto& entry : endpoints) {
+    boost::system::error_code ignored;
+    stream.socket().close(ignored);  // what the previous address left
+    stream.async_connect(entry.endpoint(), [&](boost::system::error_code e) { ec = e; });
+    ioc.run();
+    ioc.restart();
+    if (!ec || ec == boost::beast::error::timeout) break;
+  }
   stream.expires_never();
   if (ec) throw failure("cannot connect to " + base_url + ": " + ec.message() + "; " + hint);
 }
@@ -36,16 +40,14 @@ net::ssl::context make_tls_context() {
   return ctx;
 }
 
-void tls_handshake(net::io_context& ioc, tls_stream& stream, const std::string& host, const std::string& base_url) {
-  if (!SSL_set_tlsext_host_name(stream.native_handle(), host.c_str()))
-    throw failure("TLS setup failed for " + host);
-  stream.set_verify_callback(net::ssl::host_name_verification(host));
+void tls_handshake(net::io_context& ioc, sandfort::http::any_stream& stream, net::ssl::context& ctx,
+                   const std::string& host, const std::string& base_url) {
   boost::system::error_code ec;
-  stream.next_layer().expires_after(std::chrono::seconds(15));
-  stream.async_handshake(net::ssl::stream_base::client, [&](boost::system::error_code e) { ec = e; });
+  stream.expires_after(std::chrono::seconds(15));
+  sandfort::http::async_start_tls_client(stream, ctx, host, [&](boost::system::error_code e) { ec = e; });
   ioc.run();
   ioc.restart();
-  stream.next_layer().expires_never();
+  stream.expires_never();
   if (ec)
     throw failure("TLS handshake with " + base_url + " failed: " + ec.message() +
                   " (a private CA can be given with SSL_CERT_FILE)");

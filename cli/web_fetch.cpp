@@ -3,11 +3,11 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cctype>
+#include <optional>
 
 #include "failure.hpp"
 #include "transport.hpp"
@@ -27,22 +27,21 @@ bool is_loopback(const std::string& host) {
 
 // The request and the answer run as asynchronous operations so that the stream's deadline
 // covers them: a synchronous read would wait forever on an IdP that stops answering.
-template <class Stream>
-web_answer exchange(net::io_context& ioc, Stream& stream, boost::beast::tcp_stream& lowest,
+web_answer exchange(net::io_context& ioc, sandfort::http::any_stream& stream,
                     const http::request<http::string_body>& req, const web_request& spec,
                     const std::string& what) {
   boost::system::error_code ec;
   boost::beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(spec.body_limit);
-  lowest.expires_after(spec.deadline);
+  stream.expires_after(spec.deadline);
   http::async_write(stream, req, [&](boost::system::error_code e, std::size_t) {
     ec = e;
     if (!ec) http::async_read(stream, buffer, parser, [&](boost::system::error_code e2, std::size_t) { ec = e2; });
   });
   ioc.run();
   ioc.restart();
-  lowest.expires_never();
+  stream.expires_never();
   if (ec == http::error::body_limit) throw failure(what + " (" + spec.url + ") answered more than the CLI accepts");
   if (ec == boost::beast::error::timeout) throw failure(what + " (" + spec.url + ") did not answer in time");
   if (ec) throw failure("no answer from " + what + " (" + spec.url + "): " + ec.message());
@@ -103,20 +102,16 @@ web_answer web_fetch(const web_request& spec, const std::string& what) {
   req.prepare_payload();
 
   net::io_context ioc;
-  boost::beast::tcp_stream tcp_conn(ioc);
-  connect_tcp(ioc, tcp_conn, u.host, u.port, spec.url, "is the identity provider's URL right and is it running?");
-  if (!u.tls) {
-    web_answer out = exchange(ioc, tcp_conn, tcp_conn, req, spec, what);
-    boost::system::error_code ec;
-    tcp_conn.socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
-    return out;
+  sandfort::http::any_stream conn(ioc.get_executor());
+  connect_tcp(ioc, conn, u.host, u.port, spec.url, "is the identity provider's URL right and is it running?");
+  std::optional<net::ssl::context> ctx;
+  if (u.tls) {
+    ctx.emplace(make_tls_context());
+    tls_handshake(ioc, conn, *ctx, u.host, spec.url);
   }
-  auto ctx = make_tls_context();
-  tls_stream tls(std::move(tcp_conn), ctx);
-  tls_handshake(ioc, tls, u.host, spec.url);
-  web_answer out = exchange(ioc, tls, tls.next_layer(), req, spec, what);
+  web_answer out = exchange(ioc, conn, req, spec, what);
   boost::system::error_code ec;
-  tls.next_layer().socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
+  conn.socket().shutdown(net::socket_base::shutdown_both, ec);
   return out;
 }
 

@@ -23,8 +23,10 @@
 #include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/core/role.hpp>
 #include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <utility>
 
 namespace sandfort::http {
@@ -87,6 +89,24 @@ class any_stream {
   using io_handler = erased_handler<void(boost::system::error_code, std::size_t)>;
   using done_handler = erased_handler<void(boost::system::error_code)>;
 
+  using lowest_type = boost::beast::basic_stream<protocol_type>;
+
+  // What sits between the caller and the socket when the stream is not plain: TLS
+  // (tls_client.hpp, in its own module, because the static agent links this one and must not
+  // pull in libssl). Reads, writes and the WebSocket's teardown go through it once set.
+  class layer {
+   public:
+    virtual ~layer() = default;
+    virtual void start_read(const buffer_list<boost::asio::mutable_buffer>& buffers, io_handler completion) = 0;
+    virtual void start_write(const buffer_list<boost::asio::const_buffer>& buffers, io_handler completion) = 0;
+    virtual std::size_t read_some(const buffer_list<boost::asio::mutable_buffer>& buffers,
+                                  boost::system::error_code& ec) = 0;
+    virtual std::size_t write_some(const buffer_list<boost::asio::const_buffer>& buffers,
+                                   boost::system::error_code& ec) = 0;
+    virtual void start_teardown(boost::beast::role_type role, done_handler completion) = 0;
+    virtual void teardown(boost::beast::role_type role, boost::system::error_code& ec) = 0;
+  };
+
   explicit any_stream(const executor_type& executor);  // not connected yet (async_connect)
   explicit any_stream(boost::asio::ip::tcp::socket socket);
   explicit any_stream(boost::asio::local::stream_protocol::socket socket);
@@ -96,6 +116,10 @@ class any_stream {
   executor_type get_executor() noexcept;
   socket_type& socket();
   const socket_type& socket() const;
+  // The socket with its deadlines, under any layer: for a layer to build on.
+  lowest_type& lowest();
+  // From now on reads and writes go through `over` (built on lowest()).
+  void set_layer(std::unique_ptr<layer> over);
 
   // As beast::basic_stream: a deadline for the operations started after it (they fail with
   // beast::error::timeout once it passes), or none.
@@ -132,6 +156,30 @@ class any_stream {
         token, buffer_list<boost::asio::const_buffer>(buffers));
   }
 
+  // Synchronous reads and writes (the CLI): no deadline applies to them.
+  template <typename MutableBufferSequence>
+  std::size_t read_some(const MutableBufferSequence& buffers, boost::system::error_code& ec) {
+    return read_some_now(buffer_list<boost::asio::mutable_buffer>(buffers), ec);
+  }
+  template <typename MutableBufferSequence>
+  std::size_t read_some(const MutableBufferSequence& buffers) {
+    boost::system::error_code ec;
+    std::size_t n = read_some(buffers, ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+  template <typename ConstBufferSequence>
+  std::size_t write_some(const ConstBufferSequence& buffers, boost::system::error_code& ec) {
+    return write_some_now(buffer_list<boost::asio::const_buffer>(buffers), ec);
+  }
+  template <typename ConstBufferSequence>
+  std::size_t write_some(const ConstBufferSequence& buffers) {
+    boost::system::error_code ec;
+    std::size_t n = write_some(buffers, ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+
   // Completes when the socket has bytes to read (or at end of stream), without reading them.
   template <typename Token>
   auto async_wait_readable(Token&& token) {
@@ -148,8 +196,12 @@ class any_stream {
   void start_read(const buffer_list<boost::asio::mutable_buffer>& buffers, io_handler completion);
   void start_write(const buffer_list<boost::asio::const_buffer>& buffers, io_handler completion);
   void start_wait_readable(done_handler completion);
+  std::size_t read_some_now(const buffer_list<boost::asio::mutable_buffer>& buffers, boost::system::error_code& ec);
+  std::size_t write_some_now(const buffer_list<boost::asio::const_buffer>& buffers, boost::system::error_code& ec);
 
-  boost::beast::basic_stream<protocol_type> stream_;
+  // Behind a pointer so that a layer's reference to it survives moving the any_stream.
+  std::unique_ptr<lowest_type> stream_;
+  std::unique_ptr<layer> layer_;
 };
 
 // Found by argument-dependent lookup from Beast's WebSocket (and beast::close_socket).
