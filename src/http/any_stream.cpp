@@ -1,6 +1,9 @@
 #include "sandfort/http/any_stream.hpp"
 
 #include <boost/beast/websocket/teardown.hpp>
+#include <tuple>
+
+#include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::http {
 
@@ -70,5 +73,17 @@ void beast_close_socket(any_stream& stream) {
 }
 
 void teardown(beast::role_type role, any_stream& stream, boost::system::error_code& ec) { stream.teardown(role, ec); }
+
+asio::awaitable<boost::system::error_code> connect_first(any_stream& stream,
+                                                        const asio::ip::tcp::resolver::results_type& endpoints) {
+  boost::system::error_code ec = asio::error::host_not_found;
+  for (const auto& entry : endpoints) {
+    boost::system::error_code ignored;
+    stream.socket().close(ignored);  // what the previous address left
+    std::tie(ec) = co_await stream.async_connect(entry.endpoint(), use_tuple);
+    if (!ec || ec == beast::error::timeout) break;
+  }
+  co_return ec;
+}
 
 }  // namespace sandfort::http

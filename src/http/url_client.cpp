@@ -1,21 +1,19 @@
 #include "sandfort/http/url_client.hpp"
+#include "sandfort/http/any_stream.hpp"
+#include "sandfort/http/tls_client.hpp"
 #include "sandfort/http/use_tuple.hpp"
-
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509_vfy.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
-#include <boost/asio/ssl/stream.hpp>
-#include <boost/asio/ssl/verify_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
 #include <memory>
 #include <optional>
 
@@ -57,12 +55,6 @@ bool is_reg_name(std::string_view host) {
     if (!ok) return false;
   }
   return true;
-}
-
-bool is_ip_literal(const std::string& host) {
-  error_code ec;
-  (void)asio::ip::make_address(host, ec);
-  return !ec;
 }
 
 bool is_ipv6_literal(const std::string& host) {
@@ -124,11 +116,10 @@ struct fetch_job {
 };
 
 // The one shape of every transport failure: which peer, which step, why.
-error unavailable(const fetch_job& job, std::string_view step, const error_code& ec, std::string detail = {}) {
+error unavailable(const fetch_job& job, std::string_view step, const error_code& ec) {
   std::string cause = ec == beast::error::timeout
                           ? "no answer within " + std::to_string(job.options.timeout.count()) + " ms"
                           : ec.message();
-  if (!detail.empty()) cause += ": " + detail;
   return make_error(errc::unavailable,
                     "fetching from " + origin(job.parts) + ": " + std::string(step) + " failed: " + cause);
 }
@@ -187,21 +178,6 @@ result<ssl::context> make_tls_context(const url_fetch_options& options) {
   return ctx;
 }
 
-using tls_stream = ssl::stream<beast::tcp_stream>;
-
-// SNI for names only (RFC 6066 forbids IP literals there); the leaf must match the host.
-bool prepare_tls(tls_stream& tls, const std::string& host) {
-  if (!is_ip_literal(host) && !SSL_set_tlsext_host_name(tls.native_handle(), host.c_str())) return false;
-  tls.set_verify_callback([check = ssl::host_name_verification(host)](bool preverified, ssl::verify_context& ctx) {
-    if (check(preverified, ctx)) return true;
-    // host_name_verification only rejects a chain OpenSSL accepted at the leaf, for its name;
-    // say so, or the handshake error reads "unspecified certificate verification error".
-    if (preverified) X509_STORE_CTX_set_error(ctx.native_handle(), X509_V_ERR_HOSTNAME_MISMATCH);
-    return false;
-  });
-  return true;
-}
-
 request make_get(const url_parts& parts) {
   request req{verb::get, parts.target, 11};
   req.set(bhttp::field::host, host_header(parts));
@@ -211,8 +187,7 @@ request make_get(const url_parts& parts) {
   return req;
 }
 
-template <typename Stream>
-asio::awaitable<result<response>> exchange(Stream& stream, const fetch_job& job) {
+asio::awaitable<result<response>> exchange(any_stream& stream, const fetch_job& job) {
   if (auto late = past_deadline(job, "sending the request")) co_return std::move(*late);
   auto req = make_get(job.parts);
   auto [wec, written] = co_await bhttp::async_write(stream, req, use_tuple);
@@ -235,18 +210,11 @@ asio::awaitable<result<response>> exchange(Stream& stream, const fetch_job& job)
 
 // No TLS shutdown afterwards: the whole response is read and the connection is ours alone, so
 // waiting for the peer's close_notify could only delay the caller.
-asio::awaitable<result<response>> exchange_tls(beast::tcp_stream stream, ssl::context& ctx, const fetch_job& job) {
-  tls_stream tls(std::move(stream), ctx);
-  if (!prepare_tls(tls, job.parts.host))
-    co_return make_error(errc::unavailable, "fetching from " + origin(job.parts) + ": TLS setup failed");
+asio::awaitable<result<response>> exchange_tls(any_stream& stream, ssl::context& ctx, const fetch_job& job) {
   if (auto late = past_deadline(job, "TLS handshake")) co_return std::move(*late);
-  auto [hec] = co_await tls.async_handshake(ssl::stream_base::client, use_tuple);
-  if (hec) {
-    long verdict = SSL_get_verify_result(tls.native_handle());
-    std::string detail = verdict == X509_V_OK ? "" : X509_verify_cert_error_string(verdict);
-    co_return unavailable(job, "TLS handshake", hec, detail);
-  }
-  co_return co_await exchange(tls, job);
+  auto [hec] = co_await async_start_tls_client(stream, ctx, job.parts.host, use_tuple);
+  if (hec) co_return unavailable(job, "TLS handshake", hec);
+  co_return co_await exchange(stream, job);
 }
 
 }  // namespace
@@ -298,11 +266,11 @@ asio::awaitable<result<response>> fetch_url(std::string url, url_fetch_options o
   auto endpoints = co_await resolve(job);
   if (!endpoints) co_return std::move(endpoints).err();
   if (auto late = past_deadline(job, "connect")) co_return std::move(*late);
-  beast::tcp_stream stream(co_await asio::this_coro::executor);
-  stream.expires_at(job.deadline);
-  auto [cec, peer] = co_await stream.async_connect(*endpoints, use_tuple);
+  any_stream stream(co_await asio::this_coro::executor);
+  stream.expires_after(job.deadline - clock_type::now());
+  auto cec = co_await connect_first(stream, *endpoints);
   if (cec) co_return unavailable(job, "connect", cec);
-  if (tls) co_return co_await exchange_tls(std::move(stream), *ctx, job);
+  if (tls) co_return co_await exchange_tls(stream, *ctx, job);
   co_return co_await exchange(stream, job);
 }
 

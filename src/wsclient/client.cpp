@@ -150,13 +150,7 @@ asio::awaitable<result<client>> client::connect(std::string host, std::uint16_t 
 
   auto t = std::make_unique<stream_transport>(executor, std::move(opts));
   t->lowest().expires_after(t->opts.connect_timeout);  // for all the addresses together
-  beast::error_code cec = asio::error::host_not_found;
-  for (const auto& entry : endpoints) {
-    beast::error_code ignored;
-    t->lowest().socket().close(ignored);  // what the previous address left
-    std::tie(cec) = co_await t->lowest().async_connect(entry.endpoint(), use_tuple);
-    if (!cec || cec == beast::error::timeout) break;
-  }
+  auto cec = co_await http::connect_first(t->lowest(), endpoints);
   if (cec) co_return unavailable("cannot connect to " + host + ":" + service + ": " + cec.message());
   std::string host_header = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + service;
   auto shaken = co_await t->handshake(host_header, target);

@@ -15,6 +15,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
@@ -207,6 +208,11 @@ class any_stream {
 // Found by argument-dependent lookup from Beast's WebSocket (and beast::close_socket).
 void beast_close_socket(any_stream& stream);
 void teardown(boost::beast::role_type role, any_stream& stream, boost::system::error_code& ec);
+
+// Connects to the first of `endpoints` that accepts; the stream's deadline (expires_after) covers
+// all the attempts together, and a timeout ends them.
+boost::asio::awaitable<boost::system::error_code> connect_first(
+    any_stream& stream, const boost::asio::ip::tcp::resolver::results_type& endpoints);
 
 template <typename TeardownHandler>
 void async_teardown(boost::beast::role_type role, any_stream& stream, TeardownHandler&& completion) {

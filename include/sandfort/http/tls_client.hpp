@@ -1,8 +1,10 @@
 #pragma once
 // TLS under an any_stream, as a client (the CLI's connections to sandfortd and to identity
-// providers): SNI, then the server's certificate checked against the context's trust store and
-// the host name, then the handshake. A module of its own: the static agent links sandfort_http
-// and must not pull in libssl.
+// providers, sandfortd's fetches of an identity provider's keys): SNI (for a name, not an IP
+// literal), then the server's certificate checked against the context's trust store and the host
+// name, then the handshake. A refused certificate completes with an error whose message says why
+// ("certificate verify failed: hostname mismatch"). A module of its own: the static agent links
+// sandfort_http and must not pull in libssl.
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/ssl/context.hpp>
