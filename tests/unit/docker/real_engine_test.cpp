@@ -9,15 +9,10 @@
 
 using namespace sandfort;
 using namespace sandfort::docker;
+using test::real_engine;
 using test::run;
 
 namespace {
-
-unix_engine real_engine() {
-  return unix_engine(unix_engine_options{.socket_path = "/var/run/docker.sock",
-                                         .timeout = std::chrono::milliseconds(30'000),
-                                         .pull_timeout = std::chrono::milliseconds(60'000)});
-}
 
 void require_base_image(unix_engine& engine) {
   auto present = run(engine.image_exists(test::base_image));

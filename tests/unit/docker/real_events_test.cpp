@@ -16,18 +16,14 @@
 
 using namespace sandfort;
 using namespace sandfort::docker;
+using test::real_engine;
 using test::run;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
 namespace {
 
-unix_engine real_engine() {
-  return unix_engine(unix_engine_options{.socket_path = "/var/run/docker.sock", .timeout = 30'000ms,
-                                         .pull_timeout = 60'000ms});
-}
-
-container_spec sleeper(const std::string& token) {
+container_spec watched_sleeper(const std::string& token) {
   container_spec spec;
   spec.name = "sandfort-test-events-" + token;
   spec.image = test::base_image;
@@ -92,7 +88,7 @@ TEST_CASE("the real engine's event stream reports our container's start and deat
   if (!*present) FAIL("image " << test::base_image << " is missing: build it with scripts/setup");
   auto token = test::unique_token();
   test::container_sweeper sweep(token);
-  auto id = run(engine.create_container(sleeper(token)));
+  auto id = run(engine.create_container(watched_sleeper(token)));
   REQUIRE(id.ok());
 
   event_subscription sub;

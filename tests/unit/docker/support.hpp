@@ -25,6 +25,13 @@ T run(boost::asio::awaitable<T> work, std::chrono::seconds limit = std::chrono::
   return sandfort::testing::run_coroutine(std::move(work), limit);
 }
 
+// The engine on /var/run/docker.sock, with room for a slow machine.
+inline unix_engine real_engine() {
+  return unix_engine(unix_engine_options{.socket_path = "/var/run/docker.sock",
+                                         .timeout = std::chrono::milliseconds(30'000),
+                                         .pull_timeout = std::chrono::milliseconds(60'000)});
+}
+
 // Unique per process and call, for names and labels that must not collide with other runs.
 std::string unique_token();
 
