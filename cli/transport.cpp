@@ -1,9 +1,12 @@
 #include "transport.hpp"
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
+#include <exception>
 
 #include "failure.hpp"
+#include "sandfort/http/any_stream.hpp"
 #include "sandfort/http/tls_client.hpp"
 
 namespace sandfort::cli {
@@ -20,15 +23,13 @@ void connect_tcp(net::io_context& ioc, sandfort::http::any_stream& stream, const
   // A synchronous connect ignores the stream's deadline; run the async one to have it. The
   // deadline covers every address together.
   stream.expires_after(std::chrono::seconds(10));
-  ec = net::error::host_not_found;
-  for (const auto& entry : endpoints) {
-    boost::system::error_code ignored;
-    stream.socket().close(ignored);  // what the previous address left
-    stream.async_connect(entry.endpoint(), [&](boost::system::error_code e) { ec = e; });
-    ioc.run();
-    ioc.restart();
-    if (!ec || ec == boost::beast::error::timeout) break;
-  }
+  net::co_spawn(ioc, sandfort::http::connect_first(stream, endpoints),
+                [&](std::exception_ptr failed, boost::system::error_code e) {
+                  if (failed) std::rethrow_exception(failed);
+                  ec = e;
+                });
+  ioc.run();
+  ioc.restart();
   stream.expires_never();
   if (ec) throw failure("cannot connect to " + base_url + ": " + ec.message() + "; " + hint);
 }

@@ -97,9 +97,8 @@ void start_tls_client(any_stream& stream, asio::ssl::context& context, const std
                           slot, asio::bind_executor(executor, [ssl, completion = std::move(completion)](
                                                                   boost::system::error_code ec) mutable {
                             // A refused certificate says why (expired, unknown issuer, hostname mismatch).
-                            if (ec && SSL_get_verify_result(ssl) != X509_V_OK)
-                              ec = boost::system::error_code(static_cast<int>(SSL_get_verify_result(ssl)),
-                                                             certificate_category());
+                            if (const long verdict = SSL_get_verify_result(ssl); ec && verdict != X509_V_OK)
+                              ec = boost::system::error_code(static_cast<int>(verdict), certificate_category());
                             std::move(completion)(ec);
                           })));
 }
