@@ -17,7 +17,7 @@ using namespace sandfort::sandbox::test;
 namespace {
 
 // Long enough for the follower to run everything an emit() woke it for (the fake answers at once).
-constexpr auto subscribe_pause = 30ms;
+constexpr auto follower_settle = 30ms;
 
 // Runs the follower while script runs, then cancels it; fails when it does not end.
 template <typename Script>
@@ -30,7 +30,7 @@ void with_follower(fixture& f, Script script) {
                    if (e) std::rethrow_exception(e);
                  }));
   auto driver = [&]() -> asio::awaitable<int> {
-    co_await sleep_for(subscribe_pause);  // the follower subscribes
+    co_await sleep_for(follower_settle);  // the follower subscribes
     co_await script();
     stop.emit(asio::cancellation_type::terminal);
     co_return 0;
@@ -83,7 +83,7 @@ TEST_CASE("events: a container that exits stops its row with the exit code, clea
 
   with_follower(f, [&]() -> asio::awaitable<void> {
     f.engine.kill_container(*c, 137);
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   auto r = row(f, v.id);
   CHECK(r.state == "stopped");
@@ -112,7 +112,7 @@ TEST_CASE("events: an OOM kill says so, from inspect or from the oom event alone
     // init exited with it).
     f.engine.emit(f.engine.container_event(*cb, "oom"));
     f.engine.kill_container(*cb, 137, false);
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   CHECK(row(f, a.id).error_message == "the container exited with code 137 (out of memory)");
   CHECK(row(f, b.id).error_message == "the container exited with code 137 (out of memory)");
@@ -128,7 +128,7 @@ TEST_CASE("events: a container removed behind sandfortd's back makes its row err
   with_follower(f, [&]() -> asio::awaitable<void> {
     f.engine.remove_behind_back(f.engine.of_sandbox(started.id)->id);
     f.engine.remove_behind_back(f.engine.of_sandbox(stopped.id)->id);
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   for (const auto& id : {started.id, stopped.id}) {
     auto r = row(f, id);
@@ -151,14 +151,14 @@ TEST_CASE("events: leaving the sandbox network clears the address; joining it ag
 
   with_follower(f, [&]() -> asio::awaitable<void> {
     f.engine.disconnect_network(*c, net);
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
     auto r = row(f, v.id);
     CHECK(r.state == "started");  // still running: only the address is gone
     CHECK(r.address.empty());
     CHECK(w.disconnected == std::vector<std::string>{v.id});
 
     f.engine.connect_network(*c, net, "10.213.0.77");
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   auto r = row(f, v.id);
   CHECK(r.state == "started");
@@ -179,7 +179,7 @@ TEST_CASE("events: stale or replayed events do not touch a running sandbox", "[s
     f.engine.emit(f.engine.container_event(*c, "stop"));
     f.engine.emit(f.engine.container_event(*c, "start"));
     f.engine.emit(f.engine.network_event(c->id, f.cfg.network.name, "disconnect"));
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   auto after = row(f, v.id);
   CHECK(after.state == "started");
@@ -212,7 +212,7 @@ TEST_CASE("events: rows the lifecycle code owns are left alone", "[sandbox][even
     f.engine.emit(f.engine.container_event(c, "die"));
     auto* s = f.engine.of_sandbox(stopped.id);
     f.engine.kill_container(*s, 137);
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   CHECK(row(f, creating.id).state == "creating");
   CHECK(row(f, stopped.id).state == "stopped");
@@ -234,7 +234,7 @@ TEST_CASE("events: containers of another daemon or without a sandbox label are i
     auto& unlabelled = f.engine.add_container("unlabelled", {{label_instance, f.db->instance_id()}}, false, 2);
     f.engine.emit(f.engine.container_event(unlabelled, "die"));
     f.engine.emit(f.engine.network_event(mine->id, "bridge", "disconnect"));
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   CHECK(row(f, v.id).state == "started");
   CHECK(w.disconnected.empty());
@@ -249,7 +249,7 @@ TEST_CASE("events: a broken stream is re-opened with since, and everything is re
   std::int64_t last_seen = 0;
   with_follower(f, [&]() -> asio::awaitable<void> {
     f.engine.kill_container(*ca, 3);
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
     last_seen = f.engine.event_clock_nano;
     f.engine.end_stream();
     // While nobody listens b dies, and the engine forgot the event (it restarted).
@@ -288,7 +288,7 @@ TEST_CASE("events: a lost event makes the follower re-check every sandbox", "[sa
     docker::engine_event lost;
     lost.lost = true;
     f.engine.emit(lost);
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   CHECK(row(f, v.id).state == "stopped");
   CHECK(row(f, v.id).error_message == "the container exited with code 137");
@@ -311,7 +311,7 @@ TEST_CASE("events: an address Docker gives to another container is taken from a 
   auto& newcomer = f.engine.add_container("newcomer", {}, true);
   with_follower(f, [&]() -> asio::awaitable<void> {
     f.engine.connect_network(newcomer, f.cfg.network.name, address);
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   auto ra = row(f, a.id);
   CHECK(ra.state == "stopped");
@@ -342,7 +342,7 @@ TEST_CASE("events: what arrives during start-up reconciliation waits for it", "[
     CHECK(row(f, rec.id).state == "started");  // held until reconciliation has judged
     auto report = co_await f.svc->reconciliation().reconcile();
     CHECK(report.ok());
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   auto r = row(f, rec.id);
   CHECK(r.state == "error");
@@ -363,11 +363,11 @@ TEST_CASE("events: a stop sandfortd itself is making is left to it; a failed one
         [&]() -> asio::awaitable<void> { stopped.emplace(co_await f.svc->stop(f.org_a.id, v.id)); }, asio::detached);
     co_await sleep_for(20ms);
     f.engine.emit(f.engine.container_event(*c, "die"));  // the stop's own die, mid-stop
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
     CHECK(row(f, v.id).state == "started");  // not the follower's to judge yet
     while (!stopped) co_await sleep_for(5ms);
     CHECK(stopped->ok());
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   auto r = row(f, v.id);
   CHECK(r.state == "stopped");
@@ -387,7 +387,7 @@ TEST_CASE("events: a stop sandfortd itself is making is left to it; a failed one
     f.engine.emit(f.engine.container_event(*f.engine.of_sandbox(v.id), "die"));
     while (!stopped) co_await sleep_for(5ms);
     CHECK_FALSE(stopped->ok());
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   r = row(f, v.id);
   CHECK(r.state == "stopped");
@@ -405,13 +405,13 @@ TEST_CASE("events: overlapping operation marks defer the judgement until the las
     std::optional<reconciler::operation_mark> second;
     second.emplace(rc, v.id);  // e.g. a snapshot's commit during a stop
     f.engine.kill_container(*c, 3);
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
     CHECK(row(f, v.id).state == "started");
     first.reset();
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
     CHECK(row(f, v.id).state == "started");  // one mark is still held
     second.reset();
-    co_await sleep_for(subscribe_pause);
+    co_await sleep_for(follower_settle);
   });
   auto r = row(f, v.id);
   CHECK(r.state == "stopped");
