@@ -3,9 +3,11 @@ against the machine's real Docker engine. Standard library only."""
 
 import http.client
 import http.server
+import glob
 import ipaddress
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -140,8 +142,14 @@ class HostUpstream:
         self.server.shutdown()
 
 
+# Test daemons' sandbox networks: /24s under a /16 of their own, outside sandfortd's default
+# 10.213.0.0/16 (docs/configuration.md), so that a daemon started by ./scripts/run on this machine
+# (its network stays after it stops) and the test suites never take each other's addresses.
+TEST_SUBNETS = ipaddress.ip_network("10.215.0.0/16")
+
+
 def free_subnet():
-    """A /24 under 10.213.0.0/16 that no Docker network uses yet: every test daemon gets its own
+    """A /24 under TEST_SUBNETS that no Docker network uses yet: every test daemon gets its own
     sandbox network (and bridge, and firewall chains), so daemons never share one."""
     status, networks = docker("GET", "/networks")
     assert status == 200, networks
@@ -150,11 +158,13 @@ def free_subnet():
         for cfg in (n.get("IPAM") or {}).get("Config") or []:
             if cfg.get("Subnet"):
                 used.add(ipaddress.ip_network(cfg["Subnet"], strict=False))
-    for third in range(16, 250):
-        candidate = ipaddress.ip_network(f"10.213.{third}.0/24")
+    # In a random order: two test processes choosing at once rarely pick the same one.
+    candidates = list(TEST_SUBNETS.subnets(new_prefix=24))
+    random.shuffle(candidates)
+    for candidate in candidates:
         if not any(candidate.overlaps(u) for u in used):
             return str(candidate)
-    raise RuntimeError("no free /24 left under 10.213.0.0/16")
+    raise RuntimeError(f"no free /24 left under {TEST_SUBNETS}")
 
 
 def merge(base, extra):
@@ -166,6 +176,94 @@ def merge(base, extra):
     return base
 
 
+OWNER_FILE = "owner"  # in a test daemon's state directory: process_identity() of the test process
+NETWORK_PREFIX = "sandfort-test-"
+
+
+def process_identity(pid):
+    """"PID STARTTIME" (clock ticks after boot, /proc/PID/stat), so a reused pid is not taken for
+    the process that had it; "" when there is no such process or it has exited (a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return ""
+    return "" if fields[0] in ("Z", "X") else f"{pid} {fields[19]}"
+
+
+def sandfortd_pids_of(config_path):
+    """The running sandfortd processes started with --config config_path."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"sandfortd") and config_path.encode() in argv:
+            found.append(int(entry))
+    return found
+
+
+def _abandoned(state_dir):
+    """True when the test process that made this state directory is gone (owner file), or, for a
+    directory without one, when no sandfortd runs on it."""
+    try:
+        with open(os.path.join(state_dir, OWNER_FILE)) as f:
+            owner = f.read().strip()
+    except OSError:
+        owner = ""
+    if owner:
+        return process_identity(owner.split()[0]) != owner
+    return not sandfortd_pids_of(os.path.join(state_dir, "sandfort.json"))
+
+
+_swept = False
+
+
+def sweep_leftovers():
+    """Removes what the test daemons of test processes that are gone left behind (a suite killed
+    before its clean-up ran): their sandfortd if it still runs, their containers, network, firewall
+    rules and state directory. A test daemon's network is sandfort-test-TOKEN and its state
+    /tmp/sf-TOKEN, whose owner file names the test process: a parallel run's daemons are left
+    alone. Once per process: leftovers only ever come from processes that ended before it."""
+    global _swept
+    if _swept:
+        return
+    _swept = True
+    status, networks = docker("GET", "/networks")
+    assert status == 200, networks
+    for net in networks:
+        name = net.get("Name", "")
+        state_dir = "/tmp/sf-" + name[len(NETWORK_PREFIX):]
+        if not name.startswith(NETWORK_PREFIX) or not _abandoned(state_dir):
+            continue
+        _kill_sandfortd(state_dir)
+        for c in _containers_labelled("io.sandfort.sandbox"):
+            if name in (c.get("NetworkSettings", {}).get("Networks") or {}):
+                docker("DELETE", f"/containers/{c['Id']}?force=true")
+        docker("DELETE", f"/networks/{net['Id']}")
+        bridge = (net.get("Options") or {}).get("com.docker.network.bridge.name")
+        if bridge:
+            remove_firewall_rules(bridge)
+        shutil.rmtree(state_dir, ignore_errors=True)
+    # State directories of daemons that never made their network (a start that failed).
+    for state_dir in glob.glob("/tmp/sf-*"):
+        if os.path.exists(os.path.join(state_dir, OWNER_FILE)) and _abandoned(state_dir):
+            _kill_sandfortd(state_dir)
+            shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _kill_sandfortd(state_dir):
+    for pid in sandfortd_pids_of(os.path.join(state_dir, "sandfort.json")):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 class Daemon:
     """One sandfortd process. Start, stop (SIGTERM), kill (SIGKILL) and restart on the same state."""
 
@@ -173,7 +271,10 @@ class Daemon:
         # ssl_context: the daemon terminates TLS (extra_config has "tls"); clients trust it with this.
         self.ssl_context = ssl_context
         # Short path: agent sockets live under it and unix socket paths are limited to 108 bytes.
+        sweep_leftovers()
         self.state_dir = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
+        with open(os.path.join(self.state_dir, OWNER_FILE), "w") as f:
+            f.write(process_identity(os.getpid()))
         self.port = free_port()
         self.preview_port = free_port()
         self.config_path = os.path.join(self.state_dir, "sandfort.json")
