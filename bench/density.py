@@ -45,7 +45,8 @@ from foundation import Api, pct  # noqa: E402
 
 
 def free_subnet(prefix=22):
-    """A /22 under 10.214.0.0/16 that no Docker network uses (the harness's /24s are under 10.213)."""
+    """A /22 under 10.214.0.0/16 that no Docker network uses (the harness's /24s are under
+    10.215.0.0/16, sandfortd's default is 10.213.0.0/16)."""
     status, networks = docker("GET", "/networks")
     assert status == 200, networks
     used = [ipaddress.ip_network(c["Subnet"], strict=False)
