@@ -225,8 +225,8 @@ _swept = False
 
 def sweep_leftovers():
     """Removes what the test daemons of test processes that are gone left behind (a suite killed
-    before its clean-up ran): their sandfortd if it still runs, their containers, network, firewall
-    rules and state directory. A test daemon's network is sandfort-test-TOKEN and its state
+    before its clean-up ran): their sandfortd if it still runs, their containers, volumes, snapshot
+    images, network, firewall rules and state directory. A test daemon's network is sandfort-test-TOKEN and its state
     /tmp/sf-TOKEN, whose owner file names the test process: a parallel run's daemons are left
     alone. Once per process: leftovers only ever come from processes that ended before it."""
     global _swept
@@ -244,6 +244,17 @@ def sweep_leftovers():
         for c in _containers_labelled("io.sandfort.sandbox"):
             if name in (c.get("NetworkSettings", {}).get("Networks") or {}):
                 docker("DELETE", f"/containers/{c['Id']}?force=true")
+        # Its containers elsewhere, volumes and snapshot images: labelled with its instance id,
+        # as is its network.
+        instance = (net.get("Labels") or {}).get("io.sandfort.instance")
+        if instance:
+            mine = urllib.parse.quote(json.dumps({"label": [f"io.sandfort.instance={instance}"]}))
+            for c in _containers_labelled(f"io.sandfort.instance={instance}"):
+                docker("DELETE", f"/containers/{c['Id']}?force=true")
+            for v in (docker("GET", "/volumes?filters=" + mine)[1] or {}).get("Volumes") or []:
+                docker("DELETE", f"/volumes/{v['Name']}?force=true")
+            for image in docker("GET", "/images/json?filters=" + mine)[1] or []:
+                docker("DELETE", f"/images/{image['Id']}?force=true")
         docker("DELETE", f"/networks/{net['Id']}")
         bridge = (net.get("Options") or {}).get("com.docker.network.bridge.name")
         if bridge:

@@ -3,10 +3,12 @@
 test process left behind is swept by the next one, while a live run's daemon is left alone."""
 
 import ipaddress
+import json
 import os
 import subprocess
 import sys
 import textwrap
+import urllib.parse
 import uuid
 
 from sandfort_harness import Daemon, docker, firewall_rules, process_identity
@@ -44,17 +46,25 @@ def test_a_network_on_the_default_subnet_does_not_stop_the_test_daemons():
             docker("DELETE", f"/networks/{made}")
 
 
-# A test process that starts a daemon with a sandbox, prints its state directory, network and
-# bridge, then sleeps until it is killed (its clean-up never runs).
+# A test process that starts a daemon with a sandbox, a volume and a snapshot, prints its state
+# directory, network, bridge and sandfortd's pid, then sleeps until it is killed (its clean-up
+# never runs).
 HOLDER = textwrap.dedent("""
     import sys, time
-    sys.path.insert(0, {here!r})
+    sys.path.insert(0, HARNESS_DIR)
     from sandfort_harness import Daemon
     d = Daemon().start()
-    d.admin().create_sandbox()
+    admin = d.admin()
+    sbx = admin.create_sandbox()
+    assert admin.post("/v1/volumes", {"name": "left"}).status == 201
+    assert admin.post("/v1/snapshots", {"sandbox_id": sbx["id"], "name": "left"}).status in (201, 202)
+    deadline = time.time() + 120
+    while admin.get("/v1/snapshots/left").json()["state"] != "ready":
+        assert time.time() < deadline
+        time.sleep(0.2)
     print(d.state_dir, d.network["name"], d.network["bridge"], d.proc.pid, flush=True)
     time.sleep(600)
-""").format(here=HERE)
+""").replace("HARNESS_DIR", repr(HERE))
 
 
 def start_holder():
@@ -66,6 +76,22 @@ def start_holder():
 def sweep_in_a_new_process():
     subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {HERE!r}); "
                     "import sandfort_harness as h; h.sweep_leftovers()"], check=True)
+
+
+def labelled(kind, label):
+    """Docker's containers, volumes or images carrying label."""
+    query = urllib.parse.quote(json.dumps({"label": [label]}))
+    path = {"containers": "/containers/json?all=true&filters=", "volumes": "/volumes?filters=",
+            "images": "/images/json?filters="}[kind]
+    status, body = docker("GET", path + query)
+    assert status == 200, body
+    return (body.get("Volumes") or []) if kind == "volumes" else body
+
+
+def instance_of(network):
+    status, body = docker("GET", f"/networks/{network}")
+    assert status == 200, body
+    return "io.sandfort.instance=" + body["Labels"]["io.sandfort.instance"]
 
 
 def containers_on(network):
@@ -84,12 +110,17 @@ def test_the_leftovers_of_a_killed_test_process_are_swept_and_a_live_ones_are_no
         # the firewall chains and the state directory.
         assert process_identity(dead_daemon)
         assert containers_on(dead_net) and firewall_rules(dead_bridge)
+        dead_instance, live_instance = instance_of(dead_net), instance_of(live_net)
+        for kind in ("containers", "volumes", "images"):
+            assert labelled(kind, dead_instance), kind
 
         sweep_in_a_new_process()
 
         assert not process_identity(dead_daemon)
         assert docker("GET", f"/networks/{dead_net}")[0] == 404
         assert containers_on(dead_net) == []
+        for kind in ("containers", "volumes", "images"):
+            assert labelled(kind, dead_instance) == [], kind
         assert firewall_rules(dead_bridge) == [] and firewall_rules(dead_bridge, "ip6tables") == []
         assert not os.path.exists(dead_state)
 
@@ -97,10 +128,20 @@ def test_the_leftovers_of_a_killed_test_process_are_swept_and_a_live_ones_are_no
         assert process_identity(live_daemon)
         assert docker("GET", f"/networks/{live_net}")[0] == 200
         assert containers_on(live_net) and firewall_rules(live_bridge)
+        for kind in ("containers", "volumes", "images"):
+            assert labelled(kind, live_instance), kind
         assert os.path.exists(os.path.join(live_state, "sandfort.db"))
+
+        # Once it is gone too, the next test process sweeps its daemon's as well.
+        live.kill()
+        live.wait()
+        sweep_in_a_new_process()
+        assert docker("GET", f"/networks/{live_net}")[0] == 404
+        for kind in ("containers", "volumes", "images"):
+            assert labelled(kind, live_instance) == [], kind
+        assert not os.path.exists(live_state)
     finally:
         for p in (dead, live):
             p.kill()
             p.wait()
-        sweep_in_a_new_process()  # this test's own leftovers, the live holder's included
-        assert docker("GET", f"/networks/{live_net}")[0] == 404
+        sweep_in_a_new_process()
