@@ -238,7 +238,8 @@ def sweep_leftovers():
     for net in networks:
         name = net.get("Name", "")
         state_dir = "/tmp/sf-" + name[len(NETWORK_PREFIX):]
-        if not name.startswith(NETWORK_PREFIX) or not _abandoned(state_dir):
+        # A network without its state directory is not a harness daemon's (the unit tests' own).
+        if not name.startswith(NETWORK_PREFIX) or not os.path.isdir(state_dir) or not _abandoned(state_dir):
             continue
         _kill_sandfortd(state_dir)
         for c in _containers_labelled("io.sandfort.sandbox"):

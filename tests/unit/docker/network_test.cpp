@@ -107,7 +107,9 @@ TEST_CASE("a network is created, inspected and joined on the real engine", "[doc
   if (!test::docker_tests_enabled()) return;
   unix_engine engine(unix_engine_options{});
   std::string token = std::to_string(::getpid() % 100000);
-  network_spec spec{"sandfort-test-net-" + token, "10.213.251.0/24", "10.213.251.1", "sft" + token,
+  // Apart from sandfortd's default 10.213.0.0/16 (./scripts/run's network stays on this machine)
+  // and from the integration harness's 10.215.0.0/16.
+  network_spec spec{"sandfort-test-net-" + token, "10.216.251.0/24", "10.216.251.1", "sft" + token,
                     {{test::test_label, token}}};
   struct cleanup {
     std::string name;
@@ -117,7 +119,7 @@ TEST_CASE("a network is created, inspected and joined on the real engine", "[doc
   REQUIRE(created.ok());
   CHECK(created->internal);
   CHECK_FALSE(created->inter_container);
-  CHECK(created->gateway == "10.213.251.1");
+  CHECK(created->gateway == "10.216.251.1");
   CHECK(created->bridge == spec.bridge);
   CHECK(created->labels.at(test::test_label) == token);
 
@@ -145,7 +147,7 @@ TEST_CASE("a network is created, inspected and joined on the real engine", "[doc
   auto inspected = run(engine.inspect_container(*id));
   REQUIRE(inspected.ok());
   REQUIRE(inspected->addresses.count(spec.name) == 1);
-  CHECK(inspected->addresses.at(spec.name).rfind("10.213.251.", 0) == 0);
+  CHECK(inspected->addresses.at(spec.name).rfind("10.216.251.", 0) == 0);
   auto with_member = run(engine.inspect_network(spec.name));
   REQUIRE(with_member.ok());
   CHECK(with_member->containers.size() == 1);
