@@ -1,9 +1,9 @@
 """A real sandfortd for integration tests: its own state directory, SQLite file and port,
 against the machine's real Docker engine. Standard library only."""
 
+import glob
 import http.client
 import http.server
-import glob
 import ipaddress
 import json
 import os
