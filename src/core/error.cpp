@@ -16,6 +16,8 @@ std::string_view to_string(errc code) noexcept {
     case errc::unavailable: return "unavailable";
     case errc::idp_unavailable: return "idp_unavailable";
     case errc::image_not_allowed: return "image_not_allowed";
+    case errc::host_full: return "host_full";
+    case errc::insufficient_storage: return "insufficient_storage";
   }
   return "internal";
 }
@@ -34,6 +36,8 @@ int http_status(errc code) noexcept {
     case errc::unavailable: return 503;
     case errc::idp_unavailable: return 503;
     case errc::image_not_allowed: return 403;
+    case errc::host_full: return 503;
+    case errc::insufficient_storage: return 507;
   }
   return 500;
 }
