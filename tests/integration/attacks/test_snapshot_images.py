@@ -183,11 +183,11 @@ def test_a_containers_labels_are_sandfortds_own(daemon, orgs):
     path = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
     labels = {"io.sandfort.pool": "1", "io.sandfort.network": "1", "io.sandfort.volume": "vol-x",
               "io.sandfort.sandbox": "sbx-00000000000000bb", "org.example.other": "x"}
-    load_image_beside("sandfort/base:bookworm", "sandfort-attack/labelled:1", path, labels)
-    # One that says it is a snapshot is none to use.
-    load_image_beside("sandfort/base:bookworm", "sandfort-attack/snapshot-like:1", path,
-                      {"io.sandfort.snapshot": "snap-00000000000000aa"})
     try:
+        load_image_beside("sandfort/base:bookworm", "sandfort-attack/labelled:1", path, labels)
+        # One that says it is a snapshot is none to use.
+        load_image_beside("sandfort/base:bookworm", "sandfort-attack/snapshot-like:1", path,
+                          {"io.sandfort.snapshot": "snap-00000000000000aa"})
         assert_refused(daemon, b, "sandfort-attack/snapshot-like:1", statuses=(404,))
         sbx = b.create_sandbox(snapshot="sandfort-attack/labelled:1")
         try:
