@@ -316,7 +316,9 @@ class engine {
   // Every volume carrying all of the given labels ("k" or "k=v").
   virtual task<std::vector<volume_info>> list_volumes(const std::vector<std::string>& label_filters) = 0;
   // Snapshots: commits the container's filesystem as repo:tag (none when both are empty) with
-  // labels and returns the image's id. Docker pauses a running container for the commit itself, so it goes on running after.
+  // labels and returns the image's id. Docker pauses a running container for the commit itself,
+  // so it goes on running after. The image keeps the container's whole configuration
+  // (ContainerConfig): see rewritten_image_config.
   // `env` goes over the container's environment in the image ("NAME=" keeps a name, drops its value).
   virtual task<std::string> commit_container(const std::string& id, const std::string& repo, const std::string& tag,
                                              const std::map<std::string, std::string>& labels,
