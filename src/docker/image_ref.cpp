@@ -70,6 +70,7 @@ bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <=
 bool is_alnum(char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
 bool is_word(char c) { return is_alnum(c) || c == '_'; }
 bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool is_lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 bool is_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
@@ -227,7 +228,26 @@ result<image_reference> parse_image_reference(std::string_view text) {
   if (out.registry == "docker.io" && out.path.find('/') == std::string::npos) out.path = "library/" + out.path;
   if (out.registry.size() + 1 + out.path.size() > max_name_length)
     return refused(text, "is longer than 255 characters");
+  if (out.registry == "docker.io" && out.path.rfind("library/", 0) == 0) {
+    std::string_view repository = std::string_view(out.path).substr(8);
+    bool hex_tag = !out.tag.empty() && std::all_of(out.tag.begin(), out.tag.end(), is_lower_hex);
+    bool algorithm = repository == "sha256" || repository == "sha384" || repository == "sha512";
+    if ((algorithm && hex_tag) ||
+        (out.tag.empty() && out.digest.empty() && std::all_of(repository.begin(), repository.end(), is_lower_hex)))
+      return refused(text, "is an image id (or a prefix of one), not a reference: images are named by "
+                           "repository and tag, or by digest");
+  }
   return out;
+}
+
+std::string listed_name(const image_reference& ref) {
+  std::string name = ref.path;
+  if (ref.registry != "docker.io")
+    name = ref.registry + "/" + name;
+  else if (name.rfind("library/", 0) == 0 && name.find('/', 8) == std::string::npos)
+    name = name.substr(8);
+  if (!ref.digest.empty()) return name + "@" + ref.digest;
+  return name + ":" + (ref.tag.empty() ? std::string("latest") : ref.tag);
 }
 
 }  // namespace sandfort::docker

@@ -225,6 +225,21 @@ result<std::vector<image_info>> parse_image_list(const json& body) {
   return out;
 }
 
+result<image_details> parse_image_details(const json& body) {
+  image_details out;
+  out.id = string_of(member(body, "Id"));
+  if (out.id.empty()) return make_error(errc::internal, "inspect image: Docker's answer has no Id");
+  for (const auto& [key, into] : {std::pair{"RepoTags", &out.repo_tags}, std::pair{"RepoDigests", &out.repo_digests}})
+    if (const json& list = member(body, key); list.is_array())
+      for (const auto& t : list)
+        if (t.is_string() && t.get<std::string>() != "<none>:<none>" && t.get<std::string>() != "<none>@<none>")
+          into->push_back(t.get<std::string>());
+  out.labels = labels_of(member(member(body, "Config"), "Labels"));
+  out.parent = string_of(member(body, "Parent"));
+  out.raw = body;
+  return out;
+}
+
 unix_engine::unix_engine(unix_engine_options options) : options_(std::move(options)) {}
 
 task<version_info> unix_engine::version() {
@@ -264,6 +279,30 @@ task<bool> unix_engine::image_exists(const std::string& ref) {
   if (is_status(*res, {200})) co_return true;
   if (is_status(*res, {404})) co_return false;
   co_return error_of(*res, "look up image \"" + ref + "\"");
+}
+
+task<image_details> unix_engine::inspect_image(const std::string& ref) {
+  auto image = detail::split_image_ref(ref);
+  if (!image) co_return std::move(image).err();
+  auto body = co_await get_json(image_path(*image, "/json"), "inspect image " + ref);
+  if (!body) co_return std::move(body).err();
+  co_return parse_image_details(*body);
+}
+
+task<void> unix_engine::load_image(std::string archive) {
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto req = http::make_request(verb::post, "/v" + *v + "/images/load?quiet=1");
+  req.set(http::bhttp::field::content_type, "application/x-tar");
+  req.body() = std::move(archive);
+  req.prepare_payload();
+  auto res = co_await exchange(options_.socket_path, std::move(req), client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {200})) co_return error_of(*res, "load an image");
+  // 200 only means the load began: a failure is a line {"errorDetail": …} in the stream.
+  if (auto reason = detail::pull_failure_reason(res->body()); !reason.empty())
+    co_return make_error(errc::internal, "load an image: " + reason);
+  co_return ok_t{};
 }
 
 task<void> unix_engine::pull_image(const std::string& ref) {
@@ -468,15 +507,16 @@ task<std::vector<volume_info>> unix_engine::list_volumes(const std::vector<std::
 task<std::string> unix_engine::commit_container(const std::string& id, const std::string& repo, const std::string& tag,
                                                  const std::map<std::string, std::string>& labels,
                                                  const std::vector<std::string>& env) {
-  if (id.empty() || repo.empty() || tag.empty())
-    co_return make_error(errc::invalid_argument, "a commit needs a container, a repository and a tag");
+  if (id.empty() || repo.empty() != tag.empty())
+    co_return make_error(errc::invalid_argument, "a commit needs a container, and a repository with its tag or neither");
   auto v = co_await api_version();
   if (!v) co_return std::move(v).err();
   json body = {{"Labels", labels}};
   // Docker merges the container's environment under this one, name by name: a name given here wins.
   if (!env.empty()) body["Env"] = env;
   auto target = "/v" + *v + "/commit" +
-                detail::query_string({{"container", id}, {"repo", repo}, {"tag", tag}, {"pause", "true"}});
+                (repo.empty() ? detail::query_string({{"container", id}, {"pause", "true"}})
+                              : detail::query_string({{"container", id}, {"repo", repo}, {"tag", tag}, {"pause", "true"}}));
   // A commit copies the container's changed files: it may take longer than an ordinary call.
   auto res = co_await exchange(options_.socket_path, http::make_request(verb::post, target, &body),
                                client_options(options_.pull_timeout));

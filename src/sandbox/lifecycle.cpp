@@ -103,12 +103,24 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // Reconciliation removes containers and marks rows it cannot account for: a sandbox created
   // while it sweeps could be taken for a leftover.
   if (!reconciler_.reconciled()) co_return make_error(errc::unavailable, "sandfortd is still reconciling with Docker; retry shortly");
+  std::string image = req.snapshot.empty() ? cfg_.default_image : req.snapshot;
+  if (*snapshot) image = (*snapshot)->image_ref;
+  // The one door (image_resolution.cpp): an image here now must be the one named, and no
+  // snapshot image of anyone's under another name; refused before a row exists. Provisioning
+  // resolves again (the image may be pulled, or retagged, meanwhile) and creates by id.
+  const std::string own_snapshot_id = *snapshot ? (*snapshot)->id : std::string();
+  if (auto resolved = co_await resolve_image(image, own_snapshot_id); !resolved) co_return std::move(resolved).err();
+  if (*snapshot) {
+    // Still this snapshot, and still ready, after the co_await (a delete checks for rows using it).
+    auto again = snapshots_.resolve(org_id, req.snapshot);
+    if (!again) co_return std::move(again).err();
+    if (!*again || (*again)->id != (*snapshot)->id)
+      co_return make_error(errc::not_found, "snapshot " + req.snapshot + " not found");
+  }
   // Looked up here and linked in the insert below, with no co_await between: a volume being
   // deleted is not found, and one found cannot be deleted before the link exists.
   auto volumes = volumes_.resolve(org_id, *spec);
   if (!volumes) co_return std::move(volumes).err();
-  std::string image = req.snapshot.empty() ? cfg_.default_image : req.snapshot;
-  if (*snapshot) image = (*snapshot)->image_ref;
   // Checked and inserted without a co_await between: no other create can slip in and overrun.
   // The organization's own snapshots skip the image policy: each was made from an image it was
   // allowed to use (admit's `restarting` does the same for a stopped sandbox).
@@ -197,16 +209,19 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   auto deleted_meanwhile = [&]() { return !db_.get_sandbox(rec.org_id, rec.id).ok(); };
   auto cancelled = make_error(errc::conflict, "sandbox " + rec.id + " was deleted while it was being created");
 
-  auto exists = co_await engine_.image_exists(rec.snapshot);
-  if (!exists) co_return co_await fail(std::move(exists).err());
-  if (!*exists) {
+  auto image = co_await resolve_image_of(rec);
+  if (!image) co_return co_await fail(std::move(image).err());
+  if (!*image) {
     (void)set_state(rec, "pulling");
     if (auto pulled = co_await engine_.pull_image(rec.snapshot); !pulled) co_return co_await fail(std::move(pulled).err());
     if (deleted_meanwhile()) co_return cancelled;
     (void)set_state(rec, "creating");
+    image = co_await resolve_image_of(rec);
+    if (!image) co_return co_await fail(std::move(image).err());
+    if (!*image) co_return co_await fail(make_error(errc::not_found, "image " + rec.snapshot + " not found"));
   }
 
-  auto container = container_for(rec, spec_from_json(rec.spec_json), proxy_secret);
+  auto container = container_for(rec, spec_from_json(rec.spec_json), proxy_secret, **image);
   auto mounts = volumes_.mounts_of(rec.id);
   if (!mounts) co_return co_await fail(std::move(mounts).err());
   container.volumes = std::move(*mounts);

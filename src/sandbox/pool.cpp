@@ -15,13 +15,19 @@ task<pool_member> service::make_pool_member(const pool_config& pool) {
   store::sandbox_record rec;
   rec.id = new_id("sbx-");  // the claimant's sandbox id, random like any other
   rec.snapshot = pool.image;
-  auto exists = co_await engine_.image_exists(pool.image);
-  if (!exists) co_return std::move(exists).err();
-  if (!*exists)
+  // Through the one door like a create's image (image_resolution.cpp), and made by id.
+  const std::string no_snapshot;
+  auto image = co_await resolve_image(pool.image, no_snapshot);
+  if (!image) co_return std::move(image).err();
+  if (!*image) {
     if (auto pulled = co_await engine_.pull_image(pool.image); !pulled) co_return std::move(pulled).err();
+    image = co_await resolve_image(pool.image, no_snapshot);
+    if (!image) co_return std::move(image).err();
+    if (!*image) co_return make_error(errc::not_found, "image " + pool.image + " not found");
+  }
   sandbox_spec spec;
   spec.limits = {pool.resources->cpus, pool.resources->memory_mb, pool.resources->pids};
-  auto container = container_for(rec, spec, {});
+  auto container = container_for(rec, spec, {}, **image);
   // No environment of anyone's (no proxy credential either: the proxy knows no row for it); the
   // claim brings both. No organization in the labels: the member belongs to none yet.
   container.env.clear();

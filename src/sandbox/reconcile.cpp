@@ -157,6 +157,9 @@ task<reconcile_report> reconciler::reconcile() {
       by_sandbox[sandbox_id] = c;
       continue;
     }
+    // Every container sandfortd makes names its sandbox. One without (someone's `docker run` of a
+    // snapshot image: labels are inherited from images) is not ours to remove.
+    if (sandbox_id.empty()) continue;
     if (auto r = co_await engine_.remove_container(c.id); r || r.err().code == errc::not_found) {
       ++report.containers_removed;
       spdlog::info("reconcile: removed container {} of unknown sandbox '{}'", c.name, sandbox_id);

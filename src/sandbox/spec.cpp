@@ -181,10 +181,10 @@ std::map<std::string, std::string> service::sandbox_environment(const store::san
 }
 
 docker::container_spec service::container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
-                                              const std::string& proxy_secret) const {
+                                              const std::string& proxy_secret, const docker::image_details& image) const {
   docker::container_spec c;
   c.name = new_container_name();
-  c.image = rec.snapshot;
+  c.image = image.id;  // never a name: the engine would resolve it again, its own way
   // The server-side maxima go to the agent too, which applies them itself (sandfortd enforces them as well).
   c.entrypoint = {"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock",
                   "--max-timeout-s", std::to_string(cfg_.exec_max_timeout_s),
@@ -193,6 +193,7 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
                   "--log-cap", std::to_string(cfg_.guardrails.command_log_cap_bytes)};
   for (const auto& [k, v] : sandbox_environment(rec, spec, proxy_secret)) c.env.push_back(k + "=" + v);
   c.labels = {{label_sandbox, rec.id}, {label_org, rec.org_id}, {label_instance, db_.instance_id()}};
+  for (const auto& [key, value] : image.labels) c.labels.emplace(key, "");
   // Docker's embedded DNS answers a container's hostname to its neighbours too: one name for
   // all, so none reveals a sandbox id (the sandbox knows its own from its proxy settings).
   c.hostname = "sandbox";

@@ -99,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 5: (void)parse_network(j); (void)parse_volume(j); break;
-    case 6: (void)parse_volume_list(j); (void)parse_image_list(j); break;
+    case 6: (void)parse_volume_list(j); (void)parse_image_list(j); (void)parse_image_details(j); break;
     default: (void)parse_stats(j); break;
   }
   return 0;

@@ -151,6 +151,36 @@ struct image_info {
 // Reads GET /images/json (a JSON array); anything else is an internal error. Pure, so it is unit-tested.
 result<std::vector<image_info>> parse_image_list(const nlohmann::json& body);
 
+// One image as GET /images/{name}/json describes it.
+struct image_details {
+  std::string id;                         // "sha256:<64 hex>": the only exact name of an image
+  std::vector<std::string> repo_tags;     // "python:3.12-slim", "ghcr.io/x/y:1": familiar names
+  std::vector<std::string> repo_digests;  // "python@sha256:…"
+  std::map<std::string, std::string> labels;  // Config.Labels
+  std::string parent;                     // "sha256:…" for a committed image, else empty
+  nlohmann::json raw;                     // the whole answer
+};
+
+// Reads GET /images/{name}/json; an answer without an Id is an internal error. Pure, so it is unit-tested.
+result<image_details> parse_image_details(const nlohmann::json& body);
+
+// A `docker load` archive of one image whose layers the engine already holds: the config
+// (its own file, named by its digest), a manifest naming it `repo_tag`, and no layer at all
+// (the engine finds each layer by its chain id and reads no file for it). Pure.
+std::string layerless_image_archive(const std::string& config_json, const std::string& repo_tag,
+                                    std::size_t layer_count);
+
+// The config of a committed image rewritten to hold its filesystem and nothing of the container
+// it was committed from. Docker's commit keeps the container's whole configuration (its
+// environment with every secret in it, labels, hostname, command) in ContainerConfig, its id in
+// `container`, its command in the history; none of that survives here. From `committed` (its
+// inspect answer): the layers, architecture, os, variant and creation time. From `parent` (the
+// inspect answer of the image the container was made from, or null): the runtime settings an
+// image gives a container (Env, Cmd, Entrypoint, WorkingDir, User, ExposedPorts, Volumes,
+// StopSignal, Shell, Healthcheck, OnBuild). Labels: exactly `labels`. History: none. Pure.
+nlohmann::json rewritten_image_config(const nlohmann::json& committed, const nlohmann::json& parent,
+                                      const std::map<std::string, std::string>& labels);
+
 // One sample of a running container's resource use, as `docker stats` computes it.
 struct container_stats {
   double cpu_percent = 0;  // of one CPU: 2 busy CPUs read 200
@@ -251,6 +281,12 @@ class engine {
   // The API version in use (negotiated on first call).
   virtual task<std::string> api_version() = 0;
   virtual task<bool> image_exists(const std::string& ref) = 0;
+  // ref is a name ("python:3.12-slim") or an id ("sha256:<64 hex>"); absent is `not_found`.
+  // The engine falls back to matching a name it does not know as an image-id prefix: the answer
+  // may be another image than the one named, so callers check repo_tags/repo_digests.
+  virtual task<image_details> inspect_image(const std::string& ref) = 0;
+  // POST /images/load of an archive (layerless_image_archive).
+  virtual task<void> load_image(std::string archive) = 0;
   // Pulls ref; a failure is an error whose message names the image and the engine's reason.
   virtual task<void> pull_image(const std::string& ref) = 0;
   // Returns the new container's id. A name already in use is `conflict`.
@@ -279,8 +315,10 @@ class engine {
   virtual task<void> remove_volume(const std::string& name) = 0;
   // Every volume carrying all of the given labels ("k" or "k=v").
   virtual task<std::vector<volume_info>> list_volumes(const std::vector<std::string>& label_filters) = 0;
-  // Snapshots: commits the container's filesystem as repo:tag with labels and returns the image's
-  // id. Docker pauses a running container for the commit itself, so it goes on running after.
+  // Snapshots: commits the container's filesystem as repo:tag (none when both are empty) with
+  // labels and returns the image's id. Docker pauses a running container for the commit itself,
+  // so it goes on running after. The image keeps the container's whole configuration
+  // (ContainerConfig): see rewritten_image_config.
   // `env` goes over the container's environment in the image ("NAME=" keeps a name, drops its value).
   virtual task<std::string> commit_container(const std::string& id, const std::string& repo, const std::string& tag,
                                              const std::map<std::string, std::string>& labels,
@@ -316,6 +354,8 @@ class unix_engine final : public engine {
   task<version_info> version() override;
   task<std::string> api_version() override;
   task<bool> image_exists(const std::string& ref) override;
+  task<image_details> inspect_image(const std::string& ref) override;
+  task<void> load_image(std::string archive) override;
   task<void> pull_image(const std::string& ref) override;
   task<std::string> create_container(const container_spec& spec) override;
   task<void> start_container(const std::string& id) override;

@@ -30,7 +30,15 @@ struct image_reference {
 
 // Anything the engine would refuse is invalid_argument, with the reason: an empty reference, a
 // 64-hex image id, upper case in the repository path, a malformed registry, path component, tag
-// or digest, a name longer than 255 characters.
+// or digest, a name longer than 255 characters. Also refused, though the grammar allows them:
+// the spellings the engine would take for an image id or an id prefix when no image has that
+// name ("sha256:2" is repository "sha256", tag "2"; "2f3a4b5c6d7e" a repository): one-component
+// Docker Hub names "sha256"/"sha384"/"sha512" with a hex tag, and hex-only one-component names.
 result<image_reference> parse_image_reference(std::string_view text);
+
+// The name the engine lists the reference under in an image's RepoTags ("python:3.12-slim",
+// "ghcr.io/x/y:latest") or, with a digest, RepoDigests ("python@sha256:…"): an image reached
+// by the reference as written carries exactly this name.
+std::string listed_name(const image_reference& ref);
 
 }  // namespace sandfort::docker

@@ -152,8 +152,19 @@ class service {
   // The sandbox's environment as its processes see it: the caller's variables, then the proxy's.
   std::map<std::string, std::string> sandbox_environment(const store::sandbox_record& rec, const sandbox_spec& spec,
                                                          const std::string& proxy_secret) const;
+  // The container of a sandbox, made from `image` by its id. Every label of the image that
+  // sandfortd does not set is set empty: Docker would merge the image's labels into the
+  // container's, and a container's labels are sandfortd's own.
   docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
-                                       const std::string& proxy_secret) const;
+                                       const std::string& proxy_secret, const docker::image_details& image) const;
+  // The one door for image references (src/sandbox/image_resolution.cpp). `image` is a reference
+  // the policy allowed, or (own_snapshot_id given) that snapshot's image_ref. Returns the image
+  // the name reaches as written; nullopt when a reference is not present (it may be pulled);
+  // not_found for any snapshot image reached by another name, or an own snapshot's missing image.
+  task<std::optional<docker::image_details>> resolve_image(const std::string& image,
+                                                           const std::string& own_snapshot_id);
+  // resolve_image for a sandbox's row (its snapshot name tells an own snapshot).
+  task<std::optional<docker::image_details>> resolve_image_of(const store::sandbox_record& rec);
   result<sandbox_spec> validate(const create_request& req) const;
   sandbox_view view_of(const store::sandbox_record& rec) const;
   // The sandbox stopped or is gone: its agent connection is stale, its tunnels and relays close.

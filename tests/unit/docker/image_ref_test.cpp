@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
+#include <vector>
 
 #include "image_ref.hpp"
+#include "sandfort/docker/image_ref.hpp"
 
 using namespace sandfort;
 using sandfort::docker::detail::split_image_ref;
@@ -127,4 +129,33 @@ TEST_CASE("references the engine would refuse are refused") {
     REQUIRE_FALSE(r.ok());
     CHECK(r.err().code == errc::invalid_argument);
   }
+}
+
+TEST_CASE("spellings the engine would take for an image id or an id prefix are refused") {
+  const std::string hex = "2f3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718";
+  const std::vector<std::string> spellings = {"sha256:2", "sha256:" + hex.substr(0, 12), "sha256:" + hex,
+                                              "sha512:ab", "docker.io/library/sha256:2f", "library/sha384:0",
+                                              hex.substr(0, 12), hex.substr(0, 1), hex, "deadbeef"};
+  for (const auto& ref : spellings) {
+    INFO(ref);
+    auto r = docker::parse_image_reference(ref);
+    REQUIRE_FALSE(r);
+    CHECK(r.err().code == errc::invalid_argument);
+  }
+  // Names that merely look alike are names.
+  for (const char* ref : {"sha256", "sha256:latest", "someone/sha256:2", "deadbeef:1", "cafe-x", "ghcr.io/x/abc"})
+    CHECK(docker::parse_image_reference(ref).ok());
+}
+
+TEST_CASE("the name the engine lists a reference under") {
+  auto listed = [](const char* ref) { return docker::listed_name(*docker::parse_image_reference(ref)); };
+  CHECK(listed("python:3.12-slim") == "python:3.12-slim");
+  CHECK(listed("python") == "python:latest");
+  CHECK(listed("docker.io/library/python:3") == "python:3");
+  CHECK(listed("index.docker.io/someone/img") == "someone/img:latest");
+  CHECK(listed("ghcr.io/x/y:1") == "ghcr.io/x/y:1");
+  CHECK(listed("localhost:5000/x") == "localhost:5000/x:latest");
+  const std::string digest = "sha256:" + std::string(64, 'a');
+  CHECK(listed(("python:3@" + digest).c_str()) == "python@" + digest);
+  CHECK(listed(("ghcr.io/x/y@" + digest).c_str()) == "ghcr.io/x/y@" + digest);
 }

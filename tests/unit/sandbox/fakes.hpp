@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <filesystem>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -247,25 +248,95 @@ class fake_engine final : public docker::engine {
     co_return ok_t{};
   }
 
-  // Snapshots: a commit adds repo:tag to `images`, and the image (id, tag, labels) to
-  // `image_details`, which list_images reads.
-  std::vector<std::string> commits;
+  // Images: `images` holds the names present, `image_details` (by id) what inspect and list
+  // read; a plain name in `images` gets its details (and id) the first time it is looked up.
+  // Snapshots: a commit adds an untagged image that keeps the container's environment, as
+  // Docker's does; a load adds the archive's image under its tag and records it in `commits`.
+  std::vector<std::string> commits;                   // the tags snapshots were loaded under
   std::map<std::string, docker::image_info> image_details;  // by id
-  std::vector<std::string> images_removed;                  // as remove_image was asked
+  std::map<std::string, std::string> parents;         // image id → the image its container was made from
+  std::map<std::string, std::vector<std::string>> image_env;  // image id → Config.Env
+  std::vector<std::string> images_removed;            // as remove_image was asked
+  std::vector<nlohmann::json> loaded_configs;         // the config of every load
+  int raw_commits = 0;
   docker::task<std::string> commit_container(const std::string& id, const std::string& repo, const std::string& tag,
                                              const std::map<std::string, std::string>& labels,
                                              const std::vector<std::string>&) override {
-    if (!find(id)) co_return make_error(errc::not_found, "no such container " + id);
-    images.insert(repo + ":" + tag);
-    commits.push_back(repo + ":" + tag);
-    co_return add_image(repo + ":" + tag, labels, now_unix).id;
+    auto* c = find(id);
+    if (!c) co_return make_error(errc::not_found, "no such container " + id);
+    ++raw_commits;
+    std::string made_from;
+    std::vector<std::string> env;
+    for (const auto& spec : created)
+      if (spec.name == c->name) made_from = spec.image, env = spec.env;
+    auto& info = repo.empty() ? add_untagged_image(labels) : add_image(repo + ":" + tag, labels, now_unix);
+    parents[info.id] = made_from;
+    image_env[info.id] = env;
+    co_return info.id;
   }
-  // An image with one tag, as a commit makes it (or behind the service's back).
+  // An image with one tag, as a load makes it (or behind the service's back).
   docker::image_info& add_image(const std::string& ref, std::map<std::string, std::string> labels,
                                 std::int64_t created_unix) {
     images.insert(ref);
     docker::image_info info{"sha256:" + random_hex(32), {ref}, std::move(labels), created_unix};
     return image_details[info.id] = info;
+  }
+  docker::image_info& add_untagged_image(std::map<std::string, std::string> labels) {
+    docker::image_info info{"sha256:" + random_hex(32), {}, std::move(labels), now_unix};
+    return image_details[info.id] = info;
+  }
+  docker::image_info* image_by_name(const std::string& ref) {
+    if (auto it = image_details.find(ref); it != image_details.end()) return &it->second;
+    for (auto& [id, img] : image_details)
+      if (std::find(img.repo_tags.begin(), img.repo_tags.end(), ref) != img.repo_tags.end()) return &img;
+    if (images.count(ref)) return &add_image(ref, {}, now_unix);
+    return nullptr;
+  }
+  // Like dockerd: a name it does not know is matched as an id prefix ("sha256:2", "2f3a…").
+  std::map<std::string, std::string> answered_by;  // name → id of the image inspect answers (a fallback match)
+  docker::task<docker::image_details> inspect_image(const std::string& ref) override {
+    auto* img = answered_by.count(ref) ? &image_details.at(answered_by[ref]) : image_by_name(ref);
+    if (!img) {
+      std::string prefix = ref.rfind("sha256:", 0) == 0 ? ref : "sha256:" + ref;
+      for (auto& [id, candidate] : image_details)
+        if (prefix.size() > 7 && id.rfind(prefix, 0) == 0) img = &candidate;
+    }
+    if (!img) co_return make_error(errc::not_found, "no such image: " + ref);
+    nlohmann::json tags = nlohmann::json::array(), digests = nlohmann::json::array();
+    for (const auto& t : img->repo_tags) (t.find('@') == std::string::npos ? tags : digests).push_back(t);
+    nlohmann::json raw = {{"Id", img->id},
+                          {"RepoTags", tags},
+                          {"RepoDigests", digests},
+                          {"Parent", parents.count(img->id) ? parents[img->id] : ""},
+                          {"Architecture", "amd64"},
+                          {"Os", "linux"},
+                          {"Created", "2026-01-02T03:00:00Z"},
+                          {"RootFS", {{"Type", "layers"}, {"Layers", {"sha256:" + std::string(64, 'a')}}}},
+                          {"Config", {{"Env", image_env.count(img->id) ? image_env[img->id]
+                                                                     : std::vector<std::string>{"PATH=/usr/bin"}},
+                                      {"Labels", img->labels}}},
+                          {"ContainerConfig", {{"Env", image_env.count(img->id) ? image_env.at(img->id)
+                                                                               : std::vector<std::string>{}}}}};
+    co_return docker::parse_image_details(raw);
+  }
+  // Reads the archive as Docker does: manifest.json names the config file and the tag.
+  docker::task<void> load_image(std::string archive) override {
+    std::map<std::string, std::string> files;
+    for (std::size_t at = 0; at + 512 <= archive.size();) {
+      std::string name = archive.substr(at, 100).c_str();
+      if (name.empty()) break;
+      std::size_t size = std::stoul(archive.substr(at + 124, 11), nullptr, 8);
+      files[name] = archive.substr(at + 512, size);
+      at += 512 + (size + 511) / 512 * 512;
+    }
+    auto manifest = nlohmann::json::parse(files["manifest.json"]);
+    auto config = nlohmann::json::parse(files[manifest[0]["Config"].get<std::string>()]);
+    loaded_configs.push_back(config);
+    std::string tag = manifest[0]["RepoTags"][0];
+    auto& info = add_image(tag, config["config"]["Labels"].get<std::map<std::string, std::string>>(), now_unix);
+    image_env[info.id] = config["config"].value("Env", std::vector<std::string>{});
+    commits.push_back(tag);
+    co_return ok_t{};
   }
   docker::task<std::int64_t> image_size(const std::string& ref) override {
     if (!images.count(ref)) co_return make_error(errc::not_found, "no such image " + ref);
@@ -277,21 +348,17 @@ class fake_engine final : public docker::engine {
     std::vector<std::string> refs = {ref};
     auto by_id = image_details.find(ref);
     if (by_id != image_details.end()) refs = by_id->second.repo_tags;
+    std::string id = by_id != image_details.end() ? ref : std::string();
+    if (id.empty())
+      for (const auto& [i, img] : image_details)
+        if (img.repo_tags == std::vector<std::string>{ref}) id = i;
     for (const auto& spec : created)
-      for (const auto& r : refs)
-        if (spec.image == r && find(spec.name)) co_return make_error(errc::conflict, "image " + ref + " is in use");
+      if (find(spec.name) && ((!id.empty() && spec.image == id) ||
+                              std::find(refs.begin(), refs.end(), spec.image) != refs.end()))
+        co_return make_error(errc::conflict, "image " + ref + " is in use");
     bool erased = false;
     for (const auto& r : refs) erased = images.erase(r) > 0 || erased;
-    if (by_id != image_details.end()) {
-      image_details.erase(by_id);
-      erased = true;
-    } else {
-      for (auto it = image_details.begin(); it != image_details.end(); ++it)
-        if (it->second.repo_tags == std::vector<std::string>{ref}) {
-          image_details.erase(it);
-          break;
-        }
-    }
+    if (!id.empty() && image_details.erase(id) > 0) erased = true;
     if (!erased) co_return make_error(errc::not_found, "no such image " + ref);
     images_removed.push_back(ref);
     co_return ok_t{};

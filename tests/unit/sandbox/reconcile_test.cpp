@@ -63,11 +63,16 @@ TEST_CASE("sandbox: reconcile brings rows containers and directories into agreem
   auto stopped_kept = insert_row(f, 8, "stopped", a);
   add_container_for(f, stopped_kept, false);
 
-  // Ours without a live row: a deleted row's leftover, an unknown id, no sandbox label at all.
+  // Ours without a live row: a deleted row's leftover, an unknown id, an empty one.
   auto deleted = insert_row(f, 9, "deleted", a);
   add_container_for(f, deleted, true);
   f.engine.add_container("sandfort-sbx-00000000000000ff", our_labels(f, "sbx-00000000000000ff", a), true);
-  f.engine.add_container("stray", {{label_instance, f.db->instance_id()}}, false);
+  f.engine.add_container("stray", {{label_instance, f.db->instance_id()}, {label_sandbox, "sbx-0000000000000011"}},
+                         false);
+  // Our instance label without a sandbox: inherited from a snapshot image by someone's
+  // `docker run` (sandfortd names the sandbox of every container it makes). Not ours: kept.
+  auto& inherited = f.engine.add_container("someones", {{label_instance, f.db->instance_id()}}, true);
+  std::string inherited_id = inherited.id;
   // Another daemon's container on the same engine, and an unlabelled one: never touched.
   auto& foreign = f.engine.add_container("sandfort-sbx-00000000000000ee",
                                          {{label_sandbox, "sbx-00000000000000ee"}, {label_instance, "other-instance"}},
@@ -117,7 +122,8 @@ TEST_CASE("sandbox: reconcile brings rows containers and directories into agreem
   CHECK(f.engine.of_sandbox(stopped_kept.id));
   CHECK(f.engine.find(foreign_id));
   CHECK(f.engine.find(unrelated_id));
-  CHECK(f.engine.containers.size() == 5);
+  CHECK(f.engine.find(inherited_id));
+  CHECK(f.engine.containers.size() == 6);
 
   // Ready now, as long as Docker answers.
   CHECK(f.run(f.svc->ready()).ok());

@@ -33,7 +33,7 @@ TEST_CASE("snapshot: committed under a random image name, usable by its organiza
   auto made = f.create(f.org_a.id, from);
   REQUIRE(made);
   CHECK(made->snapshot == "base");
-  CHECK(f.engine.created.back().image == image);
+  CHECK(f.engine.created.back().image == f.engine.image_by_name(image)->id);
   CHECK(f.svc->snapshots().get(f.org_b.id, "base").err().code == errc::not_found);
   create_request guessed;
   guessed.snapshot = image;

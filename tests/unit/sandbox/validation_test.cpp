@@ -130,7 +130,7 @@ TEST_CASE("sandbox: create applies the configured default resources", "[sandbox]
   CHECK(c.cpus == 1.5);
   CHECK(c.memory_bytes == 768LL * 1024 * 1024);
   CHECK(c.pids_limit == 300);
-  CHECK(c.image == "sandfort/base:bookworm");  // the default image
+  CHECK(c.image == f.engine.image_by_name("sandfort/base:bookworm")->id);  // the default image, by id
 
   // One field given, the others defaulted.
   create_request req;
@@ -164,7 +164,7 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
   CHECK(c.name.rfind("sandfort-", 0) == 0);
   CHECK(c.name.find(v.id) == std::string::npos);
   CHECK(c.name.size() == std::string("sandfort-").size() + 16);
-  CHECK(c.image == "python:3.12-slim");
+  CHECK(c.image == f.engine.image_by_name("python:3.12-slim")->id);  // by id: Docker resolves no name
   // The server-side maxima go to the agent as flags (docs/guardrails.md).
   CHECK(c.entrypoint == std::vector<std::string>{"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock",
                                                  "--max-timeout-s", "100", "--default-timeout-s", "42",
