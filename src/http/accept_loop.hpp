@@ -25,6 +25,8 @@ class connection_slots {
 
   std::size_t open() const { return open_; }
   bool full() const { return open_ >= max_; }
+  bool can_make_room() const { return !full(); }
+  bool make_room() const { return !full(); }
   void opened() { ++open_; }
   void closed() {
     --open_;
@@ -55,17 +57,30 @@ class connection_slots {
   boost::asio::steady_timer slot_freed_;
 };
 
-// Accepts until the acceptor is closed or `stopping` turns true, and hands each socket, already
-// counted in `slots`, to `start` (which must release the slot when the connection ends).
-template <typename Acceptor, typename Start>
-boost::asio::awaitable<void> accept_connections(Acceptor& acceptor, connection_slots& slots, accept_backoff& backoff,
+// Accepts until the acceptor is closed or `stopping` turns true, and hands each socket to `start`
+// (which counts it in `slots` and out again when the connection ends). `Slots` is
+// connection_slots or, on the HTTP server, its book of idle and busy connections: at the cap,
+// can_make_room() says whether an idle connection could be closed for a new one, and
+// make_room() closes it, once a connection is waiting; until_woken() waits for a slot to free.
+template <typename Acceptor, typename Slots, typename Start>
+boost::asio::awaitable<void> accept_connections(Acceptor& acceptor, Slots& slots, accept_backoff& backoff,
                                                 const bool& stopping, Start start) {
   while (!stopping) {
-    if (slots.full()) {
+    if (!slots.can_make_room()) {
       backoff.warn_limited(std::to_string(slots.open()) +
-                           " connections open (max_connections): accepting paused until one closes");
+                           " connections open, none idle (max_connections): accepting paused until one closes");
       co_await slots.until_woken();
       continue;
+    }
+    if (slots.full()) {
+      // Nothing is closed for a connection that is not there: wait for one first.
+      auto [wec] = co_await acceptor.async_wait(Acceptor::wait_read, use_tuple);
+      if (wec || stopping || !acceptor.is_open()) {
+        if (wec == boost::asio::error::operation_aborted || !acceptor.is_open() || stopping) break;
+        co_await backoff.after(wec);
+        continue;
+      }
+      if (!slots.make_room()) continue;
     }
     auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
     if (ec) {
@@ -73,7 +88,6 @@ boost::asio::awaitable<void> accept_connections(Acceptor& acceptor, connection_s
       co_await backoff.after(ec);
       continue;
     }
-    slots.opened();
     start(std::move(socket));
   }
 }

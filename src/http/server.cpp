@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "sandfort/core/ids.hpp"
+#include "sandfort/http/admission.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::http {
@@ -29,6 +30,28 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 using asio::ip::tcp;
 using unix_socket = asio::local::stream_protocol;
+
+// The server's open connections against its caps (admission.hpp), as the accept loop sees them.
+class admitted_connections {
+ public:
+  admitted_connections(asio::io_context& io, listener_limits limits, connection_book::eviction_observer observer)
+      : book(limits, std::move(observer)), woken_(io, asio::steady_timer::time_point::max()) {}
+
+  bool full() const { return book.open() >= book.limits().max_connections; }
+  bool can_make_room() const { return !full() || book.idle_count() > 0; }
+  bool make_room() { return book.make_room(); }
+  std::size_t open() const { return book.open(); }
+  // Wakes an accept loop paused with every connection busy: one closed, or turned idle (so it can
+  // be closed to make room), or the server stops. The timer never expires: cancelling it is the
+  // signal (setting its expiry again would cancel other waiters).
+  void wake() { woken_.cancel(); }
+  asio::awaitable<void> until_woken() { co_await woken_.async_wait(use_tuple); }
+
+  connection_book book;
+
+ private:
+  asio::steady_timer woken_;
+};
 
 struct server::state {
   // One open connection, as stop() and abort() see it.
@@ -45,14 +68,38 @@ struct server::state {
   std::vector<std::function<void()>> acceptor_closers;
   stream_selector streams;
   accept_backoff backoff;
-  connection_slots slots;
+  refusal_log evictions_log{std::chrono::seconds(5)};
+  admitted_connections slots;
 
   state(asio::io_context& io, server_options o, handler h)
       : ioc(io),
         options(std::move(o)),
         root(std::move(h)),
         backoff(options.listener_name, options.log_warning),
-        slots(io, options.max_connections) {}
+        slots(io, {options.max_connections, options.max_idle_per_source, options.max_idle},
+              [this](const std::string& source, connection_book::reason why) { log_eviction(source, why); }) {}
+
+  // At most one line per source (per cap, for the others) per period, with the count since the last.
+  void log_eviction(const std::string& source, connection_book::reason why) {
+    using reason = connection_book::reason;
+    if (!options.log_warning) return;
+    const std::string key = why == reason::source_cap ? source : why == reason::idle_cap ? "idle cap" : "connection cap";
+    auto count = evictions_log.note(key, std::chrono::steady_clock::now());
+    if (!count) return;
+    std::string line = options.listener_name + ": closed " + std::to_string(*count) + " idle connection(s)";
+    const std::string& key_prefix = options.config_prefix;
+    if (why == reason::source_cap)
+      line += " of " + source + " to make room: " + std::to_string(options.max_idle_per_source) +
+              " connections from this source have no complete request (" + key_prefix +
+              "max_idle_connections_per_source)";
+    else if (why == reason::idle_cap)
+      line += " to make room: " + std::to_string(options.max_idle) + " connections have no complete request (" +
+              key_prefix + "max_idle_connections)";
+    else
+      line += " to make room: " + std::to_string(options.max_connections) + " connections are open (" + key_prefix +
+              "max_connections)";
+    options.log_warning(line);
+  }
 };
 
 namespace {
@@ -112,6 +159,12 @@ bool oversized_field_is(const beast::flat_buffer& buf, std::string_view name) {
   return false;
 }
 
+// The source a connection's idle slot counts against; "" for a trusted proxy.
+std::string idle_source_of(const server_options& options, const peer& from) {
+  std::string source = options.idle_source ? options.idle_source(from) : from.address;
+  return source.empty() ? source : source_key(source);
+}
+
 // Waits until the socket has bytes to read, the idle timeout passes, or the server stops.
 asio::awaitable<bool> wait_readable(any_stream& stream, std::chrono::milliseconds idle) {
   using namespace asio::experimental::awaitable_operators;
@@ -138,7 +191,18 @@ asio::awaitable<void> discard_input(any_stream& stream) {
 
 // The accept loop counted the connection in; this counts it out and wakes a paused acceptor.
 asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream stream, const peer from) {
-  connection_slots::release on_exit{st->slots};
+  const auto accepted = std::chrono::steady_clock::now();
+  // Idle (closed to make room when the listener needs it) until its request is complete.
+  auto& book = st->slots.book;
+  const auto ticket = book.opened(idle_source_of(st->options, from), [&stream] { stream.close(); });
+  struct count_out {
+    server::state& s;
+    connection_book::ticket t;
+    ~count_out() {
+      s.slots.book.closed(t);
+      s.slots.wake();
+    }
+  } on_exit{*st, ticket};
 
   beast::flat_buffer buffer = bounded_read_buffer();
   auto entry = st->sessions.insert(st->sessions.end(), server::state::session_entry{[&stream](bool force) {
@@ -153,10 +217,24 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
   } drop{*st, entry};
 
   bool linger = false;  // we answered before reading the whole request
+  bool first = true;
   while (!st->stopping) {
-    // Between requests the connection is idle: stop() closes it.
+    // Between requests the connection is idle: stop() closes it, and so may the next connection.
     entry->busy = false;
-    if (buffer.size() == 0 && !co_await wait_readable(stream, st->options.idle_timeout)) break;
+    book.idle(ticket);
+    st->slots.wake();
+    // The first request's header is due within header_timeout of the accept, silence included;
+    // a later one's within header_timeout of its first byte.
+    auto head_time = st->options.header_timeout;
+    if (buffer.size() == 0) {
+      const auto waited_from = first ? accepted : std::chrono::steady_clock::now();
+      if (!co_await wait_readable(stream, first ? head_time : st->options.idle_timeout)) break;
+      if (first)
+        head_time = std::max<std::chrono::milliseconds>(
+            std::chrono::milliseconds(1),
+            head_time - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - waited_from));
+    }
+    first = false;
     if (st->stopping) break;
 
     std::string request_id = "req-" + random_hex(8);
@@ -168,7 +246,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
     // from inside the read (out of io_context::run, the whole daemon with it).
     head_parser.header_limit(max_header_bytes);
 
-    stream.expires_after(st->options.header_timeout);
+    stream.expires_after(head_time);
     auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, head_parser, use_tuple);
     // From its complete header on, a request is in flight: stop() lets it finish. A WebSocket
     // upgrade is a session with no end of its own (a terminal): stop() ends it like an idle one.
@@ -190,6 +268,8 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
         exchange ex{stream, buffer, body_parser, request_id, path, query, params,
                     client_of(st->options, from, body_parser.get())};
         stream.expires_never();
+        // A streamed route decides on the header (and authenticates there): from now on it works.
+        book.busy(ticket);
         bool keep = false;
         try {
           keep = co_await handler(ex);
@@ -252,6 +332,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
         ctx.remote = client_of(st->options, from, ctx.req);
         split_target(ctx.req.target(), ctx.path, ctx.query);
         stream.expires_never();
+        book.busy(ticket);
         try {
           res = co_await st->root(ctx);
         } catch (const std::exception& ex) {

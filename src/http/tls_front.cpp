@@ -133,7 +133,26 @@ asio::awaitable<void> relay(std::shared_ptr<tls_front::state> st, tcp::socket ac
   deadline.cancel();
   if (hec) co_return;  // not TLS, an old version, no shared cipher, timed out: nothing to answer
 
+  // Bound before it connects, and registered under its port at once: the server may accept it
+  // before this coroutine resumes, and must find the client behind it (whose idle connections it
+  // counts) from the very first moment.
   auto upstream = std::make_shared<tcp::socket>(st->ioc);
+  upstream->open(tcp::v4(), ec);
+  if (!ec) upstream->bind(tcp::endpoint(asio::ip::address_v4::loopback(), 0), ec);
+  const unsigned short local_port = ec ? 0 : upstream->local_endpoint(ec).port();
+  if (ec) {
+    if (st->options.log_warning)
+      st->options.log_warning(st->options.listener_name + ": cannot open a loopback socket: " + ec.message());
+    co_return;
+  }
+  if (st->options.relay_opened) st->options.relay_opened(local_port, client_address);
+  struct unregister {
+    tls_front::state& s;
+    unsigned short port;
+    ~unregister() {
+      if (s.options.relay_closed) s.options.relay_closed(port);
+    }
+  } on_close{*st, local_port};
   auto [cec] = co_await upstream->async_connect(tcp::endpoint(asio::ip::address_v4::loopback(), st->upstream_port),
                                                use_tuple);
   if (cec) {
@@ -143,15 +162,6 @@ asio::awaitable<void> relay(std::shared_ptr<tls_front::state> st, tcp::socket ac
   }
   upstream->set_option(tcp::no_delay(true), ec);
   client->lowest_layer().set_option(tcp::no_delay(true), ec);
-  const unsigned short local_port = upstream->local_endpoint(ec).port();
-  if (st->options.relay_opened) st->options.relay_opened(local_port, client_address);
-  struct unregister {
-    tls_front::state& s;
-    unsigned short port;
-    ~unregister() {
-      if (s.options.relay_closed) s.options.relay_closed(port);
-    }
-  } on_close{*st, local_port};
 
   auto client_done = std::make_shared<done_signal>(st->ioc);
   asio::co_spawn(st->ioc, client_to_server(client, upstream, client_done), asio::detached);
@@ -181,6 +191,7 @@ asio::awaitable<void> relay(std::shared_ptr<tls_front::state> st, tcp::socket ac
 asio::awaitable<void> accept_loop(std::shared_ptr<tls_front::state> st) {
   auto acceptor = st->acceptor;  // kept open by this frame until the loop ends
   co_await accept_connections(*acceptor, st->slots, st->backoff, st->stopping, [&st](tcp::socket socket) {
+    st->slots.opened();
     asio::co_spawn(st->ioc, relay(st, std::move(socket)), asio::detached);
   });
 }
