@@ -272,6 +272,8 @@ int serve(const config_flags& f) {
   options.header_timeout = std::chrono::seconds(cfg.header_timeout_s);
   options.idle_timeout = std::chrono::seconds(cfg.idle_timeout_s);
   options.max_connections = static_cast<std::size_t>(cfg.max_connections);
+  options.max_idle_per_source = static_cast<std::size_t>(cfg.max_idle_connections_per_source);
+  options.max_idle = static_cast<std::size_t>(cfg.max_idle_connections);
   options.listener_name = "api";
   options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
   // Who each request comes from: the TLS front's clients and trusted proxies' X-Forwarded-For.
@@ -281,6 +283,10 @@ int serve(const config_flags& f) {
   options.client_address = [&clients](const http::peer& from, std::string_view forwarded_for) {
     return clients.resolve(from, forwarded_for);
   };
+  // Before a header is read only the peer is known: a trusted proxy's connections count in the
+  // total of idle connections, not against one source (docs/security.md).
+  auto connection_source = [&clients](const http::peer& from) { return clients.connection_source(from); };
+  options.idle_source = connection_source;
   const api::dependencies api_deps{cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, **reader,
                                    limiter, rate_refusals};
   http::server server(ioc, options, api::make_handler(api_deps));
@@ -295,7 +301,10 @@ int serve(const config_flags& f) {
   preview::preview_options preview_opts;
   preview_opts.domain = cfg.preview.domain;
   preview_opts.max_connections = static_cast<std::size_t>(cfg.preview.max_connections);
-  preview_opts.forwarded_proto = cfg.tls.enabled() ? "https" : "http";
+  preview_opts.max_idle_per_source = static_cast<std::size_t>(cfg.preview.max_idle_connections_per_source);
+  preview_opts.max_idle = static_cast<std::size_t>(cfg.preview.max_idle_connections);
+  preview_opts.idle_source = connection_source;
+  preview_opts.header_timeout = std::chrono::seconds(cfg.header_timeout_s);  preview_opts.forwarded_proto = cfg.tls.enabled() ? "https" : "http";
   // Only the TLS front's client: the preview router appends it to X-Forwarded-For itself, after
   // whatever a proxy in front wrote (the app behind it gets the whole chain).
   preview_opts.client_address = [&clients](const http::peer& from, std::string_view) {
