@@ -1,6 +1,6 @@
 #pragma once
 // The accept loop shared by the API server (server.cpp, TCP and Unix sockets) and the TLS front
-// (tls_front.cpp): a cap on open connections, and paced, rate-limited accept failures.
+// (tls_front.cpp): caps on open and idle connections, and paced, rate-limited accept failures.
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -10,60 +10,40 @@
 #include <string>
 #include <utility>
 
+#include "sandfort/http/admission.hpp"
 #include "sandfort/http/server.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::http {
 
-// A listener's open connections against its cap. The accept loop counts a connection in as soon
-// as it is accepted (so the cap sees it at once); the connection counts itself out when it ends
-// (a `release`), which wakes an accept loop paused at the cap.
-class connection_slots {
+// A listener's open connections against its caps (admission.hpp), as the accept loop sees them:
+// the HTTP server's and the TLS front's.
+class admitted_connections {
  public:
-  connection_slots(boost::asio::io_context& io, std::size_t max)
-      : max_(max), slot_freed_(io, boost::asio::steady_timer::time_point::max()) {}
+  admitted_connections(boost::asio::io_context& io, listener_limits limits, connection_book::eviction_observer observer)
+      : book(limits, std::move(observer)), woken_(io, boost::asio::steady_timer::time_point::max()) {}
 
-  std::size_t open() const { return open_; }
-  bool full() const { return open_ >= max_; }
-  bool can_make_room() const { return !full(); }
-  bool make_room() const { return !full(); }
-  void opened() { ++open_; }
-  void closed() {
-    --open_;
-    wake();
-  }
-  // Wakes accept loops paused at the cap (a slot freed, or the listener stopping). The timer never
-  // expires: cancelling it is the signal (setting its expiry again would cancel other waiters).
-  void wake() { slot_freed_.cancel(); }
-  boost::asio::awaitable<void> until_woken() {
-    co_await slot_freed_.async_wait(use_tuple);
-  }
+  bool full() const { return book.open() >= book.limits().max_connections; }
+  bool can_make_room() const { return !full() || book.idle_count() > 0; }
+  bool make_room() { return book.make_room(); }
+  std::size_t open() const { return book.open(); }
+  // Wakes an accept loop paused with every connection busy: one closed, or turned idle (so it can
+  // be closed to make room), or the server stops. The timer never expires: cancelling it is the
+  // signal (setting its expiry again would cancel other waiters).
+  void wake() { woken_.cancel(); }
+  boost::asio::awaitable<void> until_woken() { co_await woken_.async_wait(use_tuple); }
 
-  // Held by a connection for its lifetime.
-  class release {
-   public:
-    explicit release(connection_slots& slots) : slots_(slots) {}
-    release(const release&) = delete;
-    release& operator=(const release&) = delete;
-    ~release() { slots_.closed(); }
-
-   private:
-    connection_slots& slots_;
-  };
+  connection_book book;
 
  private:
-  std::size_t max_;
-  std::size_t open_ = 0;
-  boost::asio::steady_timer slot_freed_;
+  boost::asio::steady_timer woken_;
 };
 
 // Accepts until the acceptor is closed or `stopping` turns true, and hands each socket to `start`
-// (which counts it in `slots` and out again when the connection ends). `Slots` is
-// connection_slots or, on the HTTP server, its book of idle and busy connections: at the cap,
-// can_make_room() says whether an idle connection could be closed for a new one, and
-// make_room() closes it, once a connection is waiting; until_woken() waits for a slot to free.
-template <typename Acceptor, typename Slots, typename Start>
-boost::asio::awaitable<void> accept_connections(Acceptor& acceptor, Slots& slots, accept_backoff& backoff,
+// (whose connection counts itself in `slots`, and out again when it ends). At max_connections a
+// waiting connection closes the oldest idle one; with none idle, accepting pauses until woken.
+template <typename Acceptor, typename Start>
+boost::asio::awaitable<void> accept_connections(Acceptor& acceptor, admitted_connections& slots, accept_backoff& backoff,
                                                 const bool& stopping, Start start) {
   while (!stopping) {
     if (!slots.can_make_room()) {

@@ -31,28 +31,6 @@ namespace beast = boost::beast;
 using asio::ip::tcp;
 using unix_socket = asio::local::stream_protocol;
 
-// The server's open connections against its caps (admission.hpp), as the accept loop sees them.
-class admitted_connections {
- public:
-  admitted_connections(asio::io_context& io, listener_limits limits, connection_book::eviction_observer observer)
-      : book(limits, std::move(observer)), woken_(io, asio::steady_timer::time_point::max()) {}
-
-  bool full() const { return book.open() >= book.limits().max_connections; }
-  bool can_make_room() const { return !full() || book.idle_count() > 0; }
-  bool make_room() { return book.make_room(); }
-  std::size_t open() const { return book.open(); }
-  // Wakes an accept loop paused with every connection busy: one closed, or turned idle (so it can
-  // be closed to make room), or the server stops. The timer never expires: cancelling it is the
-  // signal (setting its expiry again would cancel other waiters).
-  void wake() { woken_.cancel(); }
-  asio::awaitable<void> until_woken() { co_await woken_.async_wait(use_tuple); }
-
-  connection_book book;
-
- private:
-  asio::steady_timer woken_;
-};
-
 struct server::state {
   // One open connection, as stop() and abort() see it.
   struct session_entry {

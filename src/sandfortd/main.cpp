@@ -377,11 +377,19 @@ int serve(const config_flags& f) {
   // With TLS, `listen` is the TLS front's and the API listener takes a loopback port of its own.
   // The same certificate serves previews, so it must cover *.<preview.domain> as well.
   std::optional<http::tls_front> tls, preview_tls;
-  auto make_front = [&](std::optional<http::tls_front>& front, const char* name, int max_connections) {
+  // The front holds the server's connections (as relays) plus those still in their handshake: its
+  // cap leaves room for max_idle of those beyond the server's own.
+  auto make_front = [&](std::optional<http::tls_front>& front, const char* name, int max_connections,
+                        int max_idle_per_source, int max_idle) {
     http::tls_front_options tls_opts;
     tls_opts.cert_file = cfg.tls.cert_file;
     tls_opts.key_file = cfg.tls.key_file;
-    tls_opts.max_connections = static_cast<std::size_t>(max_connections);
+    tls_opts.max_connections = static_cast<std::size_t>(max_connections) + static_cast<std::size_t>(max_idle);
+    tls_opts.max_idle_per_source = static_cast<std::size_t>(max_idle_per_source);
+    tls_opts.max_idle = static_cast<std::size_t>(max_idle);
+    tls_opts.idle_source = [&clients](const std::string& address) {
+      return clients.connection_source(http::peer{address, 0});
+    };
     tls_opts.handshake_timeout = std::chrono::seconds(cfg.header_timeout_s);
     tls_opts.write_timeout = std::chrono::seconds(cfg.idle_timeout_s);
     tls_opts.listener_name = name;
@@ -394,8 +402,9 @@ int serve(const config_flags& f) {
     if (auto r = front->reload(); !r) throw std::runtime_error(r.err().message);
   };
   if (cfg.tls.enabled()) {
-    make_front(tls, "api (TLS)", cfg.max_connections);
-    make_front(preview_tls, "preview (TLS)", cfg.preview.max_connections);
+    make_front(tls, "api (TLS)", cfg.max_connections, cfg.max_idle_connections_per_source, cfg.max_idle_connections);
+    make_front(preview_tls, "preview (TLS)", cfg.preview.max_connections, cfg.preview.max_idle_connections_per_source,
+               cfg.preview.max_idle_connections);
   }
   auto port = server.listen_tcp(tls ? "127.0.0.1:0" : cfg.listen);
   if (!port) throw std::runtime_error(port.err().message);

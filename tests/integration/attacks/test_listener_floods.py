@@ -14,8 +14,11 @@ import http.client
 import os
 import resource
 import select
+import shutil
 import socket
+import ssl
 import sys
+import tempfile
 import threading
 import time
 
@@ -289,3 +292,48 @@ def test_idle_and_slowloris_from_twenty_addresses_lock_nobody_out(setting):
     with Flood([setting[0].port, setting[0].preview_port], sources, CONNECTIONS // 2, slowloris=True) as slow:
         under_flood(setting, sources, slowloris=False)
     print(slow.report())
+
+
+def tls_answer_ms(port, ctx, host, path):
+    """One request over a fresh TLS connection; its duration in ms, or None when unanswered."""
+    def once():
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S, context=ctx)
+        try:
+            conn.request("GET", path, headers={"Host": host})
+            r = conn.getresponse()
+            r.read()
+            return r.status < 500
+        finally:
+            conn.close()
+    return timed(once)
+
+
+def test_silent_connections_on_the_tls_front_lock_nobody_out():
+    """With sandfortd's own TLS the listener facing clients is the TLS front: a connection that
+    never starts its handshake is idle there, under the same caps."""
+    raise_fd_limit(4 * CONNECTIONS + 1024)
+    from test_tls import issue, make_ca  # noqa: E402 (the TLS tests' certificate helpers)
+    directory = tempfile.mkdtemp(prefix="sf-tls-flood-")
+    d = None
+    try:
+        ca = make_ca(directory)
+        cert, key = issue(directory, "server", "sandfort-flood")
+        ctx = ssl.create_default_context(cafile=ca)
+        d = Daemon({"tls": {"cert_file": cert, "key_file": key}}, ssl_context=ctx).start()
+        probes = {"healthz": (d.port, "localhost", "/healthz"),
+                  "preview": (d.preview_port, f"8080-sbx-0000000000000000.preview.localhost:{d.preview_port}", "/")}
+        for sources in (["127.0.0.2"], [f"127.0.0.{i}" for i in range(2, 22)]):
+            with Flood([d.port, d.preview_port], sources, CONNECTIONS) as flood:
+                time.sleep(1.5)
+                during = {name: [tls_answer_ms(*probe[:1], ctx, *probe[1:]) for _ in range(10)]
+                          for name, probe in probes.items()}
+                report = "; ".join([flood.report()] + [f"{name}: {summary(v)}" for name, v in during.items()])
+            print(report)
+            for name, samples in during.items():
+                assert None not in samples, f"{name} over TLS went unanswered under the flood: {report}"
+                assert pct(samples, 99) < BOUND_MS, f"{name} over TLS p99 over {BOUND_MS} ms: {report}"
+        assert d.stop() == 0, d.log()
+    finally:
+        if d:
+            d.cleanup()
+        shutil.rmtree(directory, ignore_errors=True)
