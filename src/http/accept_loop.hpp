@@ -3,6 +3,7 @@
 // (tls_front.cpp): caps on open and idle connections, and paced, rate-limited accept failures.
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -31,7 +32,13 @@ class admitted_connections {
   // be closed to make room), or the server stops. The timer never expires: cancelling it is the
   // signal (setting its expiry again would cancel other waiters).
   void wake() { woken_.cancel(); }
-  boost::asio::awaitable<void> until_woken() { co_await woken_.async_wait(use_tuple); }
+  // Also after a short while: an idle connection kept from closing for a moment (a header being
+  // read) may be closed then, with nothing else to say so.
+  boost::asio::awaitable<void> until_woken() {
+    using namespace boost::asio::experimental::awaitable_operators;
+    boost::asio::steady_timer recheck(woken_.get_executor(), std::chrono::milliseconds(250));
+    co_await (woken_.async_wait(use_tuple) || recheck.async_wait(use_tuple));
+  }
 
   connection_book book;
 
@@ -60,7 +67,11 @@ boost::asio::awaitable<void> accept_connections(Acceptor& acceptor, admitted_con
         co_await backoff.after(wec);
         continue;
       }
-      if (!slots.make_room()) continue;
+      if (!slots.make_room()) {
+        // Every idle one is kept for a moment (a header coming in): try again soon, never spin.
+        co_await slots.until_woken();
+        continue;
+      }
     }
     auto [ec, socket] = co_await acceptor.async_accept(use_tuple);
     if (ec) {

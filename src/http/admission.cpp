@@ -70,10 +70,12 @@ bool connection_book::make_room() {
   return open_ < limits_.max_connections || evict_oldest(nullptr, reason::connection_cap);
 }
 
-connection_book::ticket connection_book::opened(std::string source, std::function<void()> close) {
+connection_book::ticket connection_book::opened(std::string source, std::function<void()> close,
+                                                std::function<bool()> has_input) {
   auto t = entries_.emplace(entries_.end());
   t->source = std::move(source);
   t->close = std::move(close);
+  t->has_input = std::move(has_input);
   t->idle = false;
   ++open_;
   enter_idle(*t);
@@ -118,8 +120,9 @@ void connection_book::leave_idle(entry& e) {
 }
 
 bool connection_book::evict_oldest(const std::string* of_source, reason why) {
-  auto victim = of_source ? std::find_if(idle_.begin(), idle_.end(), [&](const entry* e) { return e->source == *of_source; })
-                          : idle_.begin();
+  auto victim = std::find_if(idle_.begin(), idle_.end(), [&](const entry* e) {
+    return (!of_source || e->source == *of_source) && !(e->has_input && e->has_input());
+  });
   if (victim == idle_.end()) return false;
   entry& e = **victim;
   leave_idle(e);

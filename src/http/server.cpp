@@ -137,6 +137,9 @@ bool oversized_field_is(const beast::flat_buffer& buf, std::string_view name) {
   return false;
 }
 
+// How long a header whose bytes started coming is kept from being closed for room (see run_session).
+constexpr std::chrono::milliseconds reading_grace{250};
+
 // The source a connection's idle slot counts against; "" for a trusted proxy.
 std::string idle_source_of(const server_options& options, const peer& from) {
   std::string source = options.idle_source ? options.idle_source(from) : from.address;
@@ -167,12 +170,28 @@ asio::awaitable<void> discard_input(any_stream& stream) {
   }
 }
 
-// The accept loop counted the connection in; this counts it out and wakes a paused acceptor.
+// Counts itself in the listener's book, and out when it ends (which wakes a paused acceptor).
 asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream stream, const peer from) {
   const auto accepted = std::chrono::steady_clock::now();
-  // Idle (closed to make room when the listener needs it) until its request is complete.
+  beast::flat_buffer buffer = bounded_read_buffer();
+  // The header being read, and since when bytes of it come. A burst of requests from one client
+  // arrives as many connections at once, each idle until its header is parsed, and Asio reads a
+  // socket before it runs the parse: for that moment no byte shows anywhere. So a header whose
+  // bytes started coming less than `reading_grace` ago, or that is complete, or bytes still in
+  // the socket, keep a connection from being closed for room. A slowloris passes the grace in
+  // a moment and is a candidate again.
+  const bhttp::request_parser<bhttp::empty_body>* reading = nullptr;
+  auto reading_since = std::chrono::steady_clock::time_point{};
+  // Idle (closed to make room when the listener needs it) until its request header is complete.
   auto& book = st->slots.book;
-  const auto ticket = book.opened(idle_source_of(st->options, from), [&stream] { stream.close(); });
+  const auto ticket = book.opened(
+      idle_source_of(st->options, from), [&stream] { stream.close(); },
+      [&stream, &reading, &reading_since] {
+        if (reading && (reading->is_header_done() || std::chrono::steady_clock::now() - reading_since < reading_grace))
+          return true;
+        beast::error_code ec;
+        return stream.socket().available(ec) > 0;
+      });
   struct count_out {
     server::state& s;
     connection_book::ticket t;
@@ -182,7 +201,6 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
     }
   } on_exit{*st, ticket};
 
-  beast::flat_buffer buffer = bounded_read_buffer();
   auto entry = st->sessions.insert(st->sessions.end(), server::state::session_entry{[&stream](bool force) {
                                      beast::error_code ignored;
                                      if (force) stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
@@ -207,6 +225,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
     if (buffer.size() == 0) {
       const auto waited_from = first ? accepted : std::chrono::steady_clock::now();
       if (!co_await wait_readable(stream, first ? head_time : st->options.idle_timeout)) break;
+      reading_since = std::chrono::steady_clock::now();
       if (first)
         head_time = std::max<std::chrono::milliseconds>(
             std::chrono::milliseconds(1),
@@ -225,7 +244,14 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
     head_parser.header_limit(max_header_bytes);
 
     stream.expires_after(head_time);
+    if (reading_since == std::chrono::steady_clock::time_point{}) reading_since = std::chrono::steady_clock::now();
+    reading = &head_parser;
     auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, head_parser, use_tuple);
+    reading = nullptr;
+    reading_since = {};
+    // A whole header: from now on the connection works for someone (a streamed route decides on
+    // the header, and authenticates there).
+    if (!hec) book.busy(ticket);
     // From its complete header on, a request is in flight: stop() lets it finish. A WebSocket
     // upgrade is a session with no end of its own (a terminal): stop() ends it like an idle one.
     entry->busy = !hec && !beast::websocket::is_upgrade(head_parser.get());
@@ -246,8 +272,6 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
         exchange ex{stream, buffer, body_parser, request_id, path, query, params,
                     client_of(st->options, from, body_parser.get())};
         stream.expires_never();
-        // A streamed route decides on the header (and authenticates there): from now on it works.
-        book.busy(ticket);
         bool keep = false;
         try {
           keep = co_await handler(ex);
@@ -310,7 +334,6 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
         ctx.remote = client_of(st->options, from, ctx.req);
         split_target(ctx.req.target(), ctx.path, ctx.query);
         stream.expires_never();
-        book.busy(ticket);
         try {
           res = co_await st->root(ctx);
         } catch (const std::exception& ex) {

@@ -138,10 +138,16 @@ asio::awaitable<void> relay(std::shared_ptr<tls_front::state> st, tcp::socket ac
   // Idle (closed for room when the front needs it) until its handshake is done.
   std::string source = st->options.idle_source ? st->options.idle_source(client_address) : client_address;
   auto& book = st->slots.book;
-  const auto ticket = book.opened(source.empty() ? source : source_key(source), [client] {
-    boost::system::error_code ignored;
-    client->lowest_layer().close(ignored);
-  });
+  const auto ticket = book.opened(
+      source.empty() ? source : source_key(source),
+      [client] {
+        boost::system::error_code ignored;
+        client->lowest_layer().close(ignored);
+      },
+      [client] {
+        boost::system::error_code ignored;
+        return client->lowest_layer().available(ignored) > 0;
+      });
   struct count_out {
     tls_front::state& s;
     connection_book::ticket t;

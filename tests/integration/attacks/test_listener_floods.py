@@ -25,7 +25,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from sandfort_harness import Client, Daemon  # noqa: E402
+from sandfort_harness import Client, Daemon, EventStream  # noqa: E402
 
 CONNECTIONS = 1100  # per listener, as in the report
 # Far above a loaded machine's worst answer with the caps in place (tens of ms), far below the
@@ -284,14 +284,30 @@ def test_idle_connections_from_one_address_lock_nobody_out(setting):
 
 def test_a_slowloris_from_one_address_locks_nobody_out(setting):
     baseline, held, report = under_flood(setting, ["127.0.0.2"], slowloris=True)
-    assert held < baseline + 2 * PER_SOURCE + 64, report
+    # A connection whose header bytes started coming within the last 250 ms is not closed for room
+    # (a burst of real requests looks like that for a moment): the cap gives that much, no more.
+    assert held < baseline + CONNECTIONS // 2, report
 
 
 def test_idle_and_slowloris_from_twenty_addresses_lock_nobody_out(setting):
+    daemon, victims = setting
     sources = [f"127.0.0.{i}" for i in range(2, 22)]
-    with Flood([setting[0].port, setting[0].preview_port], sources, CONNECTIONS // 2, slowloris=True) as slow:
-        under_flood(setting, sources, slowloris=False)
-    print(slow.report())
+    # Opened before the flood, so the oldest connection of all: a stream is busy, never closed for
+    # room, although twenty addresses together pass the total cap over and over.
+    stream = EventStream(daemon.port, victims.exec_client.key, f"/v1/sandboxes/{victims.exec_sandbox}/process/exec",
+                         {"command": "sleep 4; echo survived", "timeout_s": 60})
+    try:
+        assert stream.response.status == 200
+        with Flood([daemon.port, daemon.preview_port], sources, CONNECTIONS // 2, slowloris=True) as slow:
+            under_flood(setting, sources, slowloris=False)
+        print(slow.report())
+        events = []
+        while (event := stream.next_event()) is not None:
+            events.append(event)
+        assert ("stdout", {"data": "survived\n"}) in [(n, {"data": d.get("data")}) for n, d in events], events
+        assert events[-1][0] == "exit" and events[-1][1]["exit_code"] == 0, events
+    finally:
+        stream.close()
 
 
 def tls_answer_ms(port, ctx, host, path):

@@ -17,8 +17,8 @@ struct recorded_book {
   explicit recorded_book(listener_limits limits)
       : book(limits, [this](const std::string& source, connection_book::reason why) { seen.emplace_back(source, why); }) {}
 
-  connection_book::ticket open(int n, const std::string& source) {
-    return book.opened(source, [this, n] { closed_ones.push_back(n); });
+  connection_book::ticket open(int n, const std::string& source, std::function<bool()> has_input = {}) {
+    return book.opened(source, [this, n] { closed_ones.push_back(n); }, std::move(has_input));
   }
 };
 
@@ -141,4 +141,24 @@ TEST_CASE("admission: 1,100 idle connections from one source hold its cap, other
   r.book.busy(victim);
   CHECK(r.book.make_room());
   r.book.closed(victim);
+}
+
+TEST_CASE("admission: a burst of connections with their requests waiting closes none of them", "[http][admission]") {
+  recorded_book r({.max_connections = 4, .idle_per_source = 2, .idle = 3});
+  bool waiting = true;  // each has its header in the socket, not yet read
+  auto has_input = [&waiting] { return waiting; };
+  auto a = r.open(1, "client", has_input);
+  r.open(2, "client", has_input);
+  r.open(3, "client", has_input);
+  r.open(4, "client", has_input);
+  CHECK(r.closed_ones.empty());  // over both idle caps for the moment, and that is all
+  CHECK(r.book.idle_of("client") == 4);
+  CHECK_FALSE(r.book.make_room());  // nothing can go: the acceptor waits
+  // Read, answered, idle again with nothing waiting: now they are candidates like any other.
+  waiting = false;
+  r.book.busy(a);
+  r.book.idle(a);
+  CHECK(r.closed_ones == std::vector<int>{2, 3});  // back under the source's cap, oldest first
+  CHECK(r.book.idle_of("client") == 2);
+  CHECK(r.book.make_room());
 }

@@ -666,6 +666,32 @@ TEST_CASE("http: idle connections beyond the per-source cap close that source's 
   CHECK(warnings == 1);  // 16 closed, one line
 }
 
+TEST_CASE("http: a burst of requests from one client over the per-source cap is served whole",
+          "[http][server][admission]") {
+  app a;
+  auto options = small_limits();
+  options.max_idle_per_source = 4;
+  running_server s(options, a.root());
+  // Each connection has its request in the socket before the server reads any (its thread is held
+  // meanwhile): all idle at once, over the cap for a moment, and none may close another.
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  asio::post(s.ioc(), [released] { released.wait(); });
+  std::vector<std::unique_ptr<raw_client>> burst;
+  for (int i = 0; i < 40; ++i) {
+    burst.push_back(std::make_unique<raw_client>());
+    REQUIRE(burst.back()->connect(s.port()) == 0);
+    REQUIRE(burst.back()->send_all(get_request("/hello")));
+  }
+  release.set_value();
+  int ok = 0;
+  for (auto& c : burst) {
+    auto res = c->read_response(5s);
+    ok += res && res->status == 200;
+  }
+  CHECK(ok == 40);  // (answered ones idle after their response, and those may be closed for room)
+}
+
 TEST_CASE("http: header_timeout bounds the whole head from accept, silence and a byte at a time alike",
           "[http][server][admission]") {
   app a;
