@@ -284,9 +284,10 @@ def test_idle_connections_from_one_address_lock_nobody_out(setting):
 
 def test_a_slowloris_from_one_address_locks_nobody_out(setting):
     baseline, held, report = under_flood(setting, ["127.0.0.2"], slowloris=True)
-    # A connection whose header bytes started coming within the last 250 ms is not closed for room
-    # (a burst of real requests looks like that for a moment): the cap gives that much, no more.
-    assert held < baseline + CONNECTIONS // 2, report
+    # A connection whose header's first byte came within the last 250 ms is not closed for room (a
+    # burst of real requests looks like that for a moment): beyond its cap the slowloris holds what
+    # it opens again in 250 ms (the flood reopens up to 2,000 a second), never the 2,200 it tries.
+    assert held < baseline + CONNECTIONS, report
 
 
 def test_idle_and_slowloris_from_twenty_addresses_lock_nobody_out(setting):
