@@ -86,10 +86,10 @@ struct listener_limits {
 // counted per source and in total; a connection that would pass a cap, or find max_connections
 // reached, makes room by closing the oldest idle connection (of its own source for the
 // per-source cap): a new connection always gets in unless every slot is busy. Busy connections
-// are never closed here, nor is an idle one with bytes waiting to be read: a burst of requests
-// from one client arrives as many connections at once, each idle for a moment before its header
-// is read, and those must not close each other. (A silent or trickling connection has nothing
-// waiting for long: whatever comes is read at once.) A cap may be passed for that moment.
+// are never closed here, nor is an idle one whose `has_input` says a request is coming in (bytes
+// waiting, a header being read: the server's rules in server.cpp): a burst of requests from one
+// client arrives as many connections at once, each idle for a moment before its header is
+// parsed, and those must not close each other. A cap may be passed for that moment.
 class connection_book {
   struct entry {
     std::string source;  // "" for a trusted proxy: counted in the total only
@@ -112,8 +112,8 @@ class connection_book {
   // if needed; false when every connection is busy.
   bool make_room();
   // A connection accepted from `source` ("" for a trusted proxy), idle; `close` closes its
-  // socket at once (its owner notices and calls closed()); `has_input` says whether it has bytes
-  // not yet read (empty: never). Makes room under the idle caps first.
+  // socket at once (its owner notices and calls closed()); `has_input` says whether a request is
+  // coming in on it now (empty: never). Makes room under the idle caps first.
   ticket opened(std::string source, std::function<void()> close, std::function<bool()> has_input = {});
   // A complete request: the connection does work now.
   void busy(ticket t);
