@@ -26,6 +26,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from sandfort_harness import Client, Daemon, EventStream  # noqa: E402
+from test_floods import fd_count, org_key  # noqa: E402 (the proxy flood's helpers)
 
 CONNECTIONS = 1100  # per listener, as in the report
 # Far above a loaded machine's worst answer with the caps in place (tens of ms), far below the
@@ -203,10 +204,6 @@ def summary(samples):
             f"p99 {pct(answered, 99):.1f} ms, max {max(answered):.1f} ms")
 
 
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
 def start_preview_server(client, sandbox_id, port=8080):
     """A web server in the sandbox answering on `port`."""
     r = client.exec(sandbox_id, command="mkdir -p /srv && echo 'preview of the other tenant' > /srv/index.html")
@@ -219,15 +216,6 @@ def start_preview_server(client, sandbox_id, port=8080):
             return
         time.sleep(0.1)
     raise AssertionError(f"nothing listens on {port} in {sandbox_id}")
-
-
-def org_key(daemon, name):
-    admin = daemon.admin()
-    r = admin.post("/v1/orgs", {"name": name})
-    assert r.status == 201, r
-    r = admin.post(f"/v1/orgs/{r.json()['id']}/api-keys", {"name": "k", "role": "member"})
-    assert r.status == 201, r
-    return r.json()["key"]
 
 
 def prepare(daemon):
@@ -286,8 +274,9 @@ def test_a_slowloris_from_one_address_locks_nobody_out(setting):
     baseline, held, report = under_flood(setting, ["127.0.0.2"], slowloris=True)
     # A connection whose header's first byte came within the last 250 ms is not closed for room (a
     # burst of real requests looks like that for a moment): beyond its cap the slowloris holds what
-    # it opens again in 250 ms (the flood reopens up to 2,000 a second), never the 2,200 it tries.
-    assert held < baseline + CONNECTIONS, report
+    # it opens again in 250 ms (the flood reopens up to 2,000 a second: 650-800 measured), never
+    # the 2,200 it tries.
+    assert held < baseline + 2 * CONNECTIONS * 3 // 4, report
 
 
 def test_idle_and_slowloris_from_twenty_addresses_lock_nobody_out(setting):
