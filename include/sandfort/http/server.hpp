@@ -47,7 +47,7 @@ struct server_options {
   // one is busy the server stops accepting until one closes or turns idle (the kernel's backlog
   // holds the next ones meanwhile, so a flood costs no descriptor of ours).
   std::size_t max_connections = 1024;
-  // Idle connections (accepted or kept alive, without a complete request: they do no work), per
+  // Idle connections (accepted or kept alive, without a complete request header: no work), per
   // source and in total. One more closes the oldest idle one (of its own source for the
   // per-source cap), so that no one can keep others out by holding idle connections.
   std::size_t max_idle_per_source = 64;

@@ -45,7 +45,7 @@ struct preview_options {
   std::chrono::milliseconds connect_timeout{5'000};
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};  // between requests on a kept-alive connection
-  // Open connections, and idle ones (no complete request yet) per source and in total: see
+  // Open connections, and idle ones (no complete request header yet) per source and in total: see
   // http::server_options.
   std::size_t max_connections = 1024;
   std::size_t max_idle_per_source = 64;
