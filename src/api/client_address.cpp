@@ -54,6 +54,11 @@ bool client_addresses::trusted(const std::string& address) const {
   return false;
 }
 
+std::string client_addresses::connection_source(const http::peer& from) const {
+  std::string client = resolve(from, {});
+  return trusted(client) ? std::string() : client;
+}
+
 std::string client_addresses::resolve(const http::peer& from, std::string_view forwarded_for) const {
   std::string client = canonical(from.address);
   if (client.empty()) return from.address;  // "unix"

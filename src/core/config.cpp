@@ -42,6 +42,8 @@ json to_json_tree(const config& c) {
               {"idle_timeout_s", c.idle_timeout_s},
               {"shutdown_grace_s", c.shutdown_grace_s},
               {"max_connections", c.max_connections},
+              {"max_idle_connections_per_source", c.max_idle_connections_per_source},
+              {"max_idle_connections", c.max_idle_connections},
               {"agent_start_timeout_s", c.agent_start_timeout_s},
               {"stop_timeout_s", c.stop_timeout_s},
               {"docker_timeout_s", c.docker_timeout_s},
@@ -71,7 +73,9 @@ json to_json_tree(const config& c) {
               {"trusted_proxies", c.trusted_proxies},
               {"preview",
                {{"listen", c.preview.listen}, {"domain", c.preview.domain}, {"url_template", c.preview.url_template},
-                {"max_connections", c.preview.max_connections}}},
+                {"max_connections", c.preview.max_connections},
+                {"max_idle_connections_per_source", c.preview.max_idle_connections_per_source},
+                {"max_idle_connections", c.preview.max_idle_connections}}},
               {"images", {{"allowed_registries", c.images.allowed_registries}}},
               {"oidc",
                {{"issuers", json::array()},  // read by read_issuers(): a list of objects
@@ -218,6 +222,8 @@ config from_json_tree(const json& j) {
   c.idle_timeout_s = j.at("idle_timeout_s").get<int>();
   c.shutdown_grace_s = j.at("shutdown_grace_s").get<int>();
   c.max_connections = j.at("max_connections").get<int>();
+  c.max_idle_connections_per_source = j.at("max_idle_connections_per_source").get<int>();
+  c.max_idle_connections = j.at("max_idle_connections").get<int>();
   c.agent_start_timeout_s = j.at("agent_start_timeout_s").get<int>();
   c.stop_timeout_s = j.at("stop_timeout_s").get<int>();
   c.docker_timeout_s = j.at("docker_timeout_s").get<int>();
@@ -245,6 +251,8 @@ config from_json_tree(const json& j) {
   c.preview = {p.at("listen").get<std::string>(), p.at("domain").get<std::string>(),
                p.at("url_template").get<std::string>()};
   c.preview.max_connections = p.at("max_connections").get<int>();
+  c.preview.max_idle_connections_per_source = p.at("max_idle_connections_per_source").get<int>();
+  c.preview.max_idle_connections = p.at("max_idle_connections").get<int>();
   c.images.allowed_registries = j.at("images").at("allowed_registries").get<std::vector<std::string>>();
   const json& o = j.at("oidc");
   c.oidc.leeway_s = o.at("leeway_s").get<int>();
@@ -547,6 +555,11 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
     return make_error(errc::invalid_argument, "config: exec timeouts must satisfy 0 < default <= max");
   if (c.max_connections <= 0 || c.preview.max_connections <= 0)
     return make_error(errc::invalid_argument, "config: max_connections and preview.max_connections must be positive");
+  if (c.max_idle_connections_per_source <= 0 || c.max_idle_connections <= 0 ||
+      c.preview.max_idle_connections_per_source <= 0 || c.preview.max_idle_connections <= 0)
+    return make_error(errc::invalid_argument,
+                      "config: max_idle_connections_per_source and max_idle_connections (also under preview) must be "
+                      "positive");
   if (c.egress.max_pending_per_source <= 0 || c.egress.max_pending <= 0 || c.egress.max_tunnels <= 0)
     return make_error(errc::invalid_argument,
                       "config: egress.max_pending_per_source, max_pending and max_tunnels must be positive");

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "sandfort/core/ids.hpp"
+#include "sandfort/http/admission.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::http {
@@ -45,14 +46,38 @@ struct server::state {
   std::vector<std::function<void()>> acceptor_closers;
   stream_selector streams;
   accept_backoff backoff;
-  connection_slots slots;
+  refusal_log evictions_log{std::chrono::seconds(5)};
+  admitted_connections slots;
 
   state(asio::io_context& io, server_options o, handler h)
       : ioc(io),
         options(std::move(o)),
         root(std::move(h)),
         backoff(options.listener_name, options.log_warning),
-        slots(io, options.max_connections) {}
+        slots(io, {options.max_connections, options.max_idle_per_source, options.max_idle},
+              [this](const std::string& source, connection_book::reason why) { log_eviction(source, why); }) {}
+
+  // At most one line per source (per cap, for the others) per period, with the count since the last.
+  void log_eviction(const std::string& source, connection_book::reason why) {
+    using reason = connection_book::reason;
+    if (!options.log_warning) return;
+    const std::string key = why == reason::source_cap ? source : why == reason::idle_cap ? "idle cap" : "connection cap";
+    auto count = evictions_log.note(key, std::chrono::steady_clock::now());
+    if (!count) return;
+    std::string line = options.listener_name + ": closed " + std::to_string(*count) + " idle connection(s)";
+    const std::string& key_prefix = options.config_prefix;
+    if (why == reason::source_cap)
+      line += " of " + source + " to make room: " + std::to_string(options.max_idle_per_source) +
+              " connections from this source have no complete request (" + key_prefix +
+              "max_idle_connections_per_source)";
+    else if (why == reason::idle_cap)
+      line += " to make room: " + std::to_string(options.max_idle) + " connections have no complete request (" +
+              key_prefix + "max_idle_connections)";
+    else
+      line += " to make room: " + std::to_string(options.max_connections) + " connections are open (" + key_prefix +
+              "max_connections)";
+    options.log_warning(line);
+  }
 };
 
 namespace {
@@ -112,6 +137,15 @@ bool oversized_field_is(const beast::flat_buffer& buf, std::string_view name) {
   return false;
 }
 
+// How long a header whose bytes started coming is kept from being closed for room (see run_session).
+constexpr std::chrono::milliseconds reading_grace{250};
+
+// The source a connection's idle slot counts against; "" for a trusted proxy.
+std::string idle_source_of(const server_options& options, const peer& from) {
+  std::string source = options.idle_source ? options.idle_source(from) : from.address;
+  return source.empty() ? source : source_key(source);
+}
+
 // Waits until the socket has bytes to read, the idle timeout passes, or the server stops.
 asio::awaitable<bool> wait_readable(any_stream& stream, std::chrono::milliseconds idle) {
   using namespace asio::experimental::awaitable_operators;
@@ -136,11 +170,37 @@ asio::awaitable<void> discard_input(any_stream& stream) {
   }
 }
 
-// The accept loop counted the connection in; this counts it out and wakes a paused acceptor.
+// Counts itself in the listener's book, and out when it ends (which wakes a paused acceptor).
 asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream stream, const peer from) {
-  connection_slots::release on_exit{st->slots};
-
+  const auto accepted = std::chrono::steady_clock::now();
   beast::flat_buffer buffer = bounded_read_buffer();
+  // The header being read, and since when bytes of it come. A burst of requests from one client
+  // arrives as many connections at once, each idle until its header is parsed, and Asio reads a
+  // socket before it runs the parse: for that moment no byte shows anywhere. So a header whose
+  // bytes started coming less than `reading_grace` ago, or that is complete, or bytes still in
+  // the socket, keep a connection from being closed for room. A slowloris passes the grace in
+  // a moment and is a candidate again.
+  const bhttp::request_parser<bhttp::empty_body>* reading = nullptr;
+  auto reading_since = std::chrono::steady_clock::time_point{};
+  // Idle (closed to make room when the listener needs it) until its request header is complete.
+  auto& book = st->slots.book;
+  const auto ticket = book.opened(
+      idle_source_of(st->options, from), [&stream] { stream.close(); },
+      [&stream, &reading, &reading_since] {
+        if (reading && (reading->is_header_done() || std::chrono::steady_clock::now() - reading_since < reading_grace))
+          return true;
+        beast::error_code ec;
+        return stream.socket().available(ec) > 0;
+      });
+  struct count_out {
+    server::state& s;
+    connection_book::ticket t;
+    ~count_out() {
+      s.slots.book.closed(t);
+      s.slots.wake();
+    }
+  } on_exit{*st, ticket};
+
   auto entry = st->sessions.insert(st->sessions.end(), server::state::session_entry{[&stream](bool force) {
                                      beast::error_code ignored;
                                      if (force) stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
@@ -153,10 +213,25 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
   } drop{*st, entry};
 
   bool linger = false;  // we answered before reading the whole request
+  bool first = true;
   while (!st->stopping) {
-    // Between requests the connection is idle: stop() closes it.
+    // Between requests the connection is idle: stop() closes it, and so may the next connection.
     entry->busy = false;
-    if (buffer.size() == 0 && !co_await wait_readable(stream, st->options.idle_timeout)) break;
+    book.idle(ticket);
+    st->slots.wake();
+    // The first request's header is due within header_timeout of the accept, silence included;
+    // a later one's within header_timeout of its first byte.
+    auto head_time = st->options.header_timeout;
+    if (buffer.size() == 0) {
+      const auto waited_from = first ? accepted : std::chrono::steady_clock::now();
+      if (!co_await wait_readable(stream, first ? head_time : st->options.idle_timeout)) break;
+      reading_since = std::chrono::steady_clock::now();
+      if (first)
+        head_time = std::max<std::chrono::milliseconds>(
+            std::chrono::milliseconds(1),
+            head_time - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - waited_from));
+    }
+    first = false;
     if (st->stopping) break;
 
     std::string request_id = "req-" + random_hex(8);
@@ -168,8 +243,15 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
     // from inside the read (out of io_context::run, the whole daemon with it).
     head_parser.header_limit(max_header_bytes);
 
-    stream.expires_after(st->options.header_timeout);
+    stream.expires_after(head_time);
+    if (reading_since == std::chrono::steady_clock::time_point{}) reading_since = std::chrono::steady_clock::now();
+    reading = &head_parser;
     auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, head_parser, use_tuple);
+    reading = nullptr;
+    reading_since = {};
+    // A whole header: from now on the connection works for someone (a streamed route decides on
+    // the header, and authenticates there).
+    if (!hec) book.busy(ticket);
     // From its complete header on, a request is in flight: stop() lets it finish. A WebSocket
     // upgrade is a session with no end of its own (a terminal): stop() ends it like an idle one.
     entry->busy = !hec && !beast::websocket::is_upgrade(head_parser.get());

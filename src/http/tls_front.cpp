@@ -78,13 +78,25 @@ struct tls_front::state {
   unsigned short upstream_port = 0;
   bool stopping = false;
   accept_backoff backoff;
-  connection_slots slots;
+  refusal_log evictions_log{std::chrono::seconds(5)};
+  admitted_connections slots;
 
   state(asio::io_context& io, tls_front_options o)
       : ioc(io),
         options(std::move(o)),
         backoff(options.listener_name, options.log_warning),
-        slots(io, options.max_connections) {}
+        slots(io, {options.max_connections, options.max_idle_per_source, options.max_idle},
+              [this](const std::string& source, connection_book::reason why) { log_eviction(source, why); }) {}
+
+  void log_eviction(const std::string& source, connection_book::reason why) {
+    if (!options.log_warning) return;
+    const bool own = why == connection_book::reason::source_cap;
+    auto count = evictions_log.note(own ? source : std::string("all"), std::chrono::steady_clock::now());
+    if (!count) return;
+    options.log_warning(options.listener_name + ": closed " + std::to_string(*count) +
+                        " connection(s) still in their TLS handshake" + (own ? " from " + source : std::string()) +
+                        " to make room for new ones");
+  }
 };
 
 namespace {
@@ -117,14 +129,33 @@ asio::awaitable<void> client_to_server(std::shared_ptr<ssl::stream<tcp::socket>>
 }
 
 asio::awaitable<void> relay(std::shared_ptr<tls_front::state> st, tcp::socket accepted) {
-  connection_slots::release on_exit{st->slots};
-
   boost::system::error_code ec;
   const auto peer = accepted.remote_endpoint(ec);
   if (ec) co_return;
   const std::string client_address = peer.address().to_string();
   auto context = st->context;  // kept by this relay, whatever a reload does
   auto client = std::make_shared<ssl::stream<tcp::socket>>(std::move(accepted), *context);
+  // Idle (closed for room when the front needs it) until its handshake is done.
+  std::string source = st->options.idle_source ? st->options.idle_source(client_address) : client_address;
+  auto& book = st->slots.book;
+  const auto ticket = book.opened(
+      source.empty() ? source : source_key(source),
+      [client] {
+        boost::system::error_code ignored;
+        client->lowest_layer().close(ignored);
+      },
+      [client] {
+        boost::system::error_code ignored;
+        return client->lowest_layer().available(ignored) > 0;
+      });
+  struct count_out {
+    tls_front::state& s;
+    connection_book::ticket t;
+    ~count_out() {
+      s.slots.book.closed(t);
+      s.slots.wake();
+    }
+  } on_exit{*st, ticket};
 
   // A client that connects and says nothing (or too little) holds a slot: bounded.
   asio::steady_timer deadline(st->ioc);
@@ -132,8 +163,28 @@ asio::awaitable<void> relay(std::shared_ptr<tls_front::state> st, tcp::socket ac
   auto [hec] = co_await client->async_handshake(ssl::stream_base::server, use_tuple);
   deadline.cancel();
   if (hec) co_return;  // not TLS, an old version, no shared cipher, timed out: nothing to answer
+  book.busy(ticket);
 
+  // Bound before it connects, and registered under its port at once: the server may accept it
+  // before this coroutine resumes, and must find the client behind it (whose idle connections it
+  // counts) from the very first moment.
   auto upstream = std::make_shared<tcp::socket>(st->ioc);
+  upstream->open(tcp::v4(), ec);
+  if (!ec) upstream->bind(tcp::endpoint(asio::ip::address_v4::loopback(), 0), ec);
+  const unsigned short local_port = ec ? 0 : upstream->local_endpoint(ec).port();
+  if (ec) {
+    if (st->options.log_warning)
+      st->options.log_warning(st->options.listener_name + ": cannot open a loopback socket: " + ec.message());
+    co_return;
+  }
+  if (st->options.relay_opened) st->options.relay_opened(local_port, client_address);
+  struct unregister {
+    tls_front::state& s;
+    unsigned short port;
+    ~unregister() {
+      if (s.options.relay_closed) s.options.relay_closed(port);
+    }
+  } on_close{*st, local_port};
   auto [cec] = co_await upstream->async_connect(tcp::endpoint(asio::ip::address_v4::loopback(), st->upstream_port),
                                                use_tuple);
   if (cec) {
@@ -143,15 +194,6 @@ asio::awaitable<void> relay(std::shared_ptr<tls_front::state> st, tcp::socket ac
   }
   upstream->set_option(tcp::no_delay(true), ec);
   client->lowest_layer().set_option(tcp::no_delay(true), ec);
-  const unsigned short local_port = upstream->local_endpoint(ec).port();
-  if (st->options.relay_opened) st->options.relay_opened(local_port, client_address);
-  struct unregister {
-    tls_front::state& s;
-    unsigned short port;
-    ~unregister() {
-      if (s.options.relay_closed) s.options.relay_closed(port);
-    }
-  } on_close{*st, local_port};
 
   auto client_done = std::make_shared<done_signal>(st->ioc);
   asio::co_spawn(st->ioc, client_to_server(client, upstream, client_done), asio::detached);

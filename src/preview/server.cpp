@@ -288,7 +288,11 @@ preview_server::preview_server(asio::io_context& ioc, preview_options options, p
   http_options.header_timeout = options.header_timeout;
   http_options.idle_timeout = options.idle_timeout;
   http_options.max_connections = options.max_connections;
+  http_options.max_idle_per_source = options.max_idle_per_source;
+  http_options.max_idle = options.max_idle;
+  http_options.idle_source = options.idle_source;
   http_options.listener_name = "preview";
+  http_options.config_prefix = "preview.";
   http_options.client_address = options.client_address;
   http_options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
   state_ = std::make_shared<state>(ioc, std::move(options), directory, std::move(http_options), &stopping);

@@ -5,15 +5,17 @@
 // connections are capped per source address and in total, and one beyond a cap is closed the
 // moment it is accepted (the backlog drains, nothing is held). An authenticated connection
 // trades its pending slot for a tunnel slot, capped per sandbox (429) and in total (503).
-// Bookkeeping only: one thread, no sockets, the time passed in.
+// Bookkeeping only: one thread, no sockets, the time passed in. The pending counts and the
+// refusal log are the HTTP listeners' too (sandfort/http/admission.hpp).
 
 #include <boost/asio/ip/address.hpp>
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
+
+#include "sandfort/http/admission.hpp"
 
 namespace sandfort::proxy::detail {
 
@@ -31,7 +33,8 @@ class admission {
  public:
   using time_point = std::chrono::steady_clock::time_point;
 
-  explicit admission(admission_limits limits) : limits_(limits) {}
+  explicit admission(admission_limits limits)
+      : limits_(limits), pending_(limits.pending_per_source, limits.pending), refusal_log_(limits.log_period) {}
 
   // At accept: refusal::none when a pending slot was taken (release_pending gives it back).
   refusal admit(const boost::asio::ip::address& source);
@@ -46,24 +49,18 @@ class admission {
   // less than a log period ago (its refusals are summed into the next line).
   std::optional<std::string> note_refusal(const boost::asio::ip::address& source, refusal why, time_point now);
 
-  std::size_t pending() const { return pending_; }
+  std::size_t pending() const { return pending_.total(); }
   std::size_t tunnels() const { return tunnels_; }
   std::uint64_t refused_per_source() const { return refused_per_source_; }
   std::uint64_t refused_pending() const { return refused_pending_; }
   const admission_limits& limits() const { return limits_; }
 
  private:
-  struct refusal_log {
-    time_point last_line;
-    std::uint64_t unlogged = 0;
-  };
-
   admission_limits limits_;
-  std::size_t pending_ = 0;
+  http::source_counts pending_;
+  http::refusal_log refusal_log_;
   std::size_t tunnels_ = 0;
-  std::map<boost::asio::ip::address, std::size_t> pending_by_source_;
   std::unordered_map<std::string, std::size_t> tunnels_by_sandbox_;
-  std::map<boost::asio::ip::address, refusal_log> refusal_logs_;
   std::uint64_t refused_per_source_ = 0;
   std::uint64_t refused_pending_ = 0;
 };

@@ -272,6 +272,8 @@ int serve(const config_flags& f) {
   options.header_timeout = std::chrono::seconds(cfg.header_timeout_s);
   options.idle_timeout = std::chrono::seconds(cfg.idle_timeout_s);
   options.max_connections = static_cast<std::size_t>(cfg.max_connections);
+  options.max_idle_per_source = static_cast<std::size_t>(cfg.max_idle_connections_per_source);
+  options.max_idle = static_cast<std::size_t>(cfg.max_idle_connections);
   options.listener_name = "api";
   options.log_warning = [](const std::string& line) { spdlog::warn("{}", line); };
   // Who each request comes from: the TLS front's clients and trusted proxies' X-Forwarded-For.
@@ -281,6 +283,10 @@ int serve(const config_flags& f) {
   options.client_address = [&clients](const http::peer& from, std::string_view forwarded_for) {
     return clients.resolve(from, forwarded_for);
   };
+  // Before a header is read only the peer is known: a trusted proxy's connections count in the
+  // total of idle connections, not against one source (docs/security.md).
+  auto connection_source = [&clients](const http::peer& from) { return clients.connection_source(from); };
+  options.idle_source = connection_source;
   const api::dependencies api_deps{cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, **reader,
                                    limiter, rate_refusals};
   http::server server(ioc, options, api::make_handler(api_deps));
@@ -295,7 +301,10 @@ int serve(const config_flags& f) {
   preview::preview_options preview_opts;
   preview_opts.domain = cfg.preview.domain;
   preview_opts.max_connections = static_cast<std::size_t>(cfg.preview.max_connections);
-  preview_opts.forwarded_proto = cfg.tls.enabled() ? "https" : "http";
+  preview_opts.max_idle_per_source = static_cast<std::size_t>(cfg.preview.max_idle_connections_per_source);
+  preview_opts.max_idle = static_cast<std::size_t>(cfg.preview.max_idle_connections);
+  preview_opts.idle_source = connection_source;
+  preview_opts.header_timeout = std::chrono::seconds(cfg.header_timeout_s);  preview_opts.forwarded_proto = cfg.tls.enabled() ? "https" : "http";
   // Only the TLS front's client: the preview router appends it to X-Forwarded-For itself, after
   // whatever a proxy in front wrote (the app behind it gets the whole chain).
   preview_opts.client_address = [&clients](const http::peer& from, std::string_view) {
@@ -368,11 +377,19 @@ int serve(const config_flags& f) {
   // With TLS, `listen` is the TLS front's and the API listener takes a loopback port of its own.
   // The same certificate serves previews, so it must cover *.<preview.domain> as well.
   std::optional<http::tls_front> tls, preview_tls;
-  auto make_front = [&](std::optional<http::tls_front>& front, const char* name, int max_connections) {
+  // The front holds the server's connections (as relays) plus those still in their handshake: its
+  // cap leaves room for max_idle of those beyond the server's own.
+  auto make_front = [&](std::optional<http::tls_front>& front, const char* name, int max_connections,
+                        int max_idle_per_source, int max_idle) {
     http::tls_front_options tls_opts;
     tls_opts.cert_file = cfg.tls.cert_file;
     tls_opts.key_file = cfg.tls.key_file;
-    tls_opts.max_connections = static_cast<std::size_t>(max_connections);
+    tls_opts.max_connections = static_cast<std::size_t>(max_connections) + static_cast<std::size_t>(max_idle);
+    tls_opts.max_idle_per_source = static_cast<std::size_t>(max_idle_per_source);
+    tls_opts.max_idle = static_cast<std::size_t>(max_idle);
+    tls_opts.idle_source = [&clients](const std::string& address) {
+      return clients.connection_source(http::peer{address, 0});
+    };
     tls_opts.handshake_timeout = std::chrono::seconds(cfg.header_timeout_s);
     tls_opts.write_timeout = std::chrono::seconds(cfg.idle_timeout_s);
     tls_opts.listener_name = name;
@@ -385,8 +402,9 @@ int serve(const config_flags& f) {
     if (auto r = front->reload(); !r) throw std::runtime_error(r.err().message);
   };
   if (cfg.tls.enabled()) {
-    make_front(tls, "api (TLS)", cfg.max_connections);
-    make_front(preview_tls, "preview (TLS)", cfg.preview.max_connections);
+    make_front(tls, "api (TLS)", cfg.max_connections, cfg.max_idle_connections_per_source, cfg.max_idle_connections);
+    make_front(preview_tls, "preview (TLS)", cfg.preview.max_connections, cfg.preview.max_idle_connections_per_source,
+               cfg.preview.max_idle_connections);
   }
   auto port = server.listen_tcp(tls ? "127.0.0.1:0" : cfg.listen);
   if (!port) throw std::runtime_error(port.err().message);

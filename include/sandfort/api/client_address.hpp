@@ -26,6 +26,10 @@ class client_addresses {
   void relay_closed(unsigned short local_port);
 
   std::string resolve(const http::peer& from, std::string_view forwarded_for) const;
+  // Whom a connection counts against before its header is read (server_options::idle_source):
+  // the peer, or the TLS front's client; "" when that is a trusted proxy, which speaks for many
+  // clients whose addresses come only with each request.
+  std::string connection_source(const http::peer& from) const;
 
  private:
   bool trusted(const std::string& address) const;

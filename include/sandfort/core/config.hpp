@@ -48,6 +48,8 @@ struct preview_config {
   // What the API shows; {port} and {id} are replaced. Empty: http://{port}-{id}.<domain>:<listen port>.
   std::string url_template;
   int max_connections = 1024;  // open connections at which the listener pauses accepting
+  int max_idle_connections_per_source = 64;  // as the API listener's, below
+  int max_idle_connections = 512;
 };
 
 // sandfortd terminating TLS on `listen` itself (docs/operations.md): both files or neither.
@@ -166,6 +168,10 @@ struct config {
   int idle_timeout_s = 60;
   int shutdown_grace_s = 20;
   int max_connections = 1024;  // on the API listener: at the cap, accepting pauses until one closes
+  // Connections without a complete request (or kept alive between requests), per source and in
+  // total; one more closes the oldest of them (docs/configuration.md).
+  int max_idle_connections_per_source = 64;
+  int max_idle_connections = 512;
   tls_config tls{};
   // Proxies whose X-Forwarded-For is believed ("127.0.0.1/32,10.0.0.0/8"): the client address in
   // the audit chain and in rate accounting (src/api/client_address.cpp). Empty: none.

@@ -34,16 +34,30 @@ struct peer {
 
 struct server_options {
   std::uint64_t body_limit = 16u << 20;
+  // From accept (or, on a kept-alive connection, from the next request's first byte) until the
+  // request's header is complete, however slowly its bytes come: one deadline for the whole head.
   std::chrono::milliseconds header_timeout{10'000};
+  // Between requests on a kept-alive connection, and for a request's body.
   std::chrono::milliseconds idle_timeout{60'000};
   std::string server_name = "sandfort";
   // Take the caller's X-Request-Id (the agent does: its only caller is sandfortd, so one id
   // follows a request through both).
   bool trust_request_id = false;
-  // At this many open connections the server stops accepting until one closes; the kernel's
-  // backlog holds the next ones meanwhile, so a flood costs no descriptor of ours.
+  // Open connections. At the cap a new connection closes the oldest idle one (below); when every
+  // one is busy the server stops accepting until one closes or turns idle (the kernel's backlog
+  // holds the next ones meanwhile, so a flood costs no descriptor of ours).
   std::size_t max_connections = 1024;
+  // Idle connections (accepted or kept alive, without a complete request header: no work), per
+  // source and in total. One more closes the oldest idle one (of its own source for the
+  // per-source cap), so that no one can keep others out by holding idle connections.
+  std::size_t max_idle_per_source = 64;
+  std::size_t max_idle = 512;
+  // The source a connection's idle slot counts against, given its TCP peer (the client behind the
+  // TLS front); "" for a trusted proxy, which speaks for many clients: its connections count in
+  // max_idle only. Empty function: the peer's address. Counted by source_key() (admission.hpp).
+  std::function<std::string(const peer& from)> idle_source;
   std::string listener_name = "http";  // names the listener in warnings ("api", "preview")
+  std::string config_prefix;           // of the keys warnings name ("preview." on the preview listener)
   // Who a request comes from (context::remote, exchange::remote): given the TCP peer and the
   // request's X-Forwarded-For (empty when absent). Empty function: the peer's address.
   std::function<std::string(const peer& from, std::string_view forwarded_for)> client_address;

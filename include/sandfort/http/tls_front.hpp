@@ -27,7 +27,14 @@ struct tls_front_options {
   std::chrono::milliseconds handshake_timeout{10'000};
   // A piece (up to 64 KiB) written to the client that is not taken within this ends the connection.
   std::chrono::milliseconds write_timeout{60'000};
+  // Open connections, and idle ones (handshake not finished) per source and in total, as
+  // server_options: at a cap the oldest idle connection is closed for a new one. A relay past its
+  // handshake is busy here; the HTTP server behind bounds it as the client's connection.
   std::size_t max_connections = 1024;
+  std::size_t max_idle_per_source = 64;
+  std::size_t max_idle = 512;
+  // The source a client counts against, given its address; "" for a trusted proxy (the total only).
+  std::function<std::string(const std::string& address)> idle_source;
   std::string listener_name = "tls";
   warning_log log_warning;
   std::function<void(unsigned short local_port, const std::string& client)> relay_opened;

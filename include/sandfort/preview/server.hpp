@@ -45,8 +45,13 @@ struct preview_options {
   std::chrono::milliseconds connect_timeout{5'000};
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};  // between requests on a kept-alive connection
-  // Open connections at which the listener stops accepting until one closes.
+  // Open connections, and idle ones (no complete request header yet) per source and in total: see
+  // http::server_options.
   std::size_t max_connections = 1024;
+  std::size_t max_idle_per_source = 64;
+  std::size_t max_idle = 512;
+  // Whom a connection counts against before its header is read; "" for a trusted proxy.
+  std::function<std::string(const http::peer& from)> idle_source;
   // X-Forwarded-Proto towards the app: "https" when sandfortd's own TLS front serves previews.
   std::string forwarded_proto = "http";
   // Who a request comes from (the TLS front's client); empty: the TCP peer.

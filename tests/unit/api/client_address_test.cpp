@@ -78,3 +78,17 @@ TEST_CASE("client address: the TLS front's loopback connections carry their clie
   behind.relay_opened(41002, "192.0.2.10");
   CHECK(behind.resolve({"127.0.0.1", 41002}, "203.0.113.9") == "203.0.113.9");
 }
+
+TEST_CASE("client address: a connection counts against its peer, the TLS front's client, or nobody for a trusted proxy",
+          "[api][client_address]") {
+  auto clients = with_trusted("10.0.0.0/8");
+  CHECK(clients.connection_source({"203.0.113.9", 40000}) == "203.0.113.9");
+  // A trusted proxy speaks for many clients: not one source before its header says which.
+  CHECK(clients.connection_source({"10.1.2.3", 40000}).empty());
+  // The TLS front's loopback relay counts as the client behind it.
+  clients.relay_opened(50000, "198.51.100.7");
+  CHECK(clients.connection_source({"127.0.0.1", 50000}) == "198.51.100.7");
+  CHECK(clients.connection_source({"127.0.0.1", 50001}) == "127.0.0.1");
+  clients.relay_closed(50000);
+  CHECK(clients.connection_source({"127.0.0.1", 50000}) == "127.0.0.1");
+}

@@ -95,6 +95,33 @@ TEST_CASE("network, egress and preview settings come from every layer") {
   CHECK(c->preview.listen == "127.0.0.1:8081");
 }
 
+TEST_CASE("the listeners' idle-connection caps come from every layer and must be positive") {
+  auto defaults = load_config("", {}, nullptr);
+  REQUIRE(defaults.ok());
+  CHECK(defaults->max_idle_connections_per_source == 64);
+  CHECK(defaults->max_idle_connections == 512);
+  CHECK(defaults->preview.max_idle_connections_per_source == 64);
+  CHECK(defaults->preview.max_idle_connections == 512);
+  auto path = write_temp(R"({"max_idle_connections":100,"preview":{"max_idle_connections_per_source":8}})");
+  char env1[] = "SANDFORT_MAX_IDLE_CONNECTIONS_PER_SOURCE=16";
+  char* env[] = {env1, nullptr};
+  auto c = load_config(path, {{"preview.max_idle_connections", "40"}}, env);
+  std::remove(path.c_str());
+  REQUIRE(c.ok());
+  CHECK(c->max_idle_connections == 100);
+  CHECK(c->max_idle_connections_per_source == 16);
+  CHECK(c->preview.max_idle_connections_per_source == 8);
+  CHECK(c->preview.max_idle_connections == 40);
+  for (const char* key : {"max_idle_connections", "max_idle_connections_per_source", "preview.max_idle_connections",
+                          "preview.max_idle_connections_per_source"}) {
+    auto zero = load_config("", {{key, "0"}}, nullptr);
+    REQUIRE(zero.ok());
+    auto r = finalize_config(*zero, "/tmp");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.err().message.find("max_idle_connections") != std::string::npos);
+  }
+}
+
 TEST_CASE("an interface name longer than the kernel allows is refused") {
   auto c = load_config("", {{"network.bridge", "sandfort-bridge-0"}}, nullptr);
   REQUIRE(c.ok());

@@ -9,7 +9,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <set>
+#include <thread>
+#include <vector>
 #include <stdexcept>
 
 #include "sandfort/core/ids.hpp"
@@ -564,27 +567,156 @@ TEST_CASE("http: drain's deadline cuts a stream that outlasts it", "[http][serve
   CHECK(streaming.closes_after_draining(2s));
 }
 
-TEST_CASE("http: at max_connections the server accepts nothing until a connection closes", "[http][server]") {
+TEST_CASE("http: at max_connections with every connection busy the server accepts nothing until one closes",
+          "[http][server]") {
   app a;
   auto options = small_limits();
   options.max_connections = 2;
-  std::atomic<int> warnings{0};
-  options.log_warning = [&](const std::string&) { ++warnings; };
+  std::atomic<int> pauses{0};
+  options.log_warning = [&](const std::string& line) { pauses += line.find("accepting paused") != std::string::npos; };
   running_server s(options, a.root());
   raw_client first, second, third;
   REQUIRE(first.connect(s.port()) == 0);
   REQUIRE(second.connect(s.port()) == 0);
-  wait_for([&] { return s.on_server_thread([&] { return s.srv().active_connections(); }) == 2; });
-  // The kernel completes the handshake (the backlog), but the server does not take it.
+  // Both inside a request (300 ms each): busy, so neither may be closed to make room.
+  REQUIRE(first.send_all(get_request("/slow")));
+  REQUIRE(second.send_all(get_request("/slow")));
+  wait_for([&] { return a.slow_started == 2; });
+  // The kernel completes the handshake (the backlog), but the server does not take it yet.
   REQUIRE(third.connect(s.port()) == 0);
   REQUIRE(third.send_all(get_request("/hello")));
-  CHECK_FALSE(third.read_response(300ms));
+  CHECK_FALSE(third.read_response(100ms));
   CHECK(s.on_server_thread([&] { return s.srv().active_connections(); }) == 2);
-  first.close();
+  // The slow answers arrive: those connections idle (one is closed for room), and the waiting one gets in.
+  REQUIRE(first.read_response(3s));
+  REQUIRE(second.read_response(3s));
   auto res = third.read_response(3s);
   REQUIRE(res);
   CHECK(res->status == 200);
-  CHECK(warnings == 1);  // one line, not one per attempt
+  CHECK(pauses == 1);  // one line, not one per attempt
+}
+
+TEST_CASE("http: at max_connections a new connection closes the oldest idle one instead of waiting",
+          "[http][server][admission]") {
+  app a;
+  auto options = small_limits();
+  options.max_connections = 3;
+  std::vector<std::string> warnings;
+  std::mutex m;
+  options.log_warning = [&](const std::string& line) {
+    std::lock_guard lock(m);
+    warnings.push_back(line);
+  };
+  running_server s(options, a.root());
+  raw_client oldest, kept_alive, busy, newcomer;
+  REQUIRE(oldest.connect(s.port()) == 0);
+  wait_for([&] { return s.on_server_thread([&] { return s.srv().active_connections(); }) == 1; });
+  REQUIRE(kept_alive.connect(s.port()) == 0);
+  REQUIRE(kept_alive.send_all(get_request("/hello")));
+  REQUIRE(kept_alive.read_response());  // then idle between requests
+  REQUIRE(busy.connect(s.port()) == 0);
+  REQUIRE(busy.send_all(get_request("/slow")));
+  wait_for([&] { return a.slow_started == 1; });
+  REQUIRE(newcomer.connect(s.port()) == 0);
+  REQUIRE(newcomer.send_all(get_request("/hello")));
+  auto res = newcomer.read_response(2s);
+  REQUIRE(res);  // served at once, not after a slot freed by itself
+  CHECK(res->status == 200);
+  CHECK(oldest.closed_within(2s));  // silent since before anyone else: the one closed
+  auto slow = busy.read_response(2s);  // the request being answered was never a candidate
+  REQUIRE(slow);
+  CHECK(slow->status == 200);
+  REQUIRE(kept_alive.send_all(get_request("/hello")));
+  CHECK(kept_alive.read_response());
+  std::lock_guard lock(m);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("3 connections are open (max_connections)") != std::string::npos);
+}
+
+TEST_CASE("http: idle connections beyond the per-source cap close that source's oldest, not another's",
+          "[http][server][admission]") {
+  app a;
+  auto options = small_limits();
+  options.max_idle_per_source = 4;
+  options.header_timeout = 10s;
+  options.listener_name = "api";
+  std::atomic<int> warnings{0};
+  options.log_warning = [&](const std::string&) { ++warnings; };
+  running_server s(options, a.root());
+  raw_client other;  // another address, idle before the flood
+  REQUIRE(other.connect(s.port(), "127.0.0.2") == 0);
+  std::vector<std::unique_ptr<raw_client>> flood;
+  for (int i = 0; i < 20; ++i) {
+    flood.push_back(std::make_unique<raw_client>());
+    REQUIRE(flood.back()->connect(s.port()) == 0);
+  }
+  auto closed = [&] {
+    int n = 0;
+    for (auto& c : flood) n += c->closed_within(20ms) ? 1 : 0;
+    return n;
+  };
+  wait_for([&] { return closed() == 16; });
+  CHECK(closed() == 16);
+  CHECK(s.on_server_thread([&] { return s.srv().active_connections(); }) == 5);
+  CHECK(flood.back()->closed_within(20ms) == false);  // the newest are the ones kept
+  REQUIRE(other.send_all(get_request("/hello")));
+  auto res = other.read_response(2s);
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(warnings == 1);  // 16 closed, one line
+}
+
+TEST_CASE("http: a burst of requests from one client over the per-source cap is served whole",
+          "[http][server][admission]") {
+  app a;
+  auto options = small_limits();
+  options.max_idle_per_source = 4;
+  running_server s(options, a.root());
+  // Each connection has its request in the socket before the server reads any (its thread is held
+  // meanwhile): all idle at once, over the cap for a moment, and none may close another.
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  asio::post(s.ioc(), [released] { released.wait(); });
+  std::vector<std::unique_ptr<raw_client>> burst;
+  for (int i = 0; i < 40; ++i) {
+    burst.push_back(std::make_unique<raw_client>());
+    REQUIRE(burst.back()->connect(s.port()) == 0);
+    REQUIRE(burst.back()->send_all(get_request("/hello")));
+  }
+  release.set_value();
+  int ok = 0;
+  for (auto& c : burst) {
+    auto res = c->read_response(5s);
+    ok += res && res->status == 200;
+  }
+  CHECK(ok == 40);  // (answered ones idle after their response, and those may be closed for room)
+}
+
+TEST_CASE("http: header_timeout bounds the whole head from accept, silence and a byte at a time alike",
+          "[http][server][admission]") {
+  app a;
+  auto options = small_limits();
+  options.header_timeout = 400ms;
+  options.idle_timeout = 30s;
+  running_server s(options, a.root());
+  raw_client silent, trickle;
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(silent.connect(s.port()) == 0);
+  REQUIRE(trickle.connect(s.port()) == 0);
+  // One header byte every 50 ms never ends the head: each byte must not buy more time.
+  const std::string head = "GET /hello HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+  bool cut = false;
+  for (char c : head) {
+    if (!trickle.send_all(std::string(1, c))) {
+      cut = true;
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+    if (std::chrono::steady_clock::now() - t0 > 3s) break;
+  }
+  CHECK((cut || trickle.closed_within(1s)));
+  CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+  CHECK(silent.closed_within(1s));  // not the 30 s idle timeout
 }
 
 TEST_CASE("http: out of descriptors, the accept loop pauses instead of spinning, then recovers",
