@@ -108,4 +108,17 @@ result<sandbox::code_run_request> parse_code_run(std::string_view raw) {
   return c;
 }
 
+nlohmann::json exec_json(sandbox::exec_result&& r) {
+  nlohmann::json j = {{"exit_code", r.exit_code},
+                      {"stdout", std::move(r.stdout_text)},
+                      {"stderr", std::move(r.stderr_text)},
+                      {"duration_ms", r.duration_ms},
+                      {"timed_out", r.timed_out},
+                      {"truncated", r.truncated},
+                      {"oom_killed", r.oom_killed}};
+  if (r.stdout_b64) j["stdout_b64"] = std::move(*r.stdout_b64);
+  if (r.stderr_b64) j["stderr_b64"] = std::move(*r.stderr_b64);
+  return j;
+}
+
 }  // namespace sandfort::api

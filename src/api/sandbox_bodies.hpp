@@ -3,6 +3,7 @@
 // one of the wrong type, is an invalid_argument error that names it. Apart from the routes (and the
 // service behind them) so that fuzz_api_json reads bodies exactly as the API does.
 
+#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "sandfort/core/error.hpp"
@@ -14,5 +15,9 @@ result<sandbox::create_request> parse_create(std::string_view body);       // PO
 result<sandbox::update_request> parse_update(std::string_view body);       // PATCH /v1/sandboxes/{id}
 result<sandbox::exec_request> parse_exec(std::string_view body);           // exec, whole and streamed
 result<sandbox::code_run_request> parse_code_run(std::string_view body);   // code-run, whole and streamed
+
+// The answer of exec and code-run. Takes the result apart: output may be megabytes, and it is
+// moved, not copied, into the answer.
+nlohmann::json exec_json(sandbox::exec_result&& r);
 
 }  // namespace sandfort::api

@@ -3,6 +3,7 @@
 #include "agent_answers.hpp"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -27,31 +28,18 @@ bool response_budget::try_take(std::uint64_t n) {
   return true;
 }
 
+bool budget_share::try_take(std::uint64_t n) {
+  if (!budget_.try_take(n)) return false;
+  held_ += n;
+  return true;
+}
+
 namespace {
 
 // What an agent may send before its answer's body: more is not an agent.
 constexpr std::uint32_t header_limit = 16 * 1024;
 // An error answer is a short JSON object; the rest of a longer one is not read.
 constexpr std::size_t error_body_limit = 64 * 1024;
-
-// Bytes of the budget held for one answer until the caller is done with it.
-class budget_hold {
- public:
-  explicit budget_hold(response_budget& budget) : budget_(budget) {}
-  std::uint64_t capacity() const { return budget_.capacity(); }
-  budget_hold(const budget_hold&) = delete;
-  budget_hold& operator=(const budget_hold&) = delete;
-  ~budget_hold() { budget_.give_back(held_); }
-  bool try_take(std::uint64_t n) {
-    if (!budget_.try_take(n)) return false;
-    held_ += n;
-    return true;
-  }
-
- private:
-  response_budget& budget_;
-  std::uint64_t held_ = 0;
-};
 
 struct buffered_answer {
   unsigned status = 0;
@@ -62,13 +50,16 @@ struct answer_limits {
   std::chrono::milliseconds header_timeout;  // the agent answers when the command is done
   std::uint64_t body_limit;
   std::chrono::milliseconds budget_wait;
+  // Bytes of the budget per byte of the answer: an exec answer is held twice at its peak (the
+  // body and its parsed strings, then those and the API's encoding of them).
+  std::uint64_t held_per_byte = 1;
 };
 
 error unavailable(std::string message) { return make_error(errc::unavailable, std::move(message)); }
 
 // Waits for room in the budget: a full budget means other answers are being relayed and will
 // be done soon; a wait that does not end is a 503, never an unbounded queue of memory.
-asio::awaitable<bool> take_or_wait(budget_hold& hold, std::uint64_t n, std::chrono::milliseconds patience) {
+asio::awaitable<bool> take_or_wait(budget_share& hold, std::uint64_t n, std::chrono::milliseconds patience) {
   auto until = std::chrono::steady_clock::now() + patience;
   asio::steady_timer timer(co_await asio::this_coro::executor);
   while (!hold.try_take(n)) {
@@ -82,7 +73,7 @@ asio::awaitable<bool> take_or_wait(budget_hold& hold, std::uint64_t n, std::chro
 // Sends req and reads the whole answer, its body charged to the budget before it is read.
 // Everything about the answer is bounded: header size, body size, time.
 asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, http::request req,
-                                                          const answer_limits& limits, budget_hold& hold) {
+                                                          const answer_limits& limits, budget_share& hold) {
   req.prepare_payload();
   stream.expires_after(std::chrono::seconds(10));
   auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
@@ -105,9 +96,10 @@ asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, 
   if (!length) co_return unavailable("the sandbox agent's answer has no length");
   if (*length > limit) co_return unavailable("the sandbox agent's answer is larger than allowed");
   // Larger than the whole budget: no amount of waiting makes room.
-  if (*length > hold.capacity())
+  const std::uint64_t charge = *length * limits.held_per_byte;
+  if (charge > hold.capacity())
     co_return unavailable("the command's output is larger than sandfortd buffers at once; stream it instead");
-  if (!co_await take_or_wait(hold, *length, limits.budget_wait))
+  if (!co_await take_or_wait(hold, charge, limits.budget_wait))
     co_return unavailable("sandfortd is relaying too much command output right now; retry shortly");
   // The body is already produced when the header arrives: reading it takes no command time.
   stream.expires_after(std::chrono::seconds(30));
@@ -202,8 +194,8 @@ result<std::vector<listening_port>> parse_port_list(std::string_view body) {
 using detail::agent_error;
 using detail::exec_result_from;
 
-container_connector::container_connector(docker::engine& engine, connector_options options)
-    : engine_(engine), options_(std::move(options)), budget_(options_.response_budget_bytes) {}
+container_connector::container_connector(docker::engine& engine, answer_workers& workers, connector_options options)
+    : engine_(engine), workers_(workers), options_(std::move(options)), budget_(options_.response_budget_bytes) {}
 
 asio::awaitable<result<container_identity>> container_connector::identity(const agent_address& at) {
   if (auto it = known_.find(at.sandbox_id); it != known_.end()) co_return it->second;
@@ -242,7 +234,7 @@ asio::awaitable<result<agent_stream>> container_connector::connect(const agent_a
 asio::awaitable<result<void>> container_connector::health(const agent_address& at, std::chrono::milliseconds timeout) {
   auto stream = co_await connect(at);
   if (!stream) co_return std::move(stream).err();
-  budget_hold hold(budget_);
+  budget_share hold(budget_);
   auto answer = co_await request_buffered(*stream, http::make_request(http::verb::get, "/health"),
                                           {timeout, error_body_limit, std::chrono::milliseconds(0)}, hold);
   if (!answer) co_return std::move(answer).err();
@@ -256,7 +248,7 @@ asio::awaitable<result<void>> container_connector::claim(const agent_address& at
   auto stream = co_await connect(at);
   if (!stream) co_return std::move(stream).err();
   json body = {{"env", env}, {"workdir", workdir}};
-  budget_hold hold(budget_);
+  budget_share hold(budget_);
   auto answer = co_await request_buffered(*stream, http::make_request(http::verb::post, "/claim", &body),
                                           {std::chrono::seconds(10), error_body_limit, std::chrono::milliseconds(0)}, hold);
   if (!answer) co_return std::move(answer).err();
@@ -270,26 +262,40 @@ asio::awaitable<result<exec_result>> container_connector::exec(const agent_addre
   json body = to_agent_json(call);
   // Worst case per stream: every byte escaped as \u00XX (6x) plus its base64 (4/3x).
   answer_limits limits{call.timeout + std::chrono::seconds(10), 16 * call.max_output_bytes + (1u << 20),
-                       options_.budget_wait};
-  budget_hold hold(budget_);
+                       options_.budget_wait, 2};
+  // Held until the caller has written the result out (exec_result::memory).
+  auto memory = std::make_shared<budget_share>(budget_);
   auto answer = co_await request_buffered(*stream, http::make_request(http::verb::post, "/process/exec", &body),
-                                          limits, hold);
+                                          limits, *memory);
   if (!answer) co_return std::move(answer).err();
   if (answer->status != 200) co_return agent_error(answer->status, answer->body);
-  json j = json::parse(answer->body, nullptr, false);
-  std::string().swap(answer->body);  // the parsed copy is all that is needed now
-  co_return exec_result_from(j);
+  // Tens of megabytes take hundreds of milliseconds to parse: not on the I/O thread.
+  const bool large = answer->body.size() >= answer_workers::inline_bytes;
+  auto parse = [body = std::move(answer->body)]() mutable {
+    json j = json::parse(body, nullptr, false);
+    std::string().swap(body);  // the parsed copy is all that is needed now
+    return exec_result_from(j);
+  };
+  // No co_await inside ?: (GCC 12 miscompiles those).
+  std::optional<result<exec_result>> r;
+  if (large)
+    r.emplace(co_await workers_.run(std::move(parse)));
+  else
+    r.emplace(parse());
+  if (*r) (*r)->memory = std::move(memory);
+  co_return std::move(*r);
 }
 
 asio::awaitable<result<std::vector<listening_port>>> container_connector::ports(const agent_address& at) {
   auto stream = co_await connect(at);
   if (!stream) co_return std::move(stream).err();
-  budget_hold hold(budget_);
+  budget_share hold(budget_);
   auto answer = co_await request_buffered(*stream, http::make_request(http::verb::get, "/ports"),
                                           {std::chrono::seconds(10), 4u << 20, options_.budget_wait}, hold);
   if (!answer) co_return std::move(answer).err();
   if (answer->status != 200) co_return agent_error(answer->status, answer->body);
-  co_return detail::parse_port_list(answer->body);
+  if (answer->body.size() < answer_workers::inline_bytes) co_return detail::parse_port_list(answer->body);
+  co_return co_await workers_.run([body = std::move(answer->body)] { return detail::parse_port_list(body); });
 }
 
 asio::awaitable<result<void>> container_connector::exec_stream(const agent_address& at, const agent_exec& call,
