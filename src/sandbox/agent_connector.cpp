@@ -295,7 +295,9 @@ asio::awaitable<result<std::vector<listening_port>>> container_connector::ports(
   if (!answer) co_return std::move(answer).err();
   if (answer->status != 200) co_return agent_error(answer->status, answer->body);
   if (answer->body.size() < answer_workers::inline_bytes) co_return detail::parse_port_list(answer->body);
-  co_return co_await workers_.run([body = std::move(answer->body)] { return detail::parse_port_list(body); });
+  // Named: GCC 12 mishandles temporaries inside co_await expressions.
+  auto parse = [body = std::move(answer->body)] { return detail::parse_port_list(body); };
+  co_return co_await workers_.run(std::move(parse));
 }
 
 asio::awaitable<result<void>> container_connector::exec_stream(const agent_address& at, const agent_exec& call,

@@ -2,6 +2,7 @@
 #include "sandfort/sandbox/answer_workers.hpp"
 
 #include <algorithm>
+#include <cerrno>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -13,7 +14,10 @@ answer_workers::answer_workers(std::size_t threads) : keep_running_(context_.get
     threads_.emplace_back([this] {
       // Below the I/O thread: on a busy host a request waiting to be answered goes first, the
       // answer being parsed can wait. Raising one's own niceness needs no privilege.
-      ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+      const auto me = static_cast<id_t>(::gettid());
+      errno = 0;
+      const int nice = ::getpriority(PRIO_PROCESS, me);
+      if (errno == 0) ::setpriority(PRIO_PROCESS, me, std::min(nice + 10, 19));
       context_.run();
     });
 }
