@@ -50,9 +50,12 @@ struct answer_limits {
   std::chrono::milliseconds header_timeout;  // the agent answers when the command is done
   std::uint64_t body_limit;
   std::chrono::milliseconds budget_wait;
-  // Bytes of the budget per byte of the answer: an exec answer is held twice at its peak (the
-  // body and its parsed strings, then those and the API's encoding of them).
-  std::uint64_t held_per_byte = 1;
+  // Bytes of the budget per byte of the answer, in halves. An exec answer takes 3 (1.5 times its
+  // length): at its peak it is held as its text and its strings (fewer bytes than the text: the
+  // escapes are gone, and the caller's cap cuts the text form), then as those strings and the
+  // API's encoding of them. Twice would refuse the largest answers a command can legitimately
+  // produce under the default budget (10 MiB of random bytes per stream, binary: 67 MB).
+  std::uint64_t held_halves = 2;
 };
 
 error unavailable(std::string message) { return make_error(errc::unavailable, std::move(message)); }
@@ -96,7 +99,7 @@ asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, 
   if (!length) co_return unavailable("the sandbox agent's answer has no length");
   if (*length > limit) co_return unavailable("the sandbox agent's answer is larger than allowed");
   // Larger than the whole budget: no amount of waiting makes room.
-  const std::uint64_t charge = *length * limits.held_per_byte;
+  const std::uint64_t charge = *length * limits.held_halves / 2;
   if (charge > hold.capacity())
     co_return unavailable("the command's output is larger than sandfortd buffers at once; stream it instead");
   if (!co_await take_or_wait(hold, charge, limits.budget_wait))
@@ -165,6 +168,69 @@ result<exec_result> exec_result_from(json& j) {
   out.truncated = flag("truncated");
   out.oom_killed = flag("oom_killed");
   return out;
+}
+
+namespace {
+
+// The agent's exec answer as a flat object of its top-level members (nested values are kept as
+// empty objects and arrays: exec_result_from looks no deeper). Strings are moved out of the
+// parser, never copied: json::parse copies each one out of the lexer's buffer, which holds the
+// largest until the end, so a 60 MB answer was held as its text, its strings and a copy of its
+// largest string at once.
+class top_level_reader final : public nlohmann::json_sax<json> {
+ public:
+  json top = json(json::value_t::discarded);
+
+  bool null() override { return value(nullptr); }
+  bool boolean(bool v) override { return value(v); }
+  bool number_integer(number_integer_t v) override { return value(v); }
+  bool number_unsigned(number_unsigned_t v) override { return value(v); }
+  bool number_float(number_float_t v, const string_t&) override { return value(v); }
+  bool string(string_t& v) override { return value(std::move(v)); }
+  bool binary(binary_t&) override { return value(nullptr); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    if (depth_ == 1) key_ = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    top = json(json::value_t::discarded);
+    return false;
+  }
+
+ private:
+  // A duplicate key: the last one wins, as in json::parse.
+  bool value(json v) {
+    if (depth_ == 0)
+      top = std::move(v);
+    else if (depth_ == 1 && top.is_object())
+      top[key_] = std::move(v);
+    return true;
+  }
+  bool open(json empty) {
+    value(std::move(empty));
+    ++depth_;
+    return true;
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+
+  std::size_t depth_ = 0;
+  std::string key_;
+};
+
+}  // namespace
+
+result<exec_result> parse_exec_answer(std::string body) {
+  top_level_reader reader;
+  if (!json::sax_parse(body, &reader)) reader.top = json(json::value_t::discarded);
+  std::string().swap(body);  // the strings are all that is needed now
+  return exec_result_from(reader.top);
 }
 
 // {"items":[{"port":8080,"address":"0.0.0.0","family":"ipv4","pid":1,"process":"python3"}]}
@@ -262,7 +328,7 @@ asio::awaitable<result<exec_result>> container_connector::exec(const agent_addre
   json body = to_agent_json(call);
   // Worst case per stream: every byte escaped as \u00XX (6x) plus its base64 (4/3x).
   answer_limits limits{call.timeout + std::chrono::seconds(10), 16 * call.max_output_bytes + (1u << 20),
-                       options_.budget_wait, 2};
+                       options_.budget_wait, 3};
   // Held until the caller has written the result out (exec_result::memory).
   auto memory = std::make_shared<budget_share>(budget_);
   auto answer = co_await request_buffered(*stream, http::make_request(http::verb::post, "/process/exec", &body),
@@ -271,11 +337,7 @@ asio::awaitable<result<exec_result>> container_connector::exec(const agent_addre
   if (answer->status != 200) co_return agent_error(answer->status, answer->body);
   // Tens of megabytes take hundreds of milliseconds to parse: not on the I/O thread.
   const bool large = answer->body.size() >= answer_workers::inline_bytes;
-  auto parse = [body = std::move(answer->body)]() mutable {
-    json j = json::parse(body, nullptr, false);
-    std::string().swap(body);  // the parsed copy is all that is needed now
-    return exec_result_from(j);
-  };
+  auto parse = [body = std::move(answer->body)]() mutable { return detail::parse_exec_answer(std::move(body)); };
   // No co_await inside ?: (GCC 12 miscompiles those).
   std::optional<result<exec_result>> r;
   if (large)

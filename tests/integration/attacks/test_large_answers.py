@@ -28,6 +28,7 @@ from sandfort_harness import Client, Daemon  # noqa: E402
 PARALLEL = 4
 ROUNDS = 1
 STREAM_BYTES = 3 << 20
+OUTPUT_CAP = 10 << 20  # output_cap_bytes, the default
 # The issue asks for p99 under 50 ms; on a loaded 2-core CI machine a fork/exec alone can take
 # tens of milliseconds, so the bound has a margin. Without answers off the I/O thread every probe
 # waited for whole parses (300 ms to over a second each).
@@ -154,8 +155,11 @@ def _one_attacker(port, key, sandbox_id, rounds, stream_bytes):
             # The wire is as before: every field, both forms, whole (nothing cut below the cap).
             assert set(got) == {"exit_code", "stdout", "stderr", "stdout_b64", "stderr_b64", "duration_ms",
                                 "timed_out", "truncated", "oom_killed"}, sorted(got)
-            assert got["exit_code"] == 0 and not got["truncated"], {k: got[k] for k in ("exit_code", "truncated")}
-            assert len(got["stdout_b64"]) == len(got["stderr_b64"]) == (stream_bytes + 2) // 3 * 4
+            # Cut at the output cap (the issue's load prints more than the 10 MiB default), not below.
+            kept = min(stream_bytes, OUTPUT_CAP)
+            want = {"exit_code": 0, "truncated": stream_bytes > OUTPUT_CAP}
+            assert {k: got[k] for k in want} == want, {k: got[k] for k in want}
+            assert len(got["stdout_b64"]) == len(got["stderr_b64"]) == (kept + 2) // 3 * 4
         outcomes.append((r.status, len(r.body), r.body[:200] if r.status != 200 else b""))
     return outcomes
 
