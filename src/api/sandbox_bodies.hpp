@@ -4,6 +4,7 @@
 // service behind them) so that fuzz_api_json reads bodies exactly as the API does.
 
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 #include "sandfort/core/error.hpp"
@@ -19,5 +20,9 @@ result<sandbox::code_run_request> parse_code_run(std::string_view body);   // co
 // The answer of exec and code-run. Takes the result apart: output may be megabytes, and it is
 // moved, not copied, into the answer.
 nlohmann::json exec_json(sandbox::exec_result&& r);
+// The same answer's bytes, exactly as exec_json(r).dump() with invalid UTF-8 replaced, each string
+// encoded and freed in turn: at its peak it holds the answer's text and the strings not yet
+// encoded, never all the strings and all their encodings at once.
+std::string exec_answer_text(sandbox::exec_result&& r);
 
 }  // namespace sandfort::api

@@ -242,7 +242,12 @@ asio::awaitable<bool> answer_whole(exec_call& call, http::exchange& ex, stream_s
   std::shared_ptr<sandbox::budget_share> memory = std::move(r->memory);  // dropped here, on the I/O thread
   const std::size_t size = r->stdout_text.size() + r->stderr_text.size() + (r->stdout_b64 ? r->stdout_b64->size() : 0) +
                            (r->stderr_b64 ? r->stderr_b64->size() : 0);
-  auto encode = [result = std::move(*r)]() mutable { return http::json_response(200, exec_json(std::move(result))); };
+  auto encode = [result = std::move(*r)]() mutable {
+    http::response res{http::bhttp::status::ok, 11};
+    res.set(http::bhttp::field::content_type, "application/json");
+    res.body() = exec_answer_text(std::move(result));
+    return res;
+  };
   std::optional<http::response> res;
   if (size < sandbox::answer_workers::inline_bytes)
     res.emplace(encode());

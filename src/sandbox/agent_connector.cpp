@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sys/mman.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -226,10 +227,56 @@ class top_level_reader final : public nlohmann::json_sax<json> {
 
 }  // namespace
 
+// Reads a body front to back and gives the pages it has passed back to the kernel as it goes
+// (MADV_DONTNEED: nothing reads them again), so that the answer's text shrinks as its strings
+// grow: parsing holds about the answer's length, not its text and its strings at once. Only
+// whole pages strictly inside the body are released; the allocator's own bytes around it are not
+// touched.
+class releasing_reader {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  releasing_reader(const char* at, const char* end) : at_(at), end_(end) {}
+  reference operator*() const { return *at_; }
+  releasing_reader& operator++() {
+    if (++at_ >= next_release_) release();
+    return *this;
+  }
+  bool operator==(const releasing_reader& o) const { return at_ == o.at_; }
+  bool operator!=(const releasing_reader& o) const { return at_ != o.at_; }
+
+ private:
+  static constexpr std::uintptr_t page = 4096;
+  static constexpr std::uintptr_t step = 1u << 20;
+
+  void release() {
+    const auto from = (released_ ? released_ : reinterpret_cast<std::uintptr_t>(begin_) + page - 1) & ~(page - 1);
+    const auto to = reinterpret_cast<std::uintptr_t>(at_) & ~(page - 1);
+    if (to > from && to + page <= reinterpret_cast<std::uintptr_t>(end_)) {
+      ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+      released_ = to;
+    }
+    next_release_ = at_ + step;
+  }
+
+  const char* at_;
+  const char* end_;
+  const char* begin_ = at_;
+  const char* next_release_ = at_ + step;
+  std::uintptr_t released_ = 0;
+};
+
 result<exec_result> parse_exec_answer(std::string body) {
   top_level_reader reader;
-  if (!json::sax_parse(body, &reader)) reader.top = json(json::value_t::discarded);
-  std::string().swap(body);  // the strings are all that is needed now
+  const char* text = body.data();
+  if (!json::sax_parse(releasing_reader(text, text + body.size()), releasing_reader(text + body.size(), text + body.size()),
+                       &reader))
+    reader.top = json(json::value_t::discarded);
+  std::string().swap(body);
   return exec_result_from(reader.top);
 }
 

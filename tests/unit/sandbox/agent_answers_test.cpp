@@ -97,3 +97,17 @@ TEST_CASE("agent answers: an exec answer read from its bytes is what json::parse
     CHECK(got->oom_killed == want->oom_killed);
   }
 }
+
+TEST_CASE("agent answers: a large exec answer is read whole while its pages are given back", "[sandbox][agent_answers]") {
+  std::string out(3u << 20, 'o');
+  for (std::size_t i = 0; i < out.size(); i += 4099) out[i] = '\n';
+  std::string err(5u << 20, 'e');
+  json answer = {{"exit_code", 0}, {"stdout", out}, {"stderr", err}, {"stdout_b64", std::string(1u << 20, 'A')},
+                 {"truncated", true}};
+  auto r = parse_exec_answer(answer.dump());
+  REQUIRE(r.ok());
+  CHECK(r->stdout_text == out);
+  CHECK(r->stderr_text == err);
+  CHECK(r->stdout_b64 == std::string(1u << 20, 'A'));
+  CHECK(r->truncated);
+}
