@@ -108,19 +108,6 @@ result<sandbox::code_run_request> parse_code_run(std::string_view raw) {
   return c;
 }
 
-nlohmann::json exec_json(sandbox::exec_result&& r) {
-  nlohmann::json j = {{"exit_code", r.exit_code},
-                      {"stdout", std::move(r.stdout_text)},
-                      {"stderr", std::move(r.stderr_text)},
-                      {"duration_ms", r.duration_ms},
-                      {"timed_out", r.timed_out},
-                      {"truncated", r.truncated},
-                      {"oom_killed", r.oom_killed}};
-  if (r.stdout_b64) j["stdout_b64"] = std::move(*r.stdout_b64);
-  if (r.stderr_b64) j["stderr_b64"] = std::move(*r.stderr_b64);
-  return j;
-}
-
 namespace {
 
 void append_string(std::string& out, std::string&& s) {
@@ -134,7 +121,7 @@ void append_string(std::string& out, std::string&& s) {
 
 std::string exec_answer_text(sandbox::exec_result&& r) {
   const auto flag = [](bool b) { return b ? "true" : "false"; };
-  // exec_json's members in the order a JSON object keeps them (by name).
+  // In the order a JSON object keeps its members (by name), as the answer always was.
   std::string out = "{\"duration_ms\":" + std::to_string(r.duration_ms) + ",\"exit_code\":" + std::to_string(r.exit_code) +
                     ",\"oom_killed\":" + flag(r.oom_killed) + ",\"stderr\":";
   append_string(out, std::move(r.stderr_text));

@@ -80,7 +80,7 @@ struct connector_options {
   // At most this many bytes of agent answers held in memory at once, over all sandboxes, from
   // the answer's first byte read to the last byte of the response written to the caller: a call
   // whose answer does not fit waits for room (up to budget_wait), then fails with 503. An exec
-  // answer takes twice its length (as read, then as parsed and encoded again).
+  // answer takes 1.5 times its length (as read, then as parsed and encoded again).
   std::uint64_t response_budget_bytes = 128u << 20;
   std::chrono::milliseconds budget_wait{30'000};
 };
