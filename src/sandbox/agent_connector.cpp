@@ -52,10 +52,11 @@ struct answer_limits {
   std::uint64_t body_limit;
   std::chrono::milliseconds budget_wait;
   // Bytes of the budget per byte of the answer, in halves. An exec answer takes 3 (1.5 times its
-  // length): at its peak it is held as its text and its strings (fewer bytes than the text: the
-  // escapes are gone, and the caller's cap cuts the text form), then as those strings and the
-  // API's encoding of them. Twice would refuse the largest answers a command can legitimately
-  // produce under the default budget (10 MiB of random bytes per stream, binary: 67 MB).
+  // length): its parse gives back the text's pages as its strings grow (parse_exec_answer), its
+  // encoding frees each string once written (api's exec_answer_text); measured, a 67 MB answer
+  // peaks at 1.6 times its length in resident memory, 55 MB of it the answer being written.
+  // Twice would refuse the largest answers a command can legitimately produce under the default
+  // budget (10 MiB of random bytes per stream, binary: 67 MB from the agent).
   std::uint64_t held_halves = 2;
 };
 
@@ -225,8 +226,6 @@ class top_level_reader final : public nlohmann::json_sax<json> {
   std::string key_;
 };
 
-}  // namespace
-
 // Reads a body front to back and gives the pages it has passed back to the kernel as it goes
 // (MADV_DONTNEED: nothing reads them again), so that the answer's text shrinks as its strings
 // grow: parsing holds about the answer's length, not its text and its strings at once. Only
@@ -260,15 +259,18 @@ class releasing_reader {
       ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
       released_ = to;
     }
-    next_release_ = at_ + step;
+    next_release_ = next_stop();
   }
+  const char* next_stop() const { return end_ - at_ > static_cast<std::ptrdiff_t>(step) ? at_ + step : end_; }
 
   const char* at_;
   const char* end_;
   const char* begin_ = at_;
-  const char* next_release_ = at_ + step;
+  const char* next_release_ = next_stop();
   std::uintptr_t released_ = 0;
 };
+
+}  // namespace
 
 result<exec_result> parse_exec_answer(std::string body) {
   top_level_reader reader;
