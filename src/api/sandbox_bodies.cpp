@@ -108,4 +108,35 @@ result<sandbox::code_run_request> parse_code_run(std::string_view raw) {
   return c;
 }
 
+namespace {
+
+void append_string(std::string& out, std::string&& s) {
+  nlohmann::json value(std::move(s));
+  nlohmann::detail::serializer<nlohmann::json> encode(nlohmann::detail::output_adapter<char>(out), ' ',
+                                                      nlohmann::json::error_handler_t::replace);
+  encode.dump(value, false, false, 0);
+}
+
+}  // namespace
+
+std::string exec_answer_text(sandbox::exec_result&& r) {
+  const auto flag = [](bool b) { return b ? "true" : "false"; };
+  // In the order a JSON object keeps its members (by name), as the answer always was.
+  std::string out = "{\"duration_ms\":" + std::to_string(r.duration_ms) + ",\"exit_code\":" + std::to_string(r.exit_code) +
+                    ",\"oom_killed\":" + flag(r.oom_killed) + ",\"stderr\":";
+  append_string(out, std::move(r.stderr_text));
+  if (r.stderr_b64) {
+    out += ",\"stderr_b64\":";
+    append_string(out, std::move(*r.stderr_b64));
+  }
+  out += ",\"stdout\":";
+  append_string(out, std::move(r.stdout_text));
+  if (r.stdout_b64) {
+    out += ",\"stdout_b64\":";
+    append_string(out, std::move(*r.stdout_b64));
+  }
+  out += std::string(",\"timed_out\":") + flag(r.timed_out) + ",\"truncated\":" + flag(r.truncated) + "}";
+  return out;
+}
+
 }  // namespace sandfort::api

@@ -1,4 +1,5 @@
-// Sandboxes and the commands that run in them.
+// Sandboxes. The commands that run in them (exec, code-run) are answered in stream_routes.cpp:
+// their results may be tens of megabytes, encoded off the I/O thread and written there.
 #include <charconv>
 
 #include "json_body.hpp"
@@ -43,25 +44,6 @@ json sandbox_json(const sandbox::sandbox_view& v) {
             {"preview_url_template", v.preview_url_template}};
   if (!v.error_message.empty()) j["error_message"] = v.error_message;
   return j;
-}
-
-// Takes the result apart: output may be megabytes, and it is moved, not copied, into the answer.
-json exec_json(sandbox::exec_result&& r) {
-  json j = {{"exit_code", r.exit_code},
-            {"stdout", std::move(r.stdout_text)},
-            {"stderr", std::move(r.stderr_text)},
-            {"duration_ms", r.duration_ms},
-            {"timed_out", r.timed_out},
-            {"truncated", r.truncated},
-            {"oom_killed", r.oom_killed}};
-  if (r.stdout_b64) j["stdout_b64"] = std::move(*r.stdout_b64);
-  if (r.stderr_b64) j["stderr_b64"] = std::move(*r.stderr_b64);
-  return j;
-}
-
-http::response exec_reply(result<sandbox::exec_result>& r, const http::context& ctx) {
-  if (!r) return http::error_response(r.err(), ctx.request_id);
-  return http::json_response(200, exec_json(std::move(*r)));
 }
 
 result<sandbox::list_request> parse_list(const http::context& ctx) {
@@ -209,24 +191,6 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          auto r = co_await svc.remove(p.org_id, id, who);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);
-       }},
-      {http::verb::post, "/v1/sandboxes/{id}/process/exec", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto req = parse_exec(ctx.req.body());
-         if (!req) co_return http::error_response(req.err(), ctx.request_id);
-         auto id = ctx.params["id"];
-         const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.commands().exec(p.org_id, id, std::move(*req), who);
-         co_return exec_reply(r, ctx);
-       }},
-      {http::verb::post, "/v1/sandboxes/{id}/process/code-run", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto req = parse_code_run(ctx.req.body());
-         if (!req) co_return http::error_response(req.err(), ctx.request_id);
-         auto id = ctx.params["id"];
-         const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.commands().code_run(p.org_id, id, *req, who);
-         co_return exec_reply(r, ctx);
        }},
   };
 }

@@ -2,6 +2,8 @@
 // serves itself (sessions, background commands, files, the PTY), forwarded to the
 // sandbox's agent with bodies in pieces and WebSockets spliced.
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <unordered_map>
 
@@ -215,6 +217,48 @@ asio::awaitable<void> produce(exec_call& call, http::exchange& ex, sse_sink& sin
   ex.stream.socket().cancel(ignored);  // ends watch_client
 }
 
+asio::awaitable<result<sandbox::exec_result>> run_whole(exec_call& call, const http::exchange& ex) {
+  const auto who = actor_of(call.who, ex.request_id, call.remote);
+  auto& commands = call.deps.sandboxes.commands();
+  if (call.code_run) {
+    auto req = parse_code_run(call.body);
+    if (!req) co_return std::move(req).err();
+    co_return co_await commands.code_run(call.who.org_id, call.sandbox_id, *req, who);
+  }
+  auto req = parse_exec(call.body);
+  if (!req) co_return std::move(req).err();
+  co_return co_await commands.exec(call.who.org_id, call.sandbox_id, std::move(*req), who);
+}
+
+// The whole result as one JSON answer. Encoding tens of megabytes takes hundreds of milliseconds:
+// a large one is encoded on the answer workers. The answer's share of the budget is held until
+// its last byte is written (a client that does not read holds it until the write's deadline).
+asio::awaitable<bool> answer_whole(exec_call& call, http::exchange& ex, stream_statuses& statuses) {
+  auto r = co_await run_whole(call, ex);
+  if (!r) {
+    statuses.note(ex, r.err());
+    co_return co_await http::respond_error(ex, r.err());
+  }
+  std::shared_ptr<sandbox::budget_share> memory = std::move(r->memory);  // dropped here, on the I/O thread
+  const std::size_t size = r->stdout_text.size() + r->stderr_text.size() + (r->stdout_b64 ? r->stdout_b64->size() : 0) +
+                           (r->stderr_b64 ? r->stderr_b64->size() : 0);
+  auto encode = [result = std::move(*r)]() mutable {
+    http::response res{http::bhttp::status::ok, 11};
+    res.set(http::bhttp::field::content_type, "application/json");
+    res.body() = exec_answer_text(std::move(result));
+    return res;
+  };
+  std::optional<http::response> res;
+  if (size < sandbox::answer_workers::inline_bytes)
+    res.emplace(encode());
+  else
+    res.emplace(co_await call.deps.answer_workers.run(std::move(encode)));
+  res->set(http::bhttp::field::server, "sandfort");
+  statuses.note(ex, 200);
+  ex.stream.expires_after(std::chrono::seconds(call.deps.cfg.idle_timeout_s));  // as a plain response
+  co_return co_await http::respond(ex, std::move(*res));
+}
+
 }  // namespace
 
 http::stream_selector make_stream_selector(dependencies d) {
@@ -240,12 +284,15 @@ http::stream_selector make_stream_selector(dependencies d) {
 
   auto stream_exec = [deps, statuses](bool code_run) {
     return [deps, statuses, code_run](http::exchange& ex, const auth::principal& p, const std::string&) -> asio::awaitable<bool> {
+      ex.stream.expires_after(std::chrono::seconds(deps->cfg.idle_timeout_s));  // as a plain request's body
       auto raw = co_await http::read_small_body(ex, deps->cfg.max_body_bytes);
+      ex.stream.expires_never();  // the command runs as long as its own timeout
       if (!raw) {
         statuses->note(ex, raw.err());
         co_return co_await http::respond_error(ex, raw.err());
       }
       exec_call call{*deps, p, ex.params["id"], code_run, std::move(*raw), ex.remote};
+      if (!http::wants_event_stream(ex.parser.get())) co_return co_await answer_whole(call, ex, *statuses);
       sse_sink sink(ex);
       result<void> r = ok_t{};
       bool finished = false;
@@ -288,10 +335,11 @@ http::stream_selector make_stream_selector(dependencies d) {
 
   using http::verb;
   using auth::permission;
-  auto sse = [](const http::bhttp::request_header<>& h) { return http::wants_event_stream(h); };
+  // Whole results too: one may be tens of megabytes, which this route writes itself while the
+  // answer's share of the budget is held (answer_whole).
   std::vector<http::stream_route> routes = {
-      {verb::post, "/v1/sandboxes/{id}/process/exec", authed(permission::use_sandboxes, stream_exec(false)), sse},
-      {verb::post, "/v1/sandboxes/{id}/process/code-run", authed(permission::use_sandboxes, stream_exec(true)), sse},
+      {verb::post, "/v1/sandboxes/{id}/process/exec", authed(permission::use_sandboxes, stream_exec(false))},
+      {verb::post, "/v1/sandboxes/{id}/process/code-run", authed(permission::use_sandboxes, stream_exec(true))},
   };
   // Forwarded to the agent: reading needs `read`, anything that acts needs `use_sandboxes`.
   const std::pair<verb, const char*> agent_paths[] = {

@@ -3,6 +3,8 @@
 #include "agent_answers.hpp"
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sys/mman.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -27,31 +29,18 @@ bool response_budget::try_take(std::uint64_t n) {
   return true;
 }
 
+bool budget_share::try_take(std::uint64_t n) {
+  if (!budget_.try_take(n)) return false;
+  held_ += n;
+  return true;
+}
+
 namespace {
 
 // What an agent may send before its answer's body: more is not an agent.
 constexpr std::uint32_t header_limit = 16 * 1024;
 // An error answer is a short JSON object; the rest of a longer one is not read.
 constexpr std::size_t error_body_limit = 64 * 1024;
-
-// Bytes of the budget held for one answer until the caller is done with it.
-class budget_hold {
- public:
-  explicit budget_hold(response_budget& budget) : budget_(budget) {}
-  std::uint64_t capacity() const { return budget_.capacity(); }
-  budget_hold(const budget_hold&) = delete;
-  budget_hold& operator=(const budget_hold&) = delete;
-  ~budget_hold() { budget_.give_back(held_); }
-  bool try_take(std::uint64_t n) {
-    if (!budget_.try_take(n)) return false;
-    held_ += n;
-    return true;
-  }
-
- private:
-  response_budget& budget_;
-  std::uint64_t held_ = 0;
-};
 
 struct buffered_answer {
   unsigned status = 0;
@@ -62,13 +51,20 @@ struct answer_limits {
   std::chrono::milliseconds header_timeout;  // the agent answers when the command is done
   std::uint64_t body_limit;
   std::chrono::milliseconds budget_wait;
+  // Bytes of the budget per byte of the answer, in halves. An exec answer takes 3 (1.5 times its
+  // length): its parse gives back the text's pages as its strings grow (parse_exec_answer), its
+  // encoding frees each string once written (api's exec_answer_text); measured, a 67 MB answer
+  // peaks at 1.6 times its length in resident memory, 55 MB of it the answer being written.
+  // Twice would refuse the largest answers a command can legitimately produce under the default
+  // budget (10 MiB of random bytes per stream, binary: 67 MB from the agent).
+  std::uint64_t held_halves = 2;
 };
 
 error unavailable(std::string message) { return make_error(errc::unavailable, std::move(message)); }
 
 // Waits for room in the budget: a full budget means other answers are being relayed and will
 // be done soon; a wait that does not end is a 503, never an unbounded queue of memory.
-asio::awaitable<bool> take_or_wait(budget_hold& hold, std::uint64_t n, std::chrono::milliseconds patience) {
+asio::awaitable<bool> take_or_wait(budget_share& hold, std::uint64_t n, std::chrono::milliseconds patience) {
   auto until = std::chrono::steady_clock::now() + patience;
   asio::steady_timer timer(co_await asio::this_coro::executor);
   while (!hold.try_take(n)) {
@@ -82,7 +78,7 @@ asio::awaitable<bool> take_or_wait(budget_hold& hold, std::uint64_t n, std::chro
 // Sends req and reads the whole answer, its body charged to the budget before it is read.
 // Everything about the answer is bounded: header size, body size, time.
 asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, http::request req,
-                                                          const answer_limits& limits, budget_hold& hold) {
+                                                          const answer_limits& limits, budget_share& hold) {
   req.prepare_payload();
   stream.expires_after(std::chrono::seconds(10));
   auto [wec, wn] = co_await bhttp::async_write(stream, req, use_tuple);
@@ -105,9 +101,10 @@ asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, 
   if (!length) co_return unavailable("the sandbox agent's answer has no length");
   if (*length > limit) co_return unavailable("the sandbox agent's answer is larger than allowed");
   // Larger than the whole budget: no amount of waiting makes room.
-  if (*length > hold.capacity())
+  const std::uint64_t charge = *length * limits.held_halves / 2;
+  if (charge > hold.capacity())
     co_return unavailable("the command's output is larger than sandfortd buffers at once; stream it instead");
-  if (!co_await take_or_wait(hold, *length, limits.budget_wait))
+  if (!co_await take_or_wait(hold, charge, limits.budget_wait))
     co_return unavailable("sandfortd is relaying too much command output right now; retry shortly");
   // The body is already produced when the header arrives: reading it takes no command time.
   stream.expires_after(std::chrono::seconds(30));
@@ -175,6 +172,116 @@ result<exec_result> exec_result_from(json& j) {
   return out;
 }
 
+namespace {
+
+// The agent's exec answer as a flat object of its top-level members (nested values are kept as
+// empty objects and arrays: exec_result_from looks no deeper). Strings are moved out of the
+// parser, never copied: json::parse copies each one out of the lexer's buffer, which holds the
+// largest until the end, so a 60 MB answer was held as its text, its strings and a copy of its
+// largest string at once.
+class top_level_reader final : public nlohmann::json_sax<json> {
+ public:
+  json top = json(json::value_t::discarded);
+
+  bool null() override { return value(nullptr); }
+  bool boolean(bool v) override { return value(v); }
+  bool number_integer(number_integer_t v) override { return value(v); }
+  bool number_unsigned(number_unsigned_t v) override { return value(v); }
+  bool number_float(number_float_t v, const string_t&) override { return value(v); }
+  bool string(string_t& v) override { return value(std::move(v)); }
+  bool binary(binary_t&) override { return value(nullptr); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    if (depth_ == 1) key_ = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    top = json(json::value_t::discarded);
+    return false;
+  }
+
+ private:
+  // A duplicate key: the last one wins, as in json::parse.
+  bool value(json v) {
+    if (depth_ == 0)
+      top = std::move(v);
+    else if (depth_ == 1 && top.is_object())
+      top[key_] = std::move(v);
+    return true;
+  }
+  bool open(json empty) {
+    value(std::move(empty));
+    ++depth_;
+    return true;
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+
+  std::size_t depth_ = 0;
+  std::string key_;
+};
+
+// Reads a body front to back and gives the pages it has passed back to the kernel as it goes
+// (MADV_DONTNEED: nothing reads them again), so that the answer's text shrinks as its strings
+// grow: parsing holds about the answer's length, not its text and its strings at once. Only
+// whole pages strictly inside the body are released; the allocator's own bytes around it are not
+// touched.
+class releasing_reader {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+
+  releasing_reader(const char* at, const char* end) : at_(at), end_(end) {}
+  reference operator*() const { return *at_; }
+  releasing_reader& operator++() {
+    if (++at_ >= next_release_) release();
+    return *this;
+  }
+  bool operator==(const releasing_reader& o) const { return at_ == o.at_; }
+  bool operator!=(const releasing_reader& o) const { return at_ != o.at_; }
+
+ private:
+  static constexpr std::uintptr_t page = 4096;
+  static constexpr std::uintptr_t step = 1u << 20;
+
+  void release() {
+    const auto from = (released_ ? released_ : reinterpret_cast<std::uintptr_t>(begin_) + page - 1) & ~(page - 1);
+    const auto to = reinterpret_cast<std::uintptr_t>(at_) & ~(page - 1);
+    if (to > from && to + page <= reinterpret_cast<std::uintptr_t>(end_)) {
+      ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+      released_ = to;
+    }
+    next_release_ = next_stop();
+  }
+  const char* next_stop() const { return end_ - at_ > static_cast<std::ptrdiff_t>(step) ? at_ + step : end_; }
+
+  const char* at_;
+  const char* end_;
+  const char* begin_ = at_;
+  const char* next_release_ = next_stop();
+  std::uintptr_t released_ = 0;
+};
+
+}  // namespace
+
+result<exec_result> parse_exec_answer(std::string body) {
+  top_level_reader reader;
+  const char* text = body.data();
+  if (!json::sax_parse(releasing_reader(text, text + body.size()), releasing_reader(text + body.size(), text + body.size()),
+                       &reader))
+    reader.top = json(json::value_t::discarded);
+  std::string().swap(body);
+  return exec_result_from(reader.top);
+}
+
 // {"items":[{"port":8080,"address":"0.0.0.0","family":"ipv4","pid":1,"process":"python3"}]}
 result<std::vector<listening_port>> parse_port_list(std::string_view body) {
   json j = json::parse(body, nullptr, false);
@@ -202,8 +309,8 @@ result<std::vector<listening_port>> parse_port_list(std::string_view body) {
 using detail::agent_error;
 using detail::exec_result_from;
 
-container_connector::container_connector(docker::engine& engine, connector_options options)
-    : engine_(engine), options_(std::move(options)), budget_(options_.response_budget_bytes) {}
+container_connector::container_connector(docker::engine& engine, answer_workers& workers, connector_options options)
+    : engine_(engine), workers_(workers), options_(std::move(options)), budget_(options_.response_budget_bytes) {}
 
 asio::awaitable<result<container_identity>> container_connector::identity(const agent_address& at) {
   if (auto it = known_.find(at.sandbox_id); it != known_.end()) co_return it->second;
@@ -242,7 +349,7 @@ asio::awaitable<result<agent_stream>> container_connector::connect(const agent_a
 asio::awaitable<result<void>> container_connector::health(const agent_address& at, std::chrono::milliseconds timeout) {
   auto stream = co_await connect(at);
   if (!stream) co_return std::move(stream).err();
-  budget_hold hold(budget_);
+  budget_share hold(budget_);
   auto answer = co_await request_buffered(*stream, http::make_request(http::verb::get, "/health"),
                                           {timeout, error_body_limit, std::chrono::milliseconds(0)}, hold);
   if (!answer) co_return std::move(answer).err();
@@ -256,7 +363,7 @@ asio::awaitable<result<void>> container_connector::claim(const agent_address& at
   auto stream = co_await connect(at);
   if (!stream) co_return std::move(stream).err();
   json body = {{"env", env}, {"workdir", workdir}};
-  budget_hold hold(budget_);
+  budget_share hold(budget_);
   auto answer = co_await request_buffered(*stream, http::make_request(http::verb::post, "/claim", &body),
                                           {std::chrono::seconds(10), error_body_limit, std::chrono::milliseconds(0)}, hold);
   if (!answer) co_return std::move(answer).err();
@@ -270,26 +377,38 @@ asio::awaitable<result<exec_result>> container_connector::exec(const agent_addre
   json body = to_agent_json(call);
   // Worst case per stream: every byte escaped as \u00XX (6x) plus its base64 (4/3x).
   answer_limits limits{call.timeout + std::chrono::seconds(10), 16 * call.max_output_bytes + (1u << 20),
-                       options_.budget_wait};
-  budget_hold hold(budget_);
+                       options_.budget_wait, 3};
+  // Held until the caller has written the result out (exec_result::memory).
+  auto memory = std::make_shared<budget_share>(budget_);
   auto answer = co_await request_buffered(*stream, http::make_request(http::verb::post, "/process/exec", &body),
-                                          limits, hold);
+                                          limits, *memory);
   if (!answer) co_return std::move(answer).err();
   if (answer->status != 200) co_return agent_error(answer->status, answer->body);
-  json j = json::parse(answer->body, nullptr, false);
-  std::string().swap(answer->body);  // the parsed copy is all that is needed now
-  co_return exec_result_from(j);
+  // Tens of megabytes take hundreds of milliseconds to parse: not on the I/O thread.
+  const bool large = answer->body.size() >= answer_workers::inline_bytes;
+  auto parse = [body = std::move(answer->body)]() mutable { return detail::parse_exec_answer(std::move(body)); };
+  // No co_await inside ?: (GCC 12 miscompiles those).
+  std::optional<result<exec_result>> r;
+  if (large)
+    r.emplace(co_await workers_.run(std::move(parse)));
+  else
+    r.emplace(parse());
+  if (*r) (*r)->memory = std::move(memory);
+  co_return std::move(*r);
 }
 
 asio::awaitable<result<std::vector<listening_port>>> container_connector::ports(const agent_address& at) {
   auto stream = co_await connect(at);
   if (!stream) co_return std::move(stream).err();
-  budget_hold hold(budget_);
+  budget_share hold(budget_);
   auto answer = co_await request_buffered(*stream, http::make_request(http::verb::get, "/ports"),
                                           {std::chrono::seconds(10), 4u << 20, options_.budget_wait}, hold);
   if (!answer) co_return std::move(answer).err();
   if (answer->status != 200) co_return agent_error(answer->status, answer->body);
-  co_return detail::parse_port_list(answer->body);
+  if (answer->body.size() < answer_workers::inline_bytes) co_return detail::parse_port_list(answer->body);
+  // Named: GCC 12 mishandles temporaries inside co_await expressions.
+  auto parse = [body = std::move(answer->body)] { return detail::parse_port_list(body); };
+  co_return co_await workers_.run(std::move(parse));
 }
 
 asio::awaitable<result<void>> container_connector::exec_stream(const agent_address& at, const agent_exec& call,

@@ -9,8 +9,10 @@ namespace sandfort::sandbox {
 
 namespace {
 
-// A whole event of the agent's: more is not the agent (its largest is a 64 KiB chunk, escaped).
-constexpr std::size_t max_event_bytes = 4u << 20;
+// A whole event of the agent's: more is not the agent (its largest is a 64 KiB chunk, escaped:
+// at most 6 x 64 KiB and its base64, about 470 KiB). Each event is parsed on the I/O thread, so
+// this also bounds the stall one event can cause (a few milliseconds; 4 MiB took tens).
+constexpr std::size_t max_event_bytes = 1u << 20;
 
 void hold_to_cap(std::string& text, std::optional<std::string>& b64, std::uint64_t cap, bool& truncated) {
   if (text.size() > cap) {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <malloc.h>
 #include <optional>
 #include <spdlog/spdlog.h>
 #include <string_view>
@@ -230,6 +231,11 @@ void raise_descriptor_limit() {
 }
 
 int serve(const config_flags& f) {
+  // Large blocks (agent answers, their parsed and encoded forms: megabytes each) are mapped on
+  // their own and unmapped when freed, so the daemon's memory follows the answers' budget. With
+  // glibc's sliding threshold (up to 32 MiB) they come from a heap after the first one is freed,
+  // grow by copying, and what they leave stays resident (bench/large_answers.py).
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
   auto cfg = load_or_exit(f);
   daemon::setup_logging(cfg.log_format, cfg.log_level);
   for (const auto& note : secure_state(cfg)) spdlog::warn("state: {}", note);
@@ -248,7 +254,10 @@ int serve(const config_flags& f) {
                               std::chrono::seconds(cfg.pull_timeout_s)});
   sandbox::connector_options agent_opts;
   agent_opts.response_budget_bytes = cfg.agent_response_budget_mb << 20;
-  sandbox::container_connector agent(engine, agent_opts);
+  // After ioc (they post results to it), before what uses them: large exec answers are parsed
+  // and encoded there, never on the I/O thread.
+  sandbox::answer_workers answer_workers(2);
+  sandbox::container_connector agent(engine, answer_workers, agent_opts);
   sandbox::service sandboxes(ioc.get_executor(), cfg, *db, engine, agent, clk);
 
   auto audit_key = audit::signing_key::load_or_create(cfg.audit.key_path);
@@ -288,7 +297,7 @@ int serve(const config_flags& f) {
   auto connection_source = [&clients](const http::peer& from) { return clients.connection_source(from); };
   options.idle_source = connection_source;
   const api::dependencies api_deps{cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, **reader,
-                                   limiter, rate_refusals};
+                                   limiter, rate_refusals, answer_workers};
   http::server server(ioc, options, api::make_handler(api_deps));
   server.set_stream_selector(api::make_stream_selector(api_deps));
 

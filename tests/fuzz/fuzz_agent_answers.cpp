@@ -24,6 +24,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       auto j = nlohmann::json::parse(body, nullptr, false);
       auto r = detail::exec_result_from(j);
       if (!r) FUZZ_CHECK(r.err().code == errc::internal);
+      // What the connector runs (sandfortd's own reader): the same result for every input.
+      auto same = detail::parse_exec_answer(body);
+      FUZZ_CHECK(same.ok() == r.ok());
+      if (r && same)
+        FUZZ_CHECK(same->exit_code == r->exit_code && same->stdout_text == r->stdout_text &&
+                   same->stderr_text == r->stderr_text && same->stdout_b64 == r->stdout_b64 &&
+                   same->stderr_b64 == r->stderr_b64 && same->duration_ms == r->duration_ms &&
+                   same->timed_out == r->timed_out && same->truncated == r->truncated &&
+                   same->oom_killed == r->oom_killed);
       break;
     }
     case 1: {

@@ -30,6 +30,7 @@ struct dependencies {
   background_reader& reader;              // long reads of the audit log, off the I/O thread
   rate_limiter& limiter;                  // per-key token buckets, one token per authenticated request
   audit::rate_limit_summary& rate_refusals;  // every 429 rate_limited, counted into the audit chain
+  sandbox::answer_workers& answer_workers;   // encodes large exec results off the I/O thread
 };
 
 // The handler the HTTP server calls for every request.

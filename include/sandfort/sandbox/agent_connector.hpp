@@ -17,6 +17,7 @@
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/http/any_stream.hpp"
 #include "sandfort/sandbox/agent_socket.hpp"
+#include "sandfort/sandbox/answer_workers.hpp"
 #include "sandfort/sandbox/types.hpp"
 
 namespace sandfort::sandbox {
@@ -76,13 +77,16 @@ class agent_connector {
 struct connector_options {
   // The agent's socket inside the container (a tmpfs of the container's own).
   std::string socket_in_container = "/run/sandfort/agent.sock";
-  // At most this many bytes of agent answers held in memory at once, over all sandboxes: a
-  // call whose answer does not fit waits for room (up to budget_wait), then fails with 503.
+  // At most this many bytes of agent answers held in memory at once, over all sandboxes, from
+  // the answer's first byte read to the last byte of the response written to the caller: a call
+  // whose answer does not fit waits for room (up to budget_wait), then fails with 503. An exec
+  // answer takes 1.5 times its length (as read, then as parsed and encoded again).
   std::uint64_t response_budget_bytes = 128u << 20;
   std::chrono::milliseconds budget_wait{30'000};
 };
 
-// Buffered agent answers share one budget of bytes (see connector_options).
+// Buffered agent answers share one budget of bytes (see connector_options). Used on the I/O
+// thread only.
 class response_budget {
  public:
   explicit response_budget(std::uint64_t capacity) : capacity_(capacity) {}
@@ -96,11 +100,29 @@ class response_budget {
   std::uint64_t in_use_ = 0;
 };
 
+// Bytes of the budget held for one answer until whoever holds this is done with it (destroyed
+// on the I/O thread).
+class budget_share {
+ public:
+  explicit budget_share(response_budget& budget) : budget_(budget) {}
+  budget_share(const budget_share&) = delete;
+  budget_share& operator=(const budget_share&) = delete;
+  ~budget_share() { budget_.give_back(held_); }
+  std::uint64_t capacity() const { return budget_.capacity(); }
+  std::uint64_t held() const { return held_; }
+  bool try_take(std::uint64_t n);
+
+ private:
+  response_budget& budget_;
+  std::uint64_t held_ = 0;
+};
+
 // Reaches the agent over the unix socket in the container's /run/sandfort, found through
 // /proc/<init pid>/root of the container as Docker reports it.
 class container_connector final : public agent_connector {
  public:
-  container_connector(docker::engine& engine, connector_options options = {});
+  // Large exec answers are parsed on `workers`.
+  container_connector(docker::engine& engine, answer_workers& workers, connector_options options = {});
 
   boost::asio::awaitable<result<agent_stream>> connect(const agent_address& at) override;
   boost::asio::awaitable<result<void>> health(const agent_address& at, std::chrono::milliseconds timeout) override;
@@ -118,6 +140,7 @@ class container_connector final : public agent_connector {
   boost::asio::awaitable<result<container_identity>> identity(const agent_address& at);
 
   docker::engine& engine_;
+  answer_workers& workers_;
   connector_options options_;
   std::map<std::string, container_identity> known_;  // sandbox id → its container's identity
   response_budget budget_;

@@ -169,6 +169,8 @@ struct code_run_request {
   std::optional<std::int64_t> timeout_s;
 };
 
+class budget_share;  // agent_connector.hpp
+
 struct exec_result {
   int exit_code = 0;
   std::string stdout_text;
@@ -179,6 +181,9 @@ struct exec_result {
   bool timed_out = false;
   bool truncated = false;
   bool oom_killed = false;  // the kernel's OOM killer ended the process (the sandbox's memory limit)
+  // The answer's share of the connector's memory budget: whoever writes the result to its caller
+  // keeps it until the last byte is out, and drops it on the I/O thread.
+  std::shared_ptr<budget_share> memory;
 };
 
 // --- Volumes (src/sandbox/volumes.cpp) ----------------------------------------------------------

@@ -65,3 +65,49 @@ TEST_CASE("agent answers: an error body's message is kept, bounded; the status p
   CHECK(agent_error(401, "").message == "agent answered 401");
   CHECK(agent_error(500, R"({"error":{"message":7}})").message == "agent answered 500");
 }
+
+TEST_CASE("agent answers: an exec answer read from its bytes is what json::parse and exec_result_from make of them",
+          "[sandbox][agent_answers]") {
+  const char* bodies[] = {
+      R"({"exit_code":3,"stdout":"out","stderr":"err","stdout_b64":"b3V0","stderr_b64":"ZXJy","duration_ms":5,"timed_out":false,"truncated":true,"oom_killed":true})",
+      R"({"exit_code":0,"stdout":"a\u0000\ud83d\ude00\n","stdout_b64":{"nested":["x",{"stdout":"no"}]},"stderr":[1,2]})",
+      R"({"exit_code":1,"stdout":"first","stdout":"last","exit_code":2})",  // duplicates: the last wins
+      R"({"exit_code":18446744073709551615})", R"({"exit_code":-7,"duration_ms":1e3})",
+      R"({"stdout":"x"})", "null", "[]", "{}", "7", R"("exit_code")", R"([{"exit_code":0}])",
+      R"({"exit_code":0,"stdout":"unterminated)", "{\"exit_code\":0,\"stdout\":\"\xff\"}", "", "{\"exit_code\":0} trailing",
+      R"({"exit_code":0,"x":[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]})"};
+  for (const char* body : bodies) {
+    INFO(body);
+    json j = json::parse(body, nullptr, false);
+    auto want = exec_result_from(j);
+    auto got = parse_exec_answer(body);
+    REQUIRE(got.ok() == want.ok());
+    if (!want.ok()) {
+      CHECK(got.err().message == want.err().message);
+      continue;
+    }
+    CHECK(got->exit_code == want->exit_code);
+    CHECK(got->stdout_text == want->stdout_text);
+    CHECK(got->stderr_text == want->stderr_text);
+    CHECK(got->stdout_b64 == want->stdout_b64);
+    CHECK(got->stderr_b64 == want->stderr_b64);
+    CHECK(got->duration_ms == want->duration_ms);
+    CHECK(got->timed_out == want->timed_out);
+    CHECK(got->truncated == want->truncated);
+    CHECK(got->oom_killed == want->oom_killed);
+  }
+}
+
+TEST_CASE("agent answers: a large exec answer is read whole while its pages are given back", "[sandbox][agent_answers]") {
+  std::string out(3u << 20, 'o');
+  for (std::size_t i = 0; i < out.size(); i += 4099) out[i] = '\n';
+  std::string err(5u << 20, 'e');
+  json answer = {{"exit_code", 0}, {"stdout", out}, {"stderr", err}, {"stdout_b64", std::string(1u << 20, 'A')},
+                 {"truncated", true}};
+  auto r = parse_exec_answer(answer.dump());
+  REQUIRE(r.ok());
+  CHECK(r->stdout_text == out);
+  CHECK(r->stderr_text == err);
+  CHECK(r->stdout_b64 == std::string(1u << 20, 'A'));
+  CHECK(r->truncated);
+}
