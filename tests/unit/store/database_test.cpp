@@ -14,7 +14,7 @@ using namespace sandfort::store;
 
 namespace {
 
-constexpr int migration_count = 9;
+constexpr int migration_count = 10;
 
 org make_org(database& db, const std::string& name) {
   auto o = db.create_org(name, false, t0);
