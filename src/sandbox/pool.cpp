@@ -20,7 +20,7 @@ task<pool_member> service::make_pool_member(const pool_config& pool) {
   if (!*exists)
     if (auto pulled = co_await engine_.pull_image(pool.image); !pulled) co_return std::move(pulled).err();
   sandbox_spec spec;
-  spec.limits = {pool.resources->cpus, pool.resources->memory_mb, pool.resources->pids};
+  spec.limits = {pool.resources->cpus, pool.resources->memory_mb, pool.resources->pids, cfg_.disk.default_mb};
   auto container = container_for(rec, spec, {});
   // No environment of anyone's (no proxy credential either: the proxy knows no row for it); the
   // claim brings both. No organization in the labels: the member belongs to none yet.

@@ -32,6 +32,7 @@ class slow_engine final : public docker::engine {
 
   docker::task<docker::version_info> version() override { return e.version(); }
   docker::task<std::string> api_version() override { return e.api_version(); }
+  docker::task<docker::storage_info> storage() override { return e.storage(); }
   docker::task<bool> image_exists(const std::string& ref) override { return e.image_exists(ref); }
   docker::task<void> pull_image(const std::string& ref) override { return e.pull_image(ref); }
   docker::task<std::string> create_container(const docker::container_spec& spec) override {
