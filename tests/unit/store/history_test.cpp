@@ -475,7 +475,8 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
                          "DROP TABLE sandbox_labels; DROP INDEX sandboxes_live_by_org; "
                          "DROP INDEX sandboxes_deleted_at; "
                          "ALTER TABLE org_guardrails DROP COLUMN max_volumes; "
-                         "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; PRAGMA user_version = 5",
+                         "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; "
+                         "PRAGMA user_version = 5",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
