@@ -46,7 +46,7 @@ def test_default_snapshot_and_requested_resources_apply(member):
                                 env={"GREETING": "hello"}, workdir="/work")
     try:
         assert sbx["snapshot"] == IMAGE
-        assert sbx["resources"] == {"cpus": 0.5, "memory_mb": 256, "pids": 128}
+        assert sbx["resources"] == {"cpus": 0.5, "memory_mb": 256, "pids": 128, "disk_mb": 10240}
         assert sbx["labels"] == {"team": "x"}
         host = docker_container(sbx["id"])["HostConfig"]
         assert host["NanoCpus"] == 500_000_000
