@@ -537,8 +537,8 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
     return make_error(errc::invalid_argument, "config: audit intervals must be positive");
   if (auto r = check_store(c.store); !r) return r;
   if (auto r = check_disk(c.disk); !r) return r;
-  if (c.guardrails.max_sandboxes < 0 || !(c.guardrails.max_cpus >= 0) || c.guardrails.max_memory_mb < 0 || c.guardrails.max_disk_mb < 0 ||
-      c.guardrails.max_volumes < 0 || c.guardrails.max_snapshots < 0 ||
+  if (c.guardrails.max_sandboxes < 0 || !(c.guardrails.max_cpus >= 0) || c.guardrails.max_memory_mb < 0 ||
+      c.guardrails.max_disk_mb < 0 || c.guardrails.max_volumes < 0 || c.guardrails.max_snapshots < 0 ||
       c.guardrails.default_idle_timeout_s < 0 || c.guardrails.delete_grace_s < 0)
     return make_error(errc::invalid_argument, "config: guardrails limits and times must not be negative");
   if (c.agent_path.empty()) {

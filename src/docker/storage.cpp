@@ -17,8 +17,8 @@ using detail::string_of;
 std::string unescape_mount_field(const std::string& s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && s.size() - i >= 4 && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' &&
-        s[i + 3] <= '7') {
+    const auto octal = [&](std::size_t k, char max) { return s[k] >= '0' && s[k] <= max; };
+    if (s[i] == '\\' && s.size() - i >= 4 && octal(i + 1, '3') && octal(i + 2, '7') && octal(i + 3, '7')) {
       out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
       i += 3;
     } else {

@@ -158,8 +158,8 @@ asio::awaitable<int> service::check_disk() {
     // Recorded first; the stop is a sandbox.stop by system with the same words.
     (void)journal_.record_event(rec.org_id, audit::system_actor(),
                                 {"guardrail.disk_exceeded", rec.id, "denied", std::move(details)});
-    auto r = co_await halt(*cur, "stopped: " + why + "; delete files (or the sandbox) to get under it", audit::system_actor(),
-                           std::nullopt);
+    auto r = co_await halt(*cur, "stopped: " + why + "; delete files (or the sandbox) to get under it",
+                           audit::system_actor(), std::nullopt);
     if (r) {
       spdlog::warn("sandbox {} stopped: {}", rec.id, why);
       ++stopped;
