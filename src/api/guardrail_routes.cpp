@@ -18,7 +18,8 @@ json limits_json(const sandbox::org_guardrails_view& v) {
             {"max_memory_mb", l.max_memory_mb},
             {"allowed_images", l.allowed_images},
             {"max_volumes", l.max_volumes},
-            {"max_snapshots", l.max_snapshots}}},
+            {"max_snapshots", l.max_snapshots},
+            {"max_disk_mb", l.max_disk_mb}}},
           {"own", v.own_fields},
           {"usage",
            {{"sandboxes", v.usage.sandboxes},
@@ -26,7 +27,8 @@ json limits_json(const sandbox::org_guardrails_view& v) {
             {"cpus", v.usage.cpus},
             {"memory_mb", v.usage.memory_mb},
             {"volumes", v.usage.volumes},
-            {"snapshots", v.usage.snapshots}}},
+            {"snapshots", v.usage.snapshots},
+            {"disk_mb", v.usage.disk_mb}}},
           {"stopped", v.stopped_since ? json{{"since", *v.stopped_since}, {"by_superadmin", v.stopped_by_superadmin}}
                                       : json(nullptr)}};
 }
@@ -64,17 +66,18 @@ result<sandbox::limits_update> parse_limits(const http::request& req) {
   if (!body) return std::move(body).err();
   for (const auto& [key, unused] : body->items())
     if (key != "max_sandboxes" && key != "max_cpus" && key != "max_memory_mb" && key != "allowed_images" &&
-        key != "max_volumes" && key != "max_snapshots")
+        key != "max_volumes" && key != "max_snapshots" && key != "max_disk_mb")
       return make_error(errc::invalid_argument,
                         "field '" + key +
                             "' is not a limit (max_sandboxes, max_cpus, max_memory_mb, allowed_images, max_volumes, "
-                            "max_snapshots)");
+                            "max_snapshots, max_disk_mb)");
   sandbox::limits_update u;
   for (auto r : {read_nullable(*body, "max_sandboxes", u.max_sandboxes), read_nullable(*body, "max_cpus", u.max_cpus),
                  read_nullable(*body, "max_memory_mb", u.max_memory_mb),
                  read_nullable(*body, "allowed_images", u.allowed_images),
                  read_nullable(*body, "max_volumes", u.max_volumes),
-                 read_nullable(*body, "max_snapshots", u.max_snapshots)})
+                 read_nullable(*body, "max_snapshots", u.max_snapshots),
+                 read_nullable(*body, "max_disk_mb", u.max_disk_mb)})
     if (!r) return std::move(r).err();
   return u;
 }

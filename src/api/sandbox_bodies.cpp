@@ -10,15 +10,6 @@ using nlohmann::json;
 
 namespace {
 
-// Fields the contract names but this build does not provide yet are refused, not ignored:
-// a caller must never believe a limit applies when it does not.
-result<void> refuse_unbuilt(const json& body) {
-  if (body.contains("resources") && body["resources"].is_object() && body["resources"].contains("disk_mb") &&
-      !body["resources"]["disk_mb"].is_null())
-    return make_error(errc::invalid_argument, "resources.disk_mb: disk quotas are not available on this backend yet");
-  return {};
-}
-
 // volumes: [{name, mount_path, read_only?}]
 result<void> read_volumes(const json& body, std::vector<sandbox::volume_request>& out) {
   if (!body.contains("volumes") || body["volumes"].is_null()) return {};
@@ -46,7 +37,6 @@ result<sandbox::create_request> parse_create(std::string_view raw) {
   auto body = parse_object(raw);
   if (!body) return std::move(body).err();
   const json& j = *body;
-  if (auto r = refuse_unbuilt(j); !r) return std::move(r).err();
   sandbox::create_request c;
   json resources = j.contains("resources") && !j["resources"].is_null() ? j["resources"] : json::object();
   if (!resources.is_object()) return make_error(errc::invalid_argument, "field 'resources' must be an object");
@@ -60,14 +50,14 @@ result<sandbox::create_request> parse_create(std::string_view raw) {
     if (!known.count(key)) return make_error(errc::invalid_argument, "unknown field '" + key + "'");
   for (const auto& [key, unused] : resources.items())
     if (key != "cpus" && key != "memory_mb" && key != "pids" && key != "disk_mb")
-      return make_error(errc::invalid_argument, "resources: unknown field '" + key + "' (cpus, memory_mb, pids)");
+      return make_error(errc::invalid_argument, "resources: unknown field '" + key + "' (cpus, memory_mb, pids, disk_mb)");
   for (auto r : {read(j, "name", c.name), read(j, "snapshot", c.snapshot), read(j, "wait", c.wait),
                  read(j, "env", c.env), read(j, "labels", c.labels), read(j, "egress_allowlist", c.egress_allowlist),
                  read(j, "ttl_s", c.ttl_s), read(j, "idle_timeout_s", c.idle_timeout_s),
                  read(j, "user", c.user), read(j, "workdir", c.workdir),
                  read(j, "public_preview", c.public_preview),
                  read(resources, "cpus", c.cpus), read(resources, "memory_mb", c.memory_mb),
-                 read(resources, "pids", c.pids), read_volumes(j, c.volumes)})
+                 read(resources, "pids", c.pids), read(resources, "disk_mb", c.disk_mb), read_volumes(j, c.volumes)})
     if (!r) return std::move(r).err();
   return c;
 }

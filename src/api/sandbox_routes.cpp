@@ -24,7 +24,10 @@ json sandbox_json(const sandbox::sandbox_view& v) {
             {"ttl_s", v.spec.ttl_s ? json(*v.spec.ttl_s) : json(nullptr)},
             {"idle_timeout_s", v.spec.idle_timeout_s},
             {"resources",
-             {{"cpus", v.spec.limits.cpus}, {"memory_mb", v.spec.limits.memory_mb}, {"pids", v.spec.limits.pids}}},
+             {{"cpus", v.spec.limits.cpus},
+              {"memory_mb", v.spec.limits.memory_mb},
+              {"pids", v.spec.limits.pids},
+              {"disk_mb", v.spec.limits.disk_mb}}},
             {"egress_allowlist", v.spec.egress_allowlist},
             {"labels", v.spec.labels},
             {"env_keys", [&] {
@@ -159,7 +162,8 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
                        {"egress_bytes_in", m.egress_bytes_in},
                        {"egress_bytes_out", m.egress_bytes_out},
                        {"egress_allowed", m.egress_allowed},
-                       {"egress_denied", m.egress_denied}};
+                       {"egress_denied", m.egress_denied},
+                       {"disk_bytes", m.disk_bytes ? json(*m.disk_bytes) : json(nullptr)}};
          });
        }},
       {http::verb::get, "/v1/sandboxes/{id}/ports", permission::read,

@@ -94,6 +94,7 @@ json to_json_tree(const config& c) {
                {{"max_sandboxes", c.guardrails.max_sandboxes},
                 {"max_cpus", c.guardrails.max_cpus},
                 {"max_memory_mb", c.guardrails.max_memory_mb},
+                {"max_disk_mb", c.guardrails.max_disk_mb},
                 {"allowed_images", c.guardrails.allowed_images},
                 {"max_volumes", c.guardrails.max_volumes},
                 {"max_snapshots", c.guardrails.max_snapshots},
@@ -101,6 +102,13 @@ json to_json_tree(const config& c) {
                 {"delete_grace_s", c.guardrails.delete_grace_s},
                 {"rate_limits", rate_limits_tree(c.guardrails.rate_limits)},
                 {"command_log_cap_bytes", c.guardrails.command_log_cap_bytes}}},
+              {"disk",
+               {{"enforcement", c.disk.enforcement},
+                {"default_mb", c.disk.default_mb},
+                {"max_mb", c.disk.max_mb},
+                {"check_interval_s", c.disk.check_interval_s},
+                {"max_walk_entries", c.disk.max_walk_entries},
+                {"max_walk_depth", c.disk.max_walk_depth}}},
               {"store",
                {{"deleted_retention_s", c.store.deleted_retention_s},
                 {"maintenance_interval_s", c.store.maintenance_interval_s}}},
@@ -270,6 +278,7 @@ config from_json_tree(const json& j) {
   c.guardrails.max_sandboxes = g.at("max_sandboxes").get<int>();
   c.guardrails.max_cpus = g.at("max_cpus").get<double>();
   c.guardrails.max_memory_mb = g.at("max_memory_mb").get<std::int64_t>();
+  c.guardrails.max_disk_mb = g.at("max_disk_mb").get<std::int64_t>();
   c.guardrails.allowed_images = g.at("allowed_images").get<std::vector<std::string>>();
   c.guardrails.max_volumes = g.at("max_volumes").get<int>();
   c.guardrails.max_snapshots = g.at("max_snapshots").get<int>();
@@ -277,6 +286,13 @@ config from_json_tree(const json& j) {
   c.guardrails.delete_grace_s = g.at("delete_grace_s").get<int>();
   c.guardrails.rate_limits = rate_limits_from(g.at("rate_limits"));
   c.guardrails.command_log_cap_bytes = g.at("command_log_cap_bytes").get<std::uint64_t>();
+  const json& d = j.at("disk");
+  c.disk.enforcement = d.at("enforcement").get<std::string>();
+  c.disk.default_mb = d.at("default_mb").get<std::int64_t>();
+  c.disk.max_mb = d.at("max_mb").get<std::int64_t>();
+  c.disk.check_interval_s = d.at("check_interval_s").get<int>();
+  c.disk.max_walk_entries = d.at("max_walk_entries").get<std::int64_t>();
+  c.disk.max_walk_depth = d.at("max_walk_depth").get<int>();
   const json& st = j.at("store");
   c.store.deleted_retention_s = st.at("deleted_retention_s").get<std::int64_t>();
   c.store.maintenance_interval_s = st.at("maintenance_interval_s").get<int>();
@@ -375,6 +391,19 @@ json* find_key(json& root, const std::string& dotted) {
     if (dot == std::string::npos) return node->is_object() ? nullptr : node;
     start = dot + 1;
   }
+}
+
+result<void> check_disk(const disk_config& d) {
+  const auto bad = [](const std::string& m) { return make_error(errc::invalid_argument, "config: disk." + m); };
+  if (d.enforcement != "auto" && d.enforcement != "hard" && d.enforcement != "measured")
+    return bad("enforcement must be auto, hard or measured");
+  if (d.max_mb < 16 || d.max_mb > (std::int64_t{1} << 30)) return bad("max_mb must be 16 to 1073741824");
+  if (d.default_mb < 16 || d.default_mb > d.max_mb) return bad("default_mb must be 16 to max_mb");
+  if (d.check_interval_s < 1 || d.check_interval_s > 3600) return bad("check_interval_s must be 1 to 3600");
+  if (d.max_walk_entries < 1000 || d.max_walk_entries > 100'000'000)
+    return bad("max_walk_entries must be 1000 to 100000000");
+  if (d.max_walk_depth < 16 || d.max_walk_depth > 4096) return bad("max_walk_depth must be 16 to 4096");
+  return {};
 }
 
 result<void> check_store(const store_config& s) {
@@ -515,8 +544,9 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
   if (c.audit.checkpoint_interval_s <= 0 || c.audit.summary_interval_s <= 0)
     return make_error(errc::invalid_argument, "config: audit intervals must be positive");
   if (auto r = check_store(c.store); !r) return r;
+  if (auto r = check_disk(c.disk); !r) return r;
   if (c.guardrails.max_sandboxes < 0 || !(c.guardrails.max_cpus >= 0) || c.guardrails.max_memory_mb < 0 ||
-      c.guardrails.max_volumes < 0 || c.guardrails.max_snapshots < 0 ||
+      c.guardrails.max_disk_mb < 0 || c.guardrails.max_volumes < 0 || c.guardrails.max_snapshots < 0 ||
       c.guardrails.default_idle_timeout_s < 0 || c.guardrails.delete_grace_s < 0)
     return make_error(errc::invalid_argument, "config: guardrails limits and times must not be negative");
   if (c.agent_path.empty()) {

@@ -101,6 +101,15 @@ container_info info_from_inspect(const json& j) {
       std::string address = string_of(member(endpoint, "IPAddress"));
       if (!address.empty()) info.addresses.emplace(name, address);
     }
+  const json& driver = member(j, "GraphDriver");
+  if (string_of(member(driver, "Name")) == "overlay2")
+    info.upper_dir = string_of(member(member(driver, "Data"), "UpperDir"));
+  const json& mounts = member(j, "Mounts");
+  if (mounts.is_array())
+    for (const auto& m : mounts)
+      if (string_of(member(m, "Type")) == "volume" && member(m, "RW").is_boolean() && member(m, "RW").get<bool>() &&
+          !string_of(member(m, "Source")).empty())
+        info.writable_volume_dirs.push_back(string_of(member(m, "Source")));
   return info;
 }
 
@@ -407,6 +416,12 @@ task<json> unix_engine::get_json(const std::string& path, const std::string& wha
   if (!res) co_return std::move(res).err();
   if (!is_status(*res, {200})) co_return error_of(*res, what);
   co_return parse_body(*res, what);
+}
+
+task<storage_info> unix_engine::storage() {
+  auto body = co_await get_json("/info", "engine info");
+  if (!body) co_return std::move(body).err();
+  co_return parse_storage_info(*body);
 }
 
 task<container_info> unix_engine::inspect_container(const std::string& id) {

@@ -82,6 +82,7 @@ org_limits limits_in_force(const guardrails_config& d, const store::org_guardrai
     if (auto p = patterns_from_json(*own.allowed_images_json)) l.allowed_images = std::move(*p);
   if (own.max_volumes) l.max_volumes = *own.max_volumes;
   if (own.max_snapshots) l.max_snapshots = *own.max_snapshots;
+  l.max_disk_mb = own.max_disk_mb ? *own.max_disk_mb : d.max_disk_mb;
   return l;
 }
 
@@ -124,7 +125,8 @@ result<org_guardrails_view> service::guardrails(const std::string& org_id) {
                            std::pair{"max_memory_mb", own->max_memory_mb.has_value()},
                            std::pair{"allowed_images", own->allowed_images_json.has_value()},
                            std::pair{"max_volumes", own->max_volumes.has_value()},
-                           std::pair{"max_snapshots", own->max_snapshots.has_value()}})
+                           std::pair{"max_snapshots", own->max_snapshots.has_value()},
+                           std::pair{"max_disk_mb", own->max_disk_mb.has_value()}})
     if (set) v.own_fields.push_back(name);
   auto volumes = db_.count_live_volumes(org_id);
   if (!volumes) return std::move(volumes).err();
@@ -134,8 +136,9 @@ result<org_guardrails_view> service::guardrails(const std::string& org_id) {
   v.usage.snapshots = *snapshots;
   for (const auto& rec : *live) {
     ++v.usage.sandboxes;
-    if (!running(rec.state) && !starting_->contains(rec.id)) continue;
     auto spec = spec_from_json(rec.spec_json);
+    v.usage.disk_mb += disk_limit_mb(spec.limits, cfg_.disk);  // stopped ones keep their disk
+    if (!running(rec.state) && !starting_->contains(rec.id)) continue;
     ++v.usage.running;
     v.usage.cpus += spec.limits.cpus;
     v.usage.memory_mb += spec.limits.memory_mb;
@@ -175,6 +178,14 @@ result<void> service::admit(const std::string& org_id, const sandbox_spec& spec,
                               {{"image", image}}});
         !r)
       return r;
+    // Disk: reserved by every sandbox not deleted, so checked for new ones only.
+    const auto disk_mb = disk_limit_mb(spec.limits, cfg_.disk);
+    if (g->usage.disk_mb + disk_mb > l.max_disk_mb)
+      return refuse(errc::quota_exceeded, "guardrail.quota_exceeded",
+                    "quota exceeded: disk_mb — " + std::to_string(g->usage.disk_mb) + " of " +
+                        std::to_string(l.max_disk_mb) + " reserved by sandboxes (stopped ones count; delete some), " +
+                        std::to_string(disk_mb) + " more asked",
+                    {{"quota", "disk_mb"}, {"limit", l.max_disk_mb}, {"in_use", g->usage.disk_mb}, {"asked", disk_mb}});
   }
   if (g->usage.cpus + spec.limits.cpus > l.max_cpus + 1e-9)
     return refuse(errc::quota_exceeded, "guardrail.quota_exceeded",
@@ -218,6 +229,11 @@ result<org_guardrails_view> service::set_limits(const std::string& org_id, const
       if (auto r = check_patterns(**u.allowed_images); !r) return std::move(r).err();
     next.allowed_images_json = *u.allowed_images ? std::optional<std::string>(json(**u.allowed_images).dump()) : std::nullopt;
   }
+  if (u.max_disk_mb) {
+    if (*u.max_disk_mb && (**u.max_disk_mb < 0 || **u.max_disk_mb > (std::int64_t{1} << 40)))
+      return make_error(errc::invalid_argument, "max_disk_mb must be between 0 and 2^40");
+    next.max_disk_mb = *u.max_disk_mb;
+  }
   for (auto [field, asked, stored] : {std::tuple{"max_volumes", &u.max_volumes, &next.max_volumes},
                                       std::tuple{"max_snapshots", &u.max_snapshots, &next.max_snapshots}}) {
     if (!*asked) continue;
@@ -236,7 +252,8 @@ result<org_guardrails_view> service::set_limits(const std::string& org_id, const
                               {"max_memory_mb", limits.max_memory_mb},
                               {"allowed_images", limits.allowed_images},
                               {"max_volumes", limits.max_volumes},
-                              {"max_snapshots", limits.max_snapshots}}};
+                              {"max_snapshots", limits.max_snapshots},
+                              {"max_disk_mb", limits.max_disk_mb}}};
       });
   if (!done) return std::move(done).err();
   return guardrails(org_id);

@@ -129,7 +129,8 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // A started sandbox from the warm pool when one was made for exactly this (docs/pool.md):
   // volumes and a user are fixed when a container is made, so those creates are made cold.
   std::optional<pool_member> member;
-  if (spec->volumes.empty() && spec->user.empty())
+  // Members are made with the default disk_mb (under hard enforcement, Docker's size of them).
+  if (spec->volumes.empty() && spec->user.empty() && spec->limits.disk_mb == cfg_.disk.default_mb)
     member = pool_.take(image, {spec->limits.cpus, spec->limits.memory_mb, spec->limits.pids});
   spec->pooled = member.has_value();
   store::sandbox_record rec;
@@ -444,7 +445,11 @@ task<sandbox_metrics> service::metrics(const std::string& org_id, const std::str
   std::string id = rec->id;
   auto sample = co_await engine_.stats(rec->container_id);
   if (!sample) co_return std::move(sample).err();
-  sandbox_metrics m{sample->cpu_percent, sample->memory_bytes, sample->memory_limit_bytes, sample->pids};
+  sandbox_metrics m;
+  m.cpu_percent = sample->cpu_percent;
+  m.memory_bytes = sample->memory_bytes;
+  m.memory_limit_bytes = sample->memory_limit_bytes;
+  m.pids = sample->pids;
   if (egress_meter_) {
     auto t = egress_meter_(id);
     m.egress_bytes_in = t.bytes_in;
@@ -452,11 +457,16 @@ task<sandbox_metrics> service::metrics(const std::string& org_id, const std::str
     m.egress_allowed = t.allowed;
     m.egress_denied = t.denied;
   }
+  // The measuring loop's last figure; measured now when it has none yet (a sandbox just started).
+  m.disk_bytes = last_disk_bytes(id);
+  if (!m.disk_bytes)
+    if (auto d = co_await measure_disk(*rec)) m.disk_bytes = d->bytes;
   co_return m;
 }
 
 sandbox_view service::view_of(const store::sandbox_record& rec) const {
   auto v = to_view(rec);
+  v.spec.limits.disk_mb = disk_limit_mb(v.spec.limits, cfg_.disk);
   v.preview_url_template = net_.preview_url_template(rec.id);
   return v;
 }

@@ -26,7 +26,7 @@ task<pool_member> service::make_pool_member(const pool_config& pool) {
     if (!*image) co_return make_error(errc::not_found, "image " + pool.image + " not found");
   }
   sandbox_spec spec;
-  spec.limits = {pool.resources->cpus, pool.resources->memory_mb, pool.resources->pids};
+  spec.limits = {pool.resources->cpus, pool.resources->memory_mb, pool.resources->pids, cfg_.disk.default_mb};
   auto container = container_for(rec, spec, {}, **image);
   // No environment of anyone's (no proxy credential either: the proxy knows no row for it); the
   // claim brings both. No organization in the labels: the member belongs to none yet.

@@ -132,6 +132,10 @@ result<sandbox_spec> service::validate(const create_request& req) const {
                " (the configured maximum)");
   if (spec.limits.pids < 16 || spec.limits.pids > max.pids)
     return bad("resources.pids must be between 16 and " + std::to_string(max.pids) + " (the configured maximum)");
+  spec.limits.disk_mb = req.disk_mb.value_or(cfg_.disk.default_mb);
+  if (spec.limits.disk_mb < 16 || spec.limits.disk_mb > cfg_.disk.max_mb)
+    return bad("resources.disk_mb must be between 16 and " + std::to_string(cfg_.disk.max_mb) +
+               " (the configured maximum)");
   if (auto r = validate_allowlist(req.egress_allowlist); !r) return std::move(r).err();
   if (req.ttl_s && (*req.ttl_s <= 0 || *req.ttl_s > 30LL * 24 * 3600))
     return bad("ttl_s must be between 1 and 2592000 (30 days)");
@@ -208,6 +212,9 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
   c.cpus = spec.limits.cpus;
   c.memory_bytes = spec.limits.memory_mb * 1024 * 1024;
   c.pids_limit = spec.limits.pids;
+  // Hard enforcement where the engine's storage can (src/sandbox/disk_guard.cpp decides); the
+  // measuring loop watches every sandbox either way (volumes have no size of their own).
+  if (hard_disk_) c.storage_size_mb = disk_limit_mb(spec.limits, cfg_.disk);
   // What package managers need as root; NET_RAW, MKNOD, SYS_CHROOT, SETFCAP, AUDIT_WRITE and
   // the rest of Docker's defaults are dropped.
   c.cap_add = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"};
@@ -222,7 +229,9 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
 std::string spec_to_json(const sandbox_spec& spec) {
   json j = {{"env", spec.env},
             {"labels", spec.labels},
-            {"resources", {{"cpus", spec.limits.cpus}, {"memory_mb", spec.limits.memory_mb}, {"pids", spec.limits.pids}}},
+            {"resources",
+             {{"cpus", spec.limits.cpus}, {"memory_mb", spec.limits.memory_mb}, {"pids", spec.limits.pids},
+              {"disk_mb", spec.limits.disk_mb}}},
             {"egress_allowlist", spec.egress_allowlist},
             {"user", spec.user},
             {"workdir", spec.workdir},
@@ -254,7 +263,8 @@ sandbox_spec spec_from_json(const std::string& text) {
   spec.labels = j.value("labels", std::map<std::string, std::string>{});
   if (j.contains("resources")) {
     const auto& r = j["resources"];
-    spec.limits = {r.value("cpus", 0.0), r.value("memory_mb", std::int64_t{0}), r.value("pids", std::int64_t{0})};
+    spec.limits = {r.value("cpus", 0.0), r.value("memory_mb", std::int64_t{0}), r.value("pids", std::int64_t{0}),
+                   r.value("disk_mb", std::int64_t{0})};
   }
   spec.egress_allowlist = j.value("egress_allowlist", std::vector<std::string>{});
   if (j.contains("ttl_s")) spec.ttl_s = j["ttl_s"].get<std::int64_t>();

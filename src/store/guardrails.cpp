@@ -23,7 +23,7 @@ std::optional<std::int64_t> optional_int(const statement& st, int index) {
 
 result<org_guardrails> database::get_org_guardrails(const std::string& org_id) {
   auto st = prepare("SELECT max_sandboxes, max_millicpus, max_memory_mb, allowed_images, stopped_since, "
-                    "stopped_by_superadmin, updated_at, max_volumes, max_snapshots FROM org_guardrails WHERE org_id = ?1");
+                    "stopped_by_superadmin, updated_at, max_volumes, max_snapshots, max_disk_mb FROM org_guardrails WHERE org_id = ?1");
   if (!st) return std::move(st).err();
   st->bind(1, org_id);
   auto row = st->step();
@@ -40,6 +40,7 @@ result<org_guardrails> database::get_org_guardrails(const std::string& org_id) {
   g.updated_at = st->column_text(6);
   g.max_volumes = optional_int(*st, 7);
   g.max_snapshots = optional_int(*st, 8);
+  g.max_disk_mb = optional_int(*st, 9);
   return g;
 }
 
@@ -47,11 +48,11 @@ result<void> database::put_org_guardrails(const org_guardrails& g) {
   auto st = statement::prepare(
       db_,
       "INSERT INTO org_guardrails (org_id, max_sandboxes, max_millicpus, max_memory_mb, allowed_images, "
-      "stopped_since, stopped_by_superadmin, updated_at, max_volumes, max_snapshots) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+      "stopped_since, stopped_by_superadmin, updated_at, max_volumes, max_snapshots, max_disk_mb) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
       "ON CONFLICT (org_id) DO UPDATE SET max_sandboxes = ?2, max_millicpus = ?3, max_memory_mb = ?4, "
       "allowed_images = ?5, stopped_since = ?6, stopped_by_superadmin = ?7, updated_at = ?8, max_volumes = ?9, "
-      "max_snapshots = ?10");
+      "max_snapshots = ?10, max_disk_mb = ?11");
   if (!st) return std::move(st).err();
   st->bind(1, g.org_id);
   bind_optional(*st, 2, g.max_sandboxes);
@@ -63,6 +64,7 @@ result<void> database::put_org_guardrails(const org_guardrails& g) {
   st->bind(8, g.updated_at);
   bind_optional(*st, 9, g.max_volumes);
   bind_optional(*st, 10, g.max_snapshots);
+  bind_optional(*st, 11, g.max_disk_mb);
   return st->run();
 }
 

@@ -255,6 +255,11 @@ ALTER TABLE org_guardrails ADD COLUMN max_volumes INTEGER;
 ALTER TABLE org_guardrails ADD COLUMN max_snapshots INTEGER;
 )sql";
 
+// An organization's quota on the disk_mb of its sandboxes together (docs/guardrails.md).
+constexpr const char* v10_sql = R"sql(
+ALTER TABLE org_guardrails ADD COLUMN max_disk_mb INTEGER;
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -275,6 +280,7 @@ const std::vector<migration>& migrations() {
       {7, v7_sql},
       {8, v8_sql},
       {9, v9_sql},
+      {10, v10_sql},
   };
   return all;
 }

@@ -55,8 +55,7 @@ void create(std::string_view body, const json& j) {
                       "user", "workdir", "public_preview", "resources", "volumes"}));
   if (j.contains("resources") && !j["resources"].is_null()) {
     FUZZ_CHECK(j["resources"].is_object() && only(j["resources"], {"cpus", "memory_mb", "pids", "disk_mb"}));
-    // disk_mb is refused unless null: no quota must seem to apply.
-    FUZZ_CHECK(!j["resources"].contains("disk_mb") || j["resources"]["disk_mb"].is_null());
+    same_int(j["resources"], "disk_mb", c->disk_mb);
     same_int(j["resources"], "memory_mb", c->memory_mb);
     same_int(j["resources"], "pids", c->pids);
   }

@@ -46,7 +46,7 @@ def test_default_snapshot_and_requested_resources_apply(member):
                                 env={"GREETING": "hello"}, workdir="/work")
     try:
         assert sbx["snapshot"] == IMAGE
-        assert sbx["resources"] == {"cpus": 0.5, "memory_mb": 256, "pids": 128}
+        assert sbx["resources"] == {"cpus": 0.5, "memory_mb": 256, "pids": 128, "disk_mb": 10240}
         assert sbx["labels"] == {"team": "x"}
         host = docker_container(sbx["id"])["HostConfig"]
         assert host["NanoCpus"] == 500_000_000
@@ -60,7 +60,8 @@ def test_default_snapshot_and_requested_resources_apply(member):
 
 def test_resources_beyond_maxima_are_400_and_create_nothing(daemon, member):
     before = len(member.get("/v1/sandboxes?limit=1000").json()["items"])
-    for resources in ({"cpus": 64}, {"memory_mb": 1 << 20}, {"pids": 10 ** 6}, {"cpus": 0}, {"memory_mb": 1}):
+    for resources in ({"cpus": 64}, {"memory_mb": 1 << 20}, {"pids": 10 ** 6}, {"cpus": 0}, {"memory_mb": 1},
+                      {"disk_mb": 8}, {"disk_mb": 1 << 30}):
         r = member.post("/v1/sandboxes", {"resources": resources})
         assert r.status == 400, (resources, r)
         assert r.json()["error"]["code"] == "invalid_argument"
@@ -71,7 +72,7 @@ def test_bad_fields_are_400(member):
     cases = [{"name": "has space"}, {"name": "sbx-looks-like-an-id"}, {"snapshot": "bad image!"},
              {"env": {"1BAD": "x"}}, {"env": {"A": 1}}, {"labels": "x"}, {"ttl_s": -5},
              {"egress_allowlist": ["not a host"]}, {"workdir": "relative"}, {"volumes": [{"name": "v"}]},
-             {"resources": {"disk_mb": 100}}]
+             {"resources": {"disk_mb": "100"}}]
     for body in cases:
         r = member.post("/v1/sandboxes", body)
         assert r.status == 400, (body, r)

@@ -123,6 +123,7 @@ struct guardrails_config {
   int max_sandboxes = 100;       // sandboxes not deleted (stopped ones hold a container and disk)
   double max_cpus = 32;          // CPUs of its running sandboxes together
   std::int64_t max_memory_mb = 65536;  // memory of its running sandboxes together
+  std::int64_t max_disk_mb = 1048576;  // disk_mb of its sandboxes not deleted, together
   std::vector<std::string> allowed_images{"*"};  // image patterns ('*' any run of characters)
   int max_volumes = 20;    // volumes not deleted (each may fill the host's disk)
   int max_snapshots = 20;  // snapshots not deleted (each an image on the host's disk)
@@ -133,6 +134,19 @@ struct guardrails_config {
   rate_limits_config rate_limits{};
   // What a background command's log keeps per stream (the newest bytes); the agent's --log-cap.
   std::uint64_t command_log_cap_bytes = 1u << 20;
+};
+
+// A sandbox's disk (docs/limits.md, "Disk"): how resources.disk_mb is enforced and measured.
+struct disk_config {
+  // auto: hard where the engine can (overlay2 on XFS mounted with pquota), else measured;
+  // hard: Docker's StorageOpt size on every container; measured: walk and stop.
+  std::string enforcement = "auto";
+  std::int64_t default_mb = 10240;  // disk_mb when a create names none
+  std::int64_t max_mb = 102400;     // the largest disk_mb a create may ask for
+  int check_interval_s = 2;         // between two measuring rounds over the started sandboxes
+  // One measurement of one sandbox is bounded: a tree beyond these counts as over its limit.
+  std::int64_t max_walk_entries = 1'000'000;
+  int max_walk_depth = 256;
 };
 
 // The SQLite store's upkeep (docs/configuration.md, "Store").
@@ -200,6 +214,7 @@ struct config {
   oidc_config oidc{};
   audit_config audit{};
   guardrails_config guardrails{};
+  disk_config disk{};
   store_config store{};
   std::vector<pool_config> pools;  // "pools" in the file: a list of objects (file only)
 };

@@ -86,6 +86,9 @@ struct container_spec {
   std::string network_mode = "none";
   std::string runtime;  // empty: the engine's default
   int stop_timeout_s = 5;
+  // > 0: HostConfig.StorageOpt {"size": "<n>M"}, a hard cap on the writable layer. Only overlay2
+  // on XFS mounted with project quotas (pquota) supports it; elsewhere Docker refuses the create.
+  std::int64_t storage_size_mb = 0;
 };
 
 // The body of POST /containers/create for spec. Pure, so it is unit-tested.
@@ -204,7 +207,23 @@ struct container_info {
   // The host pid of the container's init process while it runs, 0 otherwise (inspect only).
   int pid = 0;
   std::map<std::string, std::string> addresses;  // network name → IPv4 address (inspect only)
+  // Where the container's writes land on the host (inspect only): overlay2's UpperDir, and the
+  // host directories of the volumes it mounts read-write. Empty when the driver is another.
+  std::string upper_dir;
+  std::vector<std::string> writable_volume_dirs;
 };
+
+// What GET /info says about the engine's storage: whether a per-container size can be enforced.
+struct storage_info {
+  std::string driver;              // "overlay2"
+  std::string backing_filesystem;  // DriverStatus "Backing Filesystem": "xfs", "extfs", …
+  std::string root_dir;            // DockerRootDir: "/var/lib/docker"
+};
+// Reads GET /info; pure, so it is unit-tested on recorded answers.
+storage_info parse_storage_info(const nlohmann::json& body);
+// Whether StorageOpt size works: overlay2 on XFS, and the XFS holding root_dir mounted with
+// project quotas (`mounts`: the text of /proc/self/mounts). Pure, so it is unit-tested.
+bool supports_storage_quota(const storage_info& info, std::string_view mounts);
 
 
 // --- Docker's event stream (GET /events) -------------------------------------------------------
@@ -280,6 +299,8 @@ class engine {
   virtual task<version_info> version() = 0;
   // The API version in use (negotiated on first call).
   virtual task<std::string> api_version() = 0;
+  // The storage driver and its backing filesystem (GET /info).
+  virtual task<storage_info> storage() = 0;
   virtual task<bool> image_exists(const std::string& ref) = 0;
   // ref is a name ("python:3.12-slim") or an id ("sha256:<64 hex>"); absent is `not_found`.
   // The engine falls back to matching a name it does not know as an image-id prefix: the answer
@@ -353,6 +374,7 @@ class unix_engine final : public engine {
 
   task<version_info> version() override;
   task<std::string> api_version() override;
+  task<storage_info> storage() override;
   task<bool> image_exists(const std::string& ref) override;
   task<image_details> inspect_image(const std::string& ref) override;
   task<void> load_image(std::string archive) override;

@@ -36,6 +36,9 @@
 
 namespace sandfort::sandbox {
 
+struct disk_watch;  // src/sandbox/disk_guard.cpp
+std::shared_ptr<disk_watch> make_disk_watch();
+
 class service {
  public:
   service(boost::asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
@@ -89,6 +92,14 @@ class service {
   // Stops sandboxes past their TTL or idle timeout and deletes those whose grace period is over;
   // the daemon runs it periodically. Returns how many sandboxes it stopped or deleted.
   boost::asio::awaitable<int> reap();
+  // --- Disk (src/sandbox/disk_guard.cpp, docs/limits.md "Disk") --------------------------------
+  // Asks the engine whether its storage enforces a container's size (disk.enforcement auto), once
+  // before the first create; hard enforcement then puts disk_mb into every new container.
+  task<void> detect_disk_enforcement();
+  bool hard_disk_enforcement() const { return hard_disk_; }
+  // Measures every started sandbox's writable layer and read-write volumes and stops the ones
+  // over their disk_mb; the daemon runs it every disk.check_interval_s. Returns how many it stopped.
+  boost::asio::awaitable<int> check_disk();
   // Where calls and previews mark a sandbox as used (the idle timeout).
   activity_tracker& activity() { return activity_; }
   // Reconciled, Docker and the store reachable; the reason otherwise.
@@ -167,6 +178,15 @@ class service {
   task<std::optional<docker::image_details>> resolve_image_of(const store::sandbox_record& rec);
   result<sandbox_spec> validate(const create_request& req) const;
   sandbox_view view_of(const store::sandbox_record& rec) const;
+  // A started sandbox's disk use: its writable layer and read-write volumes, walked off the I/O thread.
+  struct disk_measurement {
+    std::int64_t bytes = 0;
+    std::int64_t layer_bytes = 0;
+    std::int64_t volume_bytes = 0;
+    std::string over_bounds;  // not measurable within disk.max_walk_*: why (counts as over the limit)
+  };
+  task<disk_measurement> measure_disk(const store::sandbox_record& rec);
+  std::optional<std::int64_t> last_disk_bytes(const std::string& sandbox_id) const;
   // The sandbox stopped or is gone: its agent connection is stale, its tunnels and relays close.
   void disconnect(const std::string& sandbox_id);
 
@@ -190,6 +210,8 @@ class service {
   // before its co_awaits, so two starts must see each other), and a second start of one is a 409.
   // Shared with the start in flight, which may outlive the service at shutdown.
   std::shared_ptr<std::set<std::string>> starting_ = std::make_shared<std::set<std::string>>();
+  bool hard_disk_ = false;
+  std::shared_ptr<disk_watch> disk_ = make_disk_watch();
   warm_pool pool_;
   volume_service volumes_;
   snapshot_service snapshots_;
@@ -225,6 +247,14 @@ sandbox_spec spec_from_json(const std::string& text);
 // Why a sandbox's container stopped by itself ("the container exited with code 137 (out of
 // memory)"): the same words whether Docker's events or a failed call noticed it first.
 std::string container_exit_reason(int exit_code, bool oom_killed);
+
+// Whether new containers get Docker's StorageOpt size: disk.enforcement `hard`, or `auto` where
+// the engine's storage supports it (docker::supports_storage_quota; `mounts`: /proc/self/mounts).
+bool hard_disk_enforcement_for(const std::string& mode, const docker::storage_info& storage, std::string_view mounts);
+// The disk_mb a sandbox may hold: its own, or disk.default_mb for rows made before disk_mb was.
+inline std::int64_t disk_limit_mb(const resources& r, const disk_config& d) {
+  return r.disk_mb > 0 ? r.disk_mb : d.default_mb;
+}
 
 // idle_timeout_s, when given: 0 (never) up to 30 days.
 result<void> check_idle_timeout(const std::optional<std::int64_t>& idle_timeout_s);

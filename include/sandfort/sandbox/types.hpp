@@ -34,6 +34,7 @@ struct resources {
   double cpus = 0;
   std::int64_t memory_mb = 0;
   std::int64_t pids = 0;
+  std::int64_t disk_mb = 0;  // writable layer and read-write volumes; 0 (rows before it): disk.default_mb
 };
 
 // A volume of the organization mounted into a new sandbox.
@@ -52,6 +53,7 @@ struct create_request {
   std::optional<double> cpus;
   std::optional<std::int64_t> memory_mb;
   std::optional<std::int64_t> pids;
+  std::optional<std::int64_t> disk_mb;
   std::vector<std::string> egress_allowlist;
   std::optional<std::int64_t> ttl_s;
   std::optional<std::int64_t> idle_timeout_s;  // 0: never; absent: guardrails.default_idle_timeout_s
@@ -124,6 +126,8 @@ struct sandbox_metrics {
   std::uint64_t egress_bytes_out = 0;
   std::uint64_t egress_allowed = 0;    // proxy decisions since the sandbox started
   std::uint64_t egress_denied = 0;
+  // Its writable layer and read-write volumes as last measured (docs/limits.md, "Disk").
+  std::optional<std::int64_t> disk_bytes;
 };
 
 // What a sandbox did through the egress proxy (connections counted when they end).
@@ -248,6 +252,7 @@ struct org_limits {
   std::vector<std::string> allowed_images;  // patterns, '*' any run of characters
   std::int64_t max_volumes = 0;    // not deleted
   std::int64_t max_snapshots = 0;  // not deleted
+  std::int64_t max_disk_mb = 0;    // disk_mb of sandboxes not deleted, together
 };
 
 struct org_usage {
@@ -257,6 +262,7 @@ struct org_usage {
   std::int64_t memory_mb = 0;
   std::int64_t volumes = 0;    // not deleted (rows: a create in flight is not counted here)
   std::int64_t snapshots = 0;  // not deleted (likewise)
+  std::int64_t disk_mb = 0;    // disk_mb of sandboxes not deleted (stopped ones keep their disk)
 };
 
 struct org_guardrails_view {
@@ -276,6 +282,7 @@ struct limits_update {
   std::optional<std::optional<std::vector<std::string>>> allowed_images;
   std::optional<std::optional<std::int64_t>> max_volumes;
   std::optional<std::optional<std::int64_t>> max_snapshots;
+  std::optional<std::optional<std::int64_t>> max_disk_mb;
 };
 
 // The limits in force for an organization: its own (`own`) where set, else the configured

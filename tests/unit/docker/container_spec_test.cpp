@@ -206,3 +206,32 @@ TEST_CASE("volume and image lists as the engine answers them") {
   CHECK(parse_image_list(json::array())->empty());
   CHECK_FALSE(parse_image_list(json::object()));
 }
+
+TEST_CASE("StorageOpt size only when a size is asked (hard disk enforcement)") {
+  auto spec = sandbox_spec();
+  CHECK_FALSE(to_create_body(spec)["HostConfig"].contains("StorageOpt"));
+  spec.storage_size_mb = 64;
+  CHECK(to_create_body(spec)["HostConfig"]["StorageOpt"] == json{{"size", "64M"}});
+}
+
+TEST_CASE("the engine's storage as GET /info says it, and whether it enforces a container's size") {
+  // Recorded on this machine (Docker 20.10, ext4) and on an XFS host.
+  auto ext4 = parse_storage_info(json::parse(
+      R"({"Driver":"overlay2","DockerRootDir":"/var/lib/docker","DriverStatus":[["Backing Filesystem","extfs"],)"
+      R"(["Supports d_type","true"],["Native Overlay Diff","true"],["userxattr","false"]]})"));
+  CHECK(ext4.driver == "overlay2");
+  CHECK(ext4.backing_filesystem == "extfs");
+  CHECK(ext4.root_dir == "/var/lib/docker");
+  CHECK_FALSE(supports_storage_quota(ext4, "/dev/vda / ext4 rw,relatime 0 0\n"));
+  auto xfs = parse_storage_info(json::parse(
+      R"({"Driver":"overlay2","DockerRootDir":"/data/docker root","DriverStatus":[["Backing Filesystem","xfs"]]})"));
+  CHECK(xfs.backing_filesystem == "xfs");
+  // The mount holding the root, its path escaped as /proc/self/mounts writes it.
+  CHECK(supports_storage_quota(xfs, "/dev/vda / ext4 rw 0 0\n/dev/vdb /data xfs rw,pquota 0 0\n"));
+  CHECK(supports_storage_quota(xfs, "/dev/vdb /data/docker\\040root xfs rw,prjquota 0 0\n"));
+  CHECK_FALSE(supports_storage_quota(xfs, "/dev/vdb /data xfs rw,pqnoenforce 0 0\n"));
+  CHECK_FALSE(supports_storage_quota(xfs, "/dev/vdb /data xfs rw,prjquota 0 0\n/dev/vdc /data/docker\\040root xfs rw 0 0\n"));
+  CHECK_FALSE(supports_storage_quota(xfs, "/dev/vdb /dat xfs rw,prjquota 0 0\n"));  // not a parent of the root
+  CHECK_FALSE(supports_storage_quota({"devicemapper", "xfs", "/data"}, "/dev/vdb /data xfs rw,prjquota 0 0\n"));
+  CHECK(parse_storage_info(json::array()).driver.empty());
+}

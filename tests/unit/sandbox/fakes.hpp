@@ -97,6 +97,8 @@ class fake_engine final : public docker::engine {
     co_return docker::version_info{"20.10.24", "1.41", "1.12"};
   }
   docker::task<std::string> api_version() override { co_return std::string("1.41"); }
+  docker::storage_info storage_answer{"overlay2", "extfs", "/var/lib/docker"};
+  docker::task<docker::storage_info> storage() override { co_return storage_answer; }
 
   docker::task<bool> image_exists(const std::string& ref) override {
     std::string image = ref;

@@ -14,7 +14,7 @@ using namespace sandfort::store;
 
 namespace {
 
-constexpr int migration_count = 9;
+constexpr int migration_count = 10;
 
 org make_org(database& db, const std::string& name) {
   auto o = db.create_org(name, false, t0);
@@ -601,12 +601,13 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
     REQUIRE(db->put_org_guardrails(g));
   }
   {
-    // Back to version 8: org_guardrails without the two columns version 9 added.
+    // Back to version 8: org_guardrails without the two columns version 9 added (nor version 10's).
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
     REQUIRE(sqlite3_exec(raw,
                          "ALTER TABLE org_guardrails DROP COLUMN max_volumes; "
-                         "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; PRAGMA user_version = 8",
+                         "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; "
+                         "ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; PRAGMA user_version = 8",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
@@ -620,13 +621,16 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
   CHECK(g->stopped_since == std::optional<std::string>(t0));
   CHECK_FALSE(g->max_volumes);  // the configured default
   CHECK_FALSE(g->max_snapshots);
+  CHECK_FALSE(g->max_disk_mb);
 
   // The new fields are stored, and null again clears them.
   g->max_volumes = 2;
   g->max_snapshots = 0;
+  g->max_disk_mb = 4096;
   REQUIRE(db->put_org_guardrails(*g));
   auto again = db->get_org_guardrails(org_id);
   REQUIRE(again);
+  CHECK(again->max_disk_mb == std::optional<std::int64_t>(4096));
   CHECK(again->max_volumes == std::optional<std::int64_t>(2));
   CHECK(again->max_snapshots == std::optional<std::int64_t>(0));
   CHECK(again->max_sandboxes == std::optional<std::int64_t>(3));

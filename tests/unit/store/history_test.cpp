@@ -475,12 +475,13 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
                          "DROP TABLE sandbox_labels; DROP INDEX sandboxes_live_by_org; "
                          "DROP INDEX sandboxes_deleted_at; "
                          "ALTER TABLE org_guardrails DROP COLUMN max_volumes; "
-                         "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; PRAGMA user_version = 5",
+                         "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; "
+                         "PRAGMA user_version = 5",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
   auto db = open_db(path);
-  CHECK(db->schema_version() == 9);
+  CHECK(db->schema_version() == 10);
   auto rows = db->list_sandboxes(org_id, filter("", {{"team", "x"}}));
   REQUIRE(rows);
   CHECK(ids_of(*rows) == std::vector<std::string>{kept});
