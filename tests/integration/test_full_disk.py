@@ -49,6 +49,7 @@ def small_disk_daemon(tmp_path):
         try:
             _mount_small_fs(image, state_dir)
         except (subprocess.CalledProcessError, OSError) as e:
+            os.rmdir(state_dir)  # still empty: the harness wrote nothing yet
             if os.environ.get("CI") == "true":
                 raise
             pytest.skip(f"cannot loop-mount a filesystem here: {e}")
@@ -116,6 +117,9 @@ def test_a_full_state_disk_refuses_changes_serves_reads_and_deletes_and_recovers
     ready = d.client().get("/readyz")
     assert ready.status == 503 and "disk is full" in ready.json()["error"]["message"], ready
 
+    # A stop and a delete are done whole: container stopped or gone, row changed, event written.
+    r = member.post(f"/v1/sandboxes/{kept['id']}/stop")
+    assert r.status == 200 and r.json()["state"] == "stopped", r
     # A delete is done whole: container gone, row deleted, its event written.
     r = member.delete(f"/v1/sandboxes/{doomed['id']}")
     assert r.status == 204, r
@@ -138,10 +142,10 @@ def test_a_full_state_disk_refuses_changes_serves_reads_and_deletes_and_recovers
 
     # No row without its event, no container without its row.
     rows, events = _rows_and_events(os.path.join(d.state_dir, "sandfort.db"))
-    assert rows == {doomed["id"]: "deleted", kept["id"]: "started", after["id"]: "started"}, rows
+    assert rows == {doomed["id"]: "deleted", kept["id"]: "stopped", after["id"]: "started"}, rows
     created = {t for a, t in events if a == "sandbox.create"}
     assert created == set(rows), events
-    assert ("sandbox.delete", doomed["id"]) in events
+    assert ("sandbox.delete", doomed["id"]) in events and ("sandbox.stop", kept["id"]) in events
     assert {c["Labels"]["io.sandfort.sandbox"] for c in docker_containers_of(d)} == {kept["id"], after["id"]}
 
     assert d.stop() == 0, d.log()
