@@ -187,6 +187,9 @@ void throw_api_error(const response& r) {
     text += "\nhint: delete or stop sandboxes the organization no longer needs (`sandfort sandbox ls`); "
             "`sandfort org limits` shows its quotas and their use";
   if (code == "image_not_allowed") text += "\nhint: `sandfort org limits` shows the images the organization may use";
+  if (code == "insufficient_storage")
+    text += "\nhint: the daemon's state disk is full and nothing was changed; reads, deletes and stops still work "
+            "(`sandfort sandbox rm` frees space); retry once space returns";
   throw failure(text);
 }
 

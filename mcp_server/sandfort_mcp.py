@@ -148,6 +148,10 @@ def guardrail_advice(e):
     if e.code == "conflict" and "kill switch" in (e.message or ""):
         return ("The organization's kill switch is on: no sandbox can be created or started "
                 "until an administrator lifts it. Do not retry; tell the user.")
+    if e.code == "insufficient_storage":
+        return ("The Sandfort host's disk is full: nothing was changed. Reads, stops and deletes still "
+                "work; delete sandboxes you no longer need, and tell the user the operator must free "
+                "space. Do not retry the same call at once.")
     if e.code == "rate_limited":
         wait = f"{e.retry_after:g} s" if e.retry_after is not None else "a moment"
         return f"Too many requests: wait {wait} before calling again."

@@ -45,6 +45,14 @@ boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, st
   co_return who;
 }
 
+result<void> admit_on_state_disk(dependencies& deps, http::verb method, std::string_view route) {
+  const bool acts = (method != http::verb::get && method != http::verb::head) || route.ends_with("/pty");
+  if (!acts) return {};
+  const bool relieves = method == http::verb::delete_ || route.ends_with("/stop") || route.ends_with("/stop-all") ||
+                        route.ends_with("/disable");
+  return deps.db.admit(relieves ? store::write_kind::relief : store::write_kind::change);
+}
+
 audit::actor actor_of(const auth::principal& p, const std::string& request_id, const std::string& remote) {
   std::string name = p.via == auth::method::oidc ? "oidc:" + p.id + "@" + p.issuer : "key:" + p.id;
   return {std::move(name), request_id, remote};
@@ -68,6 +76,9 @@ http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
     }
     auto who = co_await authorize(*deps, header(ctx.req, http::bhttp::field::authorization), *r.needs, ctx.request_id,
                                     ctx.remote);
+    if (who) {
+      if (auto room = admit_on_state_disk(*deps, r.method, r.pattern); !room) who = std::move(room).err();
+    }
     if (!who) {
       auto res = http::error_response(who.err(), ctx.request_id);
       if (who.err().code == errc::unauthenticated) res.set(http::bhttp::field::www_authenticate, "Bearer");

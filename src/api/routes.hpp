@@ -37,6 +37,12 @@ void observe_request(const std::string& route, http::verb method, unsigned statu
 // How the audit chain names the caller of a request.
 audit::actor actor_of(const auth::principal& p, const std::string& request_id, const std::string& remote);
 
+// While the state directory's disk is full (docs/limits.md, "A full state disk"): reads go on;
+// what frees space or ends harm (every DELETE, stopping sandboxes, disabling an organization)
+// runs while the store's reserve lasts; every other request that acts (a terminal too, though it
+// is a GET) is refused with insufficient_storage before it starts, so none is left half made.
+result<void> admit_on_state_disk(dependencies& deps, http::verb method, std::string_view route);
+
 // A refusal (401) is counted for the audit chain's auth.failures records, by client address.
 boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, std::string bearer,
                                                          auth::permission needs, std::string request_id,

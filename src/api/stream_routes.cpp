@@ -266,11 +266,15 @@ http::stream_selector make_stream_selector(dependencies d) {
   auto statuses = std::make_shared<stream_statuses>();
 
   // Authenticates, then runs body(ex, principal); answers auth failures itself.
-  auto authed = [deps, statuses](auth::permission needs, auto body) -> http::stream_handler {
-    return [deps, statuses, needs, body](http::exchange& ex) -> asio::awaitable<bool> {
+  // Then refuses what acts while the state disk is full (admit_on_state_disk).
+  auto authed = [deps, statuses](auth::permission needs, std::string route, auto body) -> http::stream_handler {
+    return [deps, statuses, needs, route, body](http::exchange& ex) -> asio::awaitable<bool> {
       auto started = std::chrono::steady_clock::now();
       auto [bearer, subprotocol] = credentials(ex);
       auto who = co_await authorize(*deps, bearer, needs, ex.request_id, ex.remote);
+      if (who) {
+        if (auto room = admit_on_state_disk(*deps, ex.parser.get().method(), route); !room) who = std::move(room).err();
+      }
       if (!who) {
         statuses->note(ex, who.err());
         log_exchange(ex, "", static_cast<unsigned>(http_status(who.err().code)), started);
@@ -338,8 +342,10 @@ http::stream_selector make_stream_selector(dependencies d) {
   // Whole results too: one may be tens of megabytes, which this route writes itself while the
   // answer's share of the budget is held (answer_whole).
   std::vector<http::stream_route> routes = {
-      {verb::post, "/v1/sandboxes/{id}/process/exec", authed(permission::use_sandboxes, stream_exec(false))},
-      {verb::post, "/v1/sandboxes/{id}/process/code-run", authed(permission::use_sandboxes, stream_exec(true))},
+      {verb::post, "/v1/sandboxes/{id}/process/exec",
+       authed(permission::use_sandboxes, "/v1/sandboxes/{id}/process/exec", stream_exec(false))},
+      {verb::post, "/v1/sandboxes/{id}/process/code-run",
+       authed(permission::use_sandboxes, "/v1/sandboxes/{id}/process/code-run", stream_exec(true))},
   };
   // Forwarded to the agent: reading needs `read`, anything that acts needs `use_sandboxes`.
   const std::pair<verb, const char*> agent_paths[] = {
@@ -358,10 +364,11 @@ http::stream_selector make_stream_selector(dependencies d) {
   };
   for (const auto& [method, suffix] : agent_paths) {
     auto needs = method == verb::get ? permission::read : permission::use_sandboxes;
-    routes.push_back({method, std::string("/v1/sandboxes/{id}") + suffix, authed(needs, forward)});
+    const std::string route = std::string("/v1/sandboxes/{id}") + suffix;
+    routes.push_back({method, route, authed(needs, route, forward)});
   }
   // An interactive terminal acts, though it arrives as a GET.
-  routes.push_back({verb::get, "/v1/sandboxes/{id}/pty", authed(permission::use_sandboxes, forward)});
+  routes.push_back({verb::get, "/v1/sandboxes/{id}/pty", authed(permission::use_sandboxes, "/v1/sandboxes/{id}/pty", forward)});
   for (auto& r : routes) r.fn = measured(statuses, r, std::move(r.fn));
   return http::make_stream_selector(std::move(routes));
 }

@@ -51,6 +51,9 @@ result<std::string> egress_summary::chain_of(const std::string& org_id, std::map
 
 result<int> egress_summary::flush() {
   if (tallies_.empty()) return 0;
+  // On a full state disk the counts wait here (bounded) and are written once space returns:
+  // they would spend the reserve that deletes need.
+  if (auto room = db_.admit(store::write_kind::change); !room) return std::move(room).err();
   auto tx = db_.begin();
   if (!tx) return std::move(tx).err();
   std::map<std::string, std::string> chains;

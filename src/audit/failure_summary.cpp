@@ -16,6 +16,9 @@ void failure_summary::note(const std::string& source, const std::string& reason)
 
 result<int> failure_summary::flush() {
   if (counts_.empty()) return 0;
+  // On a full state disk the counts wait here (bounded) and are written once space returns:
+  // they would spend the reserve that deletes need.
+  if (auto room = db_.admit(store::write_kind::change); !room) return std::move(room).err();
   auto org = db_.find_org_by_name(store::operator_org_name);
   if (!org) return std::move(org).err();  // not bootstrapped yet: keep counting
   auto tx = db_.begin();

@@ -31,6 +31,9 @@ result<std::string> rate_limit_summary::chain_of(const std::string& org_id) {
 
 result<int> rate_limit_summary::flush() {
   if (tallies_.empty()) return 0;
+  // On a full state disk the counts wait here (bounded) and are written once space returns:
+  // they would spend the reserve that deletes need.
+  if (auto room = db_.admit(store::write_kind::change); !room) return std::move(room).err();
   auto tx = db_.begin();
   if (!tx) return std::move(tx).err();
   int written = 0;

@@ -114,11 +114,13 @@ result<issued_key> issue_key(store::database& db, const clock& clk, const std::s
 namespace {
 
 // last_used_at to the minute: one write a minute per key, not one per request. A failed write
-// (the database busy) costs the request nothing; the next use records it.
+// (the database busy) costs the request nothing; the next use records it. On a full state disk
+// it waits: reads must not spend the reserve that deletes need.
 void record_use(store::database& db, const clock& clk, const store::api_key& key) {
   const time_point now = clk.now();
   time_point last;
   if (key.last_used_at && parse_time(*key.last_used_at, last) && now - last < last_used_resolution) return;
+  if (db.space().full) return;
   (void)db.touch_api_key(key.id, format_time(now));
 }
 

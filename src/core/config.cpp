@@ -111,7 +111,9 @@ json to_json_tree(const config& c) {
                 {"max_walk_depth", c.disk.max_walk_depth}}},
               {"store",
                {{"deleted_retention_s", c.store.deleted_retention_s},
-                {"maintenance_interval_s", c.store.maintenance_interval_s}}},
+                {"maintenance_interval_s", c.store.maintenance_interval_s},
+                {"min_free_mb", c.store.min_free_mb},
+                {"reserve_mb", c.store.reserve_mb}}},
               {"pools", json::array()}};  // read by read_pools(): a list of objects
 }
 
@@ -296,6 +298,8 @@ config from_json_tree(const json& j) {
   const json& st = j.at("store");
   c.store.deleted_retention_s = st.at("deleted_retention_s").get<std::int64_t>();
   c.store.maintenance_interval_s = st.at("maintenance_interval_s").get<int>();
+  c.store.min_free_mb = st.at("min_free_mb").get<std::int64_t>();
+  c.store.reserve_mb = st.at("reserve_mb").get<std::int64_t>();
   return c;
 }
 
@@ -414,6 +418,10 @@ result<void> check_store(const store_config& s) {
                                                   std::to_string(max_retention_s) + " (10 years)");
   if (s.maintenance_interval_s <= 0 || s.maintenance_interval_s > 24 * 3600)
     return make_error(errc::invalid_argument, "config: store.maintenance_interval_s must be 1 to 86400");
+  if (s.min_free_mb < 0 || s.min_free_mb > (1LL << 30))
+    return make_error(errc::invalid_argument, "config: store.min_free_mb must be 0 to 1073741824");
+  if (s.reserve_mb < 0 || s.reserve_mb > 1024)
+    return make_error(errc::invalid_argument, "config: store.reserve_mb must be 0 to 1024");
   return {};
 }
 

@@ -347,6 +347,8 @@ task<sandbox_view> service::stop(const std::string& org_id, const std::string& i
 
 task<void> service::halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
                          const std::optional<store::sandbox_deadline>& deadline) {
+  // On a full state disk: only while the store's reserve can take the state change and its event.
+  if (auto room = db_.admit(store::write_kind::relief); !room) co_return room;
   auto marked = reconciler_.begin_operation(rec.id);  // its die event is ours (container_events.cpp)
   if (auto r = co_await engine_.stop_container(rec.container_id, cfg_.stop_timeout_s); !r) co_return r;
   rec.address.clear();
@@ -391,8 +393,11 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
 task<void> service::remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
   auto rec = db_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
+  // Container first: if Docker is unreachable the row stays, so nothing runs unaccounted for. On
+  // a full state disk it is removed only while the store's reserve can take the row's change and
+  // its event: a delete is done whole or refused before anything goes.
+  if (auto room = db_.admit(store::write_kind::relief); !room) co_return room;
   auto marked = reconciler_.begin_operation(rec->id);  // its die and destroy events are ours (container_events.cpp)
-  // Container first: if Docker is unreachable the row stays, so nothing runs unaccounted for.
   if (auto r = co_await destroy_container(*rec); !r) co_return r;
   rec->address.clear();
   if (auto r = set_state(*rec, "deleted", {}, who, "sandbox.delete"); !r) co_return r;
@@ -488,6 +493,10 @@ asio::awaitable<error> service::explain_unreachable_agent(store::sandbox_record&
 
 task<void> service::ready() {
   if (auto r = db_.ping(); !r) co_return make_error(errc::unavailable, "store: " + r.err().message);
+  // Reads, deletes and stops are still served; every other change is refused with 507.
+  if (auto space = db_.space(); space.full)
+    co_return make_error(errc::unavailable, "store: the state directory's disk is full (" + space.reason +
+                                                "): changes are refused until space returns");
   auto v = co_await engine_.version();
   if (!v) co_return make_error(errc::unavailable, "docker: " + v.err().message);
   if (!reconciler_.reconciled()) co_return make_error(errc::unavailable, "start-up reconciliation with Docker has not finished");

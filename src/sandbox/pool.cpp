@@ -71,8 +71,13 @@ task<void> service::provision_pooled(store::sandbox_record& rec, std::string pro
   auto spec = spec_from_json(rec.spec_json);
   spec.pooled = false;
   rec.spec_json = spec_to_json(spec);
-  if (auto r = db_.update_sandbox_spec(rec); !r) co_return r;
-  if (auto r = db_.update_sandbox(rec); !r) co_return r;
+  {  // both or neither (a full disk may refuse the second)
+    auto tx = db_.begin();
+    if (!tx) co_return std::move(tx).err();
+    if (auto r = db_.update_sandbox_spec(rec); !r) co_return r;
+    if (auto r = db_.update_sandbox(rec); !r) co_return r;
+    if (auto r = tx->commit(); !r) co_return r;
+  }
   co_return co_await provision(rec, std::move(proxy_secret));
 }
 

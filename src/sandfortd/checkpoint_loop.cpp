@@ -13,6 +13,10 @@ namespace sandfort::daemon {
 namespace asio = boost::asio;
 
 void checkpoint_once(store::database& db, const audit::signing_key& key, const clock& clk, const audit_config& cfg) {
+  if (auto room = db.admit(store::write_kind::change); !room) {
+    spdlog::warn("audit checkpoints: not signed: {}", room.err().message);
+    return;
+  }
   auto made = audit::checkpoint_all(db, key, clk, cfg.export_path);
   if (!made) spdlog::error("audit checkpoints: {}", made.err().message);
   else if (*made > 0) spdlog::info("audit: signed {} checkpoint(s)", *made);
@@ -23,6 +27,11 @@ namespace {
 // Like checkpoint_once, with each chain re-hashed on the background reader.
 asio::awaitable<void> checkpoint_round(store::database& db, api::background_reader& reader,
                                        const audit::signing_key& key, const clock& clk, const audit_config& cfg) {
+  // Signed once space returns (the chain is only longer then): the reserve is for deletes.
+  if (auto room = db.admit(store::write_kind::change); !room) {
+    spdlog::debug("audit checkpoints: waiting: {}", room.err().message);
+    co_return;
+  }
   auto orgs = db.audit_org_ids();
   if (!orgs) {
     spdlog::error("audit checkpoints: {}", orgs.err().message);

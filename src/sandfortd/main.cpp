@@ -255,6 +255,9 @@ int serve(const config_flags& f) {
   auto db = open_store(cfg);
   // Serving: a write lock held by an admin command must not stall every tenant's requests.
   db->set_busy_timeout(std::chrono::milliseconds(20));
+  const store::space_policy space{cfg.store.min_free_mb << 20, cfg.store.reserve_mb << 20};
+  if (auto r = db->set_space_policy(space); !r)
+    spdlog::warn("store: {}; tried again every maintenance round", r.err().message);
   spdlog::info("sandfortd {} starting: store {}, state {}, instance {}", sandfort::version, cfg.database, cfg.state_dir,
                db->instance_id());
 

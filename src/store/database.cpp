@@ -1,8 +1,15 @@
 #include "sandfort/store/database.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <utility>
 
@@ -403,6 +410,13 @@ result<std::unique_ptr<database>> database::open(const std::string& path) {
   auto id = query_text(raw, "SELECT value FROM meta WHERE key = 'instance_id'");
   if (!id) return fail(id.err());
   db->instance_id_ = std::move(*id);
+  db->path_ = path;
+  if (auto size = query_text(raw, "PRAGMA page_size"); size) db->page_size_ = std::stoll(*size);
+  sqlite3_wal_hook(raw, &database::on_wal_commit, db.get());
+  // Frames left from before (a killed process): the hook only learns of them at the next commit.
+  int log = -1, done = -1;
+  if (sqlite3_wal_checkpoint_v2(raw, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done) == SQLITE_OK && log > done)
+    db->wal_frames_ = log;
   return db;
 }
 
@@ -417,7 +431,20 @@ database::~database() {
   sqlite3_close_v2(db_);
 }
 
-result<statement> database::prepare(std::string_view sql) { return statements_->get(sql); }
+result<statement> database::prepare(std::string_view sql) {
+  // SQLite rolls a whole transaction back after some errors (a full disk at a cache spill, I/O);
+  // a statement run now would stand alone, so a change could be stored without its audit event.
+  if (in_transaction_ && sqlite3_get_autocommit(db_) != 0) return rolled_back_error();
+  return statements_->get(sql);
+}
+
+error database::rolled_back_error() const {
+  if (stats_.disk_full > disk_full_at_begin_)
+    return make_error(errc::insufficient_storage,
+                      "the state directory's disk is full: the transaction was rolled back, nothing of it was "
+                      "stored; retry once space is freed");
+  return make_error(errc::internal, "the transaction was rolled back after an earlier error");
+}
 
 int database::schema_version() const {
   auto v = user_version(db_);
@@ -674,11 +701,125 @@ result<std::size_t> database::prune_deleted_sandboxes(const std::string& deleted
 
 result<wal_checkpoint> database::checkpoint_wal() {
   wal_checkpoint out;
-  int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &out.log_frames,
+  int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_RESTART, &out.log_frames,
                                      &out.checkpointed_frames);
-  if (rc == SQLITE_BUSY) out.busy = true;
-  else if (rc != SQLITE_OK) return detail::sqlite_error(db_, "wal checkpoint");
+  if (rc == SQLITE_BUSY) {
+    out.busy = true;
+  } else if ((rc & 0xff) == SQLITE_FULL) {
+    // The database file cannot grow: the frames stay in the WAL (readers see them there).
+    ++stats_.disk_full;
+    return detail::disk_full_error(db_);
+  } else if (rc != SQLITE_OK) {
+    return detail::sqlite_error(db_, "wal checkpoint");
+  }
+  if (!out.busy && out.log_frames == out.checkpointed_frames) wal_frames_ = 0;  // the next write starts at the top
   return out;
+}
+
+// --- the state directory's disk ---
+
+int database::on_wal_commit(void* self, sqlite3* db, const char* name, int frames) {
+  auto* d = static_cast<database*>(self);
+  d->wal_frames_ = frames;
+  // What sqlite3_wal_autocheckpoint(1000) did before this hook replaced it (its errors are
+  // ignored as SQLite ignores them: the commit stands, the frames stay in the WAL).
+  if (frames >= 1000) {
+    int log = -1, done = -1;
+    if (sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &done) == SQLITE_OK && log == done)
+      d->wal_frames_ = 0;
+  }
+  return SQLITE_OK;
+}
+
+result<void> database::set_space_policy(const space_policy& p) {
+  space_ = p;
+  // After a burst SQLite cuts the WAL back to journal_size_limit: never below the reserve.
+  const std::int64_t limit = std::max<std::int64_t>(32ll << 20, p.reserve_bytes);
+  if (auto r = exec(db_, ("PRAGMA journal_size_limit=" + std::to_string(limit)).c_str()); !r) return r;
+  return keep_reserve();
+}
+
+std::int64_t database::reserve_frames_left() {
+  struct stat st {};
+  if (::stat((path_ + "-wal").c_str(), &st) != 0) return 0;
+  const std::int64_t wal_header = 32, frame = page_size_ + 24;
+  const std::int64_t frames = st.st_size > wal_header ? (st.st_size - wal_header) / frame : 0;
+  return std::max<std::int64_t>(0, frames - wal_frames_);
+}
+
+result<void> database::keep_reserve() {
+  if (space_.reserve_bytes <= 0 || path_.empty()) return {};
+  const std::string wal = path_ + "-wal";
+  struct stat st {};
+  if (::stat(wal.c_str(), &st) == 0 && st.st_size >= space_.reserve_bytes) return {};
+  auto tx = begin();  // the write lock: no other connection appends frames while we extend
+  if (!tx) return std::move(tx).err();
+  const int fd = ::open(wal.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return make_error(errc::internal, "store: cannot open " + wal + ": " + std::strerror(errno));
+  // Zeros past the last frame are no frame to SQLite (their salt never matches the header's).
+  // Written, not fallocated: a later write then converts nothing and needs no block.
+  static const std::string zeros(64 << 10, '\0');
+  int failed = 0;
+  off_t at = ::lseek(fd, 0, SEEK_END);
+  while (at >= 0 && at < space_.reserve_bytes && failed == 0) {
+    const auto n = ::pwrite(fd, zeros.data(), static_cast<std::size_t>(std::min<std::int64_t>(
+                                                   static_cast<std::int64_t>(zeros.size()), space_.reserve_bytes - at)),
+                            at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) failed = n < 0 ? errno : ENOSPC;
+    else at += n;
+  }
+  if (failed == 0 && ::fdatasync(fd) != 0) failed = errno;
+  ::close(fd);
+  if (failed == ENOSPC || failed == EDQUOT) {
+    ++stats_.disk_full;
+    return make_error(errc::insufficient_storage, "the state directory's disk has no room for the store's reserve (" +
+                                                      std::to_string(space_.reserve_bytes >> 20) + " MiB)");
+  }
+  if (failed != 0) return make_error(errc::internal, "store: cannot write " + wal + ": " + std::strerror(failed));
+  return {};
+}
+
+disk_space database::space() {
+  disk_space out;
+  struct statvfs vfs {};
+  const auto dir = std::filesystem::path(path_).parent_path();
+  if (::statvfs(dir.empty() ? "." : dir.c_str(), &vfs) == 0)
+    out.free_bytes = static_cast<std::int64_t>(vfs.f_bavail) * static_cast<std::int64_t>(vfs.f_frsize);
+  if (stats_.disk_full > disk_full_seen_) {
+    disk_full_seen_ = stats_.disk_full;
+    short_of_space_ = true;
+  }
+  if (out.free_bytes >= 0 && out.free_bytes < space_.min_free_bytes) {
+    out.full = true;
+    out.reason = std::to_string(out.free_bytes >> 20) + " MiB free, below store.min_free_mb (" +
+                 std::to_string(space_.min_free_bytes >> 20) + ")";
+  } else if (short_of_space_) {
+    // Space is back by statvfs: proven by writing the reserve again (a failure counts anew).
+    if (!in_transaction_ && keep_reserve()) {
+      short_of_space_ = false;
+      disk_full_seen_ = stats_.disk_full;
+    } else {
+      out.full = true;
+      out.reason = "a write to the database failed for lack of space";
+    }
+  }
+  return out;
+}
+
+result<void> database::admit(write_kind kind) {
+  auto s = space();
+  if (!s.full) return {};
+  if (kind == write_kind::relief) {
+    if (reserve_frames_left() >= relief_frames) return {};
+    return make_error(errc::insufficient_storage,
+                      "the state directory's disk is full (" + s.reason +
+                          ") and the store's reserve for deletes is used up: nothing was changed; free space on "
+                          "that filesystem and retry");
+  }
+  return make_error(errc::insufficient_storage,
+                    "the state directory's disk is full (" + s.reason +
+                        "): nothing was changed; reads, deletes and stops still work, retry once space is freed");
 }
 
 // --- for tests and benchmarks ---
@@ -697,6 +838,16 @@ result<std::vector<statement_plan>> database::explain_request_paths() {
     out.push_back({name, std::move(*steps)});
   }
   return out;
+}
+
+result<void> database::set_max_page_count(std::int64_t pages) {
+  return exec(db_, ("PRAGMA max_page_count=" + std::to_string(pages)).c_str());
+}
+
+result<std::int64_t> database::page_count() {
+  auto n = query_text(db_, "PRAGMA page_count");
+  if (!n) return std::move(n).err();
+  return std::stoll(*n);
 }
 
 // --- transactions ---
@@ -721,6 +872,7 @@ result<transaction> database::begin() {
   if (!st) return std::move(st).err();
   if (auto r = st->run(); !r) return std::move(r).err();
   in_transaction_ = true;
+  disk_full_at_begin_ = stats_.disk_full;
   return transaction(*this);
 }
 
@@ -729,7 +881,7 @@ result<void> database::end_transaction(bool commit) {
   // on their own, so the changes are not one unit any more and committing must not claim they are.
   if (sqlite3_get_autocommit(db_) != 0) {
     in_transaction_ = false;
-    if (commit) return make_error(errc::internal, "the transaction was rolled back after an earlier error");
+    if (commit) return rolled_back_error();
     return {};
   }
   auto st = prepare(commit ? "COMMIT" : "ROLLBACK");

@@ -23,9 +23,19 @@ inline error sqlite_error(sqlite3* db, std::string_view what) {
   return make_error(errc::internal, std::string(what) + ": " + sqlite3_errmsg(db));
 }
 
+// What a write refused for lack of disk space says (SQLITE_FULL): SQLite undid the statement, or
+// the whole transaction when it failed at COMMIT, so nothing of the change was stored.
+inline error disk_full_error(sqlite3* db) {
+  return make_error(errc::insufficient_storage,
+                    std::string("the state directory's disk is full (") + sqlite3_errmsg(db) +
+                        "): the change was not made; reads, deletes and stops still work, retry once space is freed");
+}
+
 // Constraint failures get their own class so callers can word them for the user:
-// UNIQUE and PRIMARY KEY → conflict, FOREIGN KEY → not_found. Everything else is internal.
+// UNIQUE and PRIMARY KEY → conflict, FOREIGN KEY → not_found; a full disk → insufficient_storage.
+// Everything else is internal.
 inline error classify_step_error(sqlite3* db) {
+  if ((sqlite3_errcode(db) & 0xff) == SQLITE_FULL) return disk_full_error(db);
   // Another process holds the write lock longer than the connection waits (busy timeout).
   if (sqlite3_errcode(db) == SQLITE_BUSY)
     return make_error(errc::unavailable, std::string("the database is busy: ") + sqlite3_errmsg(db) + "; retry");
@@ -92,6 +102,7 @@ class statement {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
+    if ((rc & 0xff) == SQLITE_FULL && stats_ != nullptr) ++stats_->disk_full;
     return classify_step_error(db_);
   }
 

@@ -279,12 +279,16 @@ def _kill_sandfortd(state_dir):
 class Daemon:
     """One sandfortd process. Start, stop (SIGTERM), kill (SIGKILL) and restart on the same state."""
 
-    def __init__(self, extra_config=None, ssl_context=None):
+    def __init__(self, extra_config=None, ssl_context=None, prepare_state_dir=None):
         # ssl_context: the daemon terminates TLS (extra_config has "tls"); clients trust it with this.
+        # prepare_state_dir(path): called with the new, empty state directory before anything is
+        # written there (e.g. to mount a small filesystem on it); the caller undoes it after cleanup().
         self.ssl_context = ssl_context
         # Short path: agent sockets live under it and unix socket paths are limited to 108 bytes.
         sweep_leftovers()
         self.state_dir = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
+        if prepare_state_dir is not None:
+            prepare_state_dir(self.state_dir)
         with open(os.path.join(self.state_dir, OWNER_FILE), "w") as f:
             f.write(process_identity(os.getpid()))
         self.port = free_port()

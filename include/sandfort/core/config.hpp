@@ -154,8 +154,13 @@ struct store_config {
   // Rows of deleted sandboxes are removed this long after their deletion (the audit log keeps
   // what happened to them). 0 keeps them for ever; requests cost the same either way.
   std::int64_t deleted_retention_s = 7 * 24 * 3600;
-  // How often deleted rows past retention are pruned and the WAL is checkpointed and truncated.
+  // How often deleted rows past retention are pruned and the WAL is checkpointed.
   int maintenance_interval_s = 60;
+  // The state directory's filesystem counts as full below this much free space: changes are
+  // refused with 507 until it returns (docs/limits.md, "A full state disk").
+  std::int64_t min_free_mb = 64;
+  // WAL file kept written ahead so that deletes and stops still commit on a full disk.
+  std::int64_t reserve_mb = 8;
 };
 
 // One warm pool (docs/pool.md): started sandboxes of one image and one resource class, waiting

@@ -88,6 +88,7 @@ struct statement_stats {
   std::uint64_t full_scan_steps = 0;  // steps of scans that read a whole table or index
   std::uint64_t prepared = 0;
   std::uint64_t reused = 0;
+  std::uint64_t disk_full = 0;  // statements refused for lack of disk space (SQLITE_FULL)
 };
 
 // EXPLAIN QUERY PLAN of one statement: what it is for, and SQLite's lines ("SEARCH sandboxes
@@ -105,6 +106,26 @@ struct wal_checkpoint {
   int log_frames = 0;
   int checkpointed_frames = 0;
 };
+
+// The state directory's disk (docs/limits.md, "A full state disk"). Below min_free_bytes free
+// (statvfs f_bavail of the database's directory) the disk counts as full: ordinary changes are
+// refused before they start, while deletes and stops still commit into reserve_bytes of WAL
+// file kept written ahead (SQLite overwrites a WAL in place, so those commits need no new
+// blocks whoever else is filling the disk).
+struct space_policy {
+  std::int64_t min_free_bytes = 64ll << 20;
+  std::int64_t reserve_bytes = 8ll << 20;
+};
+
+struct disk_space {
+  std::int64_t free_bytes = -1;  // -1: statvfs failed
+  bool full = false;
+  std::string reason;  // why it counts as full
+};
+
+// What a write is for: an ordinary change waits for space; a relief (a delete, a stop) frees
+// space or ends harm, and runs on a full disk while the reserve lasts.
+enum class write_kind { change, relief };
 
 // An organization's guardrails (docs/guardrails.md). Empty optionals: the configured default.
 struct org_guardrails {
@@ -315,9 +336,28 @@ class database {
   // format_time writes it), oldest first, in one short statement; returns how many. Their labels
   // went when they were deleted; the audit log keeps their story.
   result<std::size_t> prune_deleted_sandboxes(const std::string& deleted_before, std::size_t batch);
-  // Copies the WAL into the database file and empties it (PRAGMA wal_checkpoint(TRUNCATE)),
-  // waiting at most the busy timeout for readers and writers of other connections.
+  // Copies the WAL into the database file so that the next write starts it again from the top
+  // (PRAGMA wal_checkpoint(RESTART)), waiting at most the busy timeout for readers and writers of
+  // other connections. The file is not truncated: its blocks are the reserve (space_policy), and
+  // journal_size_limit cuts it back after a burst.
   result<wal_checkpoint> checkpoint_wal();
+
+  // --- the state directory's disk (space_policy) ---
+  // Takes the policy and writes the reserve when the disk allows (insufficient_storage if not:
+  // the daemon then starts with what it has and tries again each maintenance round).
+  result<void> set_space_policy(const space_policy& p);
+  // Full below the floor, or after a write failed for lack of space until the reserve could be
+  // written again (the proof that space returned). One statvfs; no SQL.
+  disk_space space();
+  // insufficient_storage, saying what still works, when a write of that kind must not start now:
+  // a change on a full disk; a relief once fewer than relief_frames of the reserve are left.
+  result<void> admit(write_kind kind);
+  // Extends the WAL file with zeros up to the reserve, holding the write lock so that no other
+  // connection appends meanwhile. insufficient_storage when the disk has no room for it.
+  result<void> keep_reserve();
+  // WAL frames that can still be committed without growing the WAL file.
+  std::int64_t reserve_frames_left();
+  static constexpr std::int64_t relief_frames = 64;  // a delete with its event writes about 15
 
   // --- for tests and benchmarks ---
   // The plan of every statement a request may run: API key and organization lookups, the
@@ -327,6 +367,9 @@ class database {
   // the volume and snapshot quotas and the audit chain's head. A list of deleted sandboxes is not among them: it asks for history.
   result<std::vector<statement_plan>> explain_request_paths();
   const statement_stats& stats() const { return stats_; }
+  // The database cannot grow past `pages` (PRAGMA max_page_count): a full disk, deterministically.
+  result<void> set_max_page_count(std::int64_t pages);
+  result<std::int64_t> page_count();
 
   // --- Guardrails (src/store/guardrails.cpp) ---------------------------------------------------
   // The organization's row, or one with only org_id set when it has none.
@@ -416,13 +459,26 @@ class database {
   explicit database(sqlite3* db);
   // COMMIT or ROLLBACK of the open transaction.
   result<void> end_transaction(bool commit);
+  // What a statement of a transaction SQLite already rolled back gets.
+  error rolled_back_error() const;
   // The connection's cached statement for sql, reset when the caller is done with it.
   result<detail::statement> prepare(std::string_view sql);
   result<std::vector<std::string>> explain(const std::string& sql);
 
+  // The WAL hook: frames in the log after each commit, and SQLite's auto-checkpoint (which the
+  // hook replaces) at wal_autocheckpoint frames.
+  static int on_wal_commit(void* self, sqlite3* db, const char* name, int frames);
+
   sqlite3* db_;
+  std::string path_;
   std::string instance_id_;
   bool in_transaction_ = false;
+  std::uint64_t disk_full_at_begin_ = 0;
+  space_policy space_;
+  std::uint64_t disk_full_seen_ = 0;
+  bool short_of_space_ = false;  // a write failed for lack of space; cleared once the reserve is written again
+  std::int64_t wal_frames_ = 0;
+  std::int64_t page_size_ = 4096;
   statement_stats stats_;
   std::unique_ptr<detail::statement_cache> statements_;
 };

@@ -11,7 +11,8 @@ from .audit import (Audit, AuditCheckpoint, AuditEvent, AuditEventPage, AuditPub
                     verify_chain)
 from .client import Client, Command, FileSystem, Process, Sandbox, SandboxPage, Session
 from .errors import (APIConnectionError, APIError, AuthenticationError, ConfigurationError, ConflictError,
-                     ImageNotAllowedError, InternalServerError, InvalidArgumentError, NotFoundError,
+                     ImageNotAllowedError, InsufficientStorageError, InternalServerError, InvalidArgumentError,
+                     NotFoundError,
                      PayloadTooLargeError,
                      PermissionDeniedError, QuotaExceededError, RateLimitedError, SandfortError, StreamError,
                      UnavailableError)
@@ -32,7 +33,7 @@ __all__ = [
     "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError",
     "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",
     "PayloadTooLargeError", "QuotaExceededError", "RateLimitedError", "InternalServerError", "UnavailableError",
-    "ImageNotAllowedError", "OrgLimits", "Limits", "LimitsUsage", "OrgStop", "StopAllReport",
+    "ImageNotAllowedError", "InsufficientStorageError", "OrgLimits", "Limits", "LimitsUsage", "OrgStop", "StopAllReport",
     "ApiKey", "ArchiveResult", "CommandInfo", "CommandLogs", "ExecResult", "FileInfo", "Metrics",
     "GitResult", "GitStatus", "GitFileStatus", "GitBranches", "GitBranch",
     "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "Snapshot", "StreamEvent",

@@ -87,6 +87,12 @@ class UnavailableError(APIError):
     """503 ``unavailable``: Docker or a registry cannot be reached."""
 
 
+class InsufficientStorageError(APIError):
+    """507 ``insufficient_storage``: the daemon's state disk is full, so nothing was changed. Reads,
+    deletes and stops still work (deleting sandboxes, snapshots or volumes frees space); retry
+    once space returns."""
+
+
 _BY_CODE: Dict[str, Type[APIError]] = {
     "invalid_argument": InvalidArgumentError,
     "unauthenticated": AuthenticationError,
@@ -99,12 +105,13 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "rate_limited": RateLimitedError,
     "internal": InternalServerError,
     "unavailable": UnavailableError,
+    "insufficient_storage": InsufficientStorageError,
 }
 
 _BY_STATUS: Dict[int, Type[APIError]] = {
     400: InvalidArgumentError, 401: AuthenticationError, 403: PermissionDeniedError,
     404: NotFoundError, 409: ConflictError, 413: PayloadTooLargeError, 429: RateLimitedError,
-    500: InternalServerError, 503: UnavailableError,
+    500: InternalServerError, 503: UnavailableError, 507: InsufficientStorageError,
 }
 
 

@@ -2,8 +2,9 @@
 
 import pytest
 
-from sandfort_sdk import (APIError, AuthenticationError, Client, ConflictError, InvalidArgumentError,
-                          NotFoundError, PermissionDeniedError, SandfortError)
+from sandfort_sdk import (APIError, AuthenticationError, Client, ConflictError, InsufficientStorageError,
+                          InvalidArgumentError, NotFoundError, PermissionDeniedError, SandfortError)
+from sandfort_sdk.errors import error_from_response
 
 
 def test_bad_key_is_an_authentication_error(env):
@@ -72,3 +73,13 @@ def test_exit_codes_are_values(client):
         assert r.stdout_bytes == b"\xffok"
         with pytest.raises(ValueError):
             sbx.process.exec()
+
+
+def test_a_full_state_disk_is_insufficient_storage():
+    body = (b'{"error": {"code": "insufficient_storage", "message": "the state directory\'s disk is full", '
+            b'"request_id": "req-0123456789abcdef"}}')
+    e = error_from_response(507, {"X-Request-Id": "req-0123456789abcdef"}, body)
+    assert isinstance(e, InsufficientStorageError)
+    assert e.status == 507 and e.code == "insufficient_storage" and e.request_id == "req-0123456789abcdef"
+    # A proxy's own 507 without the JSON shape maps by status.
+    assert isinstance(error_from_response(507, {}, b"Insufficient Storage"), InsufficientStorageError)

@@ -3,7 +3,8 @@
  * `aborted`, `config`, `protocol`. Guardrails answer `quota_exceeded` (429: an organization's
  * quota of sandboxes, CPUs or memory, or a full disk), `image_not_allowed` (403: outside the
  * organization's image policy), `conflict` (409, also while its kill switch is on) and
- * `rate_limited` (429, with `retryAfterS`).
+ * `rate_limited` (429, with `retryAfterS`). `insufficient_storage` (507): the daemon's state
+ * disk is full and nothing was changed; reads, deletes and stops still work.
  */
 export type ErrorCode =
   | "invalid_argument"
@@ -18,6 +19,7 @@ export type ErrorCode =
   | "internal"
   | "unavailable"
   | "idp_unavailable"
+  | "insufficient_storage"
   | "connection_error"
   | "timeout"
   | "aborted"
@@ -71,6 +73,11 @@ export class SandfortError extends Error {
     return this.code === "quota_exceeded";
   }
 
+  /** The daemon's state disk is full: nothing was changed; retry once space returns (deletes still work). */
+  get isInsufficientStorage(): boolean {
+    return this.code === "insufficient_storage";
+  }
+
   /** Too many requests from this key: wait `retryAfterS` seconds. */
   get isRateLimited(): boolean {
     return this.code === "rate_limited";
@@ -98,6 +105,7 @@ const CODE_BY_STATUS: Record<number, string> = {
   502: "unavailable",
   503: "unavailable",
   504: "unavailable",
+  507: "insufficient_storage",
 };
 
 /** Builds a SandfortError from an HTTP error answer (body already read as text). */

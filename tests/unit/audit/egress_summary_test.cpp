@@ -148,3 +148,48 @@ TEST_CASE("egress summary: a flood of distinct hosts and reasons stays bounded a
   audit::chain_verifier v(a.id);
   for (const auto& e : got) REQUIRE(v.feed(e));
 }
+
+TEST_CASE("egress summary: on a full state disk the counts wait in memory and are written whole when space returns",
+          "[full-disk]") {
+  egress_fixture f;
+  f.org("superadmin", true);
+  auto a = f.org("a");
+  f.egress.note(allow(a.id, "sbx-1", "example.com", 10, 20));
+  REQUIRE(f.egress.flush());
+  for (int i = 0; i < 5; ++i) f.egress.note(deny(a.id, "sbx-1", "evil.test", "not allowlisted"));
+
+  // Below the floor: nothing is written, nothing is lost.
+  REQUIRE(f.db->set_space_policy({std::int64_t{1} << 60, 0}));
+  auto refused = f.egress.flush();
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::insufficient_storage);
+  CHECK(f.egress.pending() == 1);
+  CHECK(f.events(a.id).size() == 1);
+  f.egress.note(deny(a.id, "sbx-1", "evil.test", "not allowlisted"));
+
+  // The database itself has no room (SQLITE_FULL): the transaction keeps no event, the counts stay.
+  REQUIRE(f.db->set_space_policy({0, 0}));
+  auto pages = f.db->page_count();
+  REQUIRE(pages);
+  REQUIRE(f.db->set_max_page_count(*pages));
+  for (int i = 0; i < 3000; ++i) f.egress.note(deny(a.id, "sbx-x" + std::to_string(i), "evil.test", "not allowlisted"));
+  auto failed = f.egress.flush();
+  REQUIRE_FALSE(failed);
+  CHECK(failed.err().code == errc::insufficient_storage);
+  CHECK(f.events(a.id).size() == 1);
+  CHECK(f.egress.pending() == 3001);
+
+  // Space again: every decision is in the chain, which verifies.
+  REQUIRE(f.db->set_max_page_count(1 << 20));
+  auto written = f.egress.flush();
+  REQUIRE(written);
+  CHECK(*written == 3001);
+  auto got = f.events(a.id);
+  REQUIRE(got.size() == 3002);
+  long long denied = 0;
+  for (const auto& e : got)
+    if (e.outcome == "denied") denied += details(e)["count"].get<long long>();
+  CHECK(denied == 5 + 1 + 3000);
+  audit::chain_verifier v(a.id);
+  for (const auto& e : got) REQUIRE(v.feed(e));
+}
