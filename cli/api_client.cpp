@@ -187,6 +187,9 @@ void throw_api_error(const response& r) {
     text += "\nhint: delete or stop sandboxes the organization no longer needs (`sandfort sandbox ls`); "
             "`sandfort org limits` shows its quotas and their use";
   if (code == "image_not_allowed") text += "\nhint: `sandfort org limits` shows the images the organization may use";
+  if (code == "host_full")
+    text += "\nhint: the host's memory is taken by running sandboxes (every organization's); stop or delete "
+            "sandboxes no longer needed, ask for less memory (--memory), or ask the operator";
   throw failure(text);
 }
 

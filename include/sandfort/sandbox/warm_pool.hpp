@@ -54,6 +54,9 @@ class warm_pool {
     std::function<boost::asio::awaitable<result<pool_member>>(const pool_config&)> make;
     // Removes a member's container (it was never claimed).
     std::function<boost::asio::awaitable<void>(pool_member)> destroy;
+    // Whether the host has room for one more member of this pool now (docs/limits.md, "Host
+    // memory"); a refusal backs the pool off like a failed make. Absent: always.
+    std::function<result<void>(const pool_config&)> may_make;
   };
 
   warm_pool(boost::asio::any_io_executor executor, std::vector<pool_config> pools, hooks h);
@@ -70,6 +73,14 @@ class warm_pool {
   bool lost(const std::string& sandbox_id);
 
   std::vector<pool_status> status() const;
+
+  // Memory limits of the members waiting and of the one being made, in MiB: the host holds them.
+  std::int64_t memory_mb() const;
+  // Of the waiting members only: what evict() can give back.
+  std::int64_t waiting_memory_mb() const;
+  // Takes waiting members out of the pools, the newest first, until their memory adds up to at
+  // least `mb` (or none is left); the caller removes them. Refilling backs off meanwhile.
+  std::vector<pool_member> evict(std::int64_t mb);
 
  private:
   struct pool {

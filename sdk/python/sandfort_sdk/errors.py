@@ -87,6 +87,12 @@ class UnavailableError(APIError):
     """503 ``unavailable``: Docker or a registry cannot be reached."""
 
 
+class HostFullError(UnavailableError):
+    """503 ``host_full``: the host's memory cannot hold the sandbox being created or started
+    beside the ones already running (every organization's). Nothing was made; retry after
+    sandboxes are stopped or deleted, or ask for less ``memory_mb``."""
+
+
 _BY_CODE: Dict[str, Type[APIError]] = {
     "invalid_argument": InvalidArgumentError,
     "unauthenticated": AuthenticationError,
@@ -99,6 +105,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "rate_limited": RateLimitedError,
     "internal": InternalServerError,
     "unavailable": UnavailableError,
+    "host_full": HostFullError,
 }
 
 _BY_STATUS: Dict[int, Type[APIError]] = {

@@ -72,3 +72,17 @@ def test_exit_codes_are_values(client):
         assert r.stdout_bytes == b"\xffok"
         with pytest.raises(ValueError):
             sbx.process.exec()
+
+
+def test_host_full_is_a_typed_unavailable_error():
+    """503 host_full (docs/api.md): the host's memory is taken; a caller catching 503s still does."""
+    from sandfort_sdk import HostFullError, UnavailableError
+    from sandfort_sdk.errors import error_from_response
+    body = (b'{"error": {"code": "host_full", "message": "host full: this host cannot hold 1024 MiB more",'
+            b' "request_id": "req-00000000000000ab"}}')
+    e = error_from_response(503, {"X-Request-Id": "req-00000000000000ab"}, body)
+    assert isinstance(e, HostFullError) and isinstance(e, UnavailableError)
+    assert e.status == 503 and e.code == "host_full" and e.request_id == "req-00000000000000ab"
+    assert "1024 MiB" in e.message
+    plain = error_from_response(503, {}, b'{"error": {"code": "unavailable", "message": "docker down"}}')
+    assert type(plain) is UnavailableError

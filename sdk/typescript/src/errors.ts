@@ -3,7 +3,8 @@
  * `aborted`, `config`, `protocol`. Guardrails answer `quota_exceeded` (429: an organization's
  * quota of sandboxes, CPUs or memory, or a full disk), `image_not_allowed` (403: outside the
  * organization's image policy), `conflict` (409, also while its kill switch is on) and
- * `rate_limited` (429, with `retryAfterS`).
+ * `rate_limited` (429, with `retryAfterS`); the host answers `host_full` (503: its memory cannot
+ * hold the sandbox beside every running one; nothing was made).
  */
 export type ErrorCode =
   | "invalid_argument"
@@ -18,6 +19,7 @@ export type ErrorCode =
   | "internal"
   | "unavailable"
   | "idp_unavailable"
+  | "host_full"
   | "connection_error"
   | "timeout"
   | "aborted"
@@ -71,7 +73,12 @@ export class SandfortError extends Error {
     return this.code === "quota_exceeded";
   }
 
-  /** Too many requests from this key: wait `retryAfterS` seconds. */
+  /** The host's memory cannot hold the sandbox now: stop or delete sandboxes, or ask for less memory. */
+  get isHostFull(): boolean {
+    return this.code === "host_full";
+  }
+
+  /** Too many requests from this key (or its organization): wait `retryAfterS` seconds. */
   get isRateLimited(): boolean {
     return this.code === "rate_limited";
   }
