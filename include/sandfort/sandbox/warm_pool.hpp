@@ -6,8 +6,9 @@
 // The pool knows nothing of containers: the service makes and unmakes members (hooks), and
 // applies what is per request when it claims one (the row, the environment and proxy
 // credential, the working directory). Members belong to no organization — they have no row,
-// count against no quota and are never listed — and each is handed out once: a claimed member
-// is the claimant's sandbox from then on and never returns to the pool.
+// count against no organization's quota and are never listed — and each is handed out once: a
+// claimed member is the claimant's sandbox from then on and never returns to the pool. Their
+// memory is the host's all the same: host admission counts them (docs/limits.md, "Host memory").
 //
 // One member is made at a time across all pools, so refilling never takes more than one
 // Docker create/start and one agent start-up at once away from the traffic it serves.
