@@ -9,7 +9,8 @@
 
   --role member|admin   call with a key of an ordinary organization instead of the superadmin's
   --candidate-config J  extra config (JSON) for the candidate only, e.g. rate limits high enough
-                        for a benchmark: '{"guardrails":{"rate_limits":{"member":{"rate_per_s":1e5,"burst":1e5}}}}'
+                        for a benchmark (the key's and its organization's):
+                        '{"guardrails":{"rate_limits":{"member":{"rate_per_s":1e5,"burst":1e5},"org":{"rate_per_s":1e5,"burst":1e5}}}}'
   --baseline-config J   the same for the baseline (one build against itself: a setting's cost)
 
 Each build gets its own sandfortd (temporary state, its own sandbox network); rounds alternate

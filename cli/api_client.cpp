@@ -190,6 +190,9 @@ void throw_api_error(const response& r) {
   if (code == "insufficient_storage")
     text += "\nhint: the daemon's state disk is full and nothing was changed; reads, deletes and stops still work "
             "(`sandfort sandbox rm` frees space); retry once space returns";
+  if (code == "host_full")
+    text += "\nhint: the host's memory is taken by running sandboxes (every organization's); stop or delete "
+            "sandboxes no longer needed, ask for less memory (--memory), or ask the operator";
   throw failure(text);
 }
 

@@ -155,6 +155,10 @@ def guardrail_advice(e):
     if e.code == "rate_limited":
         wait = f"{e.retry_after:g} s" if e.retry_after is not None else "a moment"
         return f"Too many requests: wait {wait} before calling again."
+    if e.code == "host_full":
+        return ("The host has no memory left for another sandbox (nothing was made). Delete or stop "
+                "sandboxes you no longer need (list_sandboxes, then delete_sandbox) and try again, "
+                "or ask for less memory; if none can go, tell the user the host is full.")
     return None
 
 

@@ -212,3 +212,20 @@ def test_a_rate_limited_key_is_told_when_to_retry(limited, tmp_path):
     assert "rate_limited" in r.stderr and "requests per second" in r.stderr, r.stderr
     m = re.search(r"hint: too many requests with these credentials; retry in (\d+) s", r.stderr)
     assert m and 1 <= int(m.group(1)) <= 5, r.stderr
+
+
+def test_a_full_host_is_told_with_what_to_do(tmp_path):
+    # A daemon whose host gives sandboxes 100 MiB: a create of 128 is refused before anything is made.
+    with open("/proc/meminfo") as f:
+        total_mb = next(int(line.split()[1]) // 1024 for line in f if line.startswith("MemTotal:"))
+    d = Daemon({"log_level": "warn", "host": {"memory_reserve_mb": total_mb - 100}}).start()
+    try:
+        cli = Cli(tmp_path, f"http://127.0.0.1:{d.port}", d.admin_key)
+        r = cli.run("sandbox", "create", "--memory", "128")
+        assert r.returncode == 1, r
+        assert "host_full" in r.stderr and "128 MiB" in r.stderr, r.stderr
+        assert "hint: the host's memory is taken by running sandboxes" in r.stderr, r.stderr
+        assert cli.json("sandbox", "ls")["items"] == []
+    finally:
+        d.stop()
+        d.cleanup()

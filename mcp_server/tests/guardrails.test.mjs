@@ -141,3 +141,22 @@ test('rate_limited: a tool error with the Retry-After wait', async () => {
     fake.close();
   }
 });
+
+test('host_full: a tool error that says the host is full and what to do', async () => {
+  const fake = http.createServer((req, res) => {
+    res.writeHead(503, { 'Content-Type': 'application/json', 'X-Request-Id': 'req-00000000000000ab' });
+    res.end(JSON.stringify({ error: { code: 'host_full', message: 'host full: this host cannot hold 1024 MiB more', request_id: 'req-00000000000000ab' } }));
+  });
+  await new Promise((r) => fake.listen(0, '127.0.0.1', r));
+  const c = await connect(`http://127.0.0.1:${fake.address().port}`, 'sfk_test');
+  try {
+    const r = await c.callTool({ name: 'create_sandbox', arguments: {} });
+    assert.equal(r.isError, true);
+    const text = textOf(r);
+    assert.ok(text.startsWith('Sandfort API error 503 host_full: host full: this host cannot hold 1024 MiB more'), text);
+    assert.match(text, /no memory left for another sandbox/);
+  } finally {
+    await c.close();
+    fake.close();
+  }
+});

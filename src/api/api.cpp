@@ -11,20 +11,24 @@ namespace sandfort::api {
 
 namespace {
 
-// Every authenticated request takes a token from its principal's bucket, whatever it asks for
-// (a key hammering routes it may not use is load all the same).
+// Every authenticated request takes a token from its principal's bucket and from its
+// organization's, whatever it asks for (a key hammering routes it may not use is load all the same).
 std::optional<error> over_rate_limit(dependencies& deps, const auth::principal& p, const std::string& remote) {
   const rate_limit& limit = deps.limiter.limit_for(p);
-  if (limit.rate_per_s <= 0) return std::nullopt;
+  const rate_limit& org_limit = deps.limiter.org_limit_for(p);
+  if (limit.rate_per_s <= 0 && org_limit.rate_per_s <= 0) return std::nullopt;
   const std::string name = actor_of(p, "", remote).name;
-  auto decided = deps.limiter.admit(name, limit);
+  auto decided = deps.limiter.admit(name, limit, "org:" + p.org_id, org_limit);
   if (decided.allowed) return std::nullopt;
-  deps.rate_refusals.note({p.org_id, name, remote, limit});
+  const rate_limit& empty = decided.by_org ? org_limit : limit;
+  deps.rate_refusals.note({p.org_id, name, remote, empty, decided.by_org});
+  const std::string whose = decided.by_org ? "organization (all its keys and users together)"
+                            : p.via == auth::method::oidc ? "identity"
+                                                          : "API key";
   error e = make_error(errc::rate_limited,
                        fmt::format("rate limit of this {} exceeded ({:g} requests per second, bursts of {}); retry "
                                    "in {} s",
-                                   p.via == auth::method::oidc ? "identity" : "API key", limit.rate_per_s,
-                                   limit.burst, decided.retry_after_s));
+                                   whose, empty.rate_per_s, empty.burst, decided.retry_after_s));
   e.retry_after_s = decided.retry_after_s;
   return e;
 }

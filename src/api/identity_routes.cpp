@@ -34,6 +34,17 @@ std::vector<std::string> chains_of(const auth::principal& p, const std::string& 
   return {org_id, p.org_id};
 }
 
+// The organization's cap on keys that work (guardrails.max_api_keys): more keys would multiply
+// its per-key rate limits, and each is a credential to leak. Revoked and expired keys do not
+// count. Checked with no co_await before the insert, so parallel creates cannot overshoot it.
+result<void> admit_key(dependencies& deps, const std::string& org_id, const audit::actor& who) {
+  auto working = deps.db.count_working_api_keys(org_id, format_time(deps.clk.now()));
+  if (!working) return std::move(working).err();
+  return sandbox::admit_count(deps.journal, org_id, who,
+                              {"api_keys", deps.cfg.guardrails.max_api_keys, *working,
+                               "revoked and expired keys do not count; revoke some", {}});
+}
+
 // Shared by POST /v1/api-keys and the superadmin's POST /v1/orgs/{org}/api-keys.
 http::response create_key(dependencies& deps, http::context& ctx, const auth::principal& p, const std::string& org_id) {
   auto body = parse_object(ctx.req);
@@ -47,6 +58,8 @@ http::response create_key(dependencies& deps, http::context& ctx, const auth::pr
   if (!role) return http::error_response(role.err(), ctx.request_id);
   if (expires_in_s && *expires_in_s <= 0)
     return http::error_response(make_error(errc::invalid_argument, "expires_in_s must be positive"), ctx.request_id);
+  if (auto room = admit_key(deps, org_id, actor_of(p, ctx.request_id, ctx.remote)); !room)
+    return http::error_response(room.err(), ctx.request_id);
   auto issued = deps.journal.record_change(
       chains_of(p, org_id), actor_of(p, ctx.request_id, ctx.remote),
       [&] { return auth::issue_key(deps.db, deps.clk, org_id, name, *role, expires_in_s.value_or(0)); },

@@ -138,7 +138,9 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          auto r = co_await svc.update(p.org_id, id, *req, who);
          co_return reply(r, ctx, 200, sandbox_json);
        }},
-      {http::verb::get, "/v1/sandboxes/{id}/preview/{port}", permission::read,
+      // A preview token reaches the sandbox's app with every method and WebSockets: a notebook or
+      // dev server there runs code for whoever holds it. So it is a member's (docs/api.md, Roles).
+      {http::verb::get, "/v1/sandboxes/{id}/preview/{port}", permission::use_sandboxes,
        [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto id = ctx.params["id"];
          int port = 0;

@@ -7,8 +7,9 @@ constexpr const char* overflow_principal = "*";
 }  // namespace
 
 void rate_limit_summary::note(const rate_limit_refusal& r) {
-  auto key = std::make_pair(r.org_id, r.principal);
-  if (tallies_.size() >= max_pairs && !tallies_.contains(key)) key = {r.org_id, std::string(overflow_principal)};
+  auto key = std::make_tuple(r.org_id, r.principal, r.org_bucket);
+  if (tallies_.size() >= max_pairs && !tallies_.contains(key))
+    key = {r.org_id, std::string(overflow_principal), r.org_bucket};
   tally& t = tallies_[key];
   const std::string now = format_time(clk_.now());
   if (t.count++ == 0) {
@@ -38,7 +39,7 @@ result<int> rate_limit_summary::flush() {
   if (!tx) return std::move(tx).err();
   int written = 0;
   for (const auto& [key, t] : tallies_) {
-    const auto& [org_id, principal] = key;
+    const auto& [org_id, principal, org_bucket] = key;
     auto chain = chain_of(org_id);
     if (!chain) return std::move(chain).err();
     nlohmann::json details = {{"count", t.count},
@@ -48,6 +49,7 @@ result<int> rate_limit_summary::flush() {
                               {"burst", t.limit.burst}};
     if (*chain != org_id) details["org_id"] = org_id;
     if (principal == overflow_principal) details["principals"] = "too many distinct principals: counted together";
+    if (org_bucket) details["bucket"] = "organization";
     record r{"rate_limit.exceeded", "", "denied", floats_as_text(std::move(details))};
     const actor who{principal == overflow_principal ? "anonymous" : principal, "", t.source};
     if (auto e = journal_.append(*chain, who, r); !e) return std::move(e).err();

@@ -14,14 +14,14 @@ using nlohmann::json;
 json rate_limits_tree(const rate_limits_config& r) {
   auto one = [](const rate_limit& l) { return json{{"rate_per_s", l.rate_per_s}, {"burst", l.burst}}; };
   return json{{"viewer", one(r.viewer)}, {"member", one(r.member)}, {"admin", one(r.admin)},
-              {"superadmin", one(r.superadmin)}};
+              {"superadmin", one(r.superadmin)}, {"org", one(r.org)}};
 }
 
 rate_limits_config rate_limits_from(const json& j) {
   auto one = [&](const char* role) {
     return rate_limit{j.at(role).at("rate_per_s").get<double>(), j.at(role).at("burst").get<std::int64_t>()};
   };
-  return {one("viewer"), one("member"), one("admin"), one("superadmin")};
+  return {one("viewer"), one("member"), one("admin"), one("superadmin"), one("org")};
 }
 
 json to_json_tree(const config& c) {
@@ -101,7 +101,8 @@ json to_json_tree(const config& c) {
                 {"default_idle_timeout_s", c.guardrails.default_idle_timeout_s},
                 {"delete_grace_s", c.guardrails.delete_grace_s},
                 {"rate_limits", rate_limits_tree(c.guardrails.rate_limits)},
-                {"command_log_cap_bytes", c.guardrails.command_log_cap_bytes}}},
+                {"command_log_cap_bytes", c.guardrails.command_log_cap_bytes},
+                {"max_api_keys", c.guardrails.max_api_keys}}},
               {"disk",
                {{"enforcement", c.disk.enforcement},
                 {"default_mb", c.disk.default_mb},
@@ -109,6 +110,8 @@ json to_json_tree(const config& c) {
                 {"check_interval_s", c.disk.check_interval_s},
                 {"max_walk_entries", c.disk.max_walk_entries},
                 {"max_walk_depth", c.disk.max_walk_depth}}},
+              {"host",
+               {{"memory_reserve_mb", c.host.memory_reserve_mb}, {"memory_overcommit", c.host.memory_overcommit}}},
               {"store",
                {{"deleted_retention_s", c.store.deleted_retention_s},
                 {"maintenance_interval_s", c.store.maintenance_interval_s},
@@ -295,6 +298,9 @@ config from_json_tree(const json& j) {
   c.disk.check_interval_s = d.at("check_interval_s").get<int>();
   c.disk.max_walk_entries = d.at("max_walk_entries").get<std::int64_t>();
   c.disk.max_walk_depth = d.at("max_walk_depth").get<int>();
+  c.guardrails.max_api_keys = g.at("max_api_keys").get<int>();
+  c.host.memory_reserve_mb = j.at("host").at("memory_reserve_mb").get<std::int64_t>();
+  c.host.memory_overcommit = j.at("host").at("memory_overcommit").get<double>();
   const json& st = j.at("store");
   c.store.deleted_retention_s = st.at("deleted_retention_s").get<std::int64_t>();
   c.store.maintenance_interval_s = st.at("maintenance_interval_s").get<int>();
@@ -457,7 +463,7 @@ bool is_role_name(const std::string& r) { return r == "admin" || r == "member" |
 result<void> check_rate_limits_and_maxima(const config& c) {
   const auto& r = c.guardrails.rate_limits;
   for (auto [role, l] : {std::pair{"viewer", r.viewer}, std::pair{"member", r.member}, std::pair{"admin", r.admin},
-                         std::pair{"superadmin", r.superadmin}}) {
+                         std::pair{"superadmin", r.superadmin}, std::pair{"org", r.org}}) {
     const std::string where = std::string("config: guardrails.rate_limits.") + role;
     if (!(l.rate_per_s >= 0 && l.rate_per_s <= 1e6) || l.burst < 0 || l.burst > 1'000'000'000)
       return make_error(errc::invalid_argument, where + ": rate_per_s must be 0 to 1000000 and burst 0 to 1000000000");
@@ -471,6 +477,16 @@ result<void> check_rate_limits_and_maxima(const config& c) {
     return make_error(errc::invalid_argument, "config: output_cap_bytes must be at most 1073741824");
   if (c.exec_max_timeout_s > 2'000'000)
     return make_error(errc::invalid_argument, "config: exec_max_timeout_s must be at most 2000000");
+  return {};
+}
+
+result<void> check_keys_and_host(const config& c) {
+  if (c.guardrails.max_api_keys < 1 || c.guardrails.max_api_keys > 1'000'000)
+    return make_error(errc::invalid_argument, "config: guardrails.max_api_keys must be 1 to 1000000");
+  if (c.host.memory_reserve_mb < 0 || c.host.memory_reserve_mb > (std::int64_t{1} << 40))
+    return make_error(errc::invalid_argument, "config: host.memory_reserve_mb must be 0 to 2^40");
+  if (!(c.host.memory_overcommit > 0 && c.host.memory_overcommit <= 100))
+    return make_error(errc::invalid_argument, "config: host.memory_overcommit must be above 0 and at most 100");
   return {};
 }
 
@@ -606,6 +622,7 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
       return make_error(errc::invalid_argument, "config: images.allowed_registries entry '" + r +
                                                     "' must be a registry host[:port] or '*'");
   if (auto r = check_rate_limits_and_maxima(c); !r) return r;
+  if (auto r = check_keys_and_host(c); !r) return r;
   if (auto r = finalize_pools(c); !r) return r;
   return check_oidc(c.oidc);
 }

@@ -16,13 +16,16 @@ namespace sandfort::sandbox {
 namespace asio = boost::asio;
 
 service::service(asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
-                 agent_connector& agent, const clock& clk)
-    : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), clock_(clk), journal_(db, clk),
+                 agent_connector& agent, const clock& clk, host_memory* host)
+    : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), clock_(clk),
+      own_host_(host ? nullptr : std::make_unique<proc_meminfo>()), host_(host ? *host : *own_host_),
+      journal_(db, clk),
       activity_(clk),
       net_(cfg, db, engine, agent, activity_),
       pool_(executor_, cfg.pools,
             warm_pool::hooks{[this](const pool_config& p) { return make_pool_member(p); },
-                             [this](pool_member m) { return destroy_pool_member(std::move(m)); }}),
+                             [this](pool_member m) { return destroy_pool_member(std::move(m)); },
+                             [this](const pool_config& p) { return host_room_for_member(p); }}),
       volumes_(db, engine, clk, cfg.guardrails),
       snapshots_(db, engine, clk, cfg.guardrails, [this](const std::string& sandbox_id) -> std::shared_ptr<void> {
         return std::make_shared<reconciler::operation_mark>(reconciler_, sandbox_id);
@@ -132,6 +135,11 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // Members are made with the default disk_mb (under hard enforcement, Docker's size of them).
   if (spec->volumes.empty() && spec->user.empty() && spec->limits.disk_mb == cfg_.disk.default_mb)
     member = pool_.take(image, {spec->limits.cpus, spec->limits.memory_mb, spec->limits.pids});
+  // A member's memory was the host's already: taken, it moves from the pool to this sandbox.
+  if (auto room = admit_to_host(org_id, spec->limits.memory_mb, {}, who, !member); !room) {
+    if (member) co_await destroy_pool_member(*member);
+    co_return std::move(room).err();
+  }
   spec->pooled = member.has_value();
   store::sandbox_record rec;
   rec.id = member ? member->sandbox_id : new_id("sbx-");
@@ -367,6 +375,8 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is being started");
   if (auto admitted = admit(org_id, spec_from_json(rec->spec_json), rec->snapshot, rec->id, who); !admitted)
     co_return std::move(admitted).err();
+  if (auto room = admit_to_host(org_id, spec_from_json(rec->spec_json).limits.memory_mb, rec->id, who, true); !room)
+    co_return std::move(room).err();
   starting_->insert(rec->id);
   struct started_or_not {
     std::shared_ptr<std::set<std::string>> set;

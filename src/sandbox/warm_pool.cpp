@@ -59,8 +59,13 @@ asio::awaitable<void> warm_pool::fill_forever() {
       co_await timer->async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
     }
-    p->filling = true;
-    auto made = co_await hooks_.make(p->cfg);
+    result<pool_member> made = make_error(errc::internal, "not made");
+    if (auto room = hooks_.may_make ? hooks_.may_make(p->cfg) : result<void>(); !room) {
+      made = std::move(room).err();
+    } else {
+      p->filling = true;
+      made = co_await hooks_.make(p->cfg);
+    }
     p->filling = false;
     if (!made) {
       // Back off: an image that cannot be pulled or a Docker that refuses must not be hammered.
@@ -119,6 +124,38 @@ bool warm_pool::lost(const std::string& sandbox_id) {
     return true;
   }
   return false;
+}
+
+std::int64_t warm_pool::waiting_memory_mb() const {
+  std::int64_t mb = 0;
+  for (const auto& p : pools_) mb += static_cast<std::int64_t>(p->ready.size()) * p->cfg.resources->memory_mb;
+  return mb;
+}
+
+std::int64_t warm_pool::memory_mb() const {
+  std::int64_t mb = waiting_memory_mb();
+  for (const auto& p : pools_)
+    if (p->filling) mb += p->cfg.resources->memory_mb;
+  return mb;
+}
+
+std::vector<pool_member> warm_pool::evict(std::int64_t mb) {
+  std::vector<pool_member> out;
+  for (auto& p : pools_) {
+    bool took = false;
+    while (mb > 0 && !p->ready.empty()) {
+      out.push_back(std::move(p->ready.back()));
+      p->ready.pop_back();
+      mb -= p->cfg.resources->memory_mb;
+      took = true;
+    }
+    // Not made again at once: the room went to a sandbox, and a refill would only be refused.
+    if (took) p->retry_at = std::max(p->retry_at, steady_clock::now() + std::chrono::seconds(2));
+  }
+  if (out.empty()) return out;
+  spdlog::info("pool: {} waiting member(s) removed to make room on the host", out.size());
+  wake();
+  return out;
 }
 
 std::vector<pool_status> warm_pool::status() const {

@@ -271,7 +271,14 @@ int serve(const config_flags& f) {
   // and encoded there, never on the I/O thread.
   sandbox::answer_workers answer_workers(2);
   sandbox::container_connector agent(engine, answer_workers, agent_opts);
-  sandbox::service sandboxes(ioc.get_executor(), cfg, *db, engine, agent, clk);
+  // Read once here: a host whose memory cannot be told would admit nothing (docs/limits.md).
+  sandbox::proc_meminfo host_memory;
+  auto host_total = host_memory.total_mb();
+  if (!host_total) throw std::runtime_error("host memory: " + host_total.err().message);
+  spdlog::info("host memory: sandboxes may hold {} MiB together ((MemTotal {} MiB − reserve {} MiB) × over-commit {})",
+               sandbox::sandbox_memory_capacity_mb(*host_total, cfg.host), *host_total, cfg.host.memory_reserve_mb,
+               cfg.host.memory_overcommit);
+  sandbox::service sandboxes(ioc.get_executor(), cfg, *db, engine, agent, clk, &host_memory);
 
   auto audit_key = audit::signing_key::load_or_create(cfg.audit.key_path);
   if (!audit_key) throw std::runtime_error("audit: " + audit_key.err().message);

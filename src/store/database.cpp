@@ -556,6 +556,20 @@ result<std::vector<api_key>> database::list_api_keys(const std::string& org_id) 
   return collect<api_key>(*st, read_key);
 }
 
+result<std::int64_t> database::count_working_api_keys(const std::string& org_id, const std::string& now) {
+  // Times are fixed-width UTC text (format_time): compared as text they compare as times.
+  auto st = prepare(
+      "SELECT count(*) FROM api_keys WHERE org_id = ?1 AND revoked_at IS NULL AND "
+      "(expires_at IS NULL OR expires_at > ?2)");
+  if (!st) return std::move(st).err();
+  st->bind(1, org_id);
+  st->bind(2, now);
+  auto row = st->step();
+  if (!row) return std::move(row).err();
+  if (!*row) return std::int64_t{0};
+  return st->column_int64(0);
+}
+
 result<void> database::revoke_api_key(const std::string& org_id, const std::string& key_id,
                                       const std::string& revoked_at) {
   auto st = prepare(

@@ -10,10 +10,14 @@ from sandfort_harness import Daemon  # noqa: E402
 @pytest.fixture(scope="session")
 def daemon():
     # The suite's shared keys call at test speed (hundreds of requests a second, walking the role
-    # table): per-key rate limits are off here and tested on a daemon of their own
-    # (test_guardrails_limits.py). Every other default is the shipped one.
+    # table): per-key and per-organization rate limits are off here and tested on daemons of their
+    # own (test_guardrails_limits.py, test_admission.py). So is host memory admission: the whole
+    # suite's idle sandboxes of 1 GiB share this daemon, and the admission is tested on a daemon
+    # sized to this host (test_admission.py). Every other default is the shipped one.
     unlimited = {"rate_per_s": 0, "burst": 0}
-    d = Daemon({"guardrails": {"rate_limits": {"viewer": unlimited, "member": unlimited, "admin": unlimited}}}).start()
+    d = Daemon({"guardrails": {"rate_limits": {"viewer": unlimited, "member": unlimited, "admin": unlimited,
+                                               "org": unlimited}},
+                "host": {"memory_overcommit": 8}}).start()
     yield d
     rc = d.stop()
     log = d.log()  # before cleanup removes it

@@ -224,7 +224,8 @@ def test_the_parser_is_strict():
 def daemon():
     unlimited = {"rate_per_s": 0, "burst": 0}
     d = Daemon({"pools": [{"size": 1}],
-                "guardrails": {"rate_limits": {"viewer": unlimited, "member": unlimited, "admin": unlimited}}}).start()
+                "guardrails": {"rate_limits": {"viewer": unlimited, "member": unlimited, "admin": unlimited,
+                                               "org": unlimited}}}).start()
     yield d
     rc = d.stop()
     log = d.log()

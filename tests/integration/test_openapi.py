@@ -566,8 +566,9 @@ def test_sandboxes_volumes_and_snapshots(daemon, checker, org):
         checker.check("PATCH", SBX, member.request("PATCH", f"/v1/sandboxes/{sid}", body={"name": "other"}), 400)
         checker.check("GET", SBX + "/metrics", viewer.get(f"/v1/sandboxes/{sid}/metrics"), 200)
         checker.check("GET", SBX + "/ports", viewer.get(f"/v1/sandboxes/{sid}/ports"), 200)
-        checker.check("GET", SBX + "/preview/{port}", viewer.get(f"/v1/sandboxes/{sid}/preview/8080"), 200)
-        checker.check("GET", SBX + "/preview/{port}", viewer.get(f"/v1/sandboxes/{sid}/preview/70000"), 400)
+        checker.check("GET", SBX + "/preview/{port}", member.get(f"/v1/sandboxes/{sid}/preview/8080"), 200)
+        checker.check("GET", SBX + "/preview/{port}", member.get(f"/v1/sandboxes/{sid}/preview/70000"), 400)
+        checker.check("GET", SBX + "/preview/{port}", viewer.get(f"/v1/sandboxes/{sid}/preview/8080"), 403)
 
         checker.check("POST", SBX + "/pause", member.post(f"/v1/sandboxes/{sid}/pause"), 200)
         checker.check("POST", SBX + "/process/exec",

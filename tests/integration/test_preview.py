@@ -182,3 +182,37 @@ def test_ports_list_their_preview_urls(daemon, member, served):
     assert http_server, items
     assert http_server[0]["url"] == f"http://8080-{served['id']}.preview.localhost:{daemon.preview_port}"
     assert http_server[0]["previewable"] is True
+
+
+def preview_request(daemon, method, host, body=None, headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", daemon.preview_port, timeout=30)
+    conn.request(method, "/", body=body, headers={"Host": host, **(headers or {})})
+    r = conn.getresponse()
+    out = (r.status, r.read())
+    conn.close()
+    return out
+
+
+def test_a_viewer_gets_no_preview_token_so_cannot_post_or_upgrade_to_the_app(daemon, org, member, served):
+    """A preview token reaches the app with every method and WebSockets (a notebook there runs
+    code): it is a member's. A viewer reads the sandbox and its ports, never a token."""
+    viewer = org["viewer"]
+    r = viewer.get(f"/v1/sandboxes/{served['id']}/preview/8080")
+    assert r.status == 403, r
+    assert r.json()["error"]["code"] == "permission_denied" and r.json()["error"]["request_id"], r
+    # Nothing a viewer may read carries one (the sandbox, its ports with their URLs).
+    for path in (f"/v1/sandboxes/{served['id']}", f"/v1/sandboxes/{served['id']}/ports"):
+        r = viewer.get(path)
+        assert r.status == 200 and "token" not in r.body.decode(), r
+    host = host_for(daemon, served, 8080)
+    # Without a token the preview listener answers itself: the app sees neither request.
+    status, body = preview_request(daemon, "POST", host, b"{}", {"Content-Type": "application/json"})
+    assert status == 401, body
+    status, body = preview_request(daemon, "GET", host, headers={
+        "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+    assert status == 401, body
+    # A member's token is unchanged and does reach the app: the POST is the server's own answer.
+    token = member.get(f"/v1/sandboxes/{served['id']}/preview/8080").json()["token"]
+    status, body = preview_request(daemon, "POST", host, b"{}", {"X-Sandfort-Preview-Token": token})
+    assert status == 501 and b"Unsupported method" in body, (status, body)

@@ -8,7 +8,7 @@
 
 #include <map>
 #include <string>
-#include <utility>
+#include <tuple>
 
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/core/config.hpp"
@@ -20,6 +20,7 @@ struct rate_limit_refusal {
   std::string principal;  // as the chain names actors: "key:key-…", "oidc:sub@issuer"
   std::string source;     // the client's address
   rate_limit limit;       // the bucket that was empty
+  bool org_bucket = false;  // that bucket was the organization's, not the principal's own
 };
 
 class rate_limit_summary {
@@ -48,7 +49,8 @@ class rate_limit_summary {
   store::database& db_;
   journal& journal_;
   const clock& clk_;
-  std::map<std::pair<std::string, std::string>, tally> tallies_;
+  // (organization, principal, the organization's bucket)
+  std::map<std::tuple<std::string, std::string, bool>, tally> tallies_;
 };
 
 }  // namespace sandfort::audit

@@ -115,6 +115,9 @@ struct rate_limits_config {
   rate_limit member{50, 200};
   rate_limit admin{50, 200};
   rate_limit superadmin{0, 0};  // the operator's own keys: unlimited unless set
+  // Every principal of one organization together, beside its own bucket (the operator excepted):
+  // more keys do not buy an organization more requests.
+  rate_limit org{200, 800};
 };
 
 // Guardrails (docs/guardrails.md): what one organization and one sandbox may take.
@@ -134,6 +137,16 @@ struct guardrails_config {
   rate_limits_config rate_limits{};
   // What a background command's log keeps per stream (the newest bytes); the agent's --log-cap.
   std::uint64_t command_log_cap_bytes = 1u << 20;
+  // API keys of an organization that still work (not revoked, not expired).
+  int max_api_keys = 50;
+};
+
+// The host's memory as sandbox admission sees it (docs/limits.md, "Host memory"): the memory
+// limits of sandboxes that run, are paused or are being made, and of the warm pool's members,
+// together stay within (MemTotal - memory_reserve_mb) x memory_overcommit.
+struct host_config {
+  std::int64_t memory_reserve_mb = 2048;  // kept for sandfortd, Docker and the system
+  double memory_overcommit = 1.0;         // above 1: limits may add up to more than the host has
 };
 
 // A sandbox's disk (docs/limits.md, "Disk"): how resources.disk_mb is enforced and measured.
@@ -220,6 +233,7 @@ struct config {
   audit_config audit{};
   guardrails_config guardrails{};
   disk_config disk{};
+  host_config host{};
   store_config store{};
   std::vector<pool_config> pools;  // "pools" in the file: a list of objects (file only)
 };

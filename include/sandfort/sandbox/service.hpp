@@ -26,6 +26,7 @@
 #include "sandfort/sandbox/activity.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/commands.hpp"
+#include "sandfort/sandbox/host_memory.hpp"
 #include "sandfort/sandbox/network.hpp"
 #include "sandfort/sandbox/reconciler.hpp"
 #include "sandfort/sandbox/snapshots.hpp"
@@ -41,8 +42,9 @@ std::shared_ptr<disk_watch> make_disk_watch();
 
 class service {
  public:
+  // host: where the host's memory is read (docs/limits.md, "Host memory"); none: /proc/meminfo.
   service(boost::asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
-          agent_connector& agent, const clock& clk);
+          agent_connector& agent, const clock& clk, host_memory* host = nullptr);
 
   // Every change of a sandbox row is appended to its organization's audit chain in the same
   // transaction (`who`: the caller; changes the daemon makes itself are the "system"'s).
@@ -153,6 +155,18 @@ class service {
   result<void> admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
                      const std::string& restarting, const audit::actor& who, bool own_snapshot = false);
   org_limits limits_of(const store::org_guardrails& own) const;
+  // --- Host memory (src/sandbox/host_admission.cpp, docs/limits.md "Host memory") -------------
+  // Whether the host can hold `memory_mb` more beside every organization's sandboxes that hold
+  // memory and the warm pool's members; checked after admit() with nothing awaited before the
+  // row (or the start mark) exists. `may_evict`: waiting pool members are removed to make room.
+  // A refusal is host_full, recorded in the organization's audit chain.
+  result<void> admit_to_host(const std::string& org_id, std::int64_t memory_mb, const std::string& restarting,
+                             const audit::actor& who, bool may_evict);
+  // Memory limits of every organization's sandboxes that run, are paused, are being made or
+  // are being started, in MiB.
+  result<std::int64_t> sandbox_memory_held_mb() const;
+  // The pool's gate: room for one more member of `pool`.
+  result<void> host_room_for_member(const pool_config& pool);
   // pause() and resume(): `from` → `to` through the engine's pause or unpause, recorded as `action`.
   task<sandbox_view> freeze(const std::string& org_id, const std::string& id_or_name, bool paused,
                             const audit::actor& who);
@@ -201,6 +215,8 @@ class service {
   docker::engine& engine_;
   agent_connector& agent_;
   const clock& clock_;
+  std::unique_ptr<host_memory> own_host_;  // when the caller gave none
+  host_memory& host_;
   audit::journal journal_;
   std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> waiters_;
   std::function<egress_traffic(const std::string&)> egress_meter_;

@@ -6,8 +6,9 @@
 // The pool knows nothing of containers: the service makes and unmakes members (hooks), and
 // applies what is per request when it claims one (the row, the environment and proxy
 // credential, the working directory). Members belong to no organization — they have no row,
-// count against no quota and are never listed — and each is handed out once: a claimed member
-// is the claimant's sandbox from then on and never returns to the pool.
+// count against no organization's quota and are never listed — and each is handed out once: a
+// claimed member is the claimant's sandbox from then on and never returns to the pool. Their
+// memory is the host's all the same: host admission counts them (docs/limits.md, "Host memory").
 //
 // One member is made at a time across all pools, so refilling never takes more than one
 // Docker create/start and one agent start-up at once away from the traffic it serves.
@@ -54,6 +55,9 @@ class warm_pool {
     std::function<boost::asio::awaitable<result<pool_member>>(const pool_config&)> make;
     // Removes a member's container (it was never claimed).
     std::function<boost::asio::awaitable<void>(pool_member)> destroy;
+    // Whether the host has room for one more member of this pool now (docs/limits.md, "Host
+    // memory"); a refusal backs the pool off like a failed make. Absent: always.
+    std::function<result<void>(const pool_config&)> may_make;
   };
 
   warm_pool(boost::asio::any_io_executor executor, std::vector<pool_config> pools, hooks h);
@@ -70,6 +74,14 @@ class warm_pool {
   bool lost(const std::string& sandbox_id);
 
   std::vector<pool_status> status() const;
+
+  // Memory limits of the members waiting and of the one being made, in MiB: the host holds them.
+  std::int64_t memory_mb() const;
+  // Of the waiting members only: what evict() can give back.
+  std::int64_t waiting_memory_mb() const;
+  // Takes waiting members out of the pools, the newest first, until their memory adds up to at
+  // least `mb` (or none is left); the caller removes them. Refilling backs off meanwhile.
+  std::vector<pool_member> evict(std::int64_t mb);
 
  private:
   struct pool {

@@ -301,6 +301,8 @@ class database {
   // Any key with that hash, revoked or expired ones included (the caller decides).
   result<api_key> find_api_key_by_hash(const std::string& secret_sha256_hex);
   result<std::vector<api_key>> list_api_keys(const std::string& org_id);
+  // Keys of the organization that still work at `now`: not revoked, not expired (the key cap).
+  result<std::int64_t> count_working_api_keys(const std::string& org_id, const std::string& now);
   // not_found when the key is absent, in another organization, or already revoked.
   result<void> revoke_api_key(const std::string& org_id, const std::string& key_id, const std::string& revoked_at);
   // Records a use of the key (the caller writes at most once a minute per key).

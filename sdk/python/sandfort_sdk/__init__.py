@@ -15,7 +15,7 @@ from .errors import (APIConnectionError, APIError, AuthenticationError, Configur
                      NotFoundError,
                      PayloadTooLargeError,
                      PermissionDeniedError, QuotaExceededError, RateLimitedError, SandfortError, StreamError,
-                     UnavailableError)
+                     UnavailableError, HostFullError)
 from .git import Git
 from .guardrails import Limits, LimitsUsage, OrgLimits, OrgStop, StopAllReport
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, GitBranch,
@@ -33,7 +33,7 @@ __all__ = [
     "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError",
     "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",
     "PayloadTooLargeError", "QuotaExceededError", "RateLimitedError", "InternalServerError", "UnavailableError",
-    "ImageNotAllowedError", "InsufficientStorageError", "OrgLimits", "Limits", "LimitsUsage", "OrgStop", "StopAllReport",
+    "ImageNotAllowedError", "InsufficientStorageError", "HostFullError", "OrgLimits", "Limits", "LimitsUsage", "OrgStop", "StopAllReport",
     "ApiKey", "ArchiveResult", "CommandInfo", "CommandLogs", "ExecResult", "FileInfo", "Metrics",
     "GitResult", "GitStatus", "GitFileStatus", "GitBranches", "GitBranch",
     "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "Snapshot", "StreamEvent",

@@ -93,6 +93,12 @@ class InsufficientStorageError(APIError):
     once space returns."""
 
 
+class HostFullError(UnavailableError):
+    """503 ``host_full``: the host's memory cannot hold the sandbox being created or started
+    beside the ones already running (every organization's). Nothing was made; retry after
+    sandboxes are stopped or deleted, or ask for less ``memory_mb``."""
+
+
 _BY_CODE: Dict[str, Type[APIError]] = {
     "invalid_argument": InvalidArgumentError,
     "unauthenticated": AuthenticationError,
@@ -106,6 +112,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "internal": InternalServerError,
     "unavailable": UnavailableError,
     "insufficient_storage": InsufficientStorageError,
+    "host_full": HostFullError,
 }
 
 _BY_STATUS: Dict[int, Type[APIError]] = {

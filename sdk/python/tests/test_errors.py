@@ -83,3 +83,17 @@ def test_a_full_state_disk_is_insufficient_storage():
     assert e.status == 507 and e.code == "insufficient_storage" and e.request_id == "req-0123456789abcdef"
     # A proxy's own 507 without the JSON shape maps by status.
     assert isinstance(error_from_response(507, {}, b"Insufficient Storage"), InsufficientStorageError)
+
+
+def test_host_full_is_a_typed_unavailable_error():
+    """503 host_full (docs/api.md): the host's memory is taken; a caller catching 503s still does."""
+    from sandfort_sdk import HostFullError, UnavailableError
+    from sandfort_sdk.errors import error_from_response
+    body = (b'{"error": {"code": "host_full", "message": "host full: this host cannot hold 1024 MiB more",'
+            b' "request_id": "req-00000000000000ab"}}')
+    e = error_from_response(503, {"X-Request-Id": "req-00000000000000ab"}, body)
+    assert isinstance(e, HostFullError) and isinstance(e, UnavailableError)
+    assert e.status == 503 and e.code == "host_full" and e.request_id == "req-00000000000000ab"
+    assert "1024 MiB" in e.message
+    plain = error_from_response(503, {}, b'{"error": {"code": "unavailable", "message": "docker down"}}')
+    assert type(plain) is UnavailableError

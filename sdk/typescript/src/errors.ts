@@ -4,7 +4,8 @@
  * quota of sandboxes, CPUs or memory, or a full disk), `image_not_allowed` (403: outside the
  * organization's image policy), `conflict` (409, also while its kill switch is on) and
  * `rate_limited` (429, with `retryAfterS`). `insufficient_storage` (507): the daemon's state
- * disk is full and nothing was changed; reads, deletes and stops still work.
+ * disk is full and nothing was changed; reads, deletes and stops still work. The host answers
+ * `host_full` (503: its memory cannot hold the sandbox beside every running one; nothing was made).
  */
 export type ErrorCode =
   | "invalid_argument"
@@ -20,6 +21,7 @@ export type ErrorCode =
   | "unavailable"
   | "idp_unavailable"
   | "insufficient_storage"
+  | "host_full"
   | "connection_error"
   | "timeout"
   | "aborted"
@@ -78,7 +80,12 @@ export class SandfortError extends Error {
     return this.code === "insufficient_storage";
   }
 
-  /** Too many requests from this key: wait `retryAfterS` seconds. */
+  /** The host's memory cannot hold the sandbox now: stop or delete sandboxes, or ask for less memory. */
+  get isHostFull(): boolean {
+    return this.code === "host_full";
+  }
+
+  /** Too many requests from this key (or its organization): wait `retryAfterS` seconds. */
   get isRateLimited(): boolean {
     return this.code === "rate_limited";
   }

@@ -78,3 +78,23 @@ test("stdin, env, cwd and binary output of one-shot commands", async () => {
   assert.deepEqual([...b.stdoutBytes], [0xff, 0x00, 0x41]);
   assert.equal(b.stdout, "\ufffd\u0000A");
 });
+
+test("host_full: a 503 the caller can tell from Docker being down", async () => {
+  const http = await import("node:http");
+  const fake = http.createServer((req, res) => {
+    res.writeHead(503, { "Content-Type": "application/json", "X-Request-Id": "req-00000000000000ab" });
+    res.end(JSON.stringify({ error: { code: "host_full", message: "host full: this host cannot hold 1024 MiB more", request_id: "req-00000000000000ab" } }));
+  });
+  await new Promise((r) => fake.listen(0, "127.0.0.1", r));
+  try {
+    const c = new SandfortClient({ baseUrl: `http://127.0.0.1:${fake.address().port}`, apiKey: "sfk_x" });
+    const err = await c.createSandbox({}).catch((e) => e);
+    assert.ok(err instanceof SandfortError);
+    assert.equal(err.status, 503);
+    assert.equal(err.code, "host_full");
+    assert.equal(err.isHostFull, true);
+    assert.equal(err.requestId, "req-00000000000000ab");
+  } finally {
+    fake.close();
+  }
+});

@@ -221,3 +221,74 @@ TEST_CASE("rate limit summary: a deleted organization's refusals go to the opera
   for (const auto& e : in_busy) total += nlohmann::json::parse(e.details)["count"].get<long long>();
   CHECK(total == static_cast<long long>(audit::rate_limit_summary::max_pairs + 50));
 }
+
+TEST_CASE("rate limiter: an organization's bucket bounds all its keys together; another organization's is its own") {
+  manual_clock clk;
+  api::rate_limiter l(limits(), clk);
+  const rate_limit member{10, 5}, org{10, 6};
+  auto one = [&](const std::string& key, const std::string& org_id) { return l.admit(key, member, "org:" + org_id, org); };
+  int a = 0;
+  for (int i = 0; i < 10; ++i) a += one("key:a", "x").allowed ? 1 : 0;
+  CHECK(a == 5);  // its own bucket's burst: the organization's has one left
+  auto own = one("key:a", "x");
+  CHECK_FALSE(own.allowed);
+  CHECK_FALSE(own.by_org);  // its own bucket was the empty one ...
+  CHECK(one("key:b", "x").allowed);  // ... and the refusal took nothing from the organization's
+  // A fresh key of the same organization finds the organization's bucket empty.
+  auto fresh = one("key:c", "x");
+  CHECK_FALSE(fresh.allowed);
+  CHECK(fresh.by_org);
+  CHECK(fresh.retry_after_s == 1);
+  // Forty keys buy nothing more.
+  int many = 0;
+  for (int k = 0; k < 40; ++k) many += one("key:m" + std::to_string(k), "x").allowed ? 1 : 0;
+  CHECK(many == 0);
+  // Another organization is untouched.
+  CHECK(one("key:d", "y").allowed);
+
+  // A refused request took from neither: after 100 ms exactly one token is back.
+  clk.advance(100ms);
+  CHECK(one("key:c", "x").allowed);
+  CHECK_FALSE(one("key:e", "x").allowed);
+
+  // Unlimited keys (rate 0) are still bounded by their organization; an unlimited organization
+  // bucket leaves the key's as it was.
+  clk.advance(10s);
+  int unlimited_key = 0;
+  for (int i = 0; i < 20; ++i) unlimited_key += l.admit("key:u", {0, 0}, "org:z", org).allowed ? 1 : 0;
+  CHECK(unlimited_key == 6);
+  CHECK(admitted(l, "key:v", member, 20) == 5);
+}
+
+TEST_CASE("rate limiter: the operator has no organization bucket; every other principal has its organization's") {
+  manual_clock clk;
+  auto cfg = limits();
+  cfg.org = {7, 70};
+  api::rate_limiter l(cfg, clk);
+  auth::principal p;
+  p.granted = auth::role::admin;
+  CHECK(l.org_limit_for(p).burst == 70);
+  p.granted = auth::role::viewer;
+  CHECK(l.org_limit_for(p).rate_per_s == 7);
+  p.granted = auth::role::admin;
+  p.superadmin = true;
+  CHECK(l.org_limit_for(p).rate_per_s == 0);
+}
+
+TEST_CASE("rate limit summary: refusals by the organization's bucket are counted apart and say so") {
+  summary_fixture f;
+  auto a = f.org("a");
+  f.summary.note({a.id, "key:key-1", "10.0.0.1", {50, 200}});
+  f.summary.note({a.id, "key:key-1", "10.0.0.1", {200, 800}, true});
+  f.summary.note({a.id, "key:key-1", "10.0.0.1", {200, 800}, true});
+  REQUIRE(*f.summary.flush() == 2);
+  auto in_a = f.events(a.id);
+  REQUIRE(in_a.size() == 2);
+  auto own = nlohmann::json::parse(in_a[0].details), org = nlohmann::json::parse(in_a[1].details);
+  if (own.contains("bucket")) std::swap(own, org);
+  CHECK_FALSE(own.contains("bucket"));
+  CHECK(own["count"] == 1);
+  CHECK(org["bucket"] == "organization");
+  CHECK(org["count"] == 2);
+  CHECK(org["burst"] == 800);
+}

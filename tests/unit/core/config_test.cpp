@@ -333,3 +333,36 @@ TEST_CASE("guardrails: volume and snapshot quotas default to 20 and come from ev
   CHECK_FALSE(finalize_config(*n, "/usr/bin").ok());
   std::remove(negative.c_str());
 }
+
+TEST_CASE("admission: host memory, the organization's rate and its key cap come from every layer, checked") {
+  auto d = load_config("", {}, nullptr);
+  REQUIRE(d.ok());
+  CHECK(d->host.memory_reserve_mb == 2048);
+  CHECK(d->host.memory_overcommit == 1.0);
+  CHECK(d->guardrails.max_api_keys == 50);
+  CHECK(d->guardrails.rate_limits.org.rate_per_s == 200);
+  CHECK(d->guardrails.rate_limits.org.burst == 800);
+
+  auto path = write_temp(R"({"host": {"memory_reserve_mb": 4096, "memory_overcommit": 2.5},
+                             "guardrails": {"max_api_keys": 5, "rate_limits": {"org": {"rate_per_s": 3, "burst": 9}}}})");
+  char env1[] = "SANDFORT_HOST_MEMORY_OVERCOMMIT=1.5";
+  char* env[] = {env1, nullptr};
+  auto c = load_config(path, {{"guardrails.rate_limits.org.burst", "10"}}, env);
+  REQUIRE(c.ok());
+  CHECK(c->host.memory_reserve_mb == 4096);
+  CHECK(c->host.memory_overcommit == 1.5);
+  CHECK(c->guardrails.max_api_keys == 5);
+  CHECK(c->guardrails.rate_limits.org.rate_per_s == 3);
+  CHECK(c->guardrails.rate_limits.org.burst == 10);
+  REQUIRE(finalize_config(*c, "/usr/bin").ok());
+  std::remove(path.c_str());
+
+  for (auto [key, value] : {std::pair{"host.memory_overcommit", "0"}, std::pair{"host.memory_overcommit", "101"},
+                            std::pair{"guardrails.max_api_keys", "0"},
+                            std::pair{"guardrails.rate_limits.org.burst", "0"}}) {
+    auto bad = load_config("", {{key, value}}, nullptr);
+    REQUIRE(bad.ok());
+    CHECK_FALSE(finalize_config(*bad, "/usr/bin").ok());
+  }
+  CHECK_FALSE(load_config("", {{"host.memory_reserve_mb", "-1"}}, nullptr).ok());
+}

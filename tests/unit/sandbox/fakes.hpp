@@ -44,6 +44,17 @@ class fixed_clock final : public sandfort::clock {
   time_point now() const override { return t; }
 };
 
+// The host's memory as the test sets it; roomy unless a test says otherwise.
+class fake_host final : public host_memory {
+ public:
+  std::int64_t mb = 1 << 20;  // 1 TiB
+  bool readable = true;
+  result<std::int64_t> total_mb() override {
+    if (!readable) return make_error(errc::internal, "cannot read /proc/meminfo");
+    return mb;
+  }
+};
+
 // Containers in memory, addressable by id or name like Docker's; every call recorded.
 class fake_engine final : public docker::engine {
  public:
@@ -588,6 +599,7 @@ struct fixture {
   fixed_clock clk;
   fake_engine engine;
   fake_connector agent;
+  fake_host host;
   store::org org_a, org_b;
   std::unique_ptr<service> svc;
 
@@ -608,7 +620,7 @@ struct fixture {
     db = std::move(opened).value();
     org_a = make_org("alpha");
     org_b = make_org("beta");
-    svc = std::make_unique<service>(ioc.get_executor(), cfg, *db, engine, agent, clk);
+    svc = std::make_unique<service>(ioc.get_executor(), cfg, *db, engine, agent, clk, &host);
     auto net = run(svc->network().prepare());
     if (!net) throw std::runtime_error("prepare_network failed: " + net.err().message);
     if (!reconciled) return;

@@ -41,14 +41,15 @@ void wait_ready(fixture& f, int ready) {
   FAIL("the pool did not reach " << ready << " ready members: " << f.svc->pools().at(0).ready);
 }
 
-// A service over the fixture's fakes whose configuration has one pool of `size`.
-void with_pool(fixture& f, int size) {
+// A service over the fixture's fakes whose configuration has one pool of `size`, once `ready`
+// (default: all of them) are made.
+void with_pool(fixture& f, int size, int ready = -1) {
   f.cfg.pools = {pool_config{f.cfg.default_image, f.cfg.default_resources, size}};
-  f.svc = std::make_unique<service>(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk);
+  f.svc = std::make_unique<service>(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk, &f.host);
   REQUIRE(f.run(f.svc->network().prepare()));
   REQUIRE(f.run(f.svc->reconciliation().reconcile()));
   f.svc->start_pool();
-  wait_ready(f, size);
+  wait_ready(f, ready < 0 ? size : ready);
 }
 
 std::size_t unclaimed_members(fixture& f) {
@@ -201,4 +202,40 @@ TEST_CASE("pool: a lost member is replaced, and drain removes the waiting ones",
   auto v = settle(f, f.svc->create(f.org_a.id, req));
   REQUIRE(v);
   CHECK(f.agent.claims.empty());
+}
+
+TEST_CASE("pool: members hold host memory: the pool fills what the host can hold, and gives way to creates",
+          "[sandbox][pool][host]") {
+  fixture f;  // default resources: 768 MiB
+  f.cfg.host.memory_reserve_mb = 0;
+  f.host.mb = 2 * 768 + 100;
+  with_pool(f, 3, 2);
+  f.ioc.restart();
+  f.ioc.run_for(50ms);
+  CHECK(f.svc->pools().at(0).ready == 2);  // not 3: the third would not fit
+  CHECK_THAT(f.svc->pools().at(0).last_error, Catch::Contains("host full"));
+
+  // A cold create that fits only without a waiting member: the member goes, the create is made.
+  create_request cold;
+  cold.memory_mb = 512;
+  cold.wait = true;
+  const auto removed = f.engine.removed.size();
+  auto made = settle(f, f.svc->create(f.org_a.id, cold));
+  REQUIRE(made);
+  CHECK(f.svc->pools().at(0).ready == 1);
+  CHECK(f.engine.removed.size() == removed + 1);
+  // A matching create takes the last member: its memory moves from the pool to the sandbox.
+  create_request warm;
+  warm.wait = true;
+  auto claimed = settle(f, f.svc->create(f.org_a.id, warm));
+  REQUIRE(claimed);
+  CHECK(f.svc->pools().at(0).claims == 1);
+  // Nothing left to give way: refused, and the pool does not refill past the host either.
+  auto refused = settle(f, f.svc->create(f.org_b.id, cold));
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::host_full);
+  f.ioc.restart();
+  f.ioc.run_for(50ms);
+  CHECK(f.svc->pools().at(0).ready == 0);
+  CHECK(unclaimed_members(f) == 0);
 }

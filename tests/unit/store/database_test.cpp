@@ -202,6 +202,14 @@ TEST_CASE("API keys: insert, find by hash, list per organization, revoke") {
     REQUIRE_FALSE(r);
     CHECK(r.err().code == errc::internal);
   }
+  SECTION("working keys are counted per organization: revoked and expired ones are not") {
+    CHECK(db->count_working_api_keys(a.id, "2026-06-01T00:00:00.000Z").value() == 1);
+    CHECK(db->count_working_api_keys(a.id, "2027-01-01T00:00:00.000Z").value() == 0);  // expired at that instant
+    CHECK(db->count_working_api_keys(b.id, "2099-01-01T00:00:00.000Z").value() == 1);  // never expires
+    REQUIRE(db->revoke_api_key(b.id, kb.id, t0));
+    CHECK(db->count_working_api_keys(b.id, "2026-06-01T00:00:00.000Z").value() == 0);
+    CHECK(db->count_working_api_keys("org-0000000000000000", t0).value() == 0);
+  }
   SECTION("found by hash with every field") {
     auto found = db->find_api_key_by_hash(std::string(64, 'a'));
     REQUIRE(found);
