@@ -30,7 +30,7 @@ def inventory_tables():
     tables = {}
     for part in re.split(r"^### ", section, flags=re.M)[1:]:
         title, _, body = part.partition("\n")
-        rows = [[c.strip() for c in m.group(1).split("|")] for m in ROW.finditer(body)]
+        rows = [[c.strip() for c in re.split(r"(?<!\\)\|", m.group(1))] for m in ROW.finditer(body)]
         tables[title.strip()] = [r for r in rows[2:]]  # header and its --- line
     return tables
 
