@@ -22,7 +22,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from sandfort_harness import Client, Daemon  # noqa: E402
+from sandfort_harness import BUILD, Client, Daemon  # noqa: E402
 
 # Parallel execs and what each prints on each stream: answers of about 30 MB of JSON.
 PARALLEL = 4
@@ -34,6 +34,17 @@ OUTPUT_CAP = 10 << 20  # output_cap_bytes, the default
 # waited for whole parses (300 ms to over a second each).
 P99_BOUND_MS = 250
 RSS_GROWTH_BOUND_MIB = 128
+
+
+def sanitized_build(build_dir):
+    """AddressSanitizer keeps freed memory in its quarantine (256 MiB) and shadows the rest, so a
+    sanitized daemon's resident memory says nothing about the product's; the plain build's run
+    of this test holds the memory bound."""
+    try:
+        cache = open(os.path.join(build_dir, "CMakeCache.txt")).read()
+    except OSError:
+        return False
+    return any(line.startswith("SANDFORT_SANITIZE:") and "address" in line for line in cache.splitlines())
 UNLIMITED = {"rate_per_s": 0, "burst": 0}
 
 
@@ -218,4 +229,5 @@ def test_large_answers_stall_no_other_tenant_and_stay_in_the_budget(daemon):
         assert s["n"] >= 10, (name, got["probes"])
         assert s["p99"] < P99_BOUND_MS, (name, got["probes"])
     growth = got["rss_peak_mib"] - got["rss_before_mib"]
-    assert growth < RSS_GROWTH_BOUND_MIB, (growth, got)
+    if not sanitized_build(BUILD):
+        assert growth < RSS_GROWTH_BOUND_MIB, (growth, got)
