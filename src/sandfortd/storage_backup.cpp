@@ -253,7 +253,7 @@ int database_only(const config& cfg, const backup_options& o, std::ostream& out,
   out << fmt::format(
       "backed up {} to {} ({} bytes): {} organizations, {} API keys, {} sandbox rows, {} audit events\n"
       "volumes and snapshot images are not in it (--database-only)\n"
-      "keep the audit signing key ({}) with it: docs/operations.md\n",
+      "back up the audit signing key ({}) on its own: docs/operations.md\n",
       cfg.database, o.to, r->bytes, r->organizations, r->api_keys, r->sandboxes, r->audit_events, cfg.audit.key_path);
   return 0;
 }
@@ -461,8 +461,8 @@ int run_backup(const config& cfg, const backup_options& o, std::ostream& out, st
     return 1;
   }
   fs::remove_all(old, ec);
-  out << "written to " << target.string() << "; keep the audit signing key (" << cfg.audit.key_path
-      << ") with it: docs/operations.md\n";
+  out << "written to " << target.string() << "; back up the audit signing key (" << cfg.audit.key_path
+      << ") on its own: docs/operations.md\n";
   return code;
 }
 
