@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -58,6 +59,16 @@ std::string describe(const missing& m) {
 
 json to_json(const missing& m) {
   return {{"kind", m.kind}, {"id", m.id}, {"org_id", m.org_id}, {"name", m.name}, {"reason", m.reason}};
+}
+
+// A volume's archive in the backup: "volumes/<docker volume>.tar". Docker's volume names are
+// letters, digits, '_', '.', '-' and start with a letter or digit, so this stays in volumes/;
+// anything else (a hand-edited database) gets a name that matches no file.
+std::string archive_of(const std::string& docker_volume) {
+  bool plain = !docker_volume.empty() && std::isalnum(static_cast<unsigned char>(docker_volume[0]));
+  for (char c : docker_volume)
+    plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
+  return plain ? "volumes/" + docker_volume + ".tar" : "volumes/not-a-volume-name";
 }
 
 // What the engine holds under a name, if it is this instance's object for that row.
@@ -225,7 +236,7 @@ result<void> copy_volumes(engine_files& engine, const store::backup_report& db, 
     }
     auto window = volume_window::open(engine, image, row.docker_ref, db.instance_id);
     if (!window) return std::move(window).err();
-    const std::string archive = "volumes/" + row.docker_ref + ".tar";
+    const std::string archive = archive_of(row.docker_ref);
     auto size = (*window)->read_into((dir / archive).string());
     if (!size) return std::move(size).err();
     c.bytes += *size;
@@ -400,8 +411,10 @@ result<void> restore_volumes(engine_files& engine, const fs::path& from, const j
                       "the engine's volume " + row.docker_name + " is not this instance's: left alone, not replaced"});
       continue;
     }
+    // The archive's name is the Docker volume's, never a path the manifest could point elsewhere.
     const json entry = entry_for(manifest["volumes"], row.id);
-    if (!entry.is_object() || !entry.contains("archive")) {
+    if (!entry.is_object() || entry.value("archive", std::string()) != archive_of(row.docker_name) ||
+        !fs::is_regular_file(from / archive_of(row.docker_name))) {
       lost.push_back({"volume", row.id, row.org_id, row.name,
                       "Docker volume " + row.docker_name + " is neither in the engine nor in the backup"});
       continue;
@@ -415,7 +428,7 @@ result<void> restore_volumes(engine_files& engine, const fs::path& from, const j
     auto filled = [&]() -> result<void> {
       auto window = volume_window::open(engine, image, row.docker_name, instance);
       if (!window) return std::move(window).err();
-      return (*window)->write_from((from / entry["archive"].get<std::string>()).string());
+      return (*window)->write_from((from / archive_of(row.docker_name)).string());
     }();
     if (!filled) {
       // An empty volume under the row's name would pass for the restored one.
