@@ -70,7 +70,14 @@ class LocalUpstream:
 def resolves(host, timeout_s=5):
     """Whether this machine resolves host (a machine without internet usually does not)."""
     found = []
-    t = threading.Thread(target=lambda: found.append(socket.getaddrinfo(host, 443)), daemon=True)
+
+    def look_up():
+        try:
+            found.append(socket.getaddrinfo(host, 443))
+        except OSError:
+            pass
+
+    t = threading.Thread(target=look_up, daemon=True)
     t.start()
     t.join(timeout_s)
     return bool(found)
