@@ -95,6 +95,18 @@ def runnable_blocks():
     return [b for path in DOC_FILES for b in extract(path)[0] if b.runner and b.not_run is None]
 
 
+# What a doc block must not start from a test: the whole CI, a build, another test suite, a second
+# deployment. Such a block fails, naming the match, until it carries a not-run marker.
+FORBIDDEN = re.compile(r"scripts/(test|setup|build|fuzz|package)\b|\.ci/run|build-base-image|\bcmake\b|\bninja\b"
+                       r"|with_daemon\.py|\bpytest\b|node --test|\bnpm (ci|test|run)\b|\bdocker\b|sandfortd (serve|admin)")
+
+
+def forbidden(block):
+    """The first thing in the block a doc test must not run, or None."""
+    m = FORBIDDEN.search(block.text) if block.runner == "shell" else None
+    return m.group(0) if m else None
+
+
 SCRIPTS_RUN_LINE = re.compile(r"^\./scripts/run(\s.*)?$", re.M)
 
 

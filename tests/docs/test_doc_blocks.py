@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from doc_blocks import CLI_DIR, DOC_FILES, REPO, extract, failure_report, runnable_blocks
+from doc_blocks import CLI_DIR, DOC_FILES, REPO, extract, failure_report, forbidden, runnable_blocks
 
 BLOCKS = runnable_blocks()
 
@@ -14,6 +14,11 @@ BLOCKS = runnable_blocks()
 def test_block_runs(block, doc_sessions):
     assert os.access(os.path.join(CLI_DIR, "sandfort"), os.X_OK), \
         f"no sandfort binary in {CLI_DIR} (set SANDFORT_BUILD_DIR or SANDFORT_CLI)"
+    bad = forbidden(block)
+    if bad:
+        pytest.fail(f"{block.id}: the ```{block.lang} block runs `{bad}` (a build, a test suite, the CI or a "
+                    f"deployment): a doc test must not; mark it `<!-- doc-test: not run: REASON -->`\n"
+                    + block.numbered(), pytrace=False)
     session = doc_sessions.get(block.path)
     outcome = session.run(block)
     if outcome.code != 0:
