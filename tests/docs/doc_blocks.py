@@ -277,7 +277,10 @@ def failure_report(block, outcome, daemon_log=""):
         s = s or ""
         return s if len(s) <= n else "…" + s[-n:]
     status = "timed out" if outcome.code is None else f"exit status {outcome.code}"
-    parts = [f"{block.id}: the ```{block.lang} block failed ({status})", "--- the block as run:",
+    where = ""
+    if block.runner in ("python", "js"):
+        where = f"; line N of its program is line {block.line}+N of {block.path}"
+    parts = [f"{block.id}: the ```{block.lang} block failed ({status}{where})", "--- the block as run:",
              block.numbered(outcome.ran), "--- stdout:", tail(outcome.stdout), "--- stderr:", tail(outcome.stderr)]
     if daemon_log:
         parts += ["--- sandfortd log (tail):", tail(daemon_log, 2500)]
