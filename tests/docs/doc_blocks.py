@@ -172,9 +172,25 @@ class Outcome:
         self.code, self.stdout, self.stderr, self.ran = code, stdout, stderr, ran
 
 
+def copy_checkout(dest):
+    """The repository's tracked files as they are on disk (uncommitted changes included), copied:
+    what a block writes "from the repository root" stays out of the checkout."""
+    out = subprocess.run(["git", "-C", REPO, "ls-files", "-z"], capture_output=True, check=True).stdout
+    for rel in out.decode().split("\0"):
+        src = os.path.join(REPO, rel)
+        if not rel or not os.path.lexists(src):
+            continue
+        dst = os.path.join(dest, rel)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), dst)
+        else:
+            shutil.copy2(src, dst)
+
+
 class DocSession:
     """The environment of one doc file's blocks: a daemon of its own, a temporary HOME with the CLI
-    logged in, a working directory that mirrors the repository's top level, the shell state."""
+    logged in, a working directory holding a copy of the checkout, the shell state."""
 
     def __init__(self, path, daemon):
         self.path = path
@@ -188,9 +204,7 @@ class DocSession:
         self.blocks_dir = os.path.join(self.root, "blocks")
         for d in (self.home, self.work, self.blocks_dir, os.path.join(self.blocks_dir, "node_modules", "@sandfort")):
             os.makedirs(d)
-        for name in os.listdir(REPO):
-            if name not in (".git", "build") and not name.startswith("build-"):
-                os.symlink(os.path.join(REPO, name), os.path.join(self.work, name))
+        copy_checkout(self.work)
         os.symlink(TS_SDK, os.path.join(self.blocks_dir, "node_modules", "@sandfort", "sdk"))
         self.state = os.path.join(self.root, "shell-state.sh")
         self.cwd_file = os.path.join(self.root, "shell-cwd")
