@@ -57,7 +57,12 @@ def extract(path):
     """Every fenced block of a markdown file (relative to the repository), in order, and the lines
     that look like a not-run marker but do not parse as one."""
     with open(os.path.join(REPO, path), encoding="utf-8") as f:
-        lines = f.read().split("\n")
+        return parse(path, f.read())
+
+
+def parse(path, markdown):
+    """extract() on text: the blocks and the malformed markers."""
+    lines = markdown.split("\n")
     blocks, bad_markers = [], []
     i = 0
     while i < len(lines):
