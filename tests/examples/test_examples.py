@@ -152,7 +152,7 @@ def test_preview_example(daemon, env):
     url = re.search(r"^preview URL: (http://3000-sbx-[0-9a-f]{16}\.preview\.localhost:(\d+))$", out.stdout, re.M)
     assert url and int(url.group(2)) == daemon.preview_port, out.stdout
     for expected in ("with X-Sandfort-Preview-Token -> 200: <!doctype html>", "without the token -> 401",
-                     "-> 302 to / with a cookie", "with that cookie -> 200", "preview example OK"):
+                     "?sandfort_token=... -> 200, with a cookie", "with that cookie -> 200", "preview example OK"):
         assert expected in out.stdout, (expected, out.stdout)
     assert_no_sandbox_left(daemon)
 

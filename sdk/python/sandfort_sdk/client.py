@@ -359,7 +359,7 @@ class Sandbox:
 
     def preview_link(self, port: int) -> PreviewLink:
         d = self._t.call("GET", f"{self._base}/preview/{int(port)}")
-        return PreviewLink(url=d["url"], token=d.get("token"), port=int(port))
+        return PreviewLink(url=d["url"], token=d.get("token"), port=int(port), link=d.get("link"))
 
     def ports(self) -> List[PortInfo]:
         """TCP ports listening inside the sandbox."""

@@ -586,10 +586,10 @@ export class Sandbox {
     return camel<SandboxMetrics>(await this.req<Json>("GET", "/metrics"));
   }
 
-  /** The preview URL of a port and the token it needs (null for public_preview sandboxes). */
+  /** The link to hand on (opens the preview as it is), and its URL and token (null for public_preview sandboxes). */
   async getPreviewLink(port: number): Promise<PreviewLink> {
     const j = await this.req<Json>("GET", `/preview/${port}`);
-    return { url: j.url, token: j.token ?? null };
+    return { link: j.link, url: j.url, token: j.token ?? null };
   }
 
   /** The preview URL of a port, from the template (no request). */
