@@ -1,6 +1,9 @@
 // `sandfort audit …`: an organization's audit log through the API, and `audit verify`, which
 // recomputes the chain here with the daemon's own verifier (sandfort_audit) against a public key
 // the auditor pinned: checking it needs neither the database nor trust in the server.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -497,6 +500,12 @@ int cmd_audit_checkpoints(const std::string& org, const std::string& out_file) {
                 << same_seq->head_hash << "): the kept one stays; run `sandfort audit verify --checkpoints "
                 << out_file << "`\n";
     }
+  }
+  if (to_file && !fs::exists(out_file)) {
+    // None signed yet: the file exists all the same, so that `verify --checkpoints` reads it.
+    const int fd = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) throw failure("cannot create " + out_file + ": " + std::strerror(errno));
+    ::close(fd);
   }
   if (to_file)
     std::cerr << added << " new checkpoint(s) of " << org_id << " appended to " << out_file << " (" << already

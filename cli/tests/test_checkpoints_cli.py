@@ -80,3 +80,10 @@ def test_an_event_export_is_named_for_what_it_is(auditor, tmp_path):
     r = verify(auditor, events)
     assert r.returncode == 2 and "an audit event, not a checkpoint" in r.stderr, r
     assert "sandfort audit checkpoints" in r.stderr
+
+
+def test_the_file_is_made_before_any_checkpoint_is_signed(auditor, tmp_path):
+    path = str(tmp_path / "none-yet.jsonl")
+    r = auditor.ok("audit", "checkpoints", "-o", path)
+    assert os.path.isfile(path) and oct(os.stat(path).st_mode & 0o777) == "0o600", r
+    assert verify(auditor, path).returncode == 0  # the cron line works from its first run
