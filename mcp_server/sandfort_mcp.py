@@ -1044,7 +1044,10 @@ class Server:
                 "the returned id as sandbox_id; run_command / run_code execute and return "
                 "exit_code, stdout and stderr (a non-zero exit_code is a normal result); "
                 "upload_text_file / download_text_file move text files; create_snapshot saves "
-                "a sandbox's files for create_sandbox(snapshot=…); delete_sandbox when done."),
+                "a sandbox's files for create_sandbox(snapshot=…); start_command runs a server "
+                "or build in the background and read_command_log shows its output; "
+                "get_preview_link gives the link to a port to hand to the user; delete_sandbox "
+                "(and delete_snapshot) when done."),
         }
 
     def _structured(self):
