@@ -93,8 +93,8 @@ int cmd_org_create(const std::string& name, const std::string& key_name, bool as
     key = create_key(client, {key_name, "admin", org_id, std::nullopt});
   } catch (const failure& e) {
     throw failure(std::string(e.what()) + "\nthe organization " + org_id + " (" + name +
-                  ") was created without a key: make one with `sandfort key create --org " + org_id + " --name " + key_name +
-                  " --role admin`");
+                  ") was created without a key: make one with `sandfort key create --org " + org_id +
+                  " --name " + key_name + " --role admin`");
   }
   if (as_json) {
     std::cout << json{{"org", org}, {"admin_key", key}}.dump(2) << "\n";
