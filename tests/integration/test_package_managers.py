@@ -114,7 +114,7 @@ def test_pip_installs_a_wheel_from_a_simple_index_over_http(daemon, member, sand
     assert r["exit_code"] == 0, r
     r = sh(member, sandbox, f"{venv}/bin/pip install --no-cache-dir sandfort-hello")
     assert r["exit_code"] == 0, r
-    assert f"Successfully installed sandfort-hello-1.0" in r["stdout"], r
+    assert "Successfully installed sandfort-hello-1.0" in r["stdout"], r
     r = sh(member, sandbox, f"{venv}/bin/python -c 'import sandfort_hello; print(sandfort_hello.greet())'")
     assert r["stdout"] == "hello from a wheel\n", r
     assert "/simple/sandfort-hello/" in simple_index.paths and f"/files/{simple_index.wheel}" in simple_index.paths
