@@ -1,6 +1,7 @@
 """Real package indexes on this machine, for the package-manager tests (test_package_managers.py):
 - a PEP 503 simple index serving a pure-Python wheel built here (`SimpleIndex`), over plain http or
-  over https with a certificate from a test CA (`MirrorCA`);
+  over https with a certificate from a test CA (`MirrorCA`), and the same for npm
+  (`StaticNpmRegistry`: a package document and its tarball);
 - a real npm registry: verdaccio from tests/verdaccio (`npm ci` there; scripts/setup does it), run
   offline (no uplinks), with a package published to it by `npm publish` as a throwaway user
   (`NpmRegistry`);
@@ -23,6 +24,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
@@ -55,9 +57,10 @@ class StaticServer:
     """An HTTP(S) server on `address` answering GET and HEAD from a dict of path → bytes (404
     otherwise), recording the (method, path without its query, headers) of every request."""
 
-    def __init__(self, address, files, ssl_context=None):
+    def __init__(self, address, files, ssl_context=None, json_paths=()):
         outer = self
         self.files = files
+        self.json_paths = set(json_paths)
         self.requests = []
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -73,7 +76,9 @@ class StaticServer:
                     return
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
-                self.send_header("Content-Type", "text/html" if self.path.endswith("/") else "application/octet-stream")
+                kind = "application/json" if path in outer.json_paths else \
+                    "text/html" if path.endswith("/") else "application/octet-stream"
+                self.send_header("Content-Type", kind)
                 self.end_headers()
                 if with_body:
                     self.wfile.write(body)
@@ -224,7 +229,40 @@ class DebRepository(StaticServer):
                                    "/Packages.gz": packages_gz, "/" + deb: deb_bytes})
 
 
-# --- npm: verdaccio ------------------------------------------------------------------------------
+# --- npm: verdaccio, and a registry as files ----------------------------------------------------
+
+
+def build_npm_tarball(name, version, source):
+    """An npm package tarball (package/package.json, package/index.js): bytes."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for path, data in (("package/package.json", json.dumps({"name": name, "version": version,
+                                                                "main": "index.js", "license": "MIT"}).encode()),
+                           ("package/index.js", source.encode())):
+            info = tarfile.TarInfo(path)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+class StaticNpmRegistry(StaticServer):
+    """What `npm install NAME` reads from a registry, as files: the package document at /NAME and
+    the tarball it links to, by `host_name` (for a mirror over https, where verdaccio would need a
+    TLS set-up of its own)."""
+
+    def __init__(self, address, host_name, name, version, source, ssl_context=None):
+        tarball = build_npm_tarball(name, version, source)
+        tarball_path = f"/{name}/-/{name}-{version}.tgz"
+        super().__init__(address, {tarball_path: tarball}, ssl_context, json_paths=[f"/{name}"])
+        scheme = "http" if ssl_context is None else "https"
+        integrity = "sha512-" + base64.b64encode(hashlib.sha512(tarball).digest()).decode()
+        document = {"name": name, "dist-tags": {"latest": version},
+                    "versions": {version: {"name": name, "version": version, "main": "index.js",
+                                           "dist": {"tarball": f"{scheme}://{host_name}:{self.port}{tarball_path}",
+                                                    "shasum": hashlib.sha1(tarball).hexdigest(),
+                                                    "integrity": integrity}}}}
+        self.files[f"/{name}"] = json.dumps(document).encode()
+        self.tarball_path = tarball_path
 
 
 VERDACCIO_CONFIG = """\

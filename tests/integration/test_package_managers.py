@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from package_indexes import DebRepository, MirrorCA, NpmRegistry, SimpleIndex, index_host
+from package_indexes import DebRepository, MirrorCA, NpmRegistry, SimpleIndex, StaticNpmRegistry, index_host
 from sandfort_harness import Daemon, new_org_member
 
 WHEEL_SOURCE = "def greet():\n    return 'hello from a wheel'\n"
@@ -68,6 +68,20 @@ def https_index(host, mirror_ca):
                         ssl_context=mirror_ca.server_context())
     yield index
     index.close()
+
+
+@pytest.fixture(scope="module")
+def https_npm_registry(host, mirror_ca):
+    registry = StaticNpmRegistry(host[1], host[0], "sandfort-secure", "2.0.0", "module.exports = 'over https';\n",
+                                 ssl_context=mirror_ca.server_context())
+    yield registry
+    registry.close()
+
+
+def trust(member, sbx, ca):
+    """The CA in the sandbox's trust store, the Debian way."""
+    r = sh(member, sbx, "cat > /usr/local/share/ca-certificates/mirror-ca.crt && update-ca-certificates", stdin=ca.pem)
+    assert r["exit_code"] == 0, r
 
 
 @pytest.fixture(scope="module")
@@ -131,10 +145,7 @@ def test_pip_installs_over_https_from_a_mirror_with_a_private_ca(member, sandbox
     r = sh(member, sandbox, f"{venv}/bin/pip install --no-cache-dir --retries 0 --index-url {url} sandfort-secure",
            env=no_config)
     assert r["exit_code"] != 0 and "CERTIFICATE_VERIFY_FAILED" in r["stdout"] + r["stderr"], r
-    # Trusted the Debian way: the CA in /usr/local/share/ca-certificates, update-ca-certificates.
-    r = sh(member, sandbox, "cat > /usr/local/share/ca-certificates/mirror-ca.crt && update-ca-certificates",
-           stdin=mirror_ca.pem)
-    assert r["exit_code"] == 0, r
+    trust(member, sandbox, mirror_ca)
     r = sh(member, sandbox, f"{venv}/bin/pip install --no-cache-dir --index-url {url} sandfort-secure && "
                             f"{venv}/bin/python -c 'import sandfort_secure; print(sandfort_secure.VALUE)'", env=no_config)
     assert r["exit_code"] == 0 and r["stdout"].endswith("over https\n"), r
@@ -156,6 +167,18 @@ def test_npm_installs_a_package_from_a_registry(daemon, member, sandbox, host, n
     r = sh(member, sandbox, "cat /work/app/package.json")
     assert '"sandfort-hello": "^1.0.0"' in r["stdout"], r
     assert any("decision=allow" in line for line in egress_lines(daemon, sandbox, name))
+
+
+def test_npm_installs_over_https_from_a_mirror_with_a_private_ca(member, sandbox, host, https_npm_registry, mirror_ca):
+    # Debian's Node.js reads the system's trust store: no `npm config set cafile` needed.
+    trust(member, sandbox, mirror_ca)
+    url = f"https://{host[0]}:{https_npm_registry.port}/"
+    r = sh(member, sandbox, "mkdir -p /work/secure && cd /work/secure && npm init -y >/dev/null && "
+                            f"npm install --no-audit --no-fund --registry {url} sandfort-secure && "
+                            "node -e 'console.log(require(\"sandfort-secure\"))'")
+    assert r["exit_code"] == 0, r
+    assert r["stdout"].endswith("over https\n"), r
+    assert https_npm_registry.tarball_path in https_npm_registry.paths
 
 
 # --- apt ---------------------------------------------------------------------------------------
