@@ -227,8 +227,8 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
 }
 
 TEST_CASE("sandbox: the proxy environment names one proxy in both spellings, loopback off it", "[sandbox][spec]") {
-  // docs/package-managers.md: pip and curl read the lower-case names, apt only http_proxy and
-  // https_proxy, Go and others the upper-case ones; every variable must be there in both.
+  // docs/package-managers.md: curl and apt read http_proxy in lower case only, Go and others
+  // the upper-case names, pip either: every variable must be there in both spellings.
   auto env = proxy_environment("sbx-1", "s3cret", "10.213.0.1", 3128);
   const std::string url = "http://sbx-1:s3cret@10.213.0.1:3128";
   CHECK(env == std::vector<std::string>{"HTTP_PROXY=" + url, "HTTPS_PROXY=" + url, "http_proxy=" + url,
