@@ -1,8 +1,9 @@
 """pip, npm and apt in a sandbox of the default image, through the sandbox's real egress proxy, as
 they go through a company's: against real local indexes (package_indexes.py: a PEP 503 simple index
-over http and over https with a private CA, verdaccio, a Debian repository made with dpkg-deb and
-dpkg-scanpackages), reached by a host name on the sandbox's allowlist. The tools are configured
-only the way their own documentation says (pip.conf, `npm config set registry`, a sources entry);
+over http and over https with a private CA, verdaccio, an npm package served over https with that
+CA, a Debian repository made with dpkg-deb and dpkg-scanpackages), reached by a host name on the
+sandbox's allowlist. The tools are configured only the way their own documentation says (pip.conf
+or --index-url, `npm config set registry` or --registry, a sources entry);
 nothing tells them about the proxy but the environment every sandbox gets. A host not on the
 allowlist fails with the proxy's 403 in the tool's own error.
 
@@ -123,7 +124,7 @@ def venv(member, sandbox):
 
 def test_pip_installs_a_wheel_from_a_simple_index_over_http(daemon, member, sandbox, host, simple_index, venv):
     name, port = host[0], simple_index.port
-    # A plain-http index is "not a trusted or secure host" to pip unless named so (as for any mirror).
+    # A plain-http index is "not a trusted or secure host" to pip unless named so (as for any such mirror).
     r = sh(member, sandbox, f"{venv}/bin/pip config --site set global.index-url http://{name}:{port}/simple/ && "
                             f"{venv}/bin/pip config --site set global.trusted-host {name}")
     assert r["exit_code"] == 0, r
