@@ -43,7 +43,12 @@ struct denial {
   int status = 0;       // 0: the client gets no answer (the connection was closed under it)
   std::string reason;   // for the log and on_decision
   std::string message;  // for the client
+  std::string why = {}; // for the client's status line (deny_response), a few fixed words
 };
+
+// What a refused CONNECT's status line says, so that pip's, apt's and npm's own errors say it.
+constexpr std::string_view not_on_allowlist = "host not on the sandbox's egress allowlist";
+constexpr std::string_view refused_address = "address refused by the sandbox's egress policy";
 
 denial closed_under(const connection& c) { return denial{0, c.closed_because().value_or("closed"), {}}; }
 
@@ -53,7 +58,7 @@ asio::awaitable<void> deny(state& st, connection& c, egress_event& ev, denial d)
   ev.reason = std::move(d.reason);
   report(st, c, ev);
   if (c.closing() || d.status == 0) co_return;
-  auto bytes = deny_response(d.status, d.message);
+  auto bytes = deny_response(d.status, d.message, d.why);
   c.client.expires_after(st.options.header_timeout);
   auto [ec, n] = co_await asio::async_write(c.client, asio::buffer(bytes), use_tuple);
   c.linger = !ec;
@@ -176,7 +181,8 @@ asio::awaitable<std::variant<addresses, denial>> checked_addresses(state& st, co
     }
   }
   if (permitted.empty())
-    co_return denial{403, "refused address: " + refused, "the destination's address is not allowed (" + classes + ")"};
+    co_return denial{403, "refused address: " + refused, "the destination's address is not allowed (" + classes + ")",
+                     std::string(refused_address)};
   co_return permitted;
 }
 
@@ -250,7 +256,8 @@ asio::awaitable<std::optional<denial>> proceed(state& st, connection& c, egress_
                                                const sandbox_egress& sandbox, const egress_target& target,
                                                const bhttp::request_header<>& head) {
   if (!host_allowed(sandbox.allowlist, target.host))
-    co_return denial{403, "host not in the allowlist", "this sandbox may not reach " + target.host};
+    co_return denial{403, "host not in the allowlist", "this sandbox may not reach " + target.host,
+                     std::string(not_on_allowlist)};
   auto checking = checked_addresses(st, c, target.host);
   auto checked = co_await std::move(checking);
   if (auto* d = std::get_if<denial>(&checked)) co_return std::move(*d);

@@ -69,12 +69,16 @@ std::string log_quoted(std::string_view s) {
 
 }  // namespace
 
-std::string deny_response(int status, std::string_view message) {
-  std::string body;
-  for (char c : message) body.push_back(c >= 0x20 && c < 0x7f ? c : '?');
-  body += "\n";
-  auto reason = bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(status)));
-  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason) + "\r\n";
+std::string deny_response(int status, std::string_view message, std::string_view why) {
+  auto printable = [](std::string_view text) {
+    std::string out;
+    for (char c : text) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+    return out;
+  };
+  std::string body = printable(message) + "\n";
+  std::string reason(bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(status))));
+  if (!why.empty()) reason += " (" + printable(why) + ")";
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
   out += "Content-Type: text/plain; charset=utf-8\r\n";
   out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   out += "Connection: close\r\n";

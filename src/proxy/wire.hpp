@@ -14,8 +14,10 @@ namespace sandfort::proxy::detail {
 namespace bhttp = boost::beast::http;
 
 // A complete answer with a short text body and Connection: close; a 407 carries the
-// Proxy-Authenticate challenge.
-std::string deny_response(int status, std::string_view message);
+// Proxy-Authenticate challenge. `why`, when given, follows the status's standard reason phrase in
+// parentheses ("403 Forbidden (host not on ...)"): tools print the status line of a refused
+// CONNECT (pip, apt, npm) but not the body, so the line is where the reason can reach the user.
+std::string deny_response(int status, std::string_view message, std::string_view why = {});
 
 inline constexpr std::string_view connect_established = "HTTP/1.1 200 Connection established\r\n\r\n";
 

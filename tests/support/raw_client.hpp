@@ -18,6 +18,7 @@ namespace sandfort::testing {
 
 struct raw_response {
   int status = 0;
+  std::string reason;  // the status line's reason phrase
   std::map<std::string, std::string> headers;  // names lowercased
   std::string body;
   std::string header(const std::string& name) const {
@@ -100,6 +101,7 @@ class raw_client {
     std::string status_line = head.substr(0, line_end);
     if (status_line.size() < 12) return std::nullopt;
     res.status = std::stoi(status_line.substr(9, 3));
+    if (status_line.size() > 13) res.reason = status_line.substr(13);
     std::size_t pos = line_end == std::string::npos ? head.size() : line_end + 2;
     while (pos < head.size()) {
       auto next = head.find("\r\n", pos);

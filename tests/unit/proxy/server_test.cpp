@@ -498,11 +498,16 @@ TEST_CASE("proxy: a host outside the allowlist gets 403 and nothing is dialed", 
   auto res = ask(h, connect_request("other.test:" + port, credential("sbx-a", "secret-a")));
   REQUIRE(res);
   CHECK(res->status == 403);
+  // The status line says why: tools show it (pip: "Tunnel connection failed: 403 Forbidden (…)").
+  CHECK(res->reason == "Forbidden (host not on the sandbox's egress allowlist)");
+  CHECK(res->body == "this sandbox may not reach other.test\n");
   // sbx-b may reach only upstream.test: not the bare suffix of a wildcard, not another sandbox's list
   CHECK(ask(h, connect_request("evil.test:" + port, credential("sbx-b", "secret-b")))->status == 403);
   CHECK(ask(h, connect_request("ip.test:" + port, credential("sbx-a", "secret-a")))->status == 403);
-  CHECK(ask(h, "GET http://other.test:" + port + "/ HTTP/1.1\r\n" + credential("sbx-a", "secret-a") + "\r\n")->status ==
-        403);
+  auto get = ask(h, "GET http://other.test:" + port + "/ HTTP/1.1\r\n" + credential("sbx-a", "secret-a") + "\r\n");
+  REQUIRE(get);
+  CHECK(get->status == 403);
+  CHECK(get->reason == "Forbidden (host not on the sandbox's egress allowlist)");
   CHECK(h.upstream().accepted() == 0);
   CHECK(h.resolver.calls == 0);
   auto ev = h.event(0);
@@ -533,6 +538,7 @@ TEST_CASE("proxy: a missing, wrong or deleted credential gets 407 with a challen
     auto res = ask(h, connect_request(target, headers));
     REQUIRE(res);
     CHECK(res->status == 407);
+    CHECK(res->reason == "Proxy Authentication Required");
     CHECK(res->header("proxy-authenticate") == "Basic realm=\"sandfort\"");
   }
   auto get = ask(h, "GET http://" + target + "/ HTTP/1.1\r\n\r\n");
@@ -558,6 +564,7 @@ TEST_CASE("proxy: an allowlisted name resolving to forbidden addresses gets 403 
   auto res = ask(h, connect_request("evil.test:443", credential("sbx-a", "secret-a")));
   REQUIRE(res);
   CHECK(res->status == 403);
+  CHECK(res->reason == "Forbidden (address refused by the sandbox's egress policy)");
   CHECK(res->body.find("link-local") != std::string::npos);
   auto get = ask(h, "GET http://evil.test/latest/meta-data/ HTTP/1.1\r\n" + credential("sbx-a", "secret-a") + "\r\n");
   REQUIRE(get);

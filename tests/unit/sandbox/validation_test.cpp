@@ -226,6 +226,16 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
   CHECK(v.spec.workdir == "/work");
 }
 
+TEST_CASE("sandbox: the proxy environment names one proxy in both spellings, loopback off it", "[sandbox][spec]") {
+  // docs/package-managers.md: curl and apt read http_proxy in lower case only, Go and others
+  // the upper-case names, pip either: every variable must be there in both spellings.
+  auto env = proxy_environment("sbx-1", "s3cret", "10.213.0.1", 3128);
+  const std::string url = "http://sbx-1:s3cret@10.213.0.1:3128";
+  CHECK(env == std::vector<std::string>{"HTTP_PROXY=" + url, "HTTPS_PROXY=" + url, "http_proxy=" + url,
+                                        "https_proxy=" + url, "NO_PROXY=localhost,127.0.0.1",
+                                        "no_proxy=localhost,127.0.0.1"});
+}
+
 TEST_CASE("sandbox: create accepts the valid edge forms of each field", "[sandbox][validation]") {
   fixture f;
   const std::string pinned =
