@@ -12,7 +12,7 @@ SF_DOCKER_PIDFILE=${SF_DOCKER_PIDFILE:-/var/run/docker.pid}
 SF_BASE_IMAGE=sandfort/base:bookworm # the default sandbox image
 # Raised whenever build-base-image changes what goes in, so setup rebuilds older images.
 SF_BASE_IMAGE_LABEL=io.sandfort.base-image-version
-SF_BASE_IMAGE_VERSION=3
+SF_BASE_IMAGE_VERSION=4
 
 # sf_log PREFIX MESSAGE... — one short progress line on stdout, "PREFIX: MESSAGE".
 sf_log() {
