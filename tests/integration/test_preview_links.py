@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 import time
 import urllib.error
@@ -203,6 +204,20 @@ def test_a_browser_navigation_trades_the_token_for_the_cookie_and_a_clean_addres
     # An iframe's navigation (or a client that says nothing) is answered at once.
     status, _, _ = urlopen(link, {**NAVIGATION, "Sec-Fetch-Dest": "iframe"}, follow=False)
     assert status == 200
+
+
+def test_the_printed_link_opens_in_a_real_browser(served):
+    """Debian's chromium, headless: it resolves *.localhost itself, navigates (so it is redirected
+    to the address without the token) and comes back with the cookie."""
+    _, link = served
+    browser = shutil.which("chromium")
+    assert browser, "chromium is installed by scripts/setup"
+    with tempfile.TemporaryDirectory() as profile:
+        r = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                            f"--user-data-dir={profile}", "--dump-dom", link],
+                           capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "served by the app" in r.stdout, (r.stdout[-2000:], r.stderr[-2000:])
 
 
 def test_a_wrong_or_another_ports_token_in_the_link_opens_nothing(member, served):
