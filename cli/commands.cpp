@@ -97,9 +97,16 @@ std::string read_key_from_stdin() {
   return key;
 }
 
-// Runs a streamed command (SSE) and copies its output as it comes; returns its exit status.
-int stream_command(api_client& client, const std::string& target, const json& body) {
+// What the final event of a streamed command said.
+struct stream_end {
+  int exit_code = 0;
+  bool session_restarted = false;  // a session's shell ended (or had ended): a fresh one runs next
+};
+
+// Runs a streamed command (SSE) and copies its output as it comes.
+stream_end stream_command(api_client& client, const std::string& target, const json& body) {
   std::optional<int> exit_code;
+  bool restarted = false;
   std::string error_text;
   sse_parser parser([&](const std::string& event, const std::string& data) {
     auto j = json::parse(data, nullptr, false);
@@ -112,6 +119,7 @@ int stream_command(api_client& client, const std::string& target, const json& bo
       exit_code = j.is_object() && j.contains("exit_code") && j["exit_code"].is_number_integer() ? j["exit_code"].get<int>() : 1;
       if (j.is_object() && j.value("timed_out", false)) std::cerr << "sandfort: the command timed out\n";
       if (j.is_object() && j.value("truncated", false)) std::cerr << "sandfort: output was truncated\n";
+      restarted = j.is_object() && j.value("session_restarted", false);
     } else if (event == "error") {
       if (j.is_object() && j.contains("error") && j["error"].is_object())
         error_text = "error: " + j["error"].value("message", data);
@@ -132,7 +140,37 @@ int stream_command(api_client& client, const std::string& target, const json& bo
   if (r.status / 100 != 2) throw_api_error(r);
   if (!error_text.empty()) throw failure(error_text);
   if (!exit_code) throw failure("the stream ended without the command's exit status");
-  return *exit_code;
+  return {*exit_code, restarted};
+}
+
+// The ports that were not listening before, a server started in the background may bind a moment
+// after its command returns (patient: look a few times); on stderr, so that stdout stays exactly
+// the command's.
+void print_opened_ports(api_client& client, const std::string& id, const std::set<int>& before, bool patient) {
+  std::set<int> opened;
+  for (int attempt = 0; attempt < (patient ? 5 : 1) && opened.empty(); ++attempt) {
+    if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    auto after = previewable_ports(client, id);
+    if (!after) break;
+    std::set_difference(after->begin(), after->end(), before.begin(), before.end(),
+                        std::inserter(opened, opened.end()));
+  }
+  for (int port : opened) {
+    try {
+      std::cerr << "preview: port " << port << ": " << preview_link(client, id, port) << "\n";
+    } catch (const failure& e) {
+      std::cerr << "preview: port " << port << ": no URL (" << e.what() << ")\n";
+    }
+  }
+}
+
+std::string joined_words(const std::vector<std::string>& words, const char* usage) {
+  std::vector<std::string> w = words;
+  if (!w.empty() && w.front() == "--") w.erase(w.begin());
+  if (w.empty()) throw failure(usage, 2);
+  std::string command;
+  for (const auto& word : w) command += (command.empty() ? "" : " ") + word;
+  return command;
 }
 
 json create_body(const create_options& o) {
@@ -405,7 +443,7 @@ int cmd_exec(std::vector<std::string> args, std::optional<int> timeout_s, const 
     input << std::cin.rdbuf();
     body["stdin"] = input.str();
   }
-  return stream_command(client, sandbox_path(id) + "/process/exec", body);
+  return stream_command(client, sandbox_path(id) + "/process/exec", body).exit_code;
 }
 
 int cmd_new(const create_options& o) {
@@ -421,11 +459,7 @@ int cmd_new(const create_options& o) {
 }
 
 int cmd_run(const std::string& id_option, const std::vector<std::string>& words, std::optional<int> timeout_s) {
-  std::vector<std::string> w = words;
-  if (!w.empty() && w.front() == "--") w.erase(w.begin());
-  if (w.empty()) throw failure("usage: sandfort run [--id ID] \"COMMAND\"", 2);
-  std::string command;
-  for (const auto& word : w) command += (command.empty() ? "" : " ") + word;
+  std::string command = joined_words(words, "usage: sandfort run [--id ID] \"COMMAND\"");
   std::string id = current_or(id_option);
   api_client client = connect_api();
   json body = {{"command", command}};
@@ -433,28 +467,29 @@ int cmd_run(const std::string& id_option, const std::vector<std::string>& words,
   // No expose call: a port the command opened is reachable at once, and its URL is what the caller
   // hands on. Ports that were listening before are not the command's.
   auto before = previewable_ports(client, id);
-  int status = stream_command(client, sandbox_path(id) + "/exec", body);
-  if (before) {
-    // A server started in the background may bind a moment after the shell returns.
-    const bool backgrounded = command.find('&') != std::string::npos;
-    std::set<int> opened;
-    for (int attempt = 0; attempt < (backgrounded ? 5 : 1) && opened.empty(); ++attempt) {
-      if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      auto after = previewable_ports(client, id);
-      if (!after) break;
-      std::set_difference(after->begin(), after->end(), before->begin(), before->end(),
-                          std::inserter(opened, opened.end()));
-    }
-    // On stderr: stdout stays exactly the command's.
-    for (int port : opened) {
-      try {
-        std::cerr << "preview: port " << port << ": " << preview_link(client, id, port) << "\n";
-      } catch (const failure& e) {
-        std::cerr << "preview: port " << port << ": no URL (" << e.what() << ")\n";
-      }
-    }
-  }
-  return status;
+  stream_end end = stream_command(client, sandbox_path(id) + "/exec", body);
+  // The shell's state is what `run` is for: its loss must not go unnoticed.
+  if (end.session_restarted)
+    std::cerr << "sandfort: the shell of " << id << " was restarted (a command ended it, e.g. `exit`): the "
+              << "directory, variables and background jobs of earlier `run`s are gone\n";
+  if (before) print_opened_ports(client, id, *before, command.find('&') != std::string::npos);
+  return end.exit_code;
+}
+
+int cmd_run_background(const std::string& id_option, const std::vector<std::string>& words) {
+  std::string command = joined_words(words, "usage: sandfort run --background [--id ID] \"COMMAND\"");
+  std::string id = current_or(id_option);
+  api_client client = connect_api();
+  auto before = previewable_ports(client, id);
+  json body = {{"command", command}};
+  json started = client.call(verb::post, sandbox_path(id) + "/commands", &body);
+  std::string command_id = cell(started, "id");
+  // stdout: the id alone, for scripts (`cmd=$(sandfort run --background …)`).
+  std::cout << command_id << "\n" << std::flush;
+  std::cerr << "started " << command_id << " (pid " << cell(started, "pid") << ") in " << id
+            << "; its output: sandfort logs " << id << " " << command_id << " (-f to follow it)\n";
+  if (before) print_opened_ports(client, id, *before, true);
+  return 0;
 }
 
 int cmd_rm_current(const std::string& id_option) {
@@ -462,7 +497,10 @@ int cmd_rm_current(const std::string& id_option) {
   return cmd_sandbox_rm({id});
 }
 
-int cmd_logs(const std::string& id, const std::string& command_id, bool follow) {
+int cmd_logs(const std::vector<std::string>& args, bool follow) {
+  // SANDBOX COMMAND, or COMMAND alone in the current sandbox.
+  std::string id = args.size() == 2 ? args[0] : current_or("");
+  const std::string& command_id = args.back();
   api_client client = connect_api();
   std::string target = sandbox_path(id) + "/commands/" + url_encode(command_id) + "/logs";
   if (!follow) {
