@@ -17,6 +17,7 @@
 #include "api_client.hpp"
 #include "config.hpp"
 #include "failure.hpp"
+#include "login_check.hpp"
 #include "oidc.hpp"
 
 namespace sandfort::cli {
@@ -92,7 +93,7 @@ std::string read_key_from_stdin() {
   auto first = all.find_first_not_of(space);
   if (first == std::string::npos) throw failure("--api-key-stdin: stdin held no API key");
   auto key = all.substr(first, all.find_last_not_of(space) - first + 1);
-  if (key.find_first_of(space) != std::string::npos)
+  if (bare_api_key(key).find_first_of(space) != std::string::npos)
     throw failure("--api-key-stdin: stdin must hold the API key alone (it holds more than one word)");
   return key;
 }
@@ -232,10 +233,13 @@ int login_with_api_key(const login_options& o) {
     if (url.empty()) url = default_url;
   }
   url = without_trailing_slash(url);
-  std::string key = o.api_key_stdin ? read_key_from_stdin() : prompt_line("API key: ", true);
+  std::string typed = o.api_key_stdin ? read_key_from_stdin() : prompt_line("API key: ", true);
+  std::string key = bare_api_key(typed);
   if (key.empty()) throw failure("an API key is needed (ask your organization's admin for one)");
-  api_client client(url, fixed_credentials(key));
-  json who = client.call(verb::get, "/v1/whoami");
+  if (key != typed)
+    std::cerr << "note: using the key without the \"Bearer \" in front of it: the CLI sends that itself\n";
+  check_key_shape(key);
+  json who = whoami_for_login(url, key);
   save_settings({url, key, std::nullopt});
   std::cout << "Logged in to " << url << " as " << describe(who) << "; credentials saved in " << config_file().string()
             << "\n";
@@ -245,17 +249,27 @@ int login_with_api_key(const login_options& o) {
 // Who the daemon says the new token belongs to; a failure that says nothing was saved otherwise.
 json check_new_token(const std::string& url, const std::string& token, const std::string& issuer) {
   api_client client(url, fixed_credentials(token));
+  client.set_unreachable_hint(login_unreachable_hint);
   request_spec spec;
   spec.target = "/v1/whoami";
   std::string prefix = "signed in at " + issuer + ", but nothing was saved: ";
   response r;
   try {
     r = client.send(spec);
+  } catch (const failure& e) {
+    throw failure(prefix + e.what());
+  }
+  if (r.status == 401) {
+    auto refusal = json::parse(r.body, nullptr, false);
+    std::string why = refusal.is_object() && refusal.contains("error") && refusal["error"].is_object()
+                          ? refusal["error"].value("message", "refused")
+                          : "HTTP 401";
+    throw failure(prefix + url + " does not accept the token: " + why + " (request " + r.request_id +
+                  ")\nhint: is the issuer configured in sandfortd's \"oidc\" section, with this audience?");
+  }
+  try {
     if (r.status / 100 != 2) throw_api_error(r);
   } catch (const failure& e) {
-    if (r.status == 401)
-      throw failure(prefix + url + " does not accept the token (is the issuer configured in sandfortd's \"oidc\" "
-                    "section, with this audience?)\n" + e.what());
     throw failure(prefix + e.what());
   }
   auto who = json::parse(r.body, nullptr, false);
