@@ -1,6 +1,9 @@
 // `sandfort audit …`: an organization's audit log through the API, and `audit verify`, which
 // recomputes the chain here with the daemon's own verifier (sandfort_audit) against a public key
 // the auditor pinned: checking it needs neither the database nor trust in the server.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -458,6 +461,56 @@ int cmd_audit_checkpoint(const std::string& org, bool as_json) {
             << "key_id: " << string_field(c, "key_id") << "\n"
             << "ts: " << string_field(c, "ts") << "\n";
   return 0;
+}
+
+// The auditor's copy of the checkpoints, kept away from the server: a checkpoint it holds binds the
+// chain up to its seq even after the server lost it or rewrote its own. Lines already in the file
+// are never rewritten; the server's checkpoints it lacks are appended one line each (the form and
+// the O_APPEND + fsync of the daemon's audit.export_path). A kept seq the server now shows signed
+// over another head is evidence of a rewrite: reported, kept as it was, exit 1.
+int cmd_audit_checkpoints(const std::string& org, const std::string& out_file) {
+  checkpoints kept;
+  const bool to_file = !out_file.empty() && out_file != "-";
+  if (to_file && fs::exists(out_file)) {
+    auto read = audit::read_checkpoint_file(out_file);
+    if (!read) throw failure(read.err().message);
+    kept = std::move(*read);
+  }
+  api_client client = connect_api();
+  const std::string org_id = resolve_org(client, org).id;
+  std::size_t added = 0, already = 0, differing = 0;
+  for (const auto& c : server_checkpoints(client, org_id)) {
+    if (!to_file) {
+      std::cout << audit::checkpoint_json(c).dump() << "\n";
+      continue;
+    }
+    auto same_seq = std::find_if(kept.begin(), kept.end(),
+                                 [&](const auto& k) { return k.org_id == c.org_id && k.seq == c.seq; });
+    if (same_seq == kept.end()) {
+      if (auto appended = audit::export_checkpoint(out_file, c); !appended) throw failure(appended.err().message);
+      kept.push_back(c);
+      ++added;
+    } else if (same_seq->head_hash == c.head_hash && same_seq->signature == c.signature &&
+               same_seq->ts == c.ts && same_seq->key_id == c.key_id) {
+      ++already;
+    } else {
+      ++differing;
+      std::cerr << "sandfort: the server's checkpoint at seq " << c.seq << " of " << c.org_id
+                << " differs from the one kept in " << out_file << " (head " << c.head_hash << ", kept "
+                << same_seq->head_hash << "): the kept one stays; run `sandfort audit verify --checkpoints "
+                << out_file << "`\n";
+    }
+  }
+  if (to_file && !fs::exists(out_file)) {
+    // None signed yet: the file exists all the same, so that `verify --checkpoints` reads it.
+    const int fd = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) throw failure("cannot create " + out_file + ": " + std::strerror(errno));
+    ::close(fd);
+  }
+  if (to_file)
+    std::cerr << added << " new checkpoint(s) of " << org_id << " appended to " << out_file << " (" << already
+              << " already there)\n";
+  return differing == 0 ? 0 : 1;
 }
 
 // A broken chain is exit 1 and nothing else is: whatever stops the verification from finishing

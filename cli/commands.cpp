@@ -43,15 +43,10 @@ std::optional<std::set<int>> previewable_ports(api_client& client, const std::st
   }
 }
 
-// A link that opens the port's preview as it is: with the token for a private preview (the
-// preview listener turns it into a cookie).
+// A link that opens the port's preview as it is, from curl, a script or a browser: the API's
+// `link` (the token in it for a private preview).
 std::string preview_link(api_client& client, const std::string& id, int port) {
-  json p = client.call(verb::get, sandbox_path(id) + "/preview/" + std::to_string(port));
-  std::string url = cell(p, "url");
-  if (p.contains("token") && p["token"].is_string())
-    url += (url.find('?') == std::string::npos ? "?" : "&") + std::string("sandfort_token=") +
-           url_encode(p["token"].get<std::string>());
-  return url;
+  return cell(client.call(verb::get, sandbox_path(id) + "/preview/" + std::to_string(port)), "link");
 }
 
 void print_json(const json& j) { std::cout << j.dump(2) << "\n"; }
@@ -551,6 +546,7 @@ int cmd_preview(const std::string& id, int port, bool as_json) {
     print_json(p);
     return 0;
   }
+  std::cout << "link: " << cell(p, "link") << "\n";
   std::cout << "url: " << cell(p, "url") << "\n";
   std::cout << "token: " << cell(p, "token") << "\n";
   if (p.contains("token") && p["token"].is_string())

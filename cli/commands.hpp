@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace sandfort::cli {
 
 class api_client;
@@ -138,5 +142,12 @@ int cmd_audit_public_key(const std::string& out_file, bool force, bool json);
 int cmd_audit_checkpoint(const std::string& org, bool json);
 // Exit 0 intact, 1 broken, 2 usage, connection or API errors.
 int cmd_audit_verify(const audit_verify_options& o);
+// The signed checkpoints as JSON Lines to stdout, or those out_file lacks appended to it; exit 1
+// when the server shows a kept seq differently.
+int cmd_audit_checkpoints(const std::string& org, const std::string& out_file);
+
+// `key …`, `org create` and `audit checkpoints` (cli/admin.cpp), added to app after the `org`
+// and `audit` groups.
+void add_admin_commands(CLI::App& app, int& status, bool& as_json);
 
 }  // namespace sandfort::cli

@@ -23,7 +23,7 @@ _sandfort_snapshots() {
 _sandfort() {
   local cur="${COMP_WORDS[COMP_CWORD]}" cmd="${COMP_WORDS[1]}" sub="${COMP_WORDS[2]}"
   if [[ $COMP_CWORD -eq 1 ]]; then
-    COMPREPLY=($(compgen -W "login logout whoami sandbox volume snapshot exec new run rm cp logs preview shell audit org completion --help" -- "$cur"))
+    COMPREPLY=($(compgen -W "login logout whoami sandbox volume snapshot exec new run rm cp logs preview shell audit org key completion --help" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -76,7 +76,7 @@ _sandfort() {
     cp) compopt -o default 2>/dev/null; COMPREPLY=($(compgen -W "$(_sandfort_sandboxes)" -- "$cur")) ;;
     audit)
       if [[ $COMP_CWORD -eq 2 ]]; then
-        COMPREPLY=($(compgen -W "list export public-key checkpoint verify --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "list export public-key checkpoint checkpoints verify --help" -- "$cur"))
         return
       fi
       case "${COMP_WORDS[COMP_CWORD-1]}" in
@@ -88,11 +88,12 @@ _sandfort() {
         export) COMPREPLY=($(compgen -W "$filters -o --output --page-size --help" -- "$cur")) ;;
         public-key) COMPREPLY=($(compgen -W "-o --output --force --json --help" -- "$cur")) ;;
         checkpoint) COMPREPLY=($(compgen -W "--org --json --help" -- "$cur")) ;;
+        checkpoints) COMPREPLY=($(compgen -W "--org -o --output --help" -- "$cur")) ;;
         verify) COMPREPLY=($(compgen -W "--public-key --checkpoints --org --page-size --json --help" -- "$cur")) ;;
       esac ;;
     org)
       if [[ $COMP_CWORD -eq 2 ]]; then
-        COMPREPLY=($(compgen -W "limits set-limits stop-all lift --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "limits set-limits stop-all lift create --help" -- "$cur"))
         return
       fi
       if [[ "${COMP_WORDS[COMP_CWORD-1]}" == --reset ]]; then
@@ -103,6 +104,21 @@ _sandfort() {
         limits|stop-all) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
         set-limits) COMPREPLY=($(compgen -W "--max-sandboxes --max-cpus --max-memory-mb --max-volumes --max-snapshots --allowed-image --reset --json --help" -- "$cur")) ;;
         lift) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+        create) COMPREPLY=($(compgen -W "--key-name --json --help" -- "$cur")) ;;
+      esac ;;
+    key)
+      if [[ $COMP_CWORD -eq 2 ]]; then
+        COMPREPLY=($(compgen -W "create ls revoke --help" -- "$cur"))
+        return
+      fi
+      if [[ "${COMP_WORDS[COMP_CWORD-1]}" == --role ]]; then
+        COMPREPLY=($(compgen -W "viewer member admin" -- "$cur"))
+        return
+      fi
+      case "$sub" in
+        create) COMPREPLY=($(compgen -W "--name --role --expires-in --org --json --help" -- "$cur")) ;;
+        ls|list) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+        revoke|rm) COMPREPLY=($(compgen -W "$(command sandfort key ls 2>/dev/null | awk 'NR > 1 && $NF == "-" { print $1 }') --help" -- "$cur")) ;;
       esac ;;
     completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
   esac

@@ -365,6 +365,7 @@ int main(int argc, char** argv) {
   add_volume_commands(app, volume_names, status, as_json);
   std::vector<std::string> snapshot_names;
   add_snapshot_commands(app, snapshot_names, status, as_json);
+  sc::add_admin_commands(app, status, as_json);
 
   std::string shell_name;
   auto* completion = app.add_subcommand("completion", "Print a shell completion script: eval \"$(sandfort completion bash)\"");

@@ -32,6 +32,7 @@ DEFAULT_IMAGE = "sandfort/base:bookworm"
 DEFAULT_EXEC_TIMEOUT_S = 60
 DOWNLOAD_DEFAULT_MAX_BYTES = 1 << 20  # 1 MiB of text into a model's context is already a lot
 DOWNLOAD_HARD_MAX_BYTES = 8 << 20
+COMMAND_LOG_DEFAULT_MAX_CHARS = 64 << 10  # per stream, the newest
 
 # JSON-RPC error codes
 PARSE_ERROR = -32700
@@ -417,6 +418,94 @@ def tool_delete_sandbox(sf, a):
     return f"Deleted sandbox {a['sandbox_id']}.", {"deleted": a["sandbox_id"]}
 
 
+def _snapshot_summary(snap):
+    keys = ("id", "name", "size_bytes", "source_sandbox_id", "state", "created_at")
+    return {k: snap.raw[k] for k in keys if k in snap.raw}
+
+
+def tool_list_snapshots(sf, a):
+    items = [_snapshot_summary(snap) for snap in sf.client().list_snapshots()]
+    if not items:
+        text = "No snapshots. create_snapshot saves a sandbox's filesystem as one."
+    else:
+        lines = [f"{len(items)} snapshot(s):"]
+        for snap in items:
+            lines.append(f"- {snap.get('name')}  id={snap.get('id')}  size_bytes={snap.get('size_bytes')}"
+                         f"  source={snap.get('source_sandbox_id')}  created_at={snap.get('created_at')}")
+        text = "\n".join(lines)
+    return text, {"snapshots": items}
+
+
+def tool_delete_snapshot(sf, a):
+    sf.client().delete_snapshot(a["name"])
+    return (f"Deleted snapshot {a['name']}: new sandboxes can no longer start from it.",
+            {"deleted": a["name"]})
+
+
+def tool_get_preview_link(sf, a):
+    sbx = sf.sandbox(a["sandbox_id"])
+    port = int(a["port"])
+    link = sbx.preview_link(port)
+    listeners = [p for p in sbx.ports() if p.port == port]
+    previewable = any(p.previewable for p in listeners)
+    result = {"port": port, "url": link.url, "token": link.token, "link": link.url_with_token,
+              "listening": bool(listeners), "previewable": previewable}
+    text = f"Preview link of port {port}: {link.url_with_token}\n"
+    if link.token:
+        text += ("It carries the sandbox's preview token: hand it to the user as is (a browser opening it "
+                 "gets a cookie). From code, request the url with the header X-Sandfort-Preview-Token: "
+                 f"{link.token}\n")
+    else:
+        text += "The sandbox's previews are public: no token is needed.\n"
+    if not listeners:
+        text += (f"Nothing listens on port {port} in the sandbox yet: start the server first (start_command), "
+                 "listening on 0.0.0.0; until then the link answers 502.")
+    elif not previewable:
+        text += (f"The server on port {port} listens on loopback only: the preview cannot reach it. "
+                 "Restart it listening on 0.0.0.0.")
+    return text.rstrip("\n"), result
+
+
+def _command_summary(info):
+    out = {"id": info.id, "state": info.state}
+    for key in ("pid", "command", "exit_code", "started_at", "ended_at"):
+        if getattr(info, key) is not None:
+            out[key] = getattr(info, key)
+    return out
+
+
+def tool_start_command(sf, a):
+    cmd = sf.sandbox(a["sandbox_id"]).process.start(a["command"], cwd=a.get("cwd"), env=a.get("env"))
+    result = _command_summary(cmd.info)
+    text = (f"Started background command {cmd.id} (pid {cmd.info.pid}) in sandbox {a['sandbox_id']}; it keeps "
+            "running after this call. read_command_log with this command_id shows its output and whether it "
+            "has exited.\n" + json.dumps(result, indent=2))
+    return text, result
+
+
+def _tail(text, max_chars):
+    """The newest max_chars characters: the end of a log is what tells how it is going."""
+    return (text[-max_chars:], True) if len(text) > max_chars else (text, False)
+
+
+def tool_read_command_log(sf, a):
+    cmd = sf.sandbox(a["sandbox_id"]).process.get_command(a["command_id"])
+    logs = cmd.logs()
+    max_chars = int(a.get("max_chars", COMMAND_LOG_DEFAULT_MAX_CHARS))
+    stdout, cut_out = _tail(logs.stdout, max_chars)
+    stderr, cut_err = _tail(logs.stderr, max_chars)
+    result = dict(_command_summary(cmd.info), stdout=stdout, stderr=stderr,
+                  dropped_bytes=logs.dropped_bytes, truncated=cut_out or cut_err)
+    state = (f"exited with exit_code {cmd.info.exit_code}" if cmd.info.state == "exited"
+             else f"{cmd.info.state} (call again later for more output)")
+    lines = [f"command {cmd.id}: {state}"]
+    if result["truncated"]:
+        lines.append(f"(only the last {max_chars} characters of each stream are shown)")
+    lines.append("stdout:" + ("\n" + stdout if stdout else " (empty)"))
+    lines.append("stderr:" + ("\n" + stderr if stderr else " (empty)"))
+    return "\n".join(lines), result
+
+
 TOOLS = [
     {
         "name": "create_sandbox",
@@ -670,6 +759,133 @@ TOOLS = [
                         "idempotentHint": False, "openWorldHint": False},
         "handler": tool_create_snapshot,
     },
+    {
+        "name": "list_snapshots",
+        "title": "List snapshots",
+        "description": ("List the organization's snapshots (made with create_snapshot): name, id, size "
+                        "and the sandbox each was made from. create_sandbox with snapshot=NAME starts "
+                        "from one."),
+        "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False},
+        "outputSchema": {
+            "type": "object",
+            "properties": {"snapshots": {"type": "array", "items": SNAPSHOT_OUTPUT_SCHEMA}},
+            "required": ["snapshots"],
+        },
+        "annotations": {"readOnlyHint": True, "openWorldHint": False},
+        "handler": tool_list_snapshots,
+    },
+    {
+        "name": "delete_snapshot",
+        "title": "Delete snapshot",
+        "description": ("Delete a snapshot of the organization for good. Refused (conflict) while a "
+                        "sandbox created from it still exists: delete those sandboxes first."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {"name": {"type": "string", "minLength": 1,
+                                    "description": "The snapshot's name or id (snap-…)."}},
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {"deleted": {"type": "string"}},
+            "required": ["deleted"],
+        },
+        "annotations": {"readOnlyHint": False, "destructiveHint": True,
+                        "idempotentHint": True, "openWorldHint": False},
+        "handler": tool_delete_snapshot,
+    },
+    {
+        "name": "get_preview_link",
+        "title": "Preview link of a port",
+        "description": (
+            "The link at which a server listening on a port inside a sandbox can be opened from "
+            "outside (a web app, an API): hand `link` to the user. It carries the sandbox's preview "
+            "token unless the sandbox's previews are public. Also says whether something listens on "
+            "that port yet (a server must listen on 0.0.0.0, not 127.0.0.1, to be previewed)."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "sandbox_id": SANDBOX_ID,
+                "port": {"type": "integer", "minimum": 1, "maximum": 65535,
+                         "description": "The port the server listens on inside the sandbox, e.g. 8080."},
+            },
+            "required": ["sandbox_id", "port"],
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {"port": {"type": "integer"}, "url": {"type": "string"},
+                           "token": {"type": ["string", "null"]}, "link": {"type": "string"},
+                           "listening": {"type": "boolean"}, "previewable": {"type": "boolean"}},
+            "required": ["port", "url", "link", "listening", "previewable"],
+        },
+        "annotations": {"readOnlyHint": True, "openWorldHint": False},
+        "handler": tool_get_preview_link,
+    },
+    {
+        "name": "start_command",
+        "title": "Start background command",
+        "description": (
+            "Start a long-running shell command in a sandbox in the background (a server, a build, a "
+            "watcher) and return at once with its command id; it keeps running after the call. Use "
+            "read_command_log to see its output and whether it exited. For a command that finishes "
+            "quickly use run_command instead."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "sandbox_id": SANDBOX_ID,
+                "command": {"type": "string", "minLength": 1,
+                            "description": "The shell command line (/bin/sh -c), e.g. "
+                                           "'python3 -m http.server 8080'."},
+                "cwd": {"type": "string", "description": "Absolute working directory."},
+                "env": dict(STRING_MAP, description="Extra environment variables."),
+            },
+            "required": ["sandbox_id", "command"],
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "state": {"type": "string"}, "pid": {"type": "integer"},
+                           "command": {"type": "string"}, "started_at": {"type": "string"}},
+            "required": ["id", "state"],
+        },
+        "annotations": {"readOnlyHint": False, "destructiveHint": True,
+                        "idempotentHint": False, "openWorldHint": False},
+        "handler": tool_start_command,
+    },
+    {
+        "name": "read_command_log",
+        "title": "Read background command's log",
+        "description": (
+            "The output so far of a background command started with start_command (stdout and "
+            "stderr, the newest part when long), and its state: running, or exited with its "
+            "exit_code. Call it again to see more as the command goes on. Exited commands are "
+            "forgotten 10 minutes after they end."),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "sandbox_id": SANDBOX_ID,
+                "command_id": {"type": "string", "minLength": 1,
+                               "description": "The id start_command returned (cmd-…)."},
+                "max_chars": {"type": "integer", "minimum": 1, "maximum": 1 << 20,
+                              "description": f"Show at most the last this many characters of each "
+                                             f"stream (default {COMMAND_LOG_DEFAULT_MAX_CHARS})."},
+            },
+            "required": ["sandbox_id", "command_id"],
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "state": {"type": "string"},
+                           "exit_code": {"type": ["integer", "null"]}, "stdout": {"type": "string"},
+                           "stderr": {"type": "string"}, "dropped_bytes": {"type": "integer"},
+                           "truncated": {"type": "boolean"}},
+            "required": ["id", "state", "stdout", "stderr", "truncated"],
+        },
+        "annotations": {"readOnlyHint": True, "openWorldHint": False},
+        "handler": tool_read_command_log,
+    },
 ]
 TOOLS_BY_NAME = {t["name"]: t for t in TOOLS}
 
@@ -828,7 +1044,10 @@ class Server:
                 "the returned id as sandbox_id; run_command / run_code execute and return "
                 "exit_code, stdout and stderr (a non-zero exit_code is a normal result); "
                 "upload_text_file / download_text_file move text files; create_snapshot saves "
-                "a sandbox's files for create_sandbox(snapshot=…); delete_sandbox when done."),
+                "a sandbox's files for create_sandbox(snapshot=…); start_command runs a server "
+                "or build in the background and read_command_log shows its output; "
+                "get_preview_link gives the link to a port to hand to the user; delete_sandbox "
+                "(and delete_snapshot) when done."),
         }
 
     def _structured(self):

@@ -181,7 +181,7 @@ def _complete(cli, words):
 
 def test_completion_knows_the_org_commands(cli):
     assert "org" in _complete(cli, ["sandfort", "o"])
-    assert _complete(cli, ["sandfort", "org", "''"]) == ["limits", "set-limits", "stop-all", "lift", "--help"]
+    assert _complete(cli, ["sandfort", "org", "''"]) == ["limits", "set-limits", "stop-all", "lift", "create", "--help"]
     assert _complete(cli, ["sandfort", "org", "set-limits", "acme", "--max"]) == [
         "--max-sandboxes", "--max-cpus", "--max-memory-mb", "--max-volumes", "--max-snapshots"]
     assert _complete(cli, ["sandfort", "org", "set-limits", "acme", "--reset", "max_c"]) == ["max_cpus"]

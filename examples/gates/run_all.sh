@@ -4,6 +4,7 @@
 #
 #   export SANDFORT_BASE_URL=http://127.0.0.1:8080 SANDFORT_API_KEY=sfk_...     # a superadmin key covers every gate
 #   export SANDFORT_GATE_ALLOWED_URL=https://example.com/                      # an allowlisted target (egress)
+#   export SANDFORT_GATE_UPSTREAM=local        # offline: the egress gate serves its own target (examples/README.md)
 #   examples/gates/run_all.sh [GATE...]                                        # default: all, in this order
 #
 # Optional: SANDFORT_GATE_OTHER_API_KEY (tenancy without a superadmin key), SANDFORT_GATE_AUDIT_PUBLIC_KEY,

@@ -12,6 +12,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,8 +25,9 @@ const mcpDir = path.resolve(here, '..');
 const BASE_URL = process.env.SANDFORT_BASE_URL;
 const API_KEY = process.env.SANDFORT_API_KEY;
 const EXPECTED_TOOLS = [
-  'create_sandbox', 'create_snapshot', 'delete_sandbox', 'download_text_file', 'list_sandboxes',
-  'run_code', 'run_command', 'upload_text_file',
+  'create_sandbox', 'create_snapshot', 'delete_sandbox', 'delete_snapshot', 'download_text_file',
+  'get_preview_link', 'list_sandboxes', 'list_snapshots', 'read_command_log', 'run_code', 'run_command',
+  'start_command', 'upload_text_file',
 ];
 
 let workDir;
@@ -83,7 +85,7 @@ test('initialize: server info, tools capability, logs only on stderr', () => {
   assert.match(stderrText, /sandfort-mcp: initialize from sandfort-mcp-test/);
 });
 
-test('tools/list: exactly the eight tools, each with an object inputSchema', async () => {
+test('tools/list: exactly the thirteen tools, each with an object inputSchema', async () => {
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name).sort(), EXPECTED_TOOLS);
   for (const t of tools) {
@@ -102,6 +104,15 @@ test('tools/list: exactly the eight tools, each with an object inputSchema', asy
   assert.deepEqual(Object.keys(byName.create_snapshot.inputSchema.properties).sort(), ['name', 'sandbox_id']);
   assert.equal(byName.create_snapshot.inputSchema.additionalProperties, false);
   assert.equal(byName.create_sandbox.inputSchema.properties.snapshot.type, 'string');
+  assert.deepEqual(byName.delete_snapshot.inputSchema.required, ['name']);
+  assert.deepEqual(byName.list_snapshots.inputSchema.properties, {});
+  assert.deepEqual(byName.get_preview_link.inputSchema.required, ['sandbox_id', 'port']);
+  assert.deepEqual(byName.start_command.inputSchema.required, ['sandbox_id', 'command']);
+  assert.deepEqual(byName.read_command_log.inputSchema.required, ['sandbox_id', 'command_id']);
+  for (const name of ['list_snapshots', 'get_preview_link', 'read_command_log']) {
+    assert.equal(byName[name].annotations.readOnlyHint, true, name);
+  }
+  assert.equal(byName.delete_snapshot.annotations.destructiveHint, true);
 });
 
 test('create_sandbox: a started sandbox of the default image', async () => {
@@ -303,6 +314,132 @@ test('create_snapshot: a sandbox created from the snapshot has the file; in use 
   }
   assert.equal((await api('DELETE', `/v1/snapshots/${name}`)).status, 204);
   assert.equal((await api('GET', `/v1/snapshots/${name}`)).status, 404);
+});
+
+// Polls a tool until check(result) holds: a deadline for something that happens in the sandbox,
+// not an assertion about how long it takes.
+async function callUntil(name, args, check, what) {
+  const deadline = Date.now() + 60000;
+  for (;;) {
+    const r = await client.callTool({ name, arguments: args });
+    assert.ok(!r.isError, textOf(r));
+    if (check(r.structuredContent)) return r;
+    assert.ok(Date.now() < deadline, `${what}: ${textOf(r)}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+test('list_snapshots / delete_snapshot: a snapshot is listed, deleted, then gone', async () => {
+  const name = `mcp-ls-${Date.now().toString(16)}`;
+  let r = await client.callTool({ name: 'create_sandbox', arguments: {} });
+  assert.ok(!r.isError, textOf(r));
+  const src = r.structuredContent.id;
+  try {
+    r = await client.callTool({ name: 'create_snapshot', arguments: { sandbox_id: src, name } });
+    assert.ok(!r.isError, textOf(r));
+    const id = r.structuredContent.id;
+    r = await client.callTool({ name: 'list_snapshots', arguments: {} });
+    assert.ok(!r.isError, textOf(r));
+    const listed = r.structuredContent.snapshots.find((s) => s.name === name);
+    assert.equal(listed?.id, id);
+    assert.equal(listed.source_sandbox_id, src);
+    assert.match(textOf(r), new RegExp(`- ${name}  id=${id}`));
+    r = await client.callTool({ name: 'delete_snapshot', arguments: { name } });
+    assert.ok(!r.isError, textOf(r));
+    assert.deepEqual(r.structuredContent, { deleted: name });
+    assert.equal((await api('GET', `/v1/snapshots/${name}`)).status, 404);
+    r = await client.callTool({ name: 'list_snapshots', arguments: {} });
+    assert.ok(!r.structuredContent.snapshots.some((s) => s.name === name));
+    r = await client.callTool({ name: 'delete_snapshot', arguments: { name } });
+    assert.equal(r.isError, true);
+    assert.match(textOf(r), /404 not_found/);
+  } finally {
+    await api('DELETE', `/v1/sandboxes/${src}`).catch(() => {});
+    await api('DELETE', `/v1/snapshots/${name}`).catch(() => {});
+  }
+});
+
+test('start_command / read_command_log: a background command runs on; its output and exit code are read', async () => {
+  let r = await client.callTool({ name: 'create_sandbox', arguments: {} });
+  assert.ok(!r.isError, textOf(r));
+  const sbx = r.structuredContent.id;
+  try {
+    r = await client.callTool({
+      name: 'start_command',
+      arguments: { sandbox_id: sbx, command: 'echo "out-$((6*7)) $GREETING"; echo err >&2; pwd; read line; exit 3',
+                   cwd: '/tmp', env: { GREETING: 'hi' } },
+    });
+    assert.ok(!r.isError, textOf(r));
+    const cmd = r.structuredContent.id;
+    assert.match(cmd, /^cmd-/);
+    assert.equal(r.structuredContent.state, 'running');
+    assert.match(textOf(r), /read_command_log/);
+    // Still running (it waits for stdin) after the output is there.
+    r = await callUntil('read_command_log', { sandbox_id: sbx, command_id: cmd },
+                        (s) => s.stdout.includes('/tmp'), 'its output');
+    assert.equal(r.structuredContent.state, 'running');
+    assert.equal(r.structuredContent.stdout, 'out-42 hi\n/tmp\n');
+    assert.equal(r.structuredContent.stderr, 'err\n');
+    assert.match(textOf(r), /running \(call again later/);
+    assert.equal((await api('POST', `/v1/sandboxes/${sbx}/commands/${cmd}/stdin?eof=true`)).status, 204);
+    r = await callUntil('read_command_log', { sandbox_id: sbx, command_id: cmd }, (s) => s.state === 'exited', 'its exit');
+    assert.equal(r.structuredContent.exit_code, 3);
+    assert.equal(r.structuredContent.truncated, false);
+    assert.match(textOf(r), /exited with exit_code 3/);
+
+    r = await client.callTool({ name: 'start_command', arguments: { sandbox_id: sbx, command: 'seq 1000' } });
+    const long = r.structuredContent.id;
+    r = await callUntil('read_command_log', { sandbox_id: sbx, command_id: long, max_chars: 9 },
+                        (s) => s.state === 'exited', 'seq');
+    assert.equal(r.structuredContent.stdout, '999\n1000\n'); // the newest part
+    assert.equal(r.structuredContent.truncated, true);
+
+    r = await client.callTool({ name: 'read_command_log', arguments: { sandbox_id: sbx, command_id: 'cmd-nosuch' } });
+    assert.equal(r.isError, true);
+    assert.match(textOf(r), /404 not_found/);
+  } finally {
+    await api('DELETE', `/v1/sandboxes/${sbx}`).catch(() => {});
+  }
+});
+
+test('get_preview_link: says nothing listens yet, then gives a link that reaches the server', async () => {
+  let r = await client.callTool({ name: 'create_sandbox', arguments: {} });
+  assert.ok(!r.isError, textOf(r));
+  const sbx = r.structuredContent.id;
+  try {
+    r = await client.callTool({ name: 'get_preview_link', arguments: { sandbox_id: sbx, port: 8080 } });
+    assert.ok(!r.isError, textOf(r));
+    assert.equal(r.structuredContent.listening, false);
+    assert.match(textOf(r), /Nothing listens on port 8080/);
+    const served = await api('GET', `/v1/sandboxes/${sbx}/preview/8080`);
+    assert.equal(r.structuredContent.url, served.body.url);
+    assert.ok(r.structuredContent.token);
+    assert.ok(r.structuredContent.link.startsWith(served.body.url) && r.structuredContent.link.includes(r.structuredContent.token));
+
+    r = await client.callTool({ name: 'start_command', arguments: { sandbox_id: sbx, command: 'mkdir -p /tmp/site && cd /tmp/site && echo preview-ok > index.html && exec python3 -m http.server 8080' } });
+    assert.ok(!r.isError, textOf(r));
+    r = await callUntil('get_preview_link', { sandbox_id: sbx, port: 8080 }, (s) => s.listening, 'the server');
+    assert.equal(r.structuredContent.previewable, true);
+    assert.match(textOf(r), /X-Sandfort-Preview-Token/);
+    // The link's host routes to the sandbox's port on the preview listener, with the token.
+    const url = new URL(r.structuredContent.url);
+    // (fetch refuses to set Host; node:http does.)
+    const viaHttp = await new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: Number(process.env.SANDFORT_PREVIEW_PORT), path: '/index.html',
+                                 headers: { Host: url.host, 'X-Sandfort-Preview-Token': r.structuredContent.token } },
+      (resp) => {
+        let text = '';
+        resp.on('data', (c) => { text += c; });
+        resp.on('end', () => resolve({ status: resp.statusCode, text }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    assert.equal(viaHttp.status, 200, viaHttp.text);
+    assert.equal(viaHttp.text, 'preview-ok\n');
+  } finally {
+    await api('DELETE', `/v1/sandboxes/${sbx}`).catch(() => {});
+  }
 });
 
 test('stdout carried only protocol: nothing but JSON-RPC reached the client', () => {

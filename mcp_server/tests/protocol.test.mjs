@@ -54,7 +54,7 @@ test('2024-11-05: tools carry no outputSchema and results no structuredContent',
   ]);
   const r = byId(responses);
   assert.equal(responses.length, 3, 'the notification is not answered');
-  assert.equal(r[2].result.tools.length, 8);
+  assert.equal(r[2].result.tools.length, 13);
   for (const t of r[2].result.tools) assert.equal(t.outputSchema, undefined);
   assert.equal(r[3].result.isError, true);
   assert.equal(r[3].result.structuredContent, undefined);

@@ -149,7 +149,9 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          if (ec != std::errc{} || end != text.data() + text.size()) port = 0;
          auto r = svc.network().preview(p.org_id, id, port);
          co_return reply(r, ctx, 200, [](const sandbox::preview_link& l) {
-           return json{{"url", l.url}, {"token", l.token.empty() ? json(nullptr) : json(l.token)}};
+           return json{{"url", l.url},
+                       {"token", l.token.empty() ? json(nullptr) : json(l.token)},
+                       {"link", l.link}};
          });
        }},
       {http::verb::get, "/v1/sandboxes/{id}/metrics", permission::read,

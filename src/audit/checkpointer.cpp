@@ -124,6 +124,11 @@ nlohmann::json checkpoint_json(const store::audit_checkpoint& c) {
 
 result<store::audit_checkpoint> checkpoint_from_json(const nlohmann::json& j) {
   if (!j.is_object()) return make_error(errc::invalid_argument, "a checkpoint must be a JSON object");
+  // The mistake worth naming: a line of the event export (`sandfort audit export`) given as a checkpoint.
+  if (!j.contains("head_hash") && j.contains("prev_hash") && j.contains("hash"))
+    return make_error(errc::invalid_argument,
+                      "an audit event, not a checkpoint: checkpoints are the lines of audit.export_path, of "
+                      "GET /v1/audit/checkpoints or of `sandfort audit checkpoints -o FILE`");
   store::audit_checkpoint c;
   for (auto [name, field] : {std::pair{"org_id", &c.org_id}, std::pair{"head_hash", &c.head_hash},
                              std::pair{"ts", &c.ts}, std::pair{"key_id", &c.key_id},

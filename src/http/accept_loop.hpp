@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -38,6 +39,28 @@ class admitted_connections {
     using namespace boost::asio::experimental::awaitable_operators;
     boost::asio::steady_timer recheck(woken_.get_executor(), std::chrono::milliseconds(250));
     co_await (woken_.async_wait(use_tuple) || recheck.async_wait(use_tuple));
+  }
+
+  // A connection's place in the book from its accept to its end: counted out, and a paused
+  // accept loop woken, when it goes out of scope, however the connection ends.
+  class slot {
+   public:
+    slot(admitted_connections& owner, connection_book::ticket t) : owner_(owner), ticket_(t) {}
+    slot(const slot&) = delete;
+    slot& operator=(const slot&) = delete;
+    ~slot() {
+      owner_.book.closed(ticket_);
+      owner_.wake();
+    }
+    connection_book::ticket ticket() const { return ticket_; }
+
+   private:
+    admitted_connections& owner_;
+    connection_book::ticket ticket_;
+  };
+  // connection_book::opened, held by the slot returned.
+  slot opened(std::string source, std::function<void()> close, std::function<bool()> has_input = {}) {
+    return slot(*this, book.opened(std::move(source), std::move(close), std::move(has_input)));
   }
 
   connection_book book;

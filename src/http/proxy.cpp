@@ -144,6 +144,7 @@ asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_op
   if (rec) co_return unanswered(rec);
   auto& res = res_parser.get();
   if (options.stamp_request_id) res.set("X-Request-Id", ex.request_id);
+  if (options.amend_answer) options.amend_answer(res);
 
   if (upgrade && res.result() == bhttp::status::switching_protocols) {
     if (!options.websocket_protocol.empty()) res.set(bhttp::field::sec_websocket_protocol, options.websocket_protocol);

@@ -184,7 +184,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
   auto reading_since = std::chrono::steady_clock::time_point{};
   // Idle (closed to make room when the listener needs it) until its request header is complete.
   auto& book = st->slots.book;
-  const auto ticket = book.opened(
+  const auto slot = st->slots.opened(
       idle_source_of(st->options, from), [&stream] { stream.close(); },
       [&stream, &reading, &reading_since] {
         if (reading && (reading->is_header_done() || std::chrono::steady_clock::now() - reading_since < reading_grace))
@@ -192,14 +192,7 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
         beast::error_code ec;
         return stream.socket().available(ec) > 0;
       });
-  struct count_out {
-    server::state& s;
-    connection_book::ticket t;
-    ~count_out() {
-      s.slots.book.closed(t);
-      s.slots.wake();
-    }
-  } on_exit{*st, ticket};
+  const auto ticket = slot.ticket();
 
   auto entry = st->sessions.insert(st->sessions.end(), server::state::session_entry{[&stream](bool force) {
                                      beast::error_code ignored;

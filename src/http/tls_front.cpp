@@ -138,7 +138,7 @@ asio::awaitable<void> relay(std::shared_ptr<tls_front::state> st, tcp::socket ac
   // Idle (closed for room when the front needs it) until its handshake is done.
   std::string source = st->options.idle_source ? st->options.idle_source(client_address) : client_address;
   auto& book = st->slots.book;
-  const auto ticket = book.opened(
+  const auto slot = st->slots.opened(
       source.empty() ? source : source_key(source),
       [client] {
         boost::system::error_code ignored;
@@ -148,14 +148,7 @@ asio::awaitable<void> relay(std::shared_ptr<tls_front::state> st, tcp::socket ac
         boost::system::error_code ignored;
         return client->lowest_layer().available(ignored) > 0;
       });
-  struct count_out {
-    tls_front::state& s;
-    connection_book::ticket t;
-    ~count_out() {
-      s.slots.book.closed(t);
-      s.slots.wake();
-    }
-  } on_exit{*st, ticket};
+  const auto ticket = slot.ticket();
 
   // A client that connects and says nothing (or too little) holds a slot: bounded.
   asio::steady_timer deadline(st->ioc);

@@ -77,4 +77,17 @@ std::string url_for(std::string_view domain, std::string_view sandbox_id, unsign
   return url.replace(url.find("{port}"), 6, std::to_string(port));
 }
 
+std::string link_for(std::string url, std::string_view token) {
+  if (token.empty()) return url;
+  auto scheme = url.find("://");
+  auto authority = scheme == std::string::npos ? 0 : scheme + 3;
+  if (url.find('/', authority) == std::string::npos) {
+    auto query = url.find('?', authority);
+    url.insert(query == std::string::npos ? url.size() : query, "/");
+  }
+  // Hex: nothing to escape.
+  url += (url.find('?') == std::string::npos ? "?" : "&");
+  return url + "sandfort_token=" + std::string(token);
+}
+
 }  // namespace sandfort::preview

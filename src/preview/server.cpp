@@ -2,6 +2,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <functional>
@@ -66,14 +67,26 @@ http::response unauthorized() {
                    "?sandfort_token=.");
 }
 
-// The token leaves the address bar; the cookie is host-only (no Domain), so it is sent to this
+// The cookie a valid ?sandfort_token= is traded for. Host-only (no Domain): it is sent to this
 // port of this sandbox and to nothing else.
-http::response redirect(const std::string& location, const std::string& token) {
+std::string token_cookie_value(const std::string& token, bool secure) {
+  return std::string(token_cookie) + "=" + token + "; Path=/; HttpOnly; SameSite=Lax" + (secure ? "; Secure" : "");
+}
+
+// On every answer to a URL that carried the token: the page's own requests and links must not
+// send that URL on as Referer, and no cache keeps an answer keyed by it.
+void keep_token_url_private(bhttp::fields& answer) {
+  answer.set("Referrer-Policy", "no-referrer");
+  answer.set(bhttp::field::cache_control, "no-store");
+}
+
+// A browser's top-level navigation: the token leaves the address bar (and the history) for the
+// cookie.
+http::response redirect(const std::string& location, const std::string& set_cookie) {
   http::response res = page(302, "Redirecting to the preview without its token in the address.");
   res.set(bhttp::field::location, location);
-  if (!token.empty())
-    res.set(bhttp::field::set_cookie,
-            std::string(token_cookie) + "=" + token + "; Path=/; HttpOnly; SameSite=Lax");
+  keep_token_url_private(res);
+  if (!set_cookie.empty()) res.set(bhttp::field::set_cookie, set_cookie);
   return res;
 }
 
@@ -83,6 +96,10 @@ struct upstream {
   std::string address;
   unsigned short port = 0;
   std::string target;  // without our token parameter
+  // The URL carried the token: the answer gets keep_token_url_private() and, when the token was
+  // valid, this Set-Cookie value.
+  bool token_in_url = false;
+  std::string set_cookie;
 };
 
 // Either an answer of our own (a page, the token redirect) or the go-ahead.
@@ -127,17 +144,28 @@ std::string same_host(std::string target) {
   return target;
 }
 
-// ?sandfort_token= on a GET is a link being opened: trade it for the cookie. Other methods would
-// lose their body to a redirect, and WebSocket clients do not follow one: those are forwarded
-// without the parameter.
+// A browser opening the link in a tab (Sec-Fetch-Mode: navigate, Sec-Fetch-Dest: document). Not
+// an iframe: a cookie set in a cross-site frame may be refused, and the redirect would then end
+// at 401. Not a WebSocket, which does not follow redirects.
+bool top_level_navigation(const bhttp::request_header<>& req) {
+  if (req.method() != bhttp::verb::get && req.method() != bhttp::verb::head) return false;
+  if (beast::websocket::is_upgrade(req)) return false;
+  return beast::iequals(req["Sec-Fetch-Mode"], "navigate") && beast::iequals(req["Sec-Fetch-Dest"], "document");
+}
+
+// ?sandfort_token= is a link being opened, and the link must work as printed: curl without -L,
+// urllib and fetch (which keep no cookies across a redirect) get the app's answer at once, with
+// the cookie for the page's later requests. A browser's top-level navigation is redirected to
+// the same URL without the token, with the cookie, so the token leaves its address bar.
 verdict check_query_token(const bhttp::request_header<>& req, const preview_target& found, query_split query,
-                          const std::string& expected, upstream up) {
+                          const std::string& expected, upstream up, bool secure) {
   bool valid = !expected.empty() && constant_time_equal(*query.value, expected);
   if (!valid && !found.public_preview) return unauthorized();
-  bool navigation = req.method() == bhttp::verb::get || req.method() == bhttp::verb::head;
-  if (navigation && !beast::websocket::is_upgrade(req))
-    return redirect(same_host(std::move(query.target)), valid ? expected : std::string());
+  std::string set_cookie = valid ? token_cookie_value(expected, secure) : std::string();
+  if (top_level_navigation(req)) return redirect(same_host(std::move(query.target)), set_cookie);
   up.target = std::move(query.target);
+  up.token_in_url = true;
+  up.set_cookie = std::move(set_cookie);
   return up;
 }
 
@@ -155,10 +183,12 @@ verdict decide(state& st, const bhttp::request_header<>& req) {
   // relay to an address the sandbox's container does not hold now.
   if (found->address.empty()) return page(503, "Sandbox " + id + " has no address on the sandbox network.");
 
-  upstream up{id, found->address, address->port, std::string(req.target())};
+  upstream up{id, found->address, address->port, std::string(req.target()), false, {}};
   std::string expected = found->key.empty() ? std::string() : make_token(found->key, id, address->port);
   auto query = take_query_parameter(req.target(), token_parameter);
-  if (query.value) return check_query_token(req, *found, std::move(query), expected, std::move(up));
+  if (query.value)
+    return check_query_token(req, *found, std::move(query), expected, std::move(up),
+                             st.options.forwarded_proto == "https");
   if (found->public_preview) return up;
   proof shown = presented_token(req, expected);
   if (shown == proof::none) return unauthorized();
@@ -167,9 +197,14 @@ verdict decide(state& st, const bhttp::request_header<>& req) {
   return up;
 }
 
-// The application never sees the preview's credentials; its other cookies pass.
+// The application never sees the preview's credentials; its other cookies pass. A Referer that
+// still names a URL with the token (a browser that ignores Referrer-Policy) loses the parameter.
 void strip_credentials(bhttp::request_header<>& req) {
   req.erase(token_header);
+  if (auto referer = req.find(bhttp::field::referer); referer != req.end()) {
+    auto split = take_query_parameter(referer->value(), token_parameter);
+    if (split.value) req.set(bhttp::field::referer, split.target);
+  }
   std::vector<std::string> kept;
   for (auto [it, end] = req.equal_range(bhttp::field::cookie); it != end; ++it) {
     auto split = take_cookie(it->value(), token_cookie);
@@ -247,6 +282,11 @@ asio::awaitable<bool> forward(state& st, http::exchange& ex, upstream up) {
 
   http::relay_options options;
   options.stamp_request_id = false;
+  if (up.token_in_url)
+    options.amend_answer = [&up](bhttp::fields& answer) {
+      keep_token_url_private(answer);
+      if (!up.set_cookie.empty()) answer.insert(bhttp::field::set_cookie, up.set_cookie);
+    };
   http::relay_result relayed = co_await http::relay(ex, to_app, std::move(options));
   if (ended_by_us) co_return false;
   if (!relayed.unanswered) co_return relayed.keep_alive;

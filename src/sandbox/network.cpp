@@ -26,6 +26,20 @@ unsigned short listen_port(const std::string& host_port) {
   return port;
 }
 
+// Docker's embedded DNS server listens inside every container on a user-defined network, on
+// 127.0.0.11 (a random TCP port): Docker's listener, not the sandbox's, and never a preview.
+bool docker_resolver(std::string_view address) {
+  return address == "127.0.0.11" || address == "::ffff:127.0.0.11";
+}
+
+// The preview router dials the container's IPv4 address on the sandbox network: a listener on a
+// wildcard address or on that address answers it; one on loopback (or any other address) does not.
+bool reachable_by_preview(std::string_view listener, const std::string& container_address) {
+  if (listener == "0.0.0.0" || listener == "::" || listener == "::ffff:0.0.0.0") return true;
+  if (container_address.empty()) return false;
+  return listener == container_address || listener == "::ffff:" + container_address;
+}
+
 }  // namespace
 
 network_service::network_service(const config& cfg, store::database& db, docker::engine& engine,
@@ -94,6 +108,7 @@ result<preview_link> network_service::preview(const std::string& org_id, const s
   link.url = replace_all(preview_url_template(rec->id), "{port}", std::to_string(port));
   if (!spec_from_json(rec->spec_json).public_preview)
     link.token = preview::make_token(rec->preview_key, rec->id, static_cast<unsigned short>(port));
+  link.link = preview::link_for(link.url, link.token);
   return link;
 }
 
@@ -103,11 +118,14 @@ task<std::vector<listening_port>> network_service::ports(const std::string& org_
   auto found = co_await agent_.ports(agent_address_of(*rec));
   if (!found) co_return std::move(found).err();
   std::string tmpl = preview_url_template(rec->id);
+  std::vector<listening_port> listed;
   for (auto& p : *found) {
+    if (docker_resolver(p.address)) continue;
     p.url = replace_all(tmpl, "{port}", std::to_string(p.port));
-    p.previewable = p.address != "127.0.0.1" && p.address != "::1";
+    p.previewable = reachable_by_preview(p.address, rec->address);
+    listed.push_back(std::move(p));
   }
-  co_return std::move(found).value();
+  co_return std::move(listed);
 }
 
 }  // namespace sandfort::sandbox

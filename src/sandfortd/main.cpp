@@ -25,6 +25,7 @@
 #include "checkpoint_loop.hpp"
 #include "history_loop.hpp"
 #include "logging.hpp"
+#include "storage_backup.hpp"
 #include "sandfort/api/api.hpp"
 #include "sandfort/api/client_address.hpp"
 #include "sandfort/audit/journal.hpp"
@@ -39,7 +40,6 @@
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/network_directory.hpp"
 #include "sandfort/sandbox/service.hpp"
-#include "sandfort/store/backup.hpp"
 #include "sandfort/store/database.hpp"
 #include "sandfort/version.hpp"
 
@@ -111,21 +111,6 @@ std::vector<std::string> secure_state(const config& cfg) {
   if (int fd = ::open(cfg.database.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); fd >= 0) ::close(fd);
   for (const char* suffix : {"", "-wal", "-shm"}) tighten(cfg.database + suffix, 0600);
   return notes;
-}
-
-// `sandfortd backup`: the database named by the same configuration the daemon runs with.
-int backup(const config_flags& flags, const std::string& to, bool force) {
-  config cfg = load_or_exit(flags);
-  auto r = store::backup_database(cfg.database, to, force);
-  if (!r) {
-    std::cerr << "sandfortd backup: " << r.err().message << "\n";
-    return r.err().code == errc::conflict || r.err().code == errc::not_found ? 2 : 1;
-  }
-  std::cout << fmt::format(
-      "backed up {} to {} ({} bytes): {} organizations, {} API keys, {} sandbox rows, {} audit events\n"
-      "keep the audit signing key ({}) with it: docs/operations.md\n",
-      cfg.database, to, r->bytes, r->organizations, r->api_keys, r->sandboxes, r->audit_events, cfg.audit.key_path);
-  return 0;
 }
 
 std::unique_ptr<store::database> open_store(const config& cfg) {
@@ -525,13 +510,22 @@ int main(int argc, char** argv) {
   auto* verify_cmd = daemon::add_audit_verify_command(app, verify_opts);
   auto* version_cmd = app.add_subcommand("version", "print the version");
   app.set_version_flag("--version", std::string("sandfortd ") + sandfort::version);
-  std::string backup_to;
-  bool backup_force = false;
+  daemon::backup_options backup_opts;
   auto* backup_cmd = app.add_subcommand(
-      "backup", "copy the database while sandfortd runs (SQLite's online backup); see docs/operations.md");
+      "backup",
+      "copy the database (SQLite's online backup), its volumes and snapshot images while sandfortd runs; see "
+      "docs/operations.md");
   add_config_flags(backup_cmd, flags);
-  backup_cmd->add_option("--to", backup_to, "the backup file to write (mode 0600)")->required();
-  backup_cmd->add_flag("--force", backup_force, "replace the file if it exists");
+  backup_cmd->add_option("--to", backup_opts.to, "the backup directory to write (mode 0700)")->required();
+  backup_cmd->add_flag("--force", backup_opts.force, "replace it if it exists");
+  backup_cmd->add_flag("--database-only", backup_opts.database_only,
+                       "copy only the database, into the file --to names (no volume or image)");
+  daemon::restore_options restore_opts;
+  auto* restore_cmd = app.add_subcommand(
+      "restore", "with sandfortd stopped: put a backup's database in place and bring back its volumes and snapshot images");
+  add_config_flags(restore_cmd, flags);
+  restore_cmd->add_option("--from", restore_opts.from, "the backup directory `sandfortd backup` wrote")->required();
+  restore_cmd->add_flag("--force", restore_opts.force, "replace the database if one exists");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -540,7 +534,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*bootstrap_cmd) return admin_bootstrap(flags);
-    if (*backup_cmd) return backup(flags, backup_to, backup_force);
+    if (*backup_cmd) return daemon::run_backup(load_or_exit(flags), backup_opts, std::cout, std::cerr);
+    if (*restore_cmd) return daemon::run_restore(load_or_exit(flags), restore_opts, std::cout, std::cerr);
     if (*verify_cmd) return daemon::audit_verify(verify_opts, std::cout, std::cerr);
     if (*serve_cmd) return serve(flags);
   } catch (const std::exception& e) {

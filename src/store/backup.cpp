@@ -26,6 +26,25 @@ struct closer {
 };
 using connection = std::unique_ptr<sqlite3, closer>;
 
+// Rows of (id, org_id, name, docker_ref).
+result<std::vector<storage_row>> storage_rows(sqlite3* db, const char* sql) {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) != SQLITE_OK)
+    return make_error(errc::internal, std::string(sql) + ": " + sqlite3_errmsg(db));
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, sqlite3_finalize);
+  std::vector<storage_row> out;
+  auto text = [&](int i) {
+    const auto* t = sqlite3_column_text(raw, i);
+    return std::string(t ? reinterpret_cast<const char*>(t) : "");
+  };
+  for (;;) {
+    int rc = sqlite3_step(raw);
+    if (rc == SQLITE_DONE) return out;
+    if (rc != SQLITE_ROW) return make_error(errc::internal, std::string(sql) + ": " + sqlite3_errmsg(db));
+    out.push_back({text(0), text(1), text(2), text(3)});
+  }
+}
+
 result<connection> open(const std::string& path, int flags) {
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
@@ -97,6 +116,16 @@ result<backup_report> write_copy(const std::string& source, const std::string& t
     if (!n) return std::move(n).err();
     *into = *n;
   }
+  auto instance = first_value(to->get(), "SELECT value FROM meta WHERE key = 'instance_id'");
+  if (!instance) return std::move(instance).err();
+  report.instance_id = std::move(*instance);
+  auto volumes = storage_rows(to->get(), "SELECT id, org_id, name, docker_name FROM volumes WHERE state <> 'deleted' ORDER BY id");
+  if (!volumes) return std::move(volumes).err();
+  report.volumes = std::move(*volumes);
+  auto snapshots =
+      storage_rows(to->get(), "SELECT id, org_id, name, image_ref FROM snapshots WHERE state <> 'deleted' ORDER BY id");
+  if (!snapshots) return std::move(snapshots).err();
+  report.snapshots = std::move(*snapshots);
   return report;
 }
 

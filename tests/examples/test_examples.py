@@ -152,7 +152,7 @@ def test_preview_example(daemon, env):
     url = re.search(r"^preview URL: (http://3000-sbx-[0-9a-f]{16}\.preview\.localhost:(\d+))$", out.stdout, re.M)
     assert url and int(url.group(2)) == daemon.preview_port, out.stdout
     for expected in ("with X-Sandfort-Preview-Token -> 200: <!doctype html>", "without the token -> 401",
-                     "-> 302 to / with a cookie", "with that cookie -> 200", "preview example OK"):
+                     "?sandfort_token=... -> 200, with a cookie", "with that cookie -> 200", "preview example OK"):
         assert expected in out.stdout, (expected, out.stdout)
     assert_no_sandbox_left(daemon)
 
@@ -195,6 +195,42 @@ def test_every_gate_through_run_all(daemon, gate_env, upstream):
     assert re.search(r"20 creates waiting for started: p50 [\d.]+ ms, p99 [\d.]+ ms", out.stdout)
     assert re.search(r"50 short commands: p50 [\d.]+ ms, p99 [\d.]+ ms", out.stdout)
     assert_no_sandbox_left(daemon)
+
+
+def offline_env(gate_env, **extra):
+    """The gates' environment without an allowlisted URL, as an operator of an offline host has it."""
+    return dict({k: v for k, v in gate_env.items() if k != "SANDFORT_GATE_ALLOWED_URL"}, **extra)
+
+
+def check_egress_passed_with_its_own_upstream(out):
+    assert out.returncode == 0, out
+    lines = out.stdout.splitlines()
+    assert not [l for l in lines if l.startswith(("FAIL", "SKIP"))], out.stdout
+    local = re.search(r"^note: local upstream (http://localhost:\d+/gate-[0-9a-f]{8})$", out.stdout, re.M)
+    assert local, out.stdout
+    # The gate's own server saw the request arrive through the proxy.
+    assert re.search(r"^PASS egress: allowlisted host \(localhost\) works through the proxy \("
+                     + re.escape(local.group(1)) + r" -> 200, [1-9]\d* requests arrived through ", out.stdout, re.M), out.stdout
+    for check in GATE_CHECKS["egress"]:
+        assert any(l.startswith(f"PASS egress: {check}") for l in lines), (check, out.stdout)
+    assert lines[-1] == "all gates passed: egress"
+
+
+def test_egress_gate_offline_with_its_own_upstream(daemon, gate_env):
+    """SANDFORT_GATE_UPSTREAM=local (examples/README.md): no URL to reach, the gate serves its own
+    target on 127.0.0.1, which the deployment allows in egress.allowed_ranges."""
+    out = run(["bash", "examples/gates/run_all.sh", "egress"], offline_env(gate_env, SANDFORT_GATE_UPSTREAM="local"))
+    check_egress_passed_with_its_own_upstream(out)
+    assert_no_sandbox_left(daemon)
+
+
+def test_egress_gate_goes_offline_by_itself_when_nothing_resolves(daemon, gate_env):
+    """Neither variable set on a host that resolves no internet name (here: a name under .invalid,
+    which never resolves): the gate says so and uses its own upstream."""
+    out = run(["bash", "examples/gates/run_all.sh", "egress"],
+              offline_env(gate_env, SANDFORT_GATE_PROBE_HOST="sandfort-gate.invalid"))
+    assert "note: sandfort-gate.invalid does not resolve here (no internet?)" in out.stdout, out.stdout
+    check_egress_passed_with_its_own_upstream(out)
 
 
 def test_a_failing_check_fails_the_gate_and_run_all(daemon, gate_env):

@@ -3,7 +3,7 @@
 // read by the API's own parse_create, parse_update, parse_exec and parse_code_run
 // (src/api/sandbox_bodies.cpp, with json_body.cpp compiled into this target).
 //
-// Invariants: a refusal is invalid_argument; an accepted body names only the fields API.md gives
+// Invariants: a refusal is invalid_argument; an accepted body names only the fields docs/api.md gives
 // it (an unknown field is refused, never ignored), and what was read is what the body says.
 //
 // The first byte picks the body kind; the rest is the body.

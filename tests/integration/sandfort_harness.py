@@ -374,6 +374,17 @@ class Daemon:
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: ")
 
 
+def new_org_member(daemon, name):
+    """A second organization made by the operator, and a member's client of it: (org, client)."""
+    admin = daemon.admin()
+    r = admin.post("/v1/orgs", {"name": name})
+    assert r.status == 201, r
+    org = r.json()
+    r = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": "member", "role": "member"})
+    assert r.status == 201, r
+    return org, daemon.client(r.json()["key"])
+
+
 def sanitizer_report(log_path):
     """The sanitizer report in a daemon's log, from its first line, or None."""
     try:

@@ -720,10 +720,18 @@ def test_preview_through_the_wildcard_host(deployment, sdk_client):
         # No token: sandfortd's preview router refuses (the front, if any, passed the request to it).
         r = preview_get(deployment, host, "/hello")
         assert r.status == 401, r
-        # The link form: the token traded for a host-only cookie, redirected to the same host.
+        # The link form, as printed: the app answers at once and the token becomes a host-only cookie.
+        assert link.link == f"{link.url.rstrip('/')}/?sandfort_token={link.token}", link
         r = preview_get(deployment, host, f"/hello?sandfort_token={link.token}")
+        assert r.status == 200 and r.headers["referrer-policy"] == "no-referrer", r
+        cookie = r.headers["set-cookie"]
+        assert cookie.startswith("sandfort_preview_token="), r
+        # Secure when sandfortd serves previews over TLS itself; behind a front it cannot tell.
+        assert ("; Secure" in cookie) == (deployment.name == DIRECT), cookie
+        # A browser opening it in a tab: redirected to the same host, without the token.
+        r = preview_get(deployment, host, f"/hello?sandfort_token={link.token}",
+                        {"Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"})
         assert r.status == 302 and r.headers["location"] == "/hello", r
-        assert r.headers["set-cookie"].startswith("sandfort_preview_token="), r
         # A WebSocket to the app, through the front and the preview router.
         assert websocket_echo(deployment, host, "/ws", link.headers, "ping") == "echo:ping"
     finally:

@@ -103,17 +103,22 @@ def test_a_server_in_the_sandbox_is_reachable_with_its_token(daemon, member, ser
     assert status == 401
 
 
-def test_query_token_sets_a_host_only_cookie_and_redirects(daemon, member, served):
+def test_query_token_is_answered_at_once_with_a_host_only_cookie(daemon, member, served):
     token = member.get(f"/v1/sandboxes/{served['id']}/preview/8080").json()["token"]
     host = host_for(daemon, served, 8080)
-    status, headers, _ = preview_get(daemon, host, f"/index.html?a=1&sandfort_token={token}&b=2")
-    assert status == 302
-    assert headers["Location"].endswith("/index.html?a=1&b=2")
+    status, headers, body = preview_get(daemon, host, f"/index.html?a=1&sandfort_token={token}&b=2")
+    assert status == 200 and body == b"hello from the sandbox\n"
     cookie = headers["Set-Cookie"]
     assert cookie.startswith(f"sandfort_preview_token={token}")
     assert "HttpOnly" in cookie and "Domain" not in cookie
+    assert headers["Referrer-Policy"] == "no-referrer"
     status, _, body = preview_get(daemon, host, "/index.html", {"Cookie": f"sandfort_preview_token={token}"})
     assert status == 200 and body == b"hello from the sandbox\n"
+    # A browser's top-level navigation is sent to the same URL without the token.
+    status, headers, _ = preview_get(daemon, host, f"/index.html?a=1&sandfort_token={token}&b=2",
+                                     {"Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"})
+    assert status == 302 and headers["Location"].endswith("/index.html?a=1&b=2")
+    assert headers["Set-Cookie"] == cookie
 
 
 def test_bad_hosts_unknown_sandboxes_and_closed_ports(daemon, member, served):

@@ -8,7 +8,7 @@ import urllib.parse
 
 import pytest
 
-from sandfort_harness import docker
+from sandfort_harness import docker, new_org_member
 
 
 def docker_images_of(snapshot_id):
@@ -17,16 +17,6 @@ def docker_images_of(snapshot_id):
     status, body = docker("GET", "/images/json?filters=" + query)
     assert status == 200, body
     return body or []
-
-
-def new_org_member(daemon, name):
-    admin = daemon.admin()
-    r = admin.post("/v1/orgs", {"name": name})
-    assert r.status == 201, r
-    org = r.json()
-    r = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": "member", "role": "member"})
-    assert r.status == 201, r
-    return org, daemon.client(r.json()["key"])
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import urllib.parse
 
 import pytest
 
-from sandfort_harness import docker, docker_container
+from sandfort_harness import docker, docker_container, new_org_member
 
 
 def docker_volumes_of(volume_id):
@@ -16,16 +16,6 @@ def docker_volumes_of(volume_id):
     status, body = docker("GET", "/volumes?filters=" + query)
     assert status == 200, body
     return body.get("Volumes") or []
-
-
-def new_org_member(daemon, name):
-    admin = daemon.admin()
-    r = admin.post("/v1/orgs", {"name": name})
-    assert r.status == 201, r
-    org = r.json()
-    r = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": "member", "role": "member"})
-    assert r.status == 201, r
-    return org, daemon.client(r.json()["key"])
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/system/error_code.hpp>
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "sandfort/http/stream.hpp"
@@ -29,6 +30,9 @@ struct relay_options {
   // the client stays.
   std::chrono::milliseconds answer_timeout{0};
   std::chrono::milliseconds idle_timeout{0};
+  // Called on the upstream's answer header before it is relayed (101 included): the preview adds
+  // its cookie and referrer policy to an app's answer.
+  std::function<void(bhttp::fields&)> amend_answer = {};
 };
 
 struct relay_result {

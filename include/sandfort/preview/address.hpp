@@ -28,4 +28,10 @@ std::string url_template(std::string_view domain, std::string_view sandbox_id, u
 std::string url_for(std::string_view domain, std::string_view sandbox_id, unsigned short port,
                     unsigned short listener_port);
 
+// The link to hand on: url with "/?sandfort_token=<token>" (a "/" first when url has no path:
+// curl, urllib and browsers add it themselves, a client that sends the path as it is, like
+// http.client, would send a bare "?…", which the router refuses); url as it is when token is
+// empty (a public preview).
+std::string link_for(std::string url, std::string_view token);
+
 }  // namespace sandfort::preview

@@ -141,6 +141,7 @@ struct egress_traffic {
 struct preview_link {
   std::string url;
   std::string token;  // empty when the sandbox's previews are public
+  std::string link;   // the URL to hand on: opens the preview as it is (preview::link_for)
 };
 
 struct list_request {

@@ -5,10 +5,19 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sandfort/core/error.hpp"
 
 namespace sandfort::store {
+
+// A volume or snapshot row of the copy that is not deleted: what a restore needs in Docker.
+struct storage_row {
+  std::string id;
+  std::string org_id;
+  std::string name;
+  std::string docker_ref;  // a volume's Docker volume name; a snapshot's image reference
+};
 
 struct backup_report {
   std::int64_t bytes = 0;
@@ -16,6 +25,9 @@ struct backup_report {
   std::int64_t api_keys = 0;
   std::int64_t sandboxes = 0;     // rows, deleted ones included (history is kept)
   std::int64_t audit_events = 0;
+  std::string instance_id;  // the io.sandfort.instance label of this database's Docker objects
+  std::vector<storage_row> volumes;
+  std::vector<storage_row> snapshots;
 };
 
 // Copies the database at `source` into a new file `dest` (mode 0600: key hashes and the audit log

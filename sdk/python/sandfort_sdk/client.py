@@ -12,6 +12,7 @@ from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Mapping, Optio
 from urllib.parse import quote
 
 from .audit import Audit
+from ._cli_login import config_path, same_server, stored_login
 from .errors import ConfigurationError, NotFoundError, SandfortError, SessionRestartedWarning
 from .git import Git
 from .guardrails import UNSET, Guardrails, OrgLimits, StopAllReport
@@ -37,7 +38,9 @@ def _clean(d: Mapping[str, Any]) -> Dict[str, Any]:
 
 class Client:
     """Entry point. ``base_url`` and ``api_key`` default to ``SANDFORT_BASE_URL`` and
-    ``SANDFORT_API_KEY``; ``timeout`` is the socket timeout in seconds for ordinary calls (calls
+    ``SANDFORT_API_KEY``, then to the ``sandfort`` CLI's stored login (``sandfort login``:
+    ``$XDG_CONFIG_HOME/sandfort/config.json``, else ``~/.config/sandfort/config.json``), whose key
+    is only sent to its own URL; ``timeout`` is the socket timeout in seconds for ordinary calls (calls
     that run commands wait longer: their own ``timeout_s`` plus 30 s).
 
     Instead of an API key, ``token_provider`` is a callable returning a bearer token (an OIDC
@@ -48,17 +51,28 @@ class Client:
     def __init__(self, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  timeout: Optional[float] = 60.0, *, token_provider: Optional[TokenProvider] = None) -> None:
         base_url = base_url or os.environ.get("SANDFORT_BASE_URL")
+        if token_provider is None:
+            api_key = api_key or os.environ.get("SANDFORT_API_KEY")
+        login = stored_login() if not base_url or not (api_key or token_provider) else None
         if not base_url:
-            raise ConfigurationError("no base_url given and SANDFORT_BASE_URL is not set")
+            if login is None:
+                raise ConfigurationError("no base_url given, SANDFORT_BASE_URL is not set and the sandfort CLI has "
+                                         f"no stored login ({config_path() or 'HOME is not set'})")
+            base_url = login.base_url
         if token_provider is not None:
             if api_key:
                 raise ConfigurationError("give api_key or token_provider, not both")
             if not callable(token_provider):
                 raise ConfigurationError("token_provider must be a callable returning a bearer token")
-        else:
-            api_key = api_key or os.environ.get("SANDFORT_API_KEY")
-            if not api_key:
-                raise ConfigurationError("no api_key (or token_provider) given and SANDFORT_API_KEY is not set")
+        elif not api_key:
+            if login is None or not same_server(login.base_url, base_url):
+                raise ConfigurationError(
+                    "no api_key (or token_provider) given, SANDFORT_API_KEY is not set and the sandfort CLI has no "
+                    "stored login " + ("for " + base_url if login is not None else f"({config_path() or 'HOME is not set'})"))
+            if login.api_key:
+                api_key = login.api_key
+            else:
+                token_provider = login.token_provider()
         self._t = Transport(base_url, api_key, timeout if timeout is not None else 60.0, token_provider)
         self.base_url = self._t.base_url
         self.timeout = timeout
@@ -360,7 +374,7 @@ class Sandbox:
 
     def preview_link(self, port: int) -> PreviewLink:
         d = self._t.call("GET", f"{self._base}/preview/{int(port)}")
-        return PreviewLink(url=d["url"], token=d.get("token"), port=int(port))
+        return PreviewLink(url=d["url"], token=d.get("token"), port=int(port), link=d.get("link"))
 
     def ports(self) -> List[PortInfo]:
         """TCP ports listening inside the sandbox."""

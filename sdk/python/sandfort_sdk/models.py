@@ -253,10 +253,13 @@ class ArchiveResult:
 
 @dataclass
 class PreviewLink:
-    """``token`` is None for a ``public_preview`` sandbox. Send it as ``X-Sandfort-Preview-Token``."""
+    """``link`` opens the preview as it is (curl, ``urllib``, a browser): hand it on as it is.
+    ``token`` is None for a ``public_preview`` sandbox; a client may send it as the header
+    ``X-Sandfort-Preview-Token`` to ``url`` instead."""
     url: str
     token: Optional[str]
     port: int
+    link: Optional[str] = None
 
     @property
     def headers(self) -> Dict[str, str]:
@@ -264,8 +267,10 @@ class PreviewLink:
 
     @property
     def url_with_token(self) -> str:
-        """The URL with ``?sandfort_token=`` (a browser gets a cookie and a redirect)."""
-        return f"{self.url}/?sandfort_token={self.token}" if self.token else self.url
+        """The same as ``link``: the URL with ``/?sandfort_token=``."""
+        if self.link:
+            return self.link
+        return f"{self.url.rstrip('/')}/?sandfort_token={self.token}" if self.token else self.url
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 import http.client
 import time
+import urllib.request
 from urllib.parse import urlsplit
 
 import pytest
@@ -42,6 +43,10 @@ def test_preview_link_and_ports(client):
         assert sbx.info.preview_url_template.replace("{port}", "8080") == link.url
         assert fetch(link, "/index.html", link.headers) == (200, b"hello preview\n")
         assert fetch(link, "/index.html")[0] == 401
+        # The link to hand on opens as printed (*.localhost resolved by the system).
+        assert link.link == link.url_with_token == f"{link.url}/?sandfort_token={link.token}"
+        with urllib.request.urlopen(link.link, timeout=30) as r:
+            assert r.status == 200 and r.read() == b"hello preview\n"
         with pytest.raises(InvalidArgumentError):
             sbx.preview_link(70000)
         server.kill()
@@ -52,7 +57,7 @@ def test_public_preview_has_no_token(client):
     with client.create_sandbox(public_preview=True) as sbx:
         assert sbx.info.public_preview is True
         link = sbx.preview_link(3000)
-        assert link.token is None and link.headers == {} and link.url_with_token == link.url
+        assert link.token is None and link.headers == {} and link.url_with_token == link.link == link.url
 
 
 def test_egress_patch(client):

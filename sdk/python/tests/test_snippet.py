@@ -34,8 +34,10 @@ def test_client_from_environment(env, monkeypatch):
     assert me.role == "admin" and me.auth == "api_key" and me.principal.startswith("key-")
 
 
-def test_client_without_configuration_is_an_error(monkeypatch):
+def test_client_without_configuration_is_an_error(monkeypatch, tmp_path):
     from sandfort_sdk import ConfigurationError
+    monkeypatch.setenv("HOME", str(tmp_path))  # no stored login of the sandfort CLI either
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     monkeypatch.delenv("SANDFORT_BASE_URL", raising=False)
     monkeypatch.delenv("SANDFORT_API_KEY", raising=False)
     with pytest.raises(ConfigurationError):

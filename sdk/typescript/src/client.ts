@@ -1,3 +1,4 @@
+import { cliConfigPath, env, sameServer, storedLogin } from "./cliLogin.js";
 import { Audit } from "./audit.js";
 import { SandfortError } from "./errors.js";
 import { Guardrails, type LimitsUpdate, type OrgLimits, type StopAllReport } from "./guardrails.js";
@@ -49,9 +50,12 @@ import type {
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 export interface ClientOptions {
-  /** e.g. `http://127.0.0.1:8080`; default: env SANDFORT_BASE_URL. */
+  /** e.g. `http://127.0.0.1:8080`; default: env SANDFORT_BASE_URL, then the `sandfort` CLI's stored login. */
   baseUrl?: string;
-  /** `sfk_…`; default: env SANDFORT_API_KEY (unless `tokenProvider` is given). */
+  /**
+   * `sfk_…`; default: env SANDFORT_API_KEY (unless `tokenProvider` is given), then the `sandfort`
+   * CLI's stored login when it is for the same base URL (its key goes only to its own server).
+   */
   apiKey?: string;
   /**
    * Instead of an API key: returns a bearer token (e.g. an OIDC access token). Called before
@@ -65,12 +69,6 @@ export interface ClientOptions {
   headers?: Record<string, string>;
   /** A fetch implementation (default: the global one). */
   fetch?: typeof fetch;
-}
-
-function env(name: string): string | undefined {
-  const p = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
-  const v = p?.env?.[name];
-  return v === "" ? undefined : v;
 }
 
 function enc(s: string): string {
@@ -204,22 +202,35 @@ export class SandfortClient {
   private readonly guardrails: Guardrails;
 
   constructor(opts: ClientOptions = {}) {
-    const baseUrl = opts.baseUrl ?? env("SANDFORT_BASE_URL");
-    const tokenProvider = opts.tokenProvider;
+    let baseUrl = opts.baseUrl ?? env("SANDFORT_BASE_URL");
+    let tokenProvider = opts.tokenProvider;
+    let apiKey = tokenProvider ? undefined : (opts.apiKey ?? env("SANDFORT_API_KEY"));
+    const login = !baseUrl || !(apiKey || tokenProvider) ? storedLogin() : undefined;
+    const where = cliConfigPath() ?? "HOME is not set";
     if (!baseUrl) {
-      throw new SandfortError("no base URL: pass { baseUrl } or set SANDFORT_BASE_URL", { code: "config" });
+      if (!login) {
+        throw new SandfortError(
+          `no base URL: pass { baseUrl }, set SANDFORT_BASE_URL or run \`sandfort login\` (no stored login in ${where})`,
+          { code: "config" },
+        );
+      }
+      baseUrl = login.baseUrl;
     }
     if (tokenProvider !== undefined) {
       if (typeof tokenProvider !== "function") {
         throw new SandfortError("tokenProvider must be a function returning a bearer token", { code: "config" });
       }
       if (opts.apiKey) throw new SandfortError("pass { apiKey } or { tokenProvider }, not both", { code: "config" });
-    }
-    const apiKey = tokenProvider ? undefined : (opts.apiKey ?? env("SANDFORT_API_KEY"));
-    if (!apiKey && !tokenProvider) {
-      throw new SandfortError("no API key: pass { apiKey } or { tokenProvider }, or set SANDFORT_API_KEY", {
-        code: "config",
-      });
+    } else if (!apiKey) {
+      if (!login || !sameServer(login.baseUrl, baseUrl)) {
+        throw new SandfortError(
+          "no API key: pass { apiKey } or { tokenProvider }, set SANDFORT_API_KEY or run `sandfort login` " +
+            (login ? `(the stored login is not for ${baseUrl})` : `(no stored login in ${where})`),
+          { code: "config" },
+        );
+      }
+      apiKey = login.apiKey;
+      tokenProvider = login.tokenProvider;
     }
     this.http = new Transport({
       baseUrl,
@@ -590,10 +601,10 @@ export class Sandbox {
     return camel<SandboxMetrics>(await this.req<Json>("GET", "/metrics"));
   }
 
-  /** The preview URL of a port and the token it needs (null for public_preview sandboxes). */
+  /** The link to hand on (opens the preview as it is), and its URL and token (null for public_preview sandboxes). */
   async getPreviewLink(port: number): Promise<PreviewLink> {
     const j = await this.req<Json>("GET", `/preview/${port}`);
-    return { url: j.url, token: j.token ?? null };
+    return { link: j.link, url: j.url, token: j.token ?? null };
   }
 
   /** The preview URL of a port, from the template (no request). */

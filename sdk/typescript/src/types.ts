@@ -217,6 +217,8 @@ export interface ArchiveResult {
 }
 
 export interface PreviewLink {
+  /** Opens the preview as it is (curl, fetch, a browser): the URL with `/?sandfort_token=`. Hand it on as it is. */
+  link: string;
   url: string;
   /** Null when the sandbox is public_preview. Send as header `X-Sandfort-Preview-Token`. */
   token: string | null;

@@ -38,6 +38,11 @@ test("preview link: URL of the template, a token that opens the port", async () 
   assert.equal(ok.status, 200);
   assert.equal(ok.body, "hello from the sandbox\n");
   assert.equal((await previewGet(link.url)).status, 401);
+  // The link to hand on opens as printed: fetch resolves *.localhost through the system.
+  assert.equal(link.link, `${link.url}/?sandfort_token=${link.token}`);
+  const opened = await fetch(link.link);
+  assert.equal(opened.status, 200);
+  assert.equal(await opened.text(), "hello from the sandbox\n");
   await assert.rejects(sbx.getPreviewLink(70000), { status: 400 });
 });
 

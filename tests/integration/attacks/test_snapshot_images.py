@@ -22,21 +22,11 @@ import urllib.parse
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from sandfort_harness import DOCKER_SOCK, docker, docker_container, docker_containers_of  # noqa: E402
+from sandfort_harness import DOCKER_SOCK, docker, docker_container, docker_containers_of, new_org_member  # noqa: E402
 
 SECRET_FILE = "TOPSECRET-A"
 SECRET_ENV = "hunter2-7c1e"
 SANDFORTD_LABELS = {"io.sandfort.sandbox", "io.sandfort.org", "io.sandfort.instance"}
-
-
-def new_org_member(daemon, name):
-    admin = daemon.admin()
-    r = admin.post("/v1/orgs", {"name": name})
-    assert r.status == 201, r
-    org = r.json()
-    r = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": "member", "role": "member"})
-    assert r.status == 201, r
-    return org, daemon.client(r.json()["key"])
 
 
 def docker_raw(method, path, body=b"", content_type="application/x-tar"):

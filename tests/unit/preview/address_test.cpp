@@ -94,6 +94,14 @@ TEST_CASE("preview: url_template and url_for name the listener's port unless it 
   CHECK(parsed->port == 3000);
 }
 
+TEST_CASE("preview: link_for gives every client a request target that starts with a slash", "[preview][url]") {
+  const std::string url = "http://3000-sbx-0123456789abcdef.preview.localhost:8081";
+  CHECK(link_for(url, "ab12") == url + "/?sandfort_token=ab12");
+  CHECK(link_for(url + "/app/", "ab12") == url + "/app/?sandfort_token=ab12");
+  CHECK(link_for(url + "?x=1", "ab12") == url + "/?x=1&sandfort_token=ab12");
+  CHECK(link_for(url, "") == url);
+}
+
 TEST_CASE("preview: take_query_parameter removes the token and keeps the rest in order", "[preview][request]") {
   auto split = take_query_parameter("/app/page?a=1&sandfort_token=abc&b=x%20y&c", "sandfort_token");
   CHECK(split.target == "/app/page?a=1&b=x%20y&c");

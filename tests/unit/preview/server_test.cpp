@@ -59,7 +59,7 @@ TEST_CASE("preview: a token in the header reaches the app, which never sees our 
   CHECK(seen_header(*res, "X-Forwarded-For") == "203.0.113.7, 127.0.0.1");
 }
 
-TEST_CASE("preview: ?sandfort_token= redirects to the clean URL with a host-only cookie, which then suffices",
+TEST_CASE("preview: ?sandfort_token= is answered by the app at once, with the cookie, which then suffices",
           "[preview][server]") {
   environment env;
   env.directory().put(started(sandbox_a));
@@ -67,25 +67,59 @@ TEST_CASE("preview: ?sandfort_token= redirects to the clean URL with a host-only
   auto res = fetch(env.preview_port(), request(verb::get, "/app?a=1&sandfort_token=" + token + "&b=2",
                                                env.app_host(sandbox_a)));
   REQUIRE(res);
-  CHECK(res->result_int() == 302);
-  CHECK((*res)[bhttp::field::location] == "/app?a=1&b=2");
+  REQUIRE(res->result_int() == 200);
+  CHECK(nlohmann::json::parse(res->body())["target"] == "/app?a=1&b=2");
   CHECK((*res)[bhttp::field::set_cookie] == "sandfort_preview_token=" + token + "; Path=/; HttpOnly; SameSite=Lax");
-  CHECK(is_short_text_page(*res));
+  CHECK((*res)["Referrer-Policy"] == "no-referrer");
+  CHECK((*res)[bhttp::field::cache_control] == "no-store");
 
   auto follow = request(verb::get, "/app?a=1&b=2", env.app_host(sandbox_a));
   follow.set(bhttp::field::cookie, "sandfort_preview_token=" + token);
+  // A page opened from the link names it as Referer when a browser ignores the policy.
+  follow.set(bhttp::field::referer, "http://" + env.app_host(sandbox_a) + "/app?sandfort_token=" + token + "&a=1");
   auto followed = fetch(env.preview_port(), std::move(follow));
   REQUIRE(followed);
   REQUIRE(followed->result_int() == 200);
   CHECK(nlohmann::json::parse(followed->body())["target"] == "/app?a=1&b=2");
   CHECK_FALSE(has_header_named(*followed, "Cookie"));  // it was the only cookie
+  CHECK(seen_header(*followed, "Referer") == "http://" + env.app_host(sandbox_a) + "/app?a=1");
+  // Answers to URLs without the token keep the app's own headers.
+  CHECK(followed->find("Referrer-Policy") == followed->end());
+  CHECK(followed->find(bhttp::field::set_cookie) == followed->end());
+}
+
+TEST_CASE("preview: a browser's top-level navigation with ?sandfort_token= is redirected to the clean URL",
+          "[preview][server]") {
+  environment env;
+  env.directory().put(started(sandbox_a));
+  std::string token = token_for(env, sandbox_a);
+  auto req = request(verb::get, "/app?a=1&sandfort_token=" + token + "&b=2", env.app_host(sandbox_a));
+  req.set("Sec-Fetch-Mode", "navigate");
+  req.set("Sec-Fetch-Dest", "document");
+  auto res = fetch(env.preview_port(), std::move(req));
+  REQUIRE(res);
+  CHECK(res->result_int() == 302);
+  CHECK((*res)[bhttp::field::location] == "/app?a=1&b=2");
+  CHECK((*res)[bhttp::field::set_cookie] == "sandfort_preview_token=" + token + "; Path=/; HttpOnly; SameSite=Lax");
+  CHECK((*res)["Referrer-Policy"] == "no-referrer");
+  CHECK(is_short_text_page(*res));
+
+  // A frame's navigation is answered at once: its cookie might be refused.
+  auto framed = request(verb::get, "/app?sandfort_token=" + token, env.app_host(sandbox_a));
+  framed.set("Sec-Fetch-Mode", "navigate");
+  framed.set("Sec-Fetch-Dest", "iframe");
+  auto answered = fetch(env.preview_port(), std::move(framed));
+  REQUIRE(answered);
+  CHECK(answered->result_int() == 200);
 }
 
 TEST_CASE("preview: the redirect never leaves the host, whatever the path", "[preview][server]") {
   environment env;
   env.directory().put(started(sandbox_a));
-  auto res = fetch(env.preview_port(), request(verb::get, "//evil.test/x?sandfort_token=" + token_for(env, sandbox_a),
-                                               env.app_host(sandbox_a)));
+  auto req = request(verb::get, "//evil.test/x?sandfort_token=" + token_for(env, sandbox_a), env.app_host(sandbox_a));
+  req.set("Sec-Fetch-Mode", "navigate");
+  req.set("Sec-Fetch-Dest", "document");
+  auto res = fetch(env.preview_port(), std::move(req));
   REQUIRE(res);
   CHECK(res->result_int() == 302);
   CHECK((*res)[bhttp::field::location] == "/.//evil.test/x");

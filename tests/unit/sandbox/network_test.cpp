@@ -2,6 +2,7 @@
 // refused), addresses, disconnect hooks, PATCH and preview links.
 
 #include <catch2/catch.hpp>
+#include <map>
 
 #include "fakes.hpp"
 #include "sandfort/crypto/digest.hpp"
@@ -148,6 +149,29 @@ TEST_CASE("sandbox network: ports come with their preview URLs", "[sandbox][netw
   CHECK(f.run(f.svc->network().ports(f.org_b.id, v.id)).err().code == errc::not_found);
   REQUIRE(f.run(f.svc->stop(f.org_a.id, v.id)).ok());
   CHECK(f.run(f.svc->network().ports(f.org_a.id, v.id)).err().code == errc::conflict);
+}
+
+TEST_CASE("sandbox network: Docker's resolver is not listed; previewable means the preview reaches it",
+          "[sandbox][network]") {
+  fixture f;
+  auto v = f.create_started();
+  const std::string own = f.db->find_live_sandbox(v.id)->address;
+  REQUIRE_FALSE(own.empty());
+  f.agent.listening = {{53001, "127.0.0.11", "ipv4", std::nullopt, std::nullopt, "", false},
+                       {53001, "::ffff:127.0.0.11", "ipv6", std::nullopt, std::nullopt, "", false},
+                       {3000, own, "ipv4", 9, "node", "", false},
+                       {3001, "::ffff:" + own, "ipv6", 9, "node", "", false},
+                       {3002, "::", "ipv6", 9, "node", "", false},
+                       {5173, "127.0.0.1", "ipv4", 9, "node", "", false},
+                       {5174, "::1", "ipv6", 9, "node", "", false},
+                       {5175, "127.0.0.2", "ipv4", 9, "node", "", false},
+                       {6000, "10.99.0.7", "ipv4", 9, "node", "", false}};
+  auto ports = f.run(f.svc->network().ports(f.org_a.id, v.id));
+  REQUIRE(ports.ok());
+  std::map<int, bool> previewable;
+  for (const auto& p : *ports) previewable[p.port] = p.previewable;
+  CHECK(previewable == std::map<int, bool>{{3000, true}, {3001, true}, {3002, true}, {5173, false},
+                                           {5174, false}, {5175, false}, {6000, false}});
 }
 
 TEST_CASE("sandbox network: metrics join Docker's sample and the proxy's byte counts", "[sandbox][network]") {
