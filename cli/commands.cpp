@@ -139,9 +139,9 @@ stream_end stream_command(api_client& client, const std::string& target, const j
   return {*exit_code, restarted};
 }
 
-// The ports that were not listening before, a server started in the background may bind a moment
-// after its command returns (patient: look a few times); on stderr, so that stdout stays exactly
-// the command's.
+// A preview line for each port that was not listening before, on stderr so that stdout stays the
+// command's. A server started in the background may bind a moment after its command returns:
+// `patient` looks a few times.
 void print_opened_ports(api_client& client, const std::string& id, const std::set<int>& before, bool patient) {
   std::set<int> opened;
   for (int attempt = 0; attempt < (patient ? 5 : 1) && opened.empty(); ++attempt) {
