@@ -82,14 +82,14 @@ void write_request(sandfort::http::any_stream& stream, const request_spec& spec,
 }
 
 response exchange(sandfort::http::any_stream& stream, const request_spec& spec, const http::request_header<>& head,
-                  const std::string& base_url) {
+                  const std::string& base_url, const char* hint) {
   write_request(stream, spec, head, base_url);
   boost::system::error_code ec;
   boost::beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);
   http::read_header(stream, buffer, parser, ec);
-  if (ec) throw failure("no answer from " + base_url + ": " + ec.message() + "; " + not_reachable_hint);
+  if (ec) throw failure("no answer from " + base_url + ": " + ec.message() + "; " + (hint ? hint : not_reachable_hint));
 
   response out;
   out.status = parser.get().result_int();
@@ -114,6 +114,31 @@ response exchange(sandfort::http::any_stream& stream, const request_spec& spec, 
   return out;
 }
 
+// What frees room under the quota the message names ("quota exceeded: <quota> — …"): stopped
+// sandboxes keep their place and their disk (docs/guardrails.md, "Quotas"), so only for CPUs and
+// memory does a stop help.
+std::string quota_hint(const std::string& message) {
+  const std::string lead = "quota exceeded: ";
+  std::string quota;
+  if (message.starts_with(lead)) quota = message.substr(lead.size(), message.find(' ', lead.size()) - lead.size());
+  std::string what;
+  if (quota == "sandboxes" || quota == "disk_mb")
+    what = "stopped sandboxes count too, so stopping one frees nothing: delete sandboxes the organization no longer "
+           "needs (`sandfort sandbox ls`, `sandfort sandbox rm ID`)";
+  else if (quota == "cpus" || quota == "memory_mb")
+    what = "only running (and paused) sandboxes count: stop or delete ones no longer needed (`sandfort sandbox ls`, "
+           "`sandfort sandbox stop ID`), or ask for less (--cpus, --memory)";
+  else if (quota == "volumes")
+    what = "delete volumes no longer needed (`sandfort volume ls`, `sandfort volume rm NAME`)";
+  else if (quota == "snapshots")
+    what = "delete snapshots no longer needed (`sandfort snapshot ls`, `sandfort snapshot rm NAME`)";
+  else if (quota == "api_keys")
+    what = "revoked and expired keys do not count: revoke keys no longer needed (`sandfort key revoke ID`)";
+  else
+    what = "free what the quota counts";
+  return what + "; `sandfort org limits` shows the quotas and their use";
+}
+
 }  // namespace
 
 response api_client::send(const request_spec& spec) {
@@ -136,13 +161,13 @@ response api_client::send_once(const request_spec& spec, const std::string& toke
 
   net::io_context ioc;
   sandfort::http::any_stream conn(ioc.get_executor());
-  connect_tcp(ioc, conn, host_, port_, base_url_);
+  connect_tcp(ioc, conn, host_, port_, base_url_, unreachable_hint_);
   std::optional<net::ssl::context> ctx;
   if (tls_) {
     ctx.emplace(make_tls_context());
     tls_handshake(ioc, conn, *ctx, host_, base_url_);
   }
-  response out = exchange(conn, spec, req, base_url_);
+  response out = exchange(conn, spec, req, base_url_, unreachable_hint_);
   boost::system::error_code ec;
   conn.socket().shutdown(net::socket_base::shutdown_both, ec);
   return out;
@@ -183,9 +208,7 @@ void throw_api_error(const response& r) {
   if (code == "rate_limited")
     text += "\nhint: too many requests with these credentials; retry" +
             (r.retry_after.empty() ? std::string(" later") : " in " + r.retry_after + " s");
-  if (code == "quota_exceeded")
-    text += "\nhint: delete or stop sandboxes the organization no longer needs (`sandfort sandbox ls`); "
-            "`sandfort org limits` shows its quotas and their use";
+  if (code == "quota_exceeded") text += "\nhint: " + quota_hint(message);
   if (code == "image_not_allowed") text += "\nhint: `sandfort org limits` shows the images the organization may use";
   if (code == "insufficient_storage")
     text += "\nhint: the daemon's state disk is full and nothing was changed; reads, deletes and stops still work "

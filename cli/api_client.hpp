@@ -51,6 +51,8 @@ class api_client {
   nlohmann::json call(verb method, const std::string& target, const nlohmann::json* body = nullptr);
 
   const std::string& base_url() const { return base_url_; }
+  // What a failure to reach the daemon suggests (default: not_reachable_hint).
+  void set_unreachable_hint(const char* hint) { unreachable_hint_ = hint; }
   // For connections made outside send() (the PTY WebSocket).
   std::string bearer() { return creds_->bearer(); }
   bool renew(const std::string& refused) { return creds_->renew(refused); }
@@ -68,6 +70,7 @@ class api_client {
   std::string port_;
   std::string prefix_;
   bool tls_ = false;
+  const char* unreachable_hint_ = nullptr;
 };
 
 // Throws the failure for an error answer: "error: <message> (<code>, request <id>)", and a hint

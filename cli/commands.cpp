@@ -17,6 +17,7 @@
 #include "api_client.hpp"
 #include "config.hpp"
 #include "failure.hpp"
+#include "login_check.hpp"
 #include "oidc.hpp"
 
 namespace sandfort::cli {
@@ -87,14 +88,21 @@ std::string read_key_from_stdin() {
   auto first = all.find_first_not_of(space);
   if (first == std::string::npos) throw failure("--api-key-stdin: stdin held no API key");
   auto key = all.substr(first, all.find_last_not_of(space) - first + 1);
-  if (key.find_first_of(space) != std::string::npos)
+  if (bare_api_key(key).find_first_of(space) != std::string::npos)
     throw failure("--api-key-stdin: stdin must hold the API key alone (it holds more than one word)");
   return key;
 }
 
-// Runs a streamed command (SSE) and copies its output as it comes; returns its exit status.
-int stream_command(api_client& client, const std::string& target, const json& body) {
+// What the final event of a streamed command said.
+struct stream_end {
+  int exit_code = 0;
+  bool session_restarted = false;  // a session's shell ended (or had ended): a fresh one runs next
+};
+
+// Runs a streamed command (SSE) and copies its output as it comes.
+stream_end stream_command(api_client& client, const std::string& target, const json& body) {
   std::optional<int> exit_code;
+  bool restarted = false;
   std::string error_text;
   sse_parser parser([&](const std::string& event, const std::string& data) {
     auto j = json::parse(data, nullptr, false);
@@ -107,6 +115,7 @@ int stream_command(api_client& client, const std::string& target, const json& bo
       exit_code = j.is_object() && j.contains("exit_code") && j["exit_code"].is_number_integer() ? j["exit_code"].get<int>() : 1;
       if (j.is_object() && j.value("timed_out", false)) std::cerr << "sandfort: the command timed out\n";
       if (j.is_object() && j.value("truncated", false)) std::cerr << "sandfort: output was truncated\n";
+      restarted = j.is_object() && j.value("session_restarted", false);
     } else if (event == "error") {
       if (j.is_object() && j.contains("error") && j["error"].is_object())
         error_text = "error: " + j["error"].value("message", data);
@@ -127,7 +136,37 @@ int stream_command(api_client& client, const std::string& target, const json& bo
   if (r.status / 100 != 2) throw_api_error(r);
   if (!error_text.empty()) throw failure(error_text);
   if (!exit_code) throw failure("the stream ended without the command's exit status");
-  return *exit_code;
+  return {*exit_code, restarted};
+}
+
+// A preview line for each port that was not listening before, on stderr so that stdout stays the
+// command's. A server started in the background may bind a moment after its command returns:
+// `patient` looks a few times.
+void print_opened_ports(api_client& client, const std::string& id, const std::set<int>& before, bool patient) {
+  std::set<int> opened;
+  for (int attempt = 0; attempt < (patient ? 5 : 1) && opened.empty(); ++attempt) {
+    if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    auto after = previewable_ports(client, id);
+    if (!after) break;
+    std::set_difference(after->begin(), after->end(), before.begin(), before.end(),
+                        std::inserter(opened, opened.end()));
+  }
+  for (int port : opened) {
+    try {
+      std::cerr << "preview: port " << port << ": " << preview_link(client, id, port) << "\n";
+    } catch (const failure& e) {
+      std::cerr << "preview: port " << port << ": no URL (" << e.what() << ")\n";
+    }
+  }
+}
+
+std::string joined_words(const std::vector<std::string>& words, const char* usage) {
+  std::vector<std::string> w = words;
+  if (!w.empty() && w.front() == "--") w.erase(w.begin());
+  if (w.empty()) throw failure(usage, 2);
+  std::string command;
+  for (const auto& word : w) command += (command.empty() ? "" : " ") + word;
+  return command;
 }
 
 json create_body(const create_options& o) {
@@ -189,10 +228,13 @@ int login_with_api_key(const login_options& o) {
     if (url.empty()) url = default_url;
   }
   url = without_trailing_slash(url);
-  std::string key = o.api_key_stdin ? read_key_from_stdin() : prompt_line("API key: ", true);
+  std::string typed = o.api_key_stdin ? read_key_from_stdin() : prompt_line("API key: ", true);
+  std::string key = bare_api_key(typed);
   if (key.empty()) throw failure("an API key is needed (ask your organization's admin for one)");
-  api_client client(url, fixed_credentials(key));
-  json who = client.call(verb::get, "/v1/whoami");
+  if (key != typed)
+    std::cerr << "note: using the key without the \"Bearer \" in front of it: the CLI sends that itself\n";
+  check_key_shape(key);
+  json who = whoami_for_login(url, key);
   save_settings({url, key, std::nullopt});
   std::cout << "Logged in to " << url << " as " << describe(who) << "; credentials saved in " << config_file().string()
             << "\n";
@@ -202,17 +244,27 @@ int login_with_api_key(const login_options& o) {
 // Who the daemon says the new token belongs to; a failure that says nothing was saved otherwise.
 json check_new_token(const std::string& url, const std::string& token, const std::string& issuer) {
   api_client client(url, fixed_credentials(token));
+  client.set_unreachable_hint(login_unreachable_hint);
   request_spec spec;
   spec.target = "/v1/whoami";
   std::string prefix = "signed in at " + issuer + ", but nothing was saved: ";
   response r;
   try {
     r = client.send(spec);
+  } catch (const failure& e) {
+    throw failure(prefix + e.what());
+  }
+  if (r.status == 401) {
+    auto refusal = json::parse(r.body, nullptr, false);
+    std::string why = refusal.is_object() && refusal.contains("error") && refusal["error"].is_object()
+                          ? refusal["error"].value("message", "refused")
+                          : "HTTP 401";
+    throw failure(prefix + url + " does not accept the token: " + why + " (request " + r.request_id +
+                  ")\nhint: is the issuer configured in sandfortd's \"oidc\" section, with this audience?");
+  }
+  try {
     if (r.status / 100 != 2) throw_api_error(r);
   } catch (const failure& e) {
-    if (r.status == 401)
-      throw failure(prefix + url + " does not accept the token (is the issuer configured in sandfortd's \"oidc\" "
-                    "section, with this audience?)\n" + e.what());
     throw failure(prefix + e.what());
   }
   auto who = json::parse(r.body, nullptr, false);
@@ -400,7 +452,7 @@ int cmd_exec(std::vector<std::string> args, std::optional<int> timeout_s, const 
     input << std::cin.rdbuf();
     body["stdin"] = input.str();
   }
-  return stream_command(client, sandbox_path(id) + "/process/exec", body);
+  return stream_command(client, sandbox_path(id) + "/process/exec", body).exit_code;
 }
 
 int cmd_new(const create_options& o) {
@@ -416,11 +468,7 @@ int cmd_new(const create_options& o) {
 }
 
 int cmd_run(const std::string& id_option, const std::vector<std::string>& words, std::optional<int> timeout_s) {
-  std::vector<std::string> w = words;
-  if (!w.empty() && w.front() == "--") w.erase(w.begin());
-  if (w.empty()) throw failure("usage: sandfort run [--id ID] \"COMMAND\"", 2);
-  std::string command;
-  for (const auto& word : w) command += (command.empty() ? "" : " ") + word;
+  std::string command = joined_words(words, "usage: sandfort run [--id ID] \"COMMAND\"");
   std::string id = current_or(id_option);
   api_client client = connect_api();
   json body = {{"command", command}};
@@ -428,28 +476,29 @@ int cmd_run(const std::string& id_option, const std::vector<std::string>& words,
   // No expose call: a port the command opened is reachable at once, and its URL is what the caller
   // hands on. Ports that were listening before are not the command's.
   auto before = previewable_ports(client, id);
-  int status = stream_command(client, sandbox_path(id) + "/exec", body);
-  if (before) {
-    // A server started in the background may bind a moment after the shell returns.
-    const bool backgrounded = command.find('&') != std::string::npos;
-    std::set<int> opened;
-    for (int attempt = 0; attempt < (backgrounded ? 5 : 1) && opened.empty(); ++attempt) {
-      if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      auto after = previewable_ports(client, id);
-      if (!after) break;
-      std::set_difference(after->begin(), after->end(), before->begin(), before->end(),
-                          std::inserter(opened, opened.end()));
-    }
-    // On stderr: stdout stays exactly the command's.
-    for (int port : opened) {
-      try {
-        std::cerr << "preview: port " << port << ": " << preview_link(client, id, port) << "\n";
-      } catch (const failure& e) {
-        std::cerr << "preview: port " << port << ": no URL (" << e.what() << ")\n";
-      }
-    }
-  }
-  return status;
+  stream_end end = stream_command(client, sandbox_path(id) + "/exec", body);
+  // The shell's state is what `run` is for: its loss must not go unnoticed.
+  if (end.session_restarted)
+    std::cerr << "sandfort: the shell of " << id << " was restarted (a command ended it, e.g. `exit`): the "
+              << "directory, variables and background jobs of earlier `run`s are gone\n";
+  if (before) print_opened_ports(client, id, *before, command.find('&') != std::string::npos);
+  return end.exit_code;
+}
+
+int cmd_run_background(const std::string& id_option, const std::vector<std::string>& words) {
+  std::string command = joined_words(words, "usage: sandfort run --background [--id ID] \"COMMAND\"");
+  std::string id = current_or(id_option);
+  api_client client = connect_api();
+  auto before = previewable_ports(client, id);
+  json body = {{"command", command}};
+  json started = client.call(verb::post, sandbox_path(id) + "/commands", &body);
+  std::string command_id = cell(started, "id");
+  // stdout: the id alone, for scripts (`cmd=$(sandfort run --background …)`).
+  std::cout << command_id << "\n" << std::flush;
+  std::cerr << "started " << command_id << " (pid " << cell(started, "pid") << ") in " << id
+            << "; its output: sandfort logs " << id << " " << command_id << " (-f to follow it)\n";
+  if (before) print_opened_ports(client, id, *before, true);
+  return 0;
 }
 
 int cmd_rm_current(const std::string& id_option) {
@@ -457,7 +506,10 @@ int cmd_rm_current(const std::string& id_option) {
   return cmd_sandbox_rm({id});
 }
 
-int cmd_logs(const std::string& id, const std::string& command_id, bool follow) {
+int cmd_logs(const std::vector<std::string>& args, bool follow) {
+  // SANDBOX COMMAND, or COMMAND alone in the current sandbox.
+  std::string id = args.size() == 2 ? args[0] : current_or("");
+  const std::string& command_id = args.back();
   api_client client = connect_api();
   std::string target = sandbox_path(id) + "/commands/" + url_encode(command_id) + "/logs";
   if (!follow) {

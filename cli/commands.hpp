@@ -100,10 +100,13 @@ int cmd_exec(std::vector<std::string> args, std::optional<int> timeout_s, const 
 
 int cmd_new(const create_options& o);
 int cmd_run(const std::string& id, const std::vector<std::string>& words, std::optional<int> timeout_s);
+// POST …/commands: prints the command's id (for `sandfort logs`) and returns at once.
+int cmd_run_background(const std::string& id, const std::vector<std::string>& words);
 int cmd_rm_current(const std::string& id);
 
 int cmd_cp(const std::string& src, const std::string& dst);
-int cmd_logs(const std::string& id, const std::string& command_id, bool follow);
+// args: SANDBOX COMMAND, or COMMAND alone (the current sandbox).
+int cmd_logs(const std::vector<std::string>& args, bool follow);
 // An interactive terminal (PTY over WebSocket); command empty means the login shell.
 int cmd_shell(const std::string& id, const std::string& command);
 // A bash or zsh completion script on stdout.

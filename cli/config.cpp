@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 
 #include "failure.hpp"
 
@@ -106,6 +108,25 @@ nlohmann::json oidc_to_json(const oidc_session& o) {
 
 }  // namespace
 
+std::string bare_api_key(std::string key) {
+  auto trim = [](std::string& k) {
+    const char* blank = " \t\r\n";
+    auto first = k.find_first_not_of(blank);
+    k = first == std::string::npos ? std::string() : k.substr(first, k.find_last_not_of(blank) - first + 1);
+  };
+  auto drop = [&](std::string_view word) {
+    if (key.size() <= word.size()) return;
+    for (std::size_t i = 0; i < word.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(key[i])) != word[i]) return;
+    key.erase(0, word.size());
+    trim(key);
+  };
+  trim(key);
+  drop("authorization:");
+  if (key.size() > 6 && (key[6] == ' ' || key[6] == '\t')) drop("bearer");
+  return key;
+}
+
 settings load_file_settings() {
   settings s;
   auto text = read_file(config_file());
@@ -121,7 +142,7 @@ settings load_file_settings() {
 settings load_settings() {
   settings s = load_file_settings();
   if (auto url = env_or_empty("SANDFORT_BASE_URL"); !url.empty()) s.base_url = url;
-  if (auto key = env_or_empty("SANDFORT_API_KEY"); !key.empty()) {
+  if (auto key = bare_api_key(env_or_empty("SANDFORT_API_KEY")); !key.empty()) {
     s.api_key = key;
     s.oidc.reset();
   }

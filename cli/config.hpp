@@ -35,6 +35,10 @@ struct settings {
 std::filesystem::path config_dir();
 std::filesystem::path config_file();
 
+// A key as pasted: surrounding blanks and an "Authorization: " or "Bearer " in front (what curl
+// examples show) removed, since the client adds the scheme itself.
+std::string bare_api_key(std::string key);
+
 // The file's values alone (no environment); empty when there is no file.
 settings load_file_settings();
 // The file's values with the environment on top; any may be empty. An API key from the

@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "failure.hpp"
 #include "sandfort/version.hpp"
+#include "usage.hpp"
 
 namespace sc = sandfort::cli;
 
@@ -297,7 +298,10 @@ int main(int argc, char** argv) {
   exec->add_option("--cwd", cwd, "Working directory inside the sandbox");
   bool send_stdin = false;
   exec->add_flag("-i,--stdin", send_stdin, "Read all of stdin and give it to the command");
-  exec->callback([&] { status = sc::cmd_exec(exec->remaining(), timeout_s, cwd, send_stdin); });
+  exec->callback([&] {
+    sc::refuse_unknown_option(*exec, exec->remaining());
+    status = sc::cmd_exec(exec->remaining(), timeout_s, cwd, send_stdin);
+  });
 
   // The current-sandbox workflow.
   sc::create_options fresh;
@@ -307,11 +311,19 @@ int main(int argc, char** argv) {
   new_cmd->callback([&] { status = sc::cmd_new(fresh); });
   std::string run_id;
   auto* run = app.add_subcommand("run", "Run a shell command in the sandbox's persistent shell; exits with its status");
-  run->footer("Usage: sandfort run [--id ID] [--timeout S] \"COMMAND\"");
+  run->footer("Usage: sandfort run [--id ID] [--timeout S | --background] \"COMMAND\"");
   run->prefix_command();
   run->add_option("--id", run_id, "Sandbox (default: the current one)");
-  run->add_option("--timeout", timeout_s, "Seconds before the command is killed (server default 60)");
-  run->callback([&] { status = sc::cmd_run(run_id, run->remaining(), timeout_s); });
+  auto* run_timeout = run->add_option("--timeout", timeout_s, "Seconds before the command is killed (server default 60)");
+  bool background = false;
+  run->add_flag("-b,--background", background,
+                "Start it as a background command (not in the shell: no timeout) and print its id for `sandfort logs`")
+      ->excludes(run_timeout);
+  run->callback([&] {
+    sc::refuse_unknown_option(*run, run->remaining());
+    status = background ? sc::cmd_run_background(run_id, run->remaining())
+                        : sc::cmd_run(run_id, run->remaining(), timeout_s);
+  });
   auto* rm_current = app.add_subcommand("rm", "Delete the current sandbox (or --id)");
   rm_current->add_option("--id", run_id, "Sandbox to delete instead of the current one");
   rm_current->callback([&] { status = sc::cmd_rm_current(run_id); });
@@ -322,13 +334,15 @@ int main(int argc, char** argv) {
   cp->add_option("dst", dst, "Destination: a local path (- for stdout) or SANDBOX:/path")->required();
   cp->callback([&] { status = sc::cmd_cp(src, dst); });
 
-  std::string command_id;
+  std::vector<std::string> logs_args;
   bool follow = false;
-  auto* logs = app.add_subcommand("logs", "Print a background command's output");
-  logs->add_option("id", id, "Sandbox id or name")->required();
-  logs->add_option("command", command_id, "Command id (cmd-…)")->required();
-  logs->add_flag("-f,--follow", follow, "Keep printing new output until the command exits");
-  logs->callback([&] { status = sc::cmd_logs(id, command_id, follow); });
+  auto* logs = app.add_subcommand("logs", "Print a background command's output (`sandfort run --background` starts one)");
+  logs->add_option("args", logs_args, "[SANDBOX] COMMAND: the sandbox's id or name (default: the current one), then "
+                                      "the command's id (cmd-…)")
+      ->required()
+      ->expected(1, 2);
+  logs->add_flag("-f,--follow", follow, "Keep printing new output until the command exits; exit with its status");
+  logs->callback([&] { status = sc::cmd_logs(logs_args, follow); });
 
   std::string shell_command;
   auto* shell = app.add_subcommand("shell", "Open an interactive terminal in a sandbox; exits with the shell's status");
@@ -367,10 +381,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (auto why = sc::explain_usage_error(app, {argv + 1, argv + argc}); !why.empty()) {
+      std::cerr << why << "\n";
+      return 2;
+    }
     app.exit(e);
     return 2;
   } catch (const sc::failure& e) {
-    std::cerr << (std::string_view(e.what()).starts_with("error:") ? "" : "sandfort: ") << e.what() << "\n";
+    std::string_view what = e.what();
+    std::cerr << (what.starts_with("error:") || what.starts_with("sandfort ") ? "" : "sandfort: ") << what << "\n";
     return e.exit_code();
   } catch (const std::exception& e) {
     std::cerr << "sandfort: " << e.what() << "\n";

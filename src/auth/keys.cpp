@@ -43,7 +43,8 @@ result<std::string> bearer_token(const std::string& authorization) {
   while (gap < rest.size() && !is_space(rest[gap])) ++gap;
   std::string_view scheme = rest.substr(0, gap);
   std::string_view token = trim(rest.substr(gap));
-  if (!iequals(scheme, "bearer")) return unauthenticated("invalid API key");
+  // A key pasted without its scheme (`Authorization: sfk_…`) is the usual mistake: name the form.
+  if (!iequals(scheme, "bearer")) return unauthenticated("the Authorization header must be \"Bearer <API key>\"");
   if (token.empty()) return unauthenticated("missing API key");
   return std::string(token);
 }

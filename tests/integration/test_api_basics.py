@@ -34,6 +34,15 @@ def test_missing_and_wrong_keys_are_401(daemon):
     assert_error(r, 401, "unauthenticated")
 
 
+def test_a_key_without_its_scheme_is_told_the_form_and_not_echoed(daemon):
+    # `curl -H "Authorization: $KEY"` is the usual slip: the answer names the form it needs.
+    r = daemon.client().request("GET", "/v1/whoami", headers={"Authorization": daemon.admin_key})
+    assert_error(r, 401, "unauthenticated")
+    message = r.json()["error"]["message"]
+    assert message == 'the Authorization header must be "Bearer <API key>"', message
+    assert daemon.admin_key not in r.body.decode()
+
+
 def test_unknown_route_is_404_and_wrong_verb_405(daemon):
     assert_error(daemon.admin().get("/v1/nothing-here"), 404, "not_found")
     r = daemon.admin().request("PUT", "/healthz")

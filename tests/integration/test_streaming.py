@@ -34,6 +34,28 @@ def test_code_run_streams_too(member, sandbox):
     assert events[-1][0] == "exit" and events[-1][1]["exit_code"] == 0
 
 
+def test_a_command_that_cannot_start_says_why_in_the_stream_too(member, sandbox):
+    """The whole answer's stderr ("command not found") reaches a streamed caller as a stderr
+    event before the exit, with the same exit code: 127 alone says nothing."""
+    path = f"/v1/sandboxes/{sandbox['id']}/process/exec"
+    whole = member.post(path, {"argv": ["sfa-no-such-program"]})
+    assert whole.status == 200, whole
+    assert whole.json()["exit_code"] == 127
+    r = member.post(path, {"argv": ["sfa-no-such-program"]}, headers={"Accept": "text/event-stream"})
+    assert r.status == 200, r
+    events = read_sse(r.body)
+    assert [name for name, _ in events] == ["stderr", "exit"], events
+    assert events[0][1]["data"] == whole.json()["stderr"] == "sandfort-agent: sfa-no-such-program: command not found\n"
+    assert events[1][1]["exit_code"] == 127
+    # Found but not executable: 126 and the reason, streamed the same way.
+    member.exec(sandbox["id"], command="printf 'echo never' > /tmp/sfa-plain && chmod 0644 /tmp/sfa-plain")
+    r = member.post(path, {"argv": ["/tmp/sfa-plain"]}, headers={"Accept": "text/event-stream"})
+    events = read_sse(r.body)
+    assert events[-1] == ("exit", events[-1][1]) and events[-1][1]["exit_code"] == 126, events
+    assert "cannot execute /tmp/sfa-plain: Permission denied" in "".join(
+        d["data"] for name, d in events if name == "stderr"), events
+
+
 def test_stream_errors_before_output_are_plain_json(member, sandbox):
     r = member.post(f"/v1/sandboxes/{sandbox['id']}/process/exec", {"command": "x", "argv": ["y"]},
                     headers={"Accept": "text/event-stream"})

@@ -14,8 +14,8 @@ from .errors import (APIConnectionError, APIError, AuthenticationError, Configur
                      ImageNotAllowedError, InsufficientStorageError, InternalServerError, InvalidArgumentError,
                      NotFoundError,
                      PayloadTooLargeError,
-                     PermissionDeniedError, QuotaExceededError, RateLimitedError, SandfortError, StreamError,
-                     UnavailableError, HostFullError)
+                     PermissionDeniedError, QuotaExceededError, RateLimitedError, SandfortError,
+                     SessionRestartedWarning, StreamError, UnavailableError, HostFullError)
 from .git import Git
 from .guardrails import Limits, LimitsUsage, OrgLimits, OrgStop, StopAllReport
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, GitBranch,
@@ -30,7 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "Sandbox", "SandboxPage", "Process", "Session", "Command", "FileSystem", "Git", "ExecStream", "PtySession",
     "TokenProvider",
-    "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError",
+    "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError", "SessionRestartedWarning",
     "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",
     "PayloadTooLargeError", "QuotaExceededError", "RateLimitedError", "InternalServerError", "UnavailableError",
     "ImageNotAllowedError", "InsufficientStorageError", "HostFullError", "OrgLimits", "Limits", "LimitsUsage", "OrgStop", "StopAllReport",

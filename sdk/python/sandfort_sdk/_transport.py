@@ -228,8 +228,10 @@ class ExecStream:
     """
 
     def __init__(self, resp: Response, on_stdout: Optional[OutputCallback] = None,
-                 on_stderr: Optional[OutputCallback] = None) -> None:
+                 on_stderr: Optional[OutputCallback] = None,
+                 on_exit: Optional[Callable[[ExecResult], None]] = None) -> None:
         self._resp = resp
+        self._on_exit = on_exit
         self._events = iter_sse(resp)
         self._on_stdout = on_stdout
         self._on_stderr = on_stderr
@@ -276,6 +278,8 @@ class ExecStream:
                 result.stderr_bytes = b"".join(self._stderr_b)
             self.result = result
             self.close()
+            if self._on_exit is not None:
+                self._on_exit(result)
             return StreamEvent(type="exit", result=result, payload=payload)
         if name == "error":
             self.close()

@@ -6,13 +6,14 @@ import os
 import tarfile
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 from urllib.parse import quote
 
 from .audit import Audit
 from ._cli_login import config_path, same_server, stored_login
-from .errors import ConfigurationError, NotFoundError, SandfortError
+from .errors import ConfigurationError, NotFoundError, SandfortError, SessionRestartedWarning
 from .git import Git
 from .guardrails import UNSET, Guardrails, OrgLimits, StopAllReport
 from .pty import PtySession
@@ -409,10 +410,11 @@ class Process:
 
     def _stream(self, path: str, body: Dict[str, Any], timeout_s: Optional[float],
                 on_stdout: Optional[OutputCallback] = None,
-                on_stderr: Optional[OutputCallback] = None) -> ExecStream:
+                on_stderr: Optional[OutputCallback] = None,
+                on_exit: Optional[Callable[[ExecResult], None]] = None) -> ExecStream:
         resp = self._t.open("POST", path, json_body=body, headers={"Accept": "text/event-stream"},
                             timeout=socket_timeout_for(self._sbx._client.timeout, timeout_s))
-        return ExecStream(resp, on_stdout, on_stderr)
+        return ExecStream(resp, on_stdout, on_stderr, on_exit)
 
     @staticmethod
     def _exec_body(command: Optional[str], argv: Optional[Sequence[str]], cwd: Optional[str],
@@ -514,13 +516,24 @@ class Session:
     def exec(self, command: str, *, timeout_s: Optional[float] = None,
              on_stdout: Optional[OutputCallback] = None,
              on_stderr: Optional[OutputCallback] = None) -> ExecResult:
-        """Runs ``command`` in this shell. ``exit N`` ends the shell (``session_restarted``)."""
+        """Runs ``command`` in this shell. ``exit N`` ends the shell: the result has
+        ``session_restarted`` and a :class:`SessionRestartedWarning` is issued."""
         body = _clean({"command": command, "timeout_s": timeout_s})
-        return self._sbx.process._run(self._path, body, timeout_s, on_stdout, on_stderr)
+        result = self._sbx.process._run(self._path, body, timeout_s, on_stdout, on_stderr)
+        self._warn_if_restarted(result, stacklevel=3)
+        return result
 
     def exec_stream(self, command: str, *, timeout_s: Optional[float] = None) -> ExecStream:
         body = _clean({"command": command, "timeout_s": timeout_s})
-        return self._sbx.process._stream(self._path, body, timeout_s)
+        return self._sbx.process._stream(self._path, body, timeout_s,
+                                         on_exit=lambda r: self._warn_if_restarted(r, stacklevel=4))
+
+    def _warn_if_restarted(self, result: ExecResult, stacklevel: int) -> None:
+        # The shell's state is what a session is for: losing it must not pass unnoticed.
+        if result.session_restarted:
+            warnings.warn(f"the shell of session {self.name!r} in {self._sbx.id} was restarted (a command ended it, "
+                          "e.g. `exit`): the working directory, variables and background jobs of earlier commands "
+                          "are gone", SessionRestartedWarning, stacklevel=stacklevel)
 
     def delete(self) -> None:
         """Ends the shell and every job it started."""

@@ -27,6 +27,14 @@ class StreamError(SandfortError):
     """A stream ended without its final ``exit`` event, or sent ``event: error``."""
 
 
+class SessionRestartedWarning(UserWarning):
+    """A session's shell ended (``exit`` in a command, or it was killed) and a fresh one took its
+    place: the working directory, variables and background jobs of earlier commands are gone.
+    Issued with :mod:`warnings` by ``Session.exec``/``exec_stream`` when the result has
+    ``session_restarted``; ``warnings.simplefilter("error", SessionRestartedWarning)`` makes it
+    an exception, ``"ignore"`` silences it."""
+
+
 class APIError(SandfortError):
     """An HTTP error answered by the API."""
 

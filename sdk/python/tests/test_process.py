@@ -1,10 +1,11 @@
 """Sessions, streaming and background commands."""
 
 import time
+import warnings
 
 import pytest
 
-from sandfort_sdk import ConflictError, ExecStream, NotFoundError, StreamEvent
+from sandfort_sdk import ConflictError, ExecStream, NotFoundError, SessionRestartedWarning, StreamEvent
 
 
 def test_sessions_keep_cwd_and_env(client):
@@ -22,7 +23,8 @@ def test_sessions_keep_cwd_and_env(client):
             sbx.process.create_session("work")
         names = {s.name for s in sbx.process.list_sessions()}
         assert "work" in names
-        r = session.exec("exit 3")
+        with pytest.warns(SessionRestartedWarning):
+            r = session.exec("exit 3")
         assert r.exit_code == 3 and r.session_restarted is True
         assert session.exec("echo ${T:-fresh}").stdout == "fresh\n"
         # Streaming works on a session too.
@@ -32,6 +34,36 @@ def test_sessions_keep_cwd_and_env(client):
         session.delete()
         with pytest.raises(NotFoundError):
             session.delete()
+
+
+def test_a_restarted_shell_is_told_with_a_warning(client):
+    with client.create_sandbox() as sbx:
+        session = sbx.process.session("default")
+        assert session.exec("cd /tmp && export KEPT=1").exit_code == 0
+        with pytest.warns(SessionRestartedWarning, match=r"session 'default' in sbx-\w+ was restarted") as caught:
+            r = session.exec("exit 7")
+        assert r.exit_code == 7 and r.session_restarted is True
+        assert caught[0].filename == __file__  # it points at the caller's line
+        # Streamed, with callbacks or as an iterator, alike.
+        with pytest.warns(SessionRestartedWarning):
+            assert session.exec("exit 3", on_stdout=lambda chunk: None).exit_code == 3
+        with pytest.warns(SessionRestartedWarning):
+            assert list(session.exec_stream("exit 4"))[-1].result.exit_code == 4
+        # A command that keeps the shell says nothing; the state is gone, as the warning said.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SessionRestartedWarning)
+            r = session.exec("pwd; echo ${KEPT:-gone}")
+        assert r.stdout.endswith("gone\n") and r.session_restarted is False
+
+
+def test_a_streamed_command_that_cannot_start_says_why(client):
+    with client.create_sandbox() as sbx:
+        err = []
+        r = sbx.process.exec(argv=["sfa-no-such-program"], on_stderr=err.append)
+        assert r.exit_code == 127
+        assert "".join(err) == r.stderr == "sandfort-agent: sfa-no-such-program: command not found\n"
+        events = list(sbx.process.exec_stream(argv=["sfa-no-such-program"]))
+        assert [e.type for e in events] == ["stderr", "exit"]
 
 
 def test_streaming_callbacks(client):

@@ -422,13 +422,15 @@ async function* streamCall(
     if (ev.event === "stdout" || ev.event === "stderr") {
       yield { type: ev.event, data: typeof d.data === "string" ? d.data : "" };
     } else if (ev.event === "exit") {
-      yield {
+      const exit: StreamEvent = {
         type: "exit",
         exitCode: d.exit_code,
         timedOut: !!d.timed_out,
         truncated: !!d.truncated,
         durationMs: d.duration_ms ?? 0,
       };
+      if (d.session_restarted !== undefined) exit.sessionRestarted = !!d.session_restarted;
+      yield exit;
       return;
     } else if (ev.event === "error") {
       const e = (d.error ?? d) as Json;
@@ -450,7 +452,7 @@ async function collect(events: AsyncIterable<StreamEvent>, h: OutputHandlers): P
       stderr += ev.data;
       h.onStderr?.(ev.data);
     } else if (ev.type === "exit") {
-      return {
+      const r: CommandResult = {
         exitCode: ev.exitCode,
         stdout,
         stderr,
@@ -458,6 +460,8 @@ async function collect(events: AsyncIterable<StreamEvent>, h: OutputHandlers): P
         timedOut: ev.timedOut,
         truncated: ev.truncated,
       };
+      if (ev.sessionRestarted !== undefined) r.sessionRestarted = ev.sessionRestarted;
+      return r;
     } else if (ev.type === "error") {
       throw new SandfortError(`stream failed: ${ev.message}`, { code: ev.code });
     }
@@ -825,6 +829,23 @@ export class Sessions {
   }
 }
 
+/**
+ * The shell's state is what a session is for: its loss is told as a process warning
+ * (`SessionRestartedWarning`, code `SANDFORT_SESSION_RESTARTED`; `process.on("warning")` sees it,
+ * Node prints it to stderr) or, where there is no `process`, with console.warn.
+ */
+function warnRestarted(session: string, sandboxId: string): void {
+  const message =
+    `the shell of session "${session}" in ${sandboxId} was restarted (a command ended it, e.g. \`exit\`): ` +
+    "the working directory, variables and background jobs of earlier commands are gone";
+  const proc = (globalThis as { process?: { emitWarning?: (m: string, o: object) => void } }).process;
+  if (typeof proc?.emitWarning === "function") {
+    proc.emitWarning(message, { type: "SessionRestartedWarning", code: "SANDFORT_SESSION_RESTARTED" });
+  } else {
+    console.warn(`SessionRestartedWarning: ${message}`);
+  }
+}
+
 export class Session {
   constructor(
     private readonly sbx: Sandbox,
@@ -835,26 +856,37 @@ export class Session {
     return this.sbx.path(`/sessions/${enc(this.name)}/exec`);
   }
 
-  /** Runs a command in this shell; `exit 3` gives exitCode 3 and sessionRestarted true. */
+  /**
+   * Runs a command in this shell; `exit 3` gives exitCode 3 and sessionRestarted true, and a
+   * SessionRestartedWarning is emitted.
+   */
   async run(command: string, opts: SessionRunOptions = {}): Promise<CommandResult> {
     const body: Json = { command };
     if (opts.timeoutS !== undefined) body.timeout_s = opts.timeoutS;
+    let r: CommandResult;
     if (opts.onStdout || opts.onStderr) {
-      return collect(streamCall(this.sbx.http, this.execPath(), body, { signal: opts.signal }), opts);
+      r = await collect(streamCall(this.sbx.http, this.execPath(), body, { signal: opts.signal }), opts);
+    } else {
+      r = toResult(
+        await this.sbx.http.json<Json>("POST", this.execPath(), {
+          json: body,
+          signal: opts.signal,
+          timeoutMs: timeoutFor(opts.timeoutS),
+        }),
+      );
     }
-    return toResult(
-      await this.sbx.http.json<Json>("POST", this.execPath(), {
-        json: body,
-        signal: opts.signal,
-        timeoutMs: timeoutFor(opts.timeoutS),
-      }),
-    );
+    if (r.sessionRestarted) warnRestarted(this.name, this.sbx.id);
+    return r;
   }
 
-  stream(command: string, opts: SessionRunOptions = {}): AsyncGenerator<StreamEvent> {
+  /** run as a stream of events; the exit event carries sessionRestarted (and the warning is emitted). */
+  async *stream(command: string, opts: SessionRunOptions = {}): AsyncGenerator<StreamEvent> {
     const body: Json = { command };
     if (opts.timeoutS !== undefined) body.timeout_s = opts.timeoutS;
-    return streamCall(this.sbx.http, this.execPath(), body, { signal: opts.signal });
+    for await (const ev of streamCall(this.sbx.http, this.execPath(), body, { signal: opts.signal })) {
+      if (ev.type === "exit" && ev.sessionRestarted) warnRestarted(this.name, this.sbx.id);
+      yield ev;
+    }
   }
 
   delete(): Promise<void> {

@@ -128,7 +128,15 @@ export interface CommandResult {
 export type StreamEvent =
   | { type: "stdout"; data: string }
   | { type: "stderr"; data: string }
-  | { type: "exit"; exitCode: number; timedOut: boolean; truncated: boolean; durationMs: number }
+  | {
+      type: "exit";
+      exitCode: number;
+      timedOut: boolean;
+      truncated: boolean;
+      durationMs: number;
+      /** A session's command only: its shell ended (or had ended) and a fresh one replaced it. */
+      sessionRestarted?: boolean;
+    }
   | { type: "error"; code: string; message: string };
 
 export interface OutputHandlers {

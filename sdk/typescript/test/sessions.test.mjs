@@ -63,3 +63,38 @@ test("session output can stream", async () => {
   assert.equal(r.stdout, "one\ntwo\n");
   assert.ok(chunks.length >= 2, JSON.stringify(chunks));
 });
+
+test("a restarted shell is told: a process warning, and sessionRestarted on every path", async () => {
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w);
+  process.on("warning", onWarning);
+  // 'warning' is emitted on the next tick: let it arrive before counting.
+  const settle = () => new Promise((r) => setImmediate(r));
+  try {
+    const sh = await sbx.sessions.create("told");
+    await sh.run("cd /tmp && export KEPT=1");
+    assert.equal((await sh.run("exit 7")).sessionRestarted, true);
+    await settle();
+    assert.equal(warnings.length, 1);
+    assert.equal(warnings[0].name, "SessionRestartedWarning");
+    assert.equal(warnings[0].code, "SANDFORT_SESSION_RESTARTED");
+    assert.match(warnings[0].message, new RegExp(`session "told" in ${sbx.id} was restarted`));
+    // Streamed: with handlers (the result) and as events (the exit event).
+    const streamed = await sh.run("exit 3", { onStdout: () => {} });
+    assert.equal(streamed.exitCode, 3);
+    assert.equal(streamed.sessionRestarted, true);
+    const events = [];
+    for await (const e of sh.stream("exit 4")) events.push(e);
+    assert.equal(events.at(-1).sessionRestarted, true);
+    await settle();
+    assert.equal(warnings.length, 3);
+    // A command that keeps the shell says nothing.
+    const after = await sh.run("echo ${KEPT:-gone}", { onStdout: () => {} });
+    assert.equal(after.sessionRestarted, false);
+    assert.equal(after.stdout, "gone\n");
+    await settle();
+    assert.equal(warnings.length, 3);
+  } finally {
+    process.off("warning", onWarning);
+  }
+});

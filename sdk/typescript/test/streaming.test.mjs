@@ -77,3 +77,16 @@ test("breaking out of a stream ends the command", async () => {
   }
   assert.equal(state, "gone");
 });
+
+test("a streamed command that cannot start says why on stderr, as the whole answer does", async () => {
+  const err = [];
+  const r = await sbx.commands.run(["sfa-no-such-program"], { onStderr: (c) => err.push(c) });
+  assert.equal(r.exitCode, 127);
+  assert.equal(err.join(""), "sandfort-agent: sfa-no-such-program: command not found\n");
+  assert.equal(r.stderr, err.join(""));
+  const whole = await sbx.commands.run(["sfa-no-such-program"]);
+  assert.equal(whole.stderr, r.stderr);
+  const events = [];
+  for await (const e of sbx.commands.stream(["sfa-no-such-program"])) events.push(e);
+  assert.deepEqual(events.map((e) => e.type), ["stderr", "exit"]);
+});

@@ -51,6 +51,18 @@ exec_result not_executable(const exec_request& req, const program& prog, int err
   return r;
 }
 
+// A streamed run tells its receiver why the command did not start, as the stderr it would
+// have written: the result's stderr_data is what a whole answer carries, which a stream never sends.
+asio::awaitable<exec_result> refused(const exec_request& req, exec_result r) {
+  if (!req.sink || r.stderr_data.empty()) co_return r;
+  output_collector err(output_stream::err, req.max_output_bytes, req.sink);
+  co_await err.add(r.stderr_data);
+  co_await err.finish();
+  r.stderr_data.clear();
+  r.abandoned = err.sink_failed();
+  co_return r;
+}
+
 struct capture {
   capture(const asio::any_io_executor& ex, unique_fd fd, output_stream which, std::size_t limit, output_sink* sink)
       : stream(ex, fd.release()), collector(which, limit, sink) {
@@ -204,7 +216,10 @@ asio::awaitable<result<exec_result>> run(exec_request req) {
   auto env = merged_environment(req.env);
   auto prog = resolve_program(req.argv[0], search_path(req.env), req.cwd);
   auto started = steady::now();
-  if (prog.path.empty()) co_return not_executable(req, prog, prog.error, started);
+  if (prog.path.empty()) {
+    exec_result r = not_executable(req, prog, prog.error, started);  // named: GCC 12 and temporaries in co_await
+    co_return co_await refused(req, std::move(r));
+  }
 
   auto in = make_pipe();
   if (!in) co_return std::move(in).err();
@@ -221,7 +236,10 @@ asio::awaitable<result<exec_result>> run(exec_request req) {
   int spawn_error = spawn_process(spec, pid);
   if (spawn_error == EAGAIN || spawn_error == ENOMEM)
     co_return make_error(errc::unavailable, "cannot start " + req.argv[0] + ": " + errno_text(spawn_error));
-  if (spawn_error != 0) co_return not_executable(req, prog, spawn_error, started);
+  if (spawn_error != 0) {
+    exec_result r = not_executable(req, prog, spawn_error, started);
+    co_return co_await refused(req, std::move(r));
+  }
   in->read.reset();
   out->write.reset();
   err->write.reset();

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "session_support.hpp"
 
@@ -135,6 +136,34 @@ TEST_CASE("streamed exec: what can be refused is answered as a plain error") {
   raw_client bad(agent.socket());
   bad.send("POST", "/process/exec", "{oops", true);
   REQUIRE(bad.read_head() == 400);
+}
+
+TEST_CASE("streamed exec: a program that cannot start says why on stderr before its exit") {
+  temp_dir dir;
+  agent_binary agent(dir / "a.sock");
+  std::string script = dir / "not-executable";
+  std::ofstream(script) << "#!/bin/sh\necho never\n";
+  for (auto [argv0, code, why] : {std::tuple{std::string("sfa-no-such-program"), 127, std::string("command not found")},
+                                  std::tuple{script, 126, std::string("cannot execute")}}) {
+    raw_client c(agent.socket());
+    c.post_json("/process/exec", json{{"argv", {argv0}}}, true);
+    REQUIRE(c.read_head() == 200);
+    std::string err;
+    std::optional<sse_event> last;
+    while (auto e = c.next_event()) {
+      if (e->name == "exit") {
+        last = e;
+        break;
+      }
+      REQUIRE(e->name == "stderr");
+      err += e->payload()["data"].get<std::string>();
+    }
+    REQUIRE(last);
+    CHECK(last->payload()["exit_code"] == code);
+    CHECK(err.find("sandfort-agent: ") == 0);
+    CHECK(err.find(argv0) != std::string::npos);
+    CHECK(err.find(why) != std::string::npos);
+  }
 }
 
 TEST_CASE("a client that leaves mid-stream gets the command killed and reaped") {

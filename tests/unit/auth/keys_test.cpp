@@ -162,8 +162,9 @@ TEST_CASE("authenticate refuses what is missing, malformed or unknown, without e
   check_unauthenticated(authenticate(*f.db, f.clk, "   "), "missing API key");
   check_unauthenticated(authenticate(*f.db, f.clk, "Bearer"), "missing API key");
   check_unauthenticated(authenticate(*f.db, f.clk, "Bearer   "), "missing API key");
-  check_unauthenticated(authenticate(*f.db, f.clk, k.secret), "invalid API key");
-  check_unauthenticated(authenticate(*f.db, f.clk, "Basic " + k.secret), "invalid API key");
+  check_unauthenticated(authenticate(*f.db, f.clk, k.secret), "the Authorization header must be \"Bearer <API key>\"");
+  check_unauthenticated(authenticate(*f.db, f.clk, "Basic " + k.secret),
+                        "the Authorization header must be \"Bearer <API key>\"");
   check_unauthenticated(authenticate(*f.db, f.clk, "Bearer garbage"), "invalid API key");
   check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret + " extra"), "invalid API key");
   check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret.substr(0, 20)), "invalid API key");
