@@ -275,6 +275,39 @@ TEST_CASE("session output is capped per stream") {
   }());
 }
 
+TEST_CASE("a failing session command is named as bash names it, not by the file that carries it") {
+  limits_guard restore;
+  temp_dir dir;
+  drive([&]() -> asio::awaitable<bool> {
+    auto ex = co_await asio::this_coro::executor;
+    auto& reg = sessions::registry::of(ex);
+    std::string name = "default";
+    sessions::exec_params a;
+    // The shell's own start leaves no OLDPWD behind (it visits the session's directory).
+    a.command = "echo \"${OLDPWD-unset}\"; cd " + dir.path() + "; X=1; return 3; echo not-reached";
+    auto first = co_await reg.exec(name, a);
+    REQUIRE(first);
+    CHECK(first->result.exit_code == 3);
+    CHECK(first->result.stdout_data == "unset\n");
+    // Line numbers count from the command's own first line, functions defined in it included.
+    sessions::exec_params b;
+    b.command = "true\ncd /nope-sandfort\nf() {\n  cd /nope-too\n}\nf";
+    auto failed = co_await reg.exec(name, b);
+    REQUIRE(failed);
+    CHECK(failed->result.exit_code == 1);
+    CHECK(failed->result.stderr_data ==
+          "bash: line 2: cd: /nope-sandfort: No such file or directory\n"
+          "bash: line 4: cd: /nope-too: No such file or directory\n");
+    // The state of the shell carries over.
+    sessions::exec_params c;
+    c.command = "pwd; echo \"X=$X\"; f 2>&1";
+    auto after = co_await reg.exec(name, c);
+    REQUIRE(after);
+    CHECK(after->result.stdout_data == dir.path() + "\nX=1\nbash: line 4: cd: /nope-too: No such file or directory\n");
+    co_return true;
+  }());
+}
+
 TEST_CASE("sessions fall back to sh with the same semantics") {
   limits_guard restore;
   sessions::limits l;
