@@ -129,7 +129,7 @@ def test_a_c_extension_builds_and_imports_offline(member, box):
         r = member.request("PUT", f"/v1/sandboxes/{box['id']}/files?path=/work/pkg/{name}", raw=text.encode())
         assert r.status in (200, 201, 204), r
     r = session(member, box["id"], "python3 -m venv /work/cext && . /work/cext/bin/activate && "
-                                       "pip install --no-index --no-build-isolation ./pkg >/work/pip.log 2>&1; "
+                                       "pip install --no-index --no-build-isolation /work/pkg >/work/pip.log 2>&1; "
                                        "s=$?; [ $s = 0 ] || tail -20 /work/pip.log; "
                                        "cd / && python -c 'import sfhello; print(sfhello.add(40, 2))'",
                 timeout_s=300)

@@ -158,26 +158,7 @@ asio::awaitable<void> watch_shell(std::shared_ptr<shell_t> sh) {
   sh->exited.notify_all();
 }
 
-// Bash runs each command as the body of this function, defined from a file sourced by the
-// name "bash": bash names the source of an error after the file a function came from, so a
-// failing command says "bash: line 1: …", as `bash -c` would, and not the path of the file
-// that carries the command (session.hpp). Defined on line 1: line numbers count from the
-// command's own first line.
-std::string command_function(const std::string& dir) {
-  return "__sandfort_command() { eval \"$(< " + shell_quote(dir + "/c") + ")\"; }\n";
-}
-
-// The setup line: job control, aliases as in a script sourced by hand, the abort trap (see
-// the header) and, for bash, the function above, read from the session's directory and left
-// at once for the directory the shell started in.
-std::string setup_line(bool is_bash, const std::string& dir) {
-  if (!is_bash) return "set -m 2>/dev/null; trap 'return 124 2>/dev/null' USR2\n";
-  return "set -m; shopt -s expand_aliases; trap 'return 124 2>/dev/null' USR2; builtin cd -- " + shell_quote(dir) +
-         " && { shopt -u sourcepath; . bash; shopt -s sourcepath; builtin cd -- \"${OLDPWD:-/}\" || builtin cd /; }; "
-         "unset OLDPWD\n";
-}
-
-result<std::shared_ptr<shell_t>> start_shell(const asio::any_io_executor& ex, const std::string& dir) {
+result<std::shared_ptr<shell_t>> start_shell(const asio::any_io_executor& ex) {
   const limits& lim = configured;
   std::string path = lim.shell;
   if (path.empty()) {
@@ -189,8 +170,6 @@ result<std::shared_ptr<shell_t>> start_shell(const asio::any_io_executor& ex, co
   std::vector<std::string> argv = {base};
   if (is_bash) argv.insert(argv.end(), {"--noprofile", "--norc"});
 
-  if (is_bash && !write_new_file(dir + "/bash", command_function(dir)))
-    return make_error(errc::unavailable, "cannot write " + dir + "/bash: " + errno_text(errno));
   auto in = make_pipe();
   if (!in) return std::move(in).err();
   auto status = make_pipe();
@@ -218,7 +197,8 @@ result<std::shared_ptr<shell_t>> start_shell(const asio::any_io_executor& ex, co
 
   // Job control gives every job its own process group; SIGUSR2 makes a running command
   // return (see the header). The pipe is empty, so this short write cannot block.
-  std::string setup = setup_line(is_bash, dir);
+  std::string setup = is_bash ? "set -m; shopt -s expand_aliases; trap 'return 124 2>/dev/null' USR2\n"
+                              : "set -m 2>/dev/null; trap 'return 124 2>/dev/null' USR2\n";
   if (::write(sh->input.native_handle(), setup.data(), setup.size()) != static_cast<ssize_t>(setup.size()))
     return make_error(errc::unavailable, "cannot talk to the session shell: " + errno_text(errno));
   asio::co_spawn(ex, watch_shell(sh), asio::detached);
@@ -443,12 +423,33 @@ asio::awaitable<void> control(command_run& run, milliseconds timeout) {
   run.stop_pumps();
 }
 
+// Bash names an error in a sourced file after the file as the `.` was given it: "DIR/c: line 1:
+// cd: …". So bash sources the command by the name `bash`, from the session's directory, and
+// the file's first line takes the shell back at once to where it was; its errors then read
+// "bash: line 1: …", as `bash -c` would say (session.hpp). Saved around the visit: the
+// directory, OLDPWD, and the two options that change how `.` finds a name (sourcepath, posix).
+std::string bash_source(const std::string& dir) {
+  return "__sandfort_d=$PWD __sandfort_o=${OLDPWD-} __sandfort_f=${OLDPWD+o}; "
+         "shopt -q sourcepath && __sandfort_f+=s; shopt -qo posix && __sandfort_f+=p && set +o posix; "
+         "shopt -u sourcepath; builtin cd -- " +
+         shell_quote(dir) + " && . bash";
+}
+
+// On the command's own first line, before its text, so that its line numbers stay its own.
+// Posix mode first: bash changes sourcepath when it enters or leaves that mode.
+const std::string bash_prologue =
+    "builtin cd -- \"$__sandfort_d\" || builtin cd /; "
+    "case $__sandfort_f in *o*) OLDPWD=$__sandfort_o;; *) builtin unset OLDPWD;; esac; "
+    "case $__sandfort_f in *p*) set -o posix;; esac; "
+    "case $__sandfort_f in *s*) shopt -s sourcepath;; *) shopt -u sourcepath;; esac; "
+    "builtin unset __sandfort_d __sandfort_o __sandfort_f; ";
+
 asio::awaitable<result<exec_outcome>> run_command(const asio::any_io_executor& ex, session_t& s, shell_t& sh,
                                                   const exec_params& params) {
   auto started = steady::now();
   if (auto d = ensure_dir(s.dir); !d) co_return std::move(d).err();
-  std::string command_file = s.dir + "/c";
-  if (!write_new_file(command_file, params.command))
+  std::string command_file = s.dir + (sh.is_bash ? "/bash" : "/c");
+  if (!write_new_file(command_file, sh.is_bash ? bash_prologue + params.command : params.command))
     co_return make_error(errc::unavailable, "cannot write " + command_file + ": " + errno_text(errno));
   if (auto p = prepare(ex, s.out); !p) co_return std::move(p).err();
   if (auto p = prepare(ex, s.err); !p) co_return std::move(p).err();
@@ -456,9 +457,8 @@ asio::awaitable<result<exec_outcome>> run_command(const asio::any_io_executor& e
   command_run run(ex, s, sh, params);
   run.children_before = children_of(sh.pid);
   std::string status_echo = sh.is_bash ? "builtin echo $? >&3" : "echo $? >&3";
-  // The backslash: no alias of the caller's stands in for the function.
-  std::string run_it = sh.is_bash ? "\\__sandfort_command" : ". " + shell_quote(command_file);
-  std::string line = "{ " + run_it + "; } </dev/null >" + shell_quote(s.out.path) + " 2>" +
+  std::string source = sh.is_bash ? bash_source(s.dir) : ". " + shell_quote(command_file);
+  std::string line = "{ " + source + "; } </dev/null >" + shell_quote(s.out.path) + " 2>" +
                      shell_quote(s.err.path) + " 3>&-; " + status_echo + "\n";
   co_await send_line(sh, line);
 
@@ -555,7 +555,7 @@ result<session_info> registry::create(const asio::any_io_executor& ex, const std
   if (!root) return std::move(root).err();
   auto s = std::make_shared<session>(name, *root + "/" + std::to_string(++next_index_));
   if (auto d = ensure_dir(s->dir); !d) return std::move(d).err();
-  auto sh = start_shell(ex, s->dir);
+  auto sh = start_shell(ex);
   if (!sh) return std::move(sh).err();
   s->sh = std::move(*sh);
   sessions_.push_back(s);
@@ -615,7 +615,7 @@ asio::awaitable<result<exec_outcome>> registry::exec(const std::string& name, co
   if (!s->sh || !s->sh->alive) {
     lost = s->sh && !s->sh->loss_reported;
     if (auto d = ensure_dir(s->dir); !d) co_return std::move(d).err();
-    auto sh = start_shell(ex, s->dir);
+    auto sh = start_shell(ex);
     if (!sh) co_return std::move(sh).err();
     s->sh = std::move(*sh);
   }

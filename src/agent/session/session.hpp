@@ -6,13 +6,11 @@
 // How a command runs, without a fork of our own and without polling: the shell runs with
 // job control (`set -m`: every job gets its own process group) and reads one line per command
 // from a pipe on its stdin:
-//     { \__sandfort_command; } </dev/null >DIR/o 2>DIR/e 3>&-; builtin echo $? >&3
-// `c` holds the command text, which that function evals in the shell itself (so cd, variables,
-// functions and aliases carry over); a shell other than bash sources it (`. DIR/c`). The
-// function is bash's because a sourced file would give its path to every error message
-// ("DIR/c: line 1: cd: …"), where bash names a function's errors after the file it came from:
-// it is read once from DIR/bash by that very name. What a function body changes: `declare`
-// and `local` without -g make variables that end with the command. `o` and `e` are FIFOs whose
+//     { . DIR/c; } </dev/null >DIR/o 2>DIR/e 3>&-; builtin echo $? >&3
+// `c` holds the command text (sourcing keeps cd/export/functions, and `return` ends just the
+// command). Bash sources it by the name `bash` instead (from DIR, which the file's first line
+// leaves at once), because bash names a sourced file's errors after the name it was given:
+// "bash: line 1: cd: /nope: …" as `bash -c` says, not the path of the file. `o` and `e` are FIFOs whose
 // read ends the agent holds, and fd 3 is a pipe that carries the status back: its line ends
 // the command. A background job that keeps `o` or `e` open is harmless: the agent drains such
 // a FIFO in the background until the job closes it and uses a fresh one for the next command.
@@ -21,7 +19,7 @@
 //
 // A timeout (or a streaming client that left) kills the jobs the command started (children of
 // the shell that were not there before it) and sends the shell SIGUSR2, whose trap returns
-// from the command (the function, or the sourced file), so builtin loops stop too and the shell keeps its state. A shell
+// from the sourced command, so builtin loops stop too and the shell keeps its state. A shell
 // that does not come back within a grace period is killed and replaced.
 
 #include <boost/asio/any_io_executor.hpp>
