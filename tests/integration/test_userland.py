@@ -79,6 +79,14 @@ def assert_works_in_work(client, sandbox_id, owner="root:root"):
     r = client.post(f"/v1/sandboxes/{sandbox_id}/sessions", {"name": "other"})
     assert r.status in (200, 201), r
     assert session(client, sandbox_id, "pwd", name="other")["stdout"] == "/work\n"
+    commands = f"/v1/sandboxes/{sandbox_id}/commands"
+    r = client.post(commands, {"command": "pwd"})
+    assert r.status == 201, r
+    deadline = time.time() + 30
+    while client.get(f"{commands}/{r.json()['id']}").json()["state"] != "exited":
+        assert time.time() < deadline
+        time.sleep(0.1)
+    assert client.get(f"{commands}/{r.json()['id']}/logs").json()["stdout"] == "/work\n"
 
 
 def test_work_is_the_default_directory_of_every_way_in(member, box):
