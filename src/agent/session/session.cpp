@@ -423,11 +423,9 @@ asio::awaitable<void> control(command_run& run, milliseconds timeout) {
   run.stop_pumps();
 }
 
-// Bash names an error in a sourced file after the file as the `.` was given it: "DIR/c: line 1:
-// cd: …". So bash sources the command by the name `bash`, from the session's directory, and
-// the file's first line takes the shell back at once to where it was; its errors then read
-// "bash: line 1: …", as `bash -c` would say (session.hpp). Saved around the visit: the
-// directory, OLDPWD, and the two options that change how `.` finds a name (sourcepath, posix).
+// Bash sources the command by the name `bash` from the session's directory (session.hpp says
+// why). Saved around the visit: the directory, OLDPWD, and the two options that change how `.`
+// finds a name (sourcepath, posix).
 std::string bash_source(const std::string& dir) {
   return "__sandfort_d=$PWD __sandfort_o=${OLDPWD-} __sandfort_f=${OLDPWD+o}; "
          "shopt -q sourcepath && __sandfort_f+=s; shopt -qo posix && __sandfort_f+=p && set +o posix; "
