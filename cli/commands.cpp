@@ -53,7 +53,7 @@ void print_json(const json& j) { std::cout << j.dump(2) << "\n"; }
 
 void print_sandbox(const json& s) {
   for (const char* key : {"id", "name", "state", "snapshot", "created_at", "updated_at", "expires_at", "ttl_s",
-                          "idle_timeout_s", "resources", "egress_allowlist", "labels", "env_keys", "volumes",
+                          "idle_timeout_s", "resources", "egress_allowlist", "labels", "env_keys", "workdir", "volumes",
                           "preview_url_template", "error_message"}) {
     if (!s.contains(key)) continue;
     std::cout << key << ": " << cell(s, key) << "\n";
@@ -191,6 +191,7 @@ json create_body(const create_options& o) {
   }
   if (o.ttl_s) body["ttl_s"] = *o.ttl_s;
   if (o.idle_timeout_s) body["idle_timeout_s"] = *o.idle_timeout_s;
+  if (!o.workdir.empty()) body["workdir"] = o.workdir;
   if (!o.volumes.empty()) {
     json mounts = json::array();
     for (const auto& spec : o.volumes) mounts.push_back(volume_mount(spec));

@@ -33,6 +33,7 @@ struct create_options {
   std::optional<int> ttl_s;           // stopped that long from now, deleted later
   std::optional<int> idle_timeout_s;  // stopped after that long unused; 0 never
   std::vector<std::string> volumes;   // NAME:/path[:ro]
+  std::string workdir;                // empty: the server's default, /work
   bool json = false;
 };
 

@@ -25,6 +25,9 @@ void add_create_options(CLI::App* cmd, sc::create_options& o) {
   cmd->add_option("--idle-timeout", o.idle_timeout_s,
                   "Seconds without use (exec, files, terminal, preview) before it is stopped; 0 never "
                   "(default: the server's)");
+  // Absolute or not is the server's to check (its 400 says so).
+  cmd->add_option("--workdir", o.workdir,
+                  "Working directory of every command, shell and terminal, made if missing (default: /work)");
   cmd->add_option("--volume", o.volumes,
                   "Mount a volume of the organization: NAME:/path, or NAME:/path:ro read-only (repeatable)")
       ->allow_extra_args(false);

@@ -251,6 +251,32 @@ def test_new_run_rm(cli):
     assert r.returncode == 1 and "sandfort new" in r.stderr
 
 
+def test_new_starts_in_work_and_a_failed_command_names_bash(cli):
+    sid = cli.ok("new").stdout.strip()
+    try:
+        r = cli.run("run", "pwd; stat -c %U /work; touch made-here")
+        assert r.returncode == 0 and r.stdout == "/work\nroot\n", (r.stdout, r.stderr)
+        r = cli.run("run", "cd /nope")
+        assert r.returncode == 1
+        assert r.stderr == "bash: line 1: cd: /nope: No such file or directory\n", r.stderr
+        assert cli.run("exec", sid, "ls", "made-here").stdout == "made-here\n"
+    finally:
+        cli.run("rm")
+
+
+@pytest.mark.parametrize("create", [["new"], ["sandbox", "create", "--wait"]])
+def test_workdir_flag(cli, create):
+    sid = cli.ok(*create, "--workdir", "/srv/app").stdout.strip()
+    try:
+        assert cli.json("sandbox", "get", sid)["workdir"] == "/srv/app"
+        assert cli.run("run", f"--id={sid}", "pwd").stdout == "/srv/app\n"
+        assert cli.run("exec", sid, "pwd").stdout == "/srv/app\n"
+    finally:
+        cli.run("sandbox", "rm", sid)
+    r = cli.run(*create, "--workdir", "relative/dir")
+    assert r.returncode == 1 and "workdir must be an absolute path" in r.stderr, r.stderr
+
+
 # --- cp -------------------------------------------------------------------------------------------
 
 def test_cp_file_both_ways(cli, sandbox, tmp_path):

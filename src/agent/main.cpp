@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "claim/workdir.hpp"
 #include "commands/commands.hpp"
 #include "git/credentials.hpp"
 #include "sandfort/version.hpp"
@@ -45,6 +46,7 @@ struct options {
   // The maxima sandfortd passes at container start; every command the agent runs obeys them,
   // whatever a request asks (sessions::limits and commands::limits hold the defaults).
   std::optional<std::uint64_t> max_timeout_s, default_timeout_s, output_cap, log_cap;
+  std::string workdir;
 };
 
 // The agent's own bounds on the numeric flags: beyond them a flag is a mistake.
@@ -65,6 +67,8 @@ constexpr const char* usage =
     "  --output-cap BYTES   output kept per stream of an exec; the rest is cut (default 10485760)\n"
     "  --log-cap BYTES      a background command's log per stream: the newest bytes are kept\n"
     "                       (default 1048576)\n"
+    "  --workdir PATH       the directory to work in, made (as this user) if missing; every\n"
+    "                       process starts there (default: where the agent was started)\n"
     "  --version            print the version and exit\n";
 
 bool limit_flag(std::string_view flag) {
@@ -112,7 +116,8 @@ std::optional<int> parse_flags(int argc, char** argv, options& opts) {
       std::printf("sandfort-agent %s\n", sandfort::version);
       return 0;
     }
-    if (flag != "--socket" && flag != "--socket-mode" && flag != "--cgroup-root" && !limit_flag(flag)) {
+    if (flag != "--socket" && flag != "--socket-mode" && flag != "--cgroup-root" && flag != "--workdir" &&
+        !limit_flag(flag)) {
       std::fprintf(stderr, "sandfort-agent: unknown flag '%s'\n%s", argv[i], usage);
       return 2;
     }
@@ -131,6 +136,12 @@ std::optional<int> parse_flags(int argc, char** argv, options& opts) {
         return 2;
       }
       opts.socket = value;
+    } else if (flag == "--workdir") {
+      if (value.empty() || value.front() != '/') {
+        std::fprintf(stderr, "sandfort-agent: --workdir wants an absolute path, not '%s'\n", value.c_str());
+        return 2;
+      }
+      opts.workdir = value;
     } else if (flag == "--cgroup-root") {
       if (value.empty()) {
         std::fprintf(stderr, "sandfort-agent: --cgroup-root must not be empty\n");
@@ -197,6 +208,12 @@ int main(int argc, char** argv) {
   ensure_standard_fds();
   agent::set_cgroup_root(opts.cgroup_root);
   apply_limits(opts);
+  // Not fatal: a user who may not make it (a non-root user where / is root's) still gets a
+  // sandbox, in the directory the container started in.
+  if (!opts.workdir.empty())
+    if (auto entered = agent::claim::enter_workdir(opts.workdir); !entered)
+      std::fprintf(stderr, "sandfort-agent: %s; staying in the container's working directory\n",
+                   entered.err().message.c_str());
 
   if (auto slash = opts.socket.rfind('/'); slash != std::string::npos && slash > 0) {
     std::string dir = opts.socket.substr(0, slash);

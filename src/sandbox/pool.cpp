@@ -51,7 +51,8 @@ asio::awaitable<void> service::destroy_pool_member(pool_member member) {
 
 task<void> service::claim_agent(const store::sandbox_record& rec, const std::string& proxy_secret) {
   auto spec = spec_from_json(rec.spec_json);
-  co_return co_await agent_.claim(agent_address_of(rec), sandbox_environment(rec, spec, proxy_secret), spec.workdir);
+  co_return co_await agent_.claim(agent_address_of(rec), sandbox_environment(rec, spec, proxy_secret),
+                                    effective_workdir(spec));
 }
 
 task<void> service::provision_pooled(store::sandbox_record& rec, std::string proxy_secret) {

@@ -194,7 +194,8 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
                   "--max-timeout-s", std::to_string(cfg_.exec_max_timeout_s),
                   "--default-timeout-s", std::to_string(cfg_.exec_default_timeout_s),
                   "--output-cap", std::to_string(cfg_.output_cap_bytes),
-                  "--log-cap", std::to_string(cfg_.guardrails.command_log_cap_bytes)};
+                  "--log-cap", std::to_string(cfg_.guardrails.command_log_cap_bytes),
+                  "--workdir", effective_workdir(spec)};
   for (const auto& [k, v] : sandbox_environment(rec, spec, proxy_secret)) c.env.push_back(k + "=" + v);
   c.labels = {{label_sandbox, rec.id}, {label_org, rec.org_id}, {label_instance, db_.instance_id()}};
   for (const auto& [key, value] : image.labels) c.labels.emplace(key, "");
@@ -202,6 +203,8 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
   // all, so none reveals a sandbox id (the sandbox knows its own from its proxy settings).
   c.hostname = "sandbox";
   c.user = spec.user;
+  // An explicit workdir is also Docker's (made by the engine when missing, whatever the user);
+  // the agent enters it, or /work, which it makes itself (--workdir).
   c.workdir = spec.workdir;
   c.binds = {{cfg_.agent_path, "/.sandfort/agent", true}};
   // The agent's socket lives in a tmpfs of this container's own: nothing the sandbox writes

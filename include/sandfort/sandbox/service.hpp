@@ -248,6 +248,13 @@ inline constexpr const char* label_instance = "io.sandfort.instance";
 inline constexpr const char* label_network = "io.sandfort.network";
 inline constexpr const char* label_pool = "io.sandfort.pool";
 
+// The working directory of a sandbox whose create named none (docs/images.md): the agent makes
+// it, as the sandbox's user, at every start and claim.
+inline constexpr const char* default_workdir = "/work";
+inline std::string effective_workdir(const sandbox_spec& spec) {
+  return spec.workdir.empty() ? default_workdir : spec.workdir;
+}
+
 // Host patterns of an egress allowlist: "host", "*.suffix" or "*".
 result<void> validate_allowlist(const std::vector<std::string>& allowlist);
 // The environment that sends a sandbox's HTTP clients through the egress proxy.

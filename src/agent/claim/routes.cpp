@@ -1,13 +1,11 @@
 #include "claim/routes.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "claim/workdir.hpp"
 #include "process/exec_json.hpp"
 
 namespace sandfort::agent {
@@ -17,17 +15,6 @@ namespace asio = boost::asio;
 using nlohmann::json;
 
 bool claimed = false;
-
-// mkdir -p, as Docker does for a container's WorkingDir.
-result<void> make_directories(const std::string& path) {
-  for (std::size_t at = 1; at <= path.size(); ++at) {
-    if (at != path.size() && path[at] != '/') continue;
-    std::string prefix = path.substr(0, at);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
-      return make_error(errc::invalid_argument, "cannot create workdir " + prefix + ": " + std::strerror(errno));
-  }
-  return {};
-}
 
 result<void> apply(const json& j) {
   std::map<std::string, std::string> env;
@@ -47,11 +34,8 @@ result<void> apply(const json& j) {
     if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos ||
         value.find('\0') != std::string::npos)
       return make_error(errc::invalid_argument, "env entry '" + key + "' is not a valid variable");
-  if (!workdir.empty()) {
-    if (auto r = make_directories(workdir); !r) return r;
-    if (::chdir(workdir.c_str()) != 0)
-      return make_error(errc::invalid_argument, "cannot enter workdir " + workdir + ": " + std::strerror(errno));
-  }
+  if (!workdir.empty())
+    if (auto r = claim::enter_workdir(workdir); !r) return r;
   // The agent is single-threaded: nothing reads environ while it changes.
   for (const auto& [key, value] : env) ::setenv(key.c_str(), value.c_str(), 1);
   return {};

@@ -423,12 +423,31 @@ asio::awaitable<void> control(command_run& run, milliseconds timeout) {
   run.stop_pumps();
 }
 
+// Bash sources the command by the name `bash` from the session's directory (session.hpp says
+// why). Saved around the visit: the directory, OLDPWD, and the two options that change how `.`
+// finds a name (sourcepath, posix).
+std::string bash_source(const std::string& dir) {
+  return "__sandfort_d=$PWD __sandfort_o=${OLDPWD-} __sandfort_f=${OLDPWD+o}; "
+         "shopt -q sourcepath && __sandfort_f+=s; shopt -qo posix && __sandfort_f+=p && set +o posix; "
+         "shopt -u sourcepath; builtin cd -- " +
+         shell_quote(dir) + " && . bash";
+}
+
+// On the command's own first line, before its text, so that its line numbers stay its own.
+// Posix mode first: bash changes sourcepath when it enters or leaves that mode.
+const std::string bash_prologue =
+    "builtin cd -- \"$__sandfort_d\" || builtin cd /; "
+    "case $__sandfort_f in *o*) OLDPWD=$__sandfort_o;; *) builtin unset OLDPWD;; esac; "
+    "case $__sandfort_f in *p*) set -o posix;; esac; "
+    "case $__sandfort_f in *s*) shopt -s sourcepath;; *) shopt -u sourcepath;; esac; "
+    "builtin unset __sandfort_d __sandfort_o __sandfort_f; ";
+
 asio::awaitable<result<exec_outcome>> run_command(const asio::any_io_executor& ex, session_t& s, shell_t& sh,
                                                   const exec_params& params) {
   auto started = steady::now();
   if (auto d = ensure_dir(s.dir); !d) co_return std::move(d).err();
-  std::string command_file = s.dir + "/c";
-  if (!write_new_file(command_file, params.command))
+  std::string command_file = s.dir + (sh.is_bash ? "/bash" : "/c");
+  if (!write_new_file(command_file, sh.is_bash ? bash_prologue + params.command : params.command))
     co_return make_error(errc::unavailable, "cannot write " + command_file + ": " + errno_text(errno));
   if (auto p = prepare(ex, s.out); !p) co_return std::move(p).err();
   if (auto p = prepare(ex, s.err); !p) co_return std::move(p).err();
@@ -436,7 +455,8 @@ asio::awaitable<result<exec_outcome>> run_command(const asio::any_io_executor& e
   command_run run(ex, s, sh, params);
   run.children_before = children_of(sh.pid);
   std::string status_echo = sh.is_bash ? "builtin echo $? >&3" : "echo $? >&3";
-  std::string line = "{ . " + shell_quote(command_file) + "; } </dev/null >" + shell_quote(s.out.path) + " 2>" +
+  std::string source = sh.is_bash ? bash_source(s.dir) : ". " + shell_quote(command_file);
+  std::string line = "{ " + source + "; } </dev/null >" + shell_quote(s.out.path) + " 2>" +
                      shell_quote(s.err.path) + " 3>&-; " + status_echo + "\n";
   co_await send_line(sh, line);
 

@@ -7,8 +7,11 @@
 // job control (`set -m`: every job gets its own process group) and reads one line per command
 // from a pipe on its stdin:
 //     { . DIR/c; } </dev/null >DIR/o 2>DIR/e 3>&-; builtin echo $? >&3
-// `c` holds the command text (sourcing keeps cd/export/functions), `o` and `e` are FIFOs whose
-// read ends the agent holds, and fd 3 is a pipe that carries the status back: its line ends
+// `c` holds the command text (sourcing keeps cd/export/functions, and `return` ends just the
+// command). Bash sources it as `DIR/bash` by the name `bash` instead (from DIR, which the
+// file's first line leaves at once), because bash names a sourced file's errors after the name
+// it was given: "bash: line 1: cd: /nope: …" as `bash -c` says, not the path of the file.
+// `o` and `e` are FIFOs whose read ends the agent holds, and fd 3 is a pipe that carries the status back: its line ends
 // the command. A background job that keeps `o` or `e` open is harmless: the agent drains such
 // a FIFO in the background until the job closes it and uses a fresh one for the next command.
 // The shell exiting (seen through a pidfd) ends the command with its exit status, and the

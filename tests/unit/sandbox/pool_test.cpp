@@ -166,6 +166,9 @@ TEST_CASE("pool: a pooled sandbox is claimed again, with a new credential, at ea
   REQUIRE(started);
   REQUIRE(f.agent.claims.size() == 2);
   CHECK(f.agent.claims[1].env.at("KEEP") == "1");
+  // No workdir asked for: the default, at every claim (docs/images.md).
+  CHECK(f.agent.claims[0].workdir == "/work");
+  CHECK(f.agent.claims[1].workdir == "/work");
   auto row = f.db->get_sandbox(f.org_a.id, v->id);
   CHECK(row->proxy_secret_sha256 != first_hash);
   const auto& proxy = f.agent.claims[1].env.at("HTTP_PROXY");

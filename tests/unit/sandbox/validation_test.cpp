@@ -168,7 +168,8 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
   // The server-side maxima go to the agent as flags (docs/guardrails.md).
   CHECK(c.entrypoint == std::vector<std::string>{"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock",
                                                  "--max-timeout-s", "100", "--default-timeout-s", "42",
-                                                 "--output-cap", "12345", "--log-cap", "1048576"});
+                                                 "--output-cap", "12345", "--log-cap", "1048576",
+                                                 "--workdir", "/work"});
   CHECK(c.cmd.empty());
   // Exactly the caller's variables, K=V, and the egress proxy's; nothing of the daemon's own.
   REQUIRE(c.env.size() == 9);
