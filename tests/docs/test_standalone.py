@@ -18,8 +18,10 @@ OUTSIDE = [
     (re.compile("/" + "work/(shared|main|wt)" + r"(?=[/\s'\"`)]|$)"), "an absolute path of the machine the docs were written on"),
     (re.compile("/" + r"work/\.(library|mirror)"), "an absolute path of the machine the docs were written on"),
 ]
-# The checkout's own absolute path: a file that names it works only in this checkout.
-OUTSIDE.append((re.compile(re.escape(REPO) + r"(?![\w.-])"), "this checkout's absolute path"))
+# The checkout's own absolute path: a file that names it works only in this checkout (unless a
+# pattern above already catches it: then a line naming it would count twice).
+if not any(pattern.search(REPO) for pattern, _ in OUTSIDE):
+    OUTSIDE.append((re.compile(re.escape(REPO) + r"(?![\w.-])"), "this checkout's absolute path"))
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
