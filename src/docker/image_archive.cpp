@@ -12,17 +12,18 @@ namespace sandfort::docker {
 
 namespace {
 
-// One regular file in POSIX ustar form: a 512-byte header, the data, padding to 512.
-void append_archive_file(std::string& out, const std::string& name, const std::string& data) {
+// One entry in POSIX ustar form: a 512-byte header, the data, padding to 512. A regular file
+// ('0', mode 0644) or a directory ('5', mode 0755, no data).
+void append_archive_entry(std::string& out, const std::string& name, const std::string& data, char type) {
   char header[512];
   std::memset(header, 0, sizeof header);
   std::snprintf(header, 100, "%s", name.c_str());
-  std::snprintf(header + 100, 8, "%07o", 0644u);
+  std::snprintf(header + 100, 8, "%07o", type == '5' ? 0755u : 0644u);
   std::snprintf(header + 108, 8, "%07o", 0u);
   std::snprintf(header + 116, 8, "%07o", 0u);
   std::snprintf(header + 124, 12, "%011llo", static_cast<unsigned long long>(data.size()));
   std::snprintf(header + 136, 12, "%011o", 0u);
-  header[156] = '0';
+  header[156] = type;
   std::memcpy(header + 257, "ustar", 6);
   std::memcpy(header + 263, "00", 2);
   std::memset(header + 148, ' ', 8);
@@ -32,6 +33,10 @@ void append_archive_file(std::string& out, const std::string& name, const std::s
   out.append(header, sizeof header);
   out += data;
   out.append((512 - data.size() % 512) % 512, '\0');
+}
+
+void append_archive_file(std::string& out, const std::string& name, const std::string& data) {
+  append_archive_entry(out, name, data, '0');
 }
 
 }  // namespace
@@ -48,6 +53,13 @@ std::string layerless_image_archive(const std::string& config_json, const std::s
   append_archive_file(out, config_name, config_json);
   append_archive_file(out, "manifest.json", manifest.dump());
   out.append(1024, '\0');  // two empty blocks end the archive
+  return out;
+}
+
+std::string directory_archive(const std::string& name) {
+  std::string out;
+  append_archive_entry(out, name + "/", "", '5');
+  out.append(1024, '\0');
   return out;
 }
 

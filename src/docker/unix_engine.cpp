@@ -314,6 +314,23 @@ task<void> unix_engine::load_image(std::string archive) {
   co_return ok_t{};
 }
 
+task<void> unix_engine::put_archive(const std::string& id, const std::string& path, std::string archive,
+                                    bool as_container_user) {
+  auto target = container_path(id, "/archive" + detail::query_string({{"path", path},
+                                                                      {"copyUIDGID", as_container_user ? "1" : "0"}}));
+  if (!target) co_return std::move(target).err();
+  auto v = co_await api_version();
+  if (!v) co_return std::move(v).err();
+  auto req = http::make_request(verb::put, "/v" + *v + *target);
+  req.set(http::bhttp::field::content_type, "application/x-tar");
+  req.body() = std::move(archive);
+  req.prepare_payload();
+  auto res = co_await exchange(options_.socket_path, std::move(req), client_options(options_.timeout));
+  if (!res) co_return std::move(res).err();
+  if (!is_status(*res, {200})) co_return error_of(*res, "write into container " + id);
+  co_return ok_t{};
+}
+
 task<void> unix_engine::pull_image(const std::string& ref) {
   auto image = detail::split_image_ref(ref);
   if (!image) co_return std::move(image).err();

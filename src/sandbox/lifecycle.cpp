@@ -1,5 +1,6 @@
 // Sandbox lifecycle: create (with image pull), wait for states, stop, start, delete, TTL; PATCH
 // of what may change while it runs, and its resource metrics.
+#include <set>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -242,6 +243,8 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
     co_return cancelled;
   }
   if (auto r = db_.update_sandbox(rec); !r) co_return co_await fail(std::move(r).err());
+  if (auto r = co_await give_default_workdir(rec.container_id, spec_from_json(rec.spec_json)); !r)
+    co_return co_await fail(std::move(r).err());
 
   if (auto r = co_await start_and_wait(rec); !r) co_return co_await fail(std::move(r).err());
   if (deleted_meanwhile()) {
@@ -258,6 +261,21 @@ task<void> service::finish_start(store::sandbox_record& rec) {
   // The kill switch went on while this one was being made: it stops like the others did.
   if (auto g = db_.get_org_guardrails(rec.org_id); g && g->stopped_since)
     co_return co_await halt(rec, "stopped by the organization's kill switch", audit::system_actor(), std::nullopt);
+  co_return ok_t{};
+}
+
+// The agent makes /work at start, but as the sandbox's user it cannot take over a root-owned
+// /work an image ships (the default image's), nor make one under a root-owned /. So for a
+// sandbox of another user the engine, confined to the container's filesystem, puts /work there
+// before the start, owned by that user as the container's passwd names it (a link the image
+// planted at /work is replaced, never followed). An explicit workdir is the caller's to prepare.
+task<void> service::give_default_workdir(const std::string& container_id, const sandbox_spec& spec) {
+  static const std::set<std::string> root_users = {"", "root", "0", "root:root", "0:0", "root:0", "0:root"};
+  if (!spec.workdir.empty() || root_users.count(spec.user)) co_return ok_t{};
+  std::string name = std::string(default_workdir).substr(1);
+  if (auto r = co_await engine_.put_archive(container_id, "/", docker::directory_archive(name), true); !r)
+    co_return make_error(r.err().code, "cannot give " + std::string(default_workdir) + " to user " + spec.user + ": " +
+                                           r.err().message);
   co_return ok_t{};
 }
 

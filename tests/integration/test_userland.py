@@ -169,6 +169,21 @@ def test_an_image_without_work_gets_it_cold(member, images):
         member.delete(f"/v1/sandboxes/{box['id']}")
 
 
+@pytest.mark.parametrize("image", ["default", "no_work", "linked_work"])
+def test_another_user_owns_work_and_works_there(member, images, image):
+    """The agent, as `nobody`, could not take over the image's root-owned /work nor make one under
+    a root-owned /: the engine puts it there before the start, owned by the user; a link the
+    image planted at /work is replaced, not followed."""
+    spec = {"user": "nobody"} if image == "default" else {"user": "nobody", "snapshot": images[image]}
+    box = member.create_sandbox(**spec)
+    try:
+        assert_works_in_work(member, box["id"], owner="nobody:nogroup")
+        r = sh(member, box["id"], "test -e /made-through-link && echo made || echo not-made")
+        assert r["stdout"] == "not-made\n", r
+    finally:
+        member.delete(f"/v1/sandboxes/{box['id']}")
+
+
 def test_a_link_the_image_planted_is_not_made_through(member, images):
     box = member.create_sandbox(snapshot=images["linked_work"])
     try:

@@ -173,6 +173,9 @@ result<image_details> parse_image_details(const nlohmann::json& body);
 std::string layerless_image_archive(const std::string& config_json, const std::string& repo_tag,
                                     std::size_t layer_count);
 
+// A tar archive of one empty directory `name` (relative, no slashes inside), mode 0755. Pure.
+std::string directory_archive(const std::string& name);
+
 // The config of a committed image rewritten to hold its filesystem and nothing of the container
 // it was committed from. Docker's commit keeps the container's whole configuration (its
 // environment with every secret in it, labels, hostname, command) in ContainerConfig, its id in
@@ -308,6 +311,11 @@ class engine {
   virtual task<image_details> inspect_image(const std::string& ref) = 0;
   // POST /images/load of an archive (layerless_image_archive).
   virtual task<void> load_image(std::string archive) = 0;
+  // PUT /containers/{id}/archive: unpacks a tar archive at `path` of the container's filesystem
+  // (the engine does it confined to that filesystem). With `as_container_user`, what it unpacks
+  // is owned by the container's user, as the engine resolves it in the container's passwd.
+  virtual task<void> put_archive(const std::string& id, const std::string& path, std::string archive,
+                                 bool as_container_user) = 0;
   // Pulls ref; a failure is an error whose message names the image and the engine's reason.
   virtual task<void> pull_image(const std::string& ref) = 0;
   // Returns the new container's id. A name already in use is `conflict`.
@@ -378,6 +386,8 @@ class unix_engine final : public engine {
   task<bool> image_exists(const std::string& ref) override;
   task<image_details> inspect_image(const std::string& ref) override;
   task<void> load_image(std::string archive) override;
+  task<void> put_archive(const std::string& id, const std::string& path, std::string archive,
+                         bool as_container_user) override;
   task<void> pull_image(const std::string& ref) override;
   task<std::string> create_container(const container_spec& spec) override;
   task<void> start_container(const std::string& id) override;

@@ -131,6 +131,8 @@ class service {
   // to a cold provision when the member does not answer.
   task<void> provision_pooled(store::sandbox_record& rec, std::string proxy_secret);
   task<void> start_and_wait(store::sandbox_record& rec);
+  // /work for a sandbox of a user other than root, made by the engine before the first start.
+  task<void> give_default_workdir(const std::string& container_id, const sandbox_spec& spec);
   task<void> wait_for_agent(const store::sandbox_record& rec);
   // Removes the sandbox's container: by id once known, else by its labels (mid-create).
   task<void> destroy_container(const store::sandbox_record& rec);

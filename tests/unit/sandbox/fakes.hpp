@@ -136,6 +136,17 @@ class fake_engine final : public docker::engine {
     co_return c.id;
   }
 
+  struct archive_put {
+    std::string container, path, archive;
+    bool as_container_user;
+  };
+  std::vector<archive_put> archives_put;
+  docker::task<void> put_archive(const std::string& id, const std::string& path, std::string archive,
+                                 bool as_container_user) override {
+    archives_put.push_back({id, path, std::move(archive), as_container_user});
+    co_return ok_t{};
+  }
+
   docker::task<void> start_container(const std::string& id) override {
     std::string key = id;
     if (start_delay.count() > 0) co_await sleep_for(start_delay);

@@ -37,6 +37,10 @@ class slow_engine final : public docker::engine {
   docker::task<docker::image_details> inspect_image(const std::string& ref) override { return e.inspect_image(ref); }
   docker::task<void> load_image(std::string archive) override { return e.load_image(std::move(archive)); }
   docker::task<void> pull_image(const std::string& ref) override { return e.pull_image(ref); }
+  docker::task<void> put_archive(const std::string& id, const std::string& path, std::string archive,
+                                 bool as_user) override {
+    return e.put_archive(id, path, std::move(archive), as_user);
+  }
   docker::task<std::string> create_container(const docker::container_spec& spec) override {
     return e.create_container(spec);
   }

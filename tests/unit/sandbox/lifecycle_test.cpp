@@ -83,6 +83,36 @@ TEST_CASE("sandbox: create with wait returns a started sandbox with its run dire
   CHECK(by_name->id == v.id);
 }
 
+TEST_CASE("sandbox: another user than root gets /work from the engine before the first start", "[sandbox][lifecycle]") {
+  fixture f;
+  create_request as_root;
+  f.create_started(as_root);
+  as_root.user = "0:0";
+  f.create_started(as_root);
+  create_request with_workdir;
+  with_workdir.user = "nobody";
+  with_workdir.workdir = "/srv/app";  // the caller's to prepare
+  f.create_started(with_workdir);
+  CHECK(f.engine.archives_put.empty());
+
+  create_request as_nobody;
+  as_nobody.user = "nobody";
+  auto v = f.create_started(as_nobody);
+  auto* c = f.engine.of_sandbox(v.id);
+  REQUIRE(c);
+  REQUIRE(f.engine.archives_put.size() == 1);
+  const auto& put = f.engine.archives_put[0];
+  CHECK(put.container == c->id);
+  CHECK(put.path == "/");
+  CHECK(put.as_container_user);
+  // One directory entry, "work/", type '5', mode 0755, then the two empty blocks.
+  REQUIRE(put.archive.size() == 3 * 512);
+  CHECK(std::string(put.archive.c_str()) == "work/");
+  CHECK(put.archive[156] == '5');
+  CHECK(put.archive.substr(100, 7) == "0000755");
+  CHECK(put.archive.find_first_not_of('\0', 512) == std::string::npos);
+}
+
 TEST_CASE("sandbox: create without wait answers creating and provisions in the background", "[sandbox][lifecycle]") {
   fixture f;
   create_request req;
