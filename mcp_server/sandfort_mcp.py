@@ -288,6 +288,10 @@ def tool_create_sandbox(sf, a):
     return text, summary
 
 
+# What a delete tool answers, and how a client should treat it: for good, and safe to repeat.
+DELETED_OUTPUT_SCHEMA = {"type": "object", "properties": {"deleted": {"type": "string"}}, "required": ["deleted"]}
+DELETE_ANNOTATIONS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False}
+
 SNAPSHOT_OUTPUT_SCHEMA = {
     "type": "object",
     "properties": {
@@ -726,13 +730,8 @@ TOOLS = [
             "required": ["sandbox_id"],
             "additionalProperties": False,
         },
-        "outputSchema": {
-            "type": "object",
-            "properties": {"deleted": {"type": "string"}},
-            "required": ["deleted"],
-        },
-        "annotations": {"readOnlyHint": False, "destructiveHint": True,
-                        "idempotentHint": True, "openWorldHint": False},
+        "outputSchema": DELETED_OUTPUT_SCHEMA,
+        "annotations": DELETE_ANNOTATIONS,
         "handler": tool_delete_sandbox,
     },
     {
@@ -786,13 +785,8 @@ TOOLS = [
             "required": ["name"],
             "additionalProperties": False,
         },
-        "outputSchema": {
-            "type": "object",
-            "properties": {"deleted": {"type": "string"}},
-            "required": ["deleted"],
-        },
-        "annotations": {"readOnlyHint": False, "destructiveHint": True,
-                        "idempotentHint": True, "openWorldHint": False},
+        "outputSchema": DELETED_OUTPUT_SCHEMA,
+        "annotations": DELETE_ANNOTATIONS,
         "handler": tool_delete_snapshot,
     },
     {

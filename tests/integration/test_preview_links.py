@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from sandfort_harness import BUILD, Daemon
+from sandfort_harness import BUILD, Daemon, new_org_member
 
 CLI = os.path.join(BUILD, "cli", "sandfort")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "sdk", "python"))
@@ -91,12 +91,7 @@ def daemon():
 
 @pytest.fixture(scope="module")
 def member(daemon):
-    admin = daemon.admin()
-    r = admin.post("/v1/orgs", {"name": "links"})
-    assert r.status == 201, r
-    r = admin.post(f"/v1/orgs/{r.json()['id']}/api-keys", {"name": "m", "role": "member"})
-    assert r.status == 201, r
-    return daemon.client(r.json()["key"])
+    return new_org_member(daemon, "links")[1]
 
 
 @pytest.fixture(scope="module")
