@@ -143,7 +143,12 @@ def test_mcp_server_outside_a_checkout_uses_the_installed_sdk(venv, tmp_path):
     assert r.returncode == 0, r.stderr
     by_id = {a["id"]: a for a in answers}
     assert by_id[1]["result"]["serverInfo"]["name"] == "sandfort"
-    assert len(by_id[2]["result"]["tools"]) == 8
+    # The installed copy offers every tool the checkout's server offers (beside its own SDK).
+    r_here, here = mcp_converse(PYTHON, MCP, env, lines[:3])
+    assert r_here.returncode == 0, r_here.stderr
+    in_checkout = sorted(t["name"] for t in {a["id"]: a for a in here}[2]["result"]["tools"])
+    assert sorted(t["name"] for t in by_id[2]["result"]["tools"]) == in_checkout
+    assert {"create_sandbox", "list_snapshots", "get_preview_link", "start_command"} <= set(in_checkout)
     call = by_id[3]["result"]
     if LIVE:
         assert call["isError"] is False, call
