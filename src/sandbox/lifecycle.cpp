@@ -231,7 +231,8 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
     if (!*image) co_return co_await fail(make_error(errc::not_found, "image " + rec.snapshot + " not found"));
   }
 
-  auto container = container_for(rec, spec_from_json(rec.spec_json), proxy_secret, **image);
+  const auto spec = spec_from_json(rec.spec_json);
+  auto container = container_for(rec, spec, proxy_secret, **image);
   auto mounts = volumes_.mounts_of(rec.id);
   if (!mounts) co_return co_await fail(std::move(mounts).err());
   container.volumes = std::move(*mounts);
@@ -243,7 +244,7 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
     co_return cancelled;
   }
   if (auto r = db_.update_sandbox(rec); !r) co_return co_await fail(std::move(r).err());
-  if (auto r = co_await give_default_workdir(rec.container_id, spec_from_json(rec.spec_json)); !r)
+  if (auto r = co_await give_default_workdir(rec.container_id, spec); !r)
     co_return co_await fail(std::move(r).err());
 
   if (auto r = co_await start_and_wait(rec); !r) co_return co_await fail(std::move(r).err());
@@ -391,9 +392,10 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be started");
   if (starting_->contains(rec->id))
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is being started");
-  if (auto admitted = admit(org_id, spec_from_json(rec->spec_json), rec->snapshot, rec->id, who); !admitted)
+  const auto spec = spec_from_json(rec->spec_json);
+  if (auto admitted = admit(org_id, spec, rec->snapshot, rec->id, who); !admitted)
     co_return std::move(admitted).err();
-  if (auto room = admit_to_host(org_id, spec_from_json(rec->spec_json).limits.memory_mb, rec->id, who, true); !room)
+  if (auto room = admit_to_host(org_id, spec.limits.memory_mb, rec->id, who, true); !room)
     co_return std::move(room).err();
   starting_->insert(rec->id);
   struct started_or_not {
@@ -403,7 +405,7 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
   } in_flight{starting_, rec->id};
   activity_.touch(rec->id);
   auto started = co_await start_and_wait(*rec);
-  if (started && spec_from_json(rec->spec_json).pooled) {
+  if (started && spec.pooled) {
     // A pooled sandbox's container holds no environment of its caller: its new agent is claimed
     // again, with a new proxy credential (the old one left with the processes that held it).
     std::string proxy_secret = random_hex(24);
