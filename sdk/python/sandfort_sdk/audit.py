@@ -395,7 +395,7 @@ class Audit:
     def _filters(self, since_seq: Optional[int], since: TimeArg, until: TimeArg, actor: Optional[str],
                  action: Optional[str], target: Optional[str], org: Optional[str]) -> Dict[str, Any]:
         return clean({"since_seq": since_seq, "since": _time(since), "until": _time(until), "actor": actor,
-                       "action": action, "target": target, "org": org})
+                      "action": action, "target": target, "org": org})
 
     def list_events(self, *, since_seq: Optional[int] = None, cursor: Optional[str] = None,
                     since: TimeArg = None, until: TimeArg = None, actor: Optional[str] = None,
@@ -463,7 +463,7 @@ class Audit:
         cursor: Optional[str] = None
         while True:
             q = clean({"after_seq": after_seq if cursor is None else None, "cursor": cursor, "limit": limit,
-                        "org": org})
+                       "org": org})
             page = self._t.call("GET", "/v1/audit/checkpoints", query=q)
             yield from (AuditCheckpoint.from_json(c) for c in page.get("items", []))
             cursor = page.get("next_cursor")

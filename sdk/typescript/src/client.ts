@@ -23,14 +23,6 @@ import type {
 } from "./types.js";
 import { volumes } from "./volumes.js";
 
-// The names this module exported before the SDK was split, still importable from here.
-export type { ClientOptions } from "./config.js";
-export { Commands, CommandHandle } from "./commands.js";
-export { Files, type WriteData } from "./files.js";
-export { Git } from "./git.js";
-export { Sandbox } from "./sandboxes.js";
-export { Sessions, Session, type SessionRunOptions } from "./sessions.js";
-
 /** The entry point: one daemon, one API key or token provider. */
 export class SandfortClient {
   /** @internal */

@@ -178,26 +178,27 @@ export class Sandbox {
   req<T>(method: string, sub: string, opts?: RequestOptions): Promise<T> {
     return this.http.json<T>(method, this.path(sub), opts);
   }
+  /** A call answered with the sandbox's record (a read, a change, an action), kept as `info`. */
+  private async load(method: string, sub: string, opts?: RequestOptions): Promise<SandboxInfo> {
+    this.info = toSandboxInfo(await this.req<Json>(method, sub, opts));
+    return this.info;
+  }
 
   async refresh(): Promise<SandboxInfo> {
-    this.info = toSandboxInfo(await this.req<Json>("GET", ""));
-    return this.info;
+    return this.load("GET", "");
   }
 
   /** Blocks (server side, ≤ 300 s) until the sandbox reaches `state` (waiting for started also returns on error). */
   async waitFor(state = "started", timeoutS = 60): Promise<SandboxInfo> {
-    this.info = toSandboxInfo(await this.req<Json>("GET", "", { query: { wait_for: state, timeout_s: timeoutS } }));
-    return this.info;
+    return this.load("GET", "", { query: { wait_for: state, timeout_s: timeoutS } });
   }
 
   async stop(): Promise<SandboxInfo> {
-    this.info = toSandboxInfo(await this.req<Json>("POST", "/stop"));
-    return this.info;
+    return this.load("POST", "/stop");
   }
 
   async start(): Promise<SandboxInfo> {
-    this.info = toSandboxInfo(await this.req<Json>("POST", "/start"));
-    return this.info;
+    return this.load("POST", "/start");
   }
 
   /**
@@ -205,14 +206,12 @@ export class Sandbox {
    * 409 until `resume()`. Already paused: unchanged; not started: 409.
    */
   async pause(): Promise<SandboxInfo> {
-    this.info = toSandboxInfo(await this.req<Json>("POST", "/pause"));
-    return this.info;
+    return this.load("POST", "/pause");
   }
 
   /** Lets a paused sandbox's processes carry on where they were: state `started`. Already started: unchanged; not paused: 409. */
   async resume(): Promise<SandboxInfo> {
-    this.info = toSandboxInfo(await this.req<Json>("POST", "/resume"));
-    return this.info;
+    return this.load("POST", "/resume");
   }
 
   /** Deletes the sandbox (container, files, preview URLs, proxy credential). False if it was already gone. */
@@ -232,8 +231,7 @@ export class Sandbox {
     if (opts.ttlS !== undefined) body.ttl_s = opts.ttlS;
     if (opts.idleTimeoutS !== undefined) body.idle_timeout_s = opts.idleTimeoutS;
     if (opts.egressAllowlist !== undefined) body.egress_allowlist = opts.egressAllowlist;
-    this.info = toSandboxInfo(await this.req<Json>("PATCH", "", { json: body }));
-    return this.info;
+    return this.load("PATCH", "", { json: body });
   }
 
   /** Replaces the egress allowlist (`[]` = no egress, `["*"]` = any public host). */
