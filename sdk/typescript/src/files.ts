@@ -1,4 +1,3 @@
-/** `sandbox.files`: the sandbox's filesystem (absolute paths, resolved inside the sandbox). */
 import { SandfortError } from "./errors.js";
 import { camel, type Json } from "./resource.js";
 import type { Sandbox } from "./sandboxes.js";
