@@ -9,13 +9,15 @@
 
 from .audit import (Audit, AuditCheckpoint, AuditEvent, AuditEventPage, AuditPublicKey, AuditVerifyReport,
                     verify_chain)
-from .client import Client, Command, FileSystem, Process, Sandbox, SandboxPage, Session
+from .client import Client
+from .commands import Command
 from .errors import (APIConnectionError, APIError, AuthenticationError, ConfigurationError, ConflictError,
                      ImageNotAllowedError, InsufficientStorageError, InternalServerError, InvalidArgumentError,
                      NotFoundError,
                      PayloadTooLargeError,
                      PermissionDeniedError, QuotaExceededError, RateLimitedError, SandfortError,
                      SessionRestartedWarning, StreamError, UnavailableError, HostFullError)
+from .files import FileSystem
 from .git import Git
 from .guardrails import Limits, LimitsUsage, OrgLimits, OrgStop, StopAllReport
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, GitBranch,
@@ -23,7 +25,10 @@ from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult
                      Organization, PortInfo, PreviewLink, Resources, SandboxInfo, SessionInfo, Snapshot,
                      StreamEvent, UploadResult, Volume, WhoAmI)
 from ._transport import ExecStream, TokenProvider
+from .processes import Process
 from .pty import PtySession
+from .sandboxes import Sandbox, SandboxPage
+from .sessions import Session
 
 __version__ = "0.1.0"
 

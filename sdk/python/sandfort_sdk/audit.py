@@ -27,6 +27,7 @@ from typing import (TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List
                     Union)
 
 from . import _ed25519
+from ._resource import clean
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
@@ -383,10 +384,6 @@ def _time(value: TimeArg) -> Optional[str]:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def _clean(d: Mapping[str, Any]) -> Dict[str, Any]:
-    return {k: v for k, v in d.items() if v is not None}
-
-
 class Audit:
     """``client.audit``. Every call reads the caller's organization; the superadmin reads another
     with ``org=`` (its id or name). All but :meth:`public_key` need the admin role."""
@@ -397,8 +394,8 @@ class Audit:
 
     def _filters(self, since_seq: Optional[int], since: TimeArg, until: TimeArg, actor: Optional[str],
                  action: Optional[str], target: Optional[str], org: Optional[str]) -> Dict[str, Any]:
-        return _clean({"since_seq": since_seq, "since": _time(since), "until": _time(until), "actor": actor,
-                       "action": action, "target": target, "org": org})
+        return clean({"since_seq": since_seq, "since": _time(since), "until": _time(until), "actor": actor,
+                      "action": action, "target": target, "org": org})
 
     def list_events(self, *, since_seq: Optional[int] = None, cursor: Optional[str] = None,
                     since: TimeArg = None, until: TimeArg = None, actor: Optional[str] = None,
@@ -408,7 +405,7 @@ class Audit:
         ``next_cursor``), with ``ts`` within [``since``, ``until``] and the exact ``actor``,
         ``action``, ``target`` given. ``limit`` 1-1000 (default 100)."""
         q = self._filters(since_seq, since, until, actor, action, target, org)
-        q.update(_clean({"cursor": cursor, "limit": limit}))
+        q.update(clean({"cursor": cursor, "limit": limit}))
         page = self._t.call("GET", "/v1/audit", query=q)
         return AuditEventPage(items=[AuditEvent.from_json(e) for e in page.get("items", [])],
                               next_cursor=page.get("next_cursor"))
@@ -438,7 +435,7 @@ class Audit:
                 return self.export_to(f, since_seq=since_seq, since=since, until=until, actor=actor,
                                       action=action, target=target, limit=limit, org=org)
         q = self._filters(since_seq, since, until, actor, action, target, org)
-        q.update(_clean({"format": "jsonl", "limit": limit}))
+        q.update(clean({"format": "jsonl", "limit": limit}))
         timeout = None if self._client.timeout is None else max(self._client.timeout, 600)
         count = 0
         while True:
@@ -465,8 +462,8 @@ class Audit:
                          org: Optional[str] = None) -> Iterator[AuditCheckpoint]:
         cursor: Optional[str] = None
         while True:
-            q = _clean({"after_seq": after_seq if cursor is None else None, "cursor": cursor, "limit": limit,
-                        "org": org})
+            q = clean({"after_seq": after_seq if cursor is None else None, "cursor": cursor, "limit": limit,
+                       "org": org})
             page = self._t.call("GET", "/v1/audit/checkpoints", query=q)
             yield from (AuditCheckpoint.from_json(c) for c in page.get("items", []))
             cursor = page.get("next_cursor")
@@ -483,7 +480,7 @@ class Audit:
         """Signs the chain's head now. ``created`` is False when the head had not moved since the
         latest checkpoint (that one is returned). ConflictError: no events yet, or the chain no
         longer extends the latest checkpoint (edited)."""
-        resp = self._t.open("POST", "/v1/audit/checkpoints", query=_clean({"org": org}))
+        resp = self._t.open("POST", "/v1/audit/checkpoints", query=clean({"org": org}))
         return AuditCheckpoint.from_json(resp.json(), created=resp.status == 201)
 
     def public_key(self) -> AuditPublicKey:
@@ -494,7 +491,7 @@ class Audit:
     def verify(self, *, org: Optional[str] = None) -> AuditVerifyReport:
         """The daemon's own check of its chain, with its own key: a convenience for admins, not
         evidence for an auditor who doubts the host (use :meth:`verify_remote` for that)."""
-        return AuditVerifyReport.from_json(self._t.call("GET", "/v1/audit/verify", query=_clean({"org": org}),
+        return AuditVerifyReport.from_json(self._t.call("GET", "/v1/audit/verify", query=clean({"org": org}),
                                                         timeout=None))
 
     def verify_remote(self, public_key_pem: Union[str, bytes], *, org: Optional[str] = None,

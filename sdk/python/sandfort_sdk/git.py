@@ -14,7 +14,7 @@ from ._transport import Transport, socket_timeout_for
 from .models import GitBranches, GitResult, GitStatus
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .client import Sandbox
+    from .sandboxes import Sandbox
 
 __all__ = ["Git", "Author"]
 

@@ -11,13 +11,13 @@ superadmin lifts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
-from urllib.parse import quote
+from typing import Any, Callable, Dict, List, Optional
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
+from ._resource import seg
+from ._transport import Transport
+from .models import WhoAmI
 
-__all__ = ["Limits", "LimitsUsage", "OrgStop", "OrgLimits", "StopAllReport", "LIMIT_FIELDS"]
+__all__ = ["Limits", "LimitsUsage", "OrgStop", "OrgLimits", "StopAllReport", "LIMIT_FIELDS", "GuardrailsMixin"]
 
 # The fields PUT /v1/orgs/{org}/limits takes.
 LIMIT_FIELDS = ("max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images", "max_volumes", "max_snapshots")
@@ -123,28 +123,30 @@ class StopAllReport:
                    failed={str(k): str(v) for k, v in (d.get("failed") or {}).items()}, raw=d)
 
 
-class Guardrails:
-    """The calls behind ``Client.org_limits``, ``set_org_limits``, ``stop_all`` and ``lift_stop_all``."""
+class GuardrailsMixin:
+    """The guardrail calls of :class:`~sandfort_sdk.Client`."""
 
-    def __init__(self, client: "Client") -> None:
-        self._client = client
-        self._t = client._t
+    _t: Transport
+    timeout: Optional[float]
+    whoami: Callable[[], WhoAmI]  # the Client's, to find the caller's own organization
 
-    def _path(self, org: Optional[str], leaf: str) -> str:
+    def _org_path(self, org: Optional[str], leaf: str) -> str:
         # The route takes an id or a name; None is the caller's own organization.
         if org is None:
-            who = self._client.whoami()
+            who = self.whoami()
             org = who.org_id or who.org
-        return f"/v1/orgs/{quote(str(org), safe='')}/{leaf}"
+        return f"/v1/orgs/{seg(org)}/{leaf}"
 
-    def limits(self, org: Optional[str] = None) -> OrgLimits:
-        return OrgLimits.from_json(self._t.call("GET", self._path(org, "limits")))
+    def org_limits(self, org: Optional[str] = None) -> OrgLimits:
+        """The organization's limits, their use and its kill switch (admin; ``org``: an id or a
+        name, None for your own; another organization: superadmin only)."""
+        return OrgLimits.from_json(self._t.call("GET", self._org_path(org, "limits")))
 
-    def set_limits(self, org: str, *, max_sandboxes: Union[int, None, _Unset] = UNSET,
-                   max_cpus: Union[float, None, _Unset] = UNSET, max_memory_mb: Union[int, None, _Unset] = UNSET,
-                   allowed_images: Union[Sequence[str], None, _Unset] = UNSET,
-                   max_volumes: Union[int, None, _Unset] = UNSET, max_snapshots: Union[int, None, _Unset] = UNSET,
-                   **extra: Any) -> OrgLimits:
+    def set_org_limits(self, org: str, *, max_sandboxes: Any = UNSET, max_cpus: Any = UNSET,
+                       max_memory_mb: Any = UNSET, allowed_images: Any = UNSET, max_volumes: Any = UNSET,
+                       max_snapshots: Any = UNSET, **extra: Any) -> OrgLimits:
+        """Superadmin: sets an organization's limits. Only the fields given change; ``None`` resets
+        a field to the daemon's configured default. Returns the limits as ``org_limits`` does."""
         if not org:
             raise ValueError("set_org_limits needs the organization (an id or a name)")
         given = {"max_sandboxes": max_sandboxes, "max_cpus": max_cpus, "max_memory_mb": max_memory_mb,
@@ -155,12 +157,16 @@ class Guardrails:
         elif isinstance(body.get("allowed_images"), str):
             raise TypeError("allowed_images is a list of patterns, not one string")
         body.update(extra)
-        return OrgLimits.from_json(self._t.call("PUT", self._path(org, "limits"), json_body=body))
+        return OrgLimits.from_json(self._t.call("PUT", self._org_path(org, "limits"), json_body=body))
 
     def stop_all(self, org: Optional[str] = None) -> StopAllReport:
+        """The kill switch: stops every started sandbox of the organization at once and refuses
+        new and restarted ones (``ConflictError``) until :meth:`lift_stop_all`."""
         # Stopping every started sandbox can take a while (each gets its stop grace).
-        timeout = max(self._client.timeout or 60, 300)
-        return StopAllReport.from_json(self._t.call("POST", self._path(org, "stop-all"), timeout=timeout))
+        timeout = max(self.timeout or 60, 300)
+        return StopAllReport.from_json(self._t.call("POST", self._org_path(org, "stop-all"), timeout=timeout))
 
     def lift_stop_all(self, org: Optional[str] = None) -> None:
-        self._t.call("DELETE", self._path(org, "stop-all"))
+        """Lifts the kill switch (one the superadmin threw: superadmin only, else
+        ``PermissionDeniedError``). Stopped sandboxes stay stopped until started."""
+        self._t.call("DELETE", self._org_path(org, "stop-all"))

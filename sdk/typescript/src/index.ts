@@ -1,5 +1,12 @@
-export { SandfortClient, Sandbox, Commands, CommandHandle, Sessions, Session, Files, Git } from "./client.js";
-export type { ClientOptions, SessionRunOptions, WriteData } from "./client.js";
+export { SandfortClient } from "./client.js";
+export type { ClientOptions } from "./config.js";
+export { Sandbox } from "./sandboxes.js";
+export { Commands, CommandHandle } from "./commands.js";
+export { Sessions, Session } from "./sessions.js";
+export type { SessionRunOptions } from "./sessions.js";
+export { Files } from "./files.js";
+export type { WriteData } from "./files.js";
+export { Git } from "./git.js";
 export type { TokenProvider } from "./http.js";
 export { SandfortError } from "./errors.js";
 export type { ErrorCode } from "./errors.js";
