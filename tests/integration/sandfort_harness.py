@@ -289,8 +289,12 @@ class Daemon:
         self.state_dir = tempfile.mkdtemp(prefix="sf-", dir="/tmp")
         if prepare_state_dir is not None:
             prepare_state_dir(self.state_dir)
-        with open(os.path.join(self.state_dir, OWNER_FILE), "w") as f:
+        # Written whole, then renamed: another test process's sweep_leftovers() that saw an empty
+        # owner file would take this directory for abandoned and kill the daemon starting on it.
+        owner = os.path.join(self.state_dir, OWNER_FILE)
+        with open(owner + ".new", "w") as f:
             f.write(process_identity(os.getpid()))
+        os.rename(owner + ".new", owner)
         self.port = free_port()
         self.preview_port = free_port()
         self.config_path = os.path.join(self.state_dir, "sandfort.json")

@@ -13,6 +13,7 @@
 
 #include "agent_client.hpp"
 #include "support.hpp"
+#include "support/prerequisite.hpp"
 
 using namespace sandfort;
 using namespace sandfort::agent::test;
@@ -177,20 +178,14 @@ TEST_CASE("archives: a tree survives GET then PUT through the agent", "[fs][tar]
   }
 
   SECTION("the agent's archive is one GNU tar reads") {
-    if (!have_tool("tar")) {
-      WARN("tar is not installed: skipped");
-      return;
-    }
+    if (!have_tool("tar")) return testing::missing_prerequisite("tar is not installed");
     stdfs::create_directories(dir / "by-gnu");
     REQUIRE(run("tar -xpf " + dir / "tree.tar" + " -C " + dir / "by-gnu") == 0);
     CHECK(describe_tree(dir / "by-gnu") == expected);
   }
 
   SECTION("GNU tar's formats are extracted the same") {
-    if (!have_tool("tar")) {
-      WARN("tar is not installed: skipped");
-      return;
-    }
+    if (!have_tool("tar")) return testing::missing_prerequisite("tar is not installed");
     for (std::string format : {"gnu", "posix", "oldgnu"}) {
       INFO("format " << format);
       std::string archive = dir / ("gnu-" + format + ".tar");
@@ -202,10 +197,7 @@ TEST_CASE("archives: a tree survives GET then PUT through the agent", "[fs][tar]
   }
 
   SECTION("Python's tarfile formats are extracted the same") {
-    if (!have_tool("python3")) {
-      WARN("python3 is not installed: skipped");
-      return;
-    }
+    if (!have_tool("python3")) return testing::missing_prerequisite("python3 is not installed");
     for (std::string format : {"PAX_FORMAT", "GNU_FORMAT"}) {
       INFO("format " << format);
       std::string archive = dir / ("py-" + format + ".tar");

@@ -24,6 +24,7 @@
 #include "sandfort/wsclient/client.hpp"
 #include "agent_process.hpp"
 #include "support.hpp"
+#include "support/prerequisite.hpp"
 
 extern char** environ;
 
@@ -390,10 +391,7 @@ TEST_CASE_METHOD(agent_fixture, "malformed control messages are answered and the
 }
 
 TEST_CASE_METHOD(agent_fixture, "full-screen programs see a terminal") {
-  if (!on_path("top")) {
-    WARN("top is not installed: skipped");
-    return;
-  }
+  if (!on_path("top")) return sandfort::testing::missing_prerequisite("top is not installed (Debian: procps)");
   terminal_client term(agent.socket());
   REQUIRE(term.open("/pty?cols=100&rows=30&command=top").ok());
   CHECK(term.expect("\x1b["));  // escape sequences: it drives the screen

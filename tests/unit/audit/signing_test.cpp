@@ -10,6 +10,7 @@
 
 #include "sandfort/audit/signing.hpp"
 #include "support.hpp"
+#include "support/prerequisite.hpp"
 
 using namespace sandfort;
 using namespace sandfort::testing;
@@ -81,7 +82,7 @@ TEST_CASE("load_or_create refuses a key file others can read, or that is not our
     REQUIRE_FALSE(r);
     CHECK_THAT(r.err().message, Catch::Contains("owned by uid 65534"));
   } else {
-    WARN("not root: the test of a key file owned by another user is skipped");
+    missing_prerequisite("not root: the test of a key file owned by another user");
   }
 
   const auto junk = dir.file("junk.key");

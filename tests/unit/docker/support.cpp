@@ -8,6 +8,8 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
+#include "support/prerequisite.hpp"
+
 namespace sandfort::docker::test {
 
 std::string unique_token() {
@@ -20,7 +22,7 @@ std::string unique_token() {
 
 bool docker_tests_enabled() {
   if (const char* skip = std::getenv("SANDFORT_SKIP_DOCKER_TESTS"); skip && std::string(skip) == "1") {
-    WARN("SANDFORT_SKIP_DOCKER_TESTS=1: skipping a test that needs the Docker engine");
+    testing::missing_prerequisite("SANDFORT_SKIP_DOCKER_TESTS=1: a test that needs the Docker engine");
     return false;
   }
   unix_engine engine(unix_engine_options{.socket_path = "/var/run/docker.sock",

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "sandfort/firewall/host_firewall.hpp"
+#include "support/prerequisite.hpp"
 
 using namespace sandfort;
 using namespace sandfort::firewall;
@@ -98,10 +99,7 @@ void check_v4_installed(const std::vector<std::string>& s, const std::string& br
 }  // namespace
 
 TEST_CASE("install, install again and remove on the real iptables") {
-  if (::geteuid() != 0) {
-    WARN("not root: skipped the test against the real iptables (CI runs it as root)");
-    return;
-  }
+  if (::geteuid() != 0) return testing::missing_prerequisite("not root: the real iptables cannot be changed");
   process_runner runner;
   const std::string bridge = "sftest" + std::to_string(::getpid() % 10000);
   purge(runner, bridge);
@@ -126,7 +124,7 @@ TEST_CASE("install, install again and remove on the real iptables") {
     CHECK(count(*after6, "-A " + input_chain(bridge) + " -j DROP") == 1);
     CHECK(count(*after6, "-A " + forward_chain(bridge) + " -j DROP") == 1);
   } else {
-    WARN("ip6tables cannot list here: the IPv6 half was not checked");
+    testing::missing_prerequisite("ip6tables cannot list here: the IPv6 half");
   }
 
   // Again, by the same object and by a new one: still one jump each, and the new one knows
