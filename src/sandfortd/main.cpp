@@ -528,7 +528,7 @@ int main(int argc, char** argv) {
   bool routes_json = false;
   auto* routes_cmd = app.add_subcommand(
       "routes", "print the API's route registry (method, pattern, permission, kind) and exit; starts nothing");
-  routes_cmd->add_flag("--json", routes_json, "as a JSON array (the tests and documents read this)");
+  routes_cmd->add_flag("--json", routes_json, "as a JSON array (what the tests read)");
   daemon::backup_options backup_opts;
   auto* backup_cmd = app.add_subcommand(
       "backup",
