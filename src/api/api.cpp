@@ -9,7 +9,44 @@
 
 namespace sandfort::api {
 
+namespace asio = boost::asio;
+
+std::string to_string(route_kind k) {
+  switch (k) {
+    case route_kind::buffered: return "buffered";
+    case route_kind::streamed: return "streamed";
+    case route_kind::forwarded: return "forwarded";
+  }
+  return "?";
+}
+
+std::vector<api_route> route_registry() {
+  std::vector<api_route> all;
+  for (auto table : {health_routes, identity_routes, sandbox_routes, stream_routes, audit_routes, guardrail_routes,
+                     volume_routes, snapshot_routes, pool_routes, metrics_routes})
+    for (auto& r : table()) all.push_back(std::move(r));
+  return all;
+}
+
 namespace {
+
+const char* permission_name(auth::permission p) {
+  switch (p) {
+    case auth::permission::read: return "read";
+    case auth::permission::use_sandboxes: return "use_sandboxes";
+    case auth::permission::manage_org: return "manage_org";
+    case auth::permission::superadmin: return "superadmin";
+  }
+  return "?";
+}
+
+// The least role that holds a permission, as docs/api.md's role table names it.
+std::string least_role(std::optional<auth::permission> p) {
+  if (!p) return "none";
+  for (auto r : {auth::role::viewer, auth::role::member, auth::role::admin})
+    if (auth::allows(r, false, *p)) return auth::to_string(r);
+  return "superadmin";
+}
 
 // Every authenticated request takes a token from its principal's bucket and from its
 // organization's, whatever it asks for (a key hammering routes it may not use is load all the same).
@@ -35,17 +72,33 @@ std::optional<error> over_rate_limit(dependencies& deps, const auth::principal& 
 
 }  // namespace
 
-boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, std::string bearer,
-                                                         auth::permission needs, std::string request_id,
-                                                         std::string remote) {
+nlohmann::json describe_routes() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : route_registry())
+    out.push_back({{"method", std::string(http::bhttp::to_string(r.method))},
+                   {"pattern", r.pattern},
+                   {"permission", r.needs ? nlohmann::json(permission_name(*r.needs)) : nlohmann::json(nullptr)},
+                   {"role", least_role(r.needs)},
+                   {"kind", to_string(r.kind)}});
+  return out;
+}
+
+result<void> permits(const api_route& r, const auth::principal& who) {
+  if (!r.needs || auth::allows(who.granted, who.superadmin, *r.needs)) return {};
+  return make_error(errc::permission_denied, "role " + auth::to_string(who.granted) + " may not do this");
+}
+
+asio::awaitable<result<auth::principal>> guard(dependencies& deps, const api_route& r, std::string bearer,
+                                               std::string request_id, std::string remote) {
+  if (!r.needs) co_return auth::principal{};
   auto who = co_await deps.authn.authenticate(std::move(bearer), std::move(request_id));
   if (!who) {
     if (who.err().code == errc::unauthenticated) deps.auth_failures.note(remote, who.err().message);
     co_return who;
   }
   if (auto refused = over_rate_limit(deps, *who, remote)) co_return std::move(*refused);
-  if (!auth::allows(who->granted, who->superadmin, needs))
-    co_return make_error(errc::permission_denied, "role " + auth::to_string(who->granted) + " may not do this");
+  if (auto allowed = permits(r, *who); !allowed) co_return std::move(allowed).err();
+  if (auto room = admit_on_state_disk(deps, r.method, r.pattern); !room) co_return std::move(room).err();
   co_return who;
 }
 
@@ -64,46 +117,101 @@ audit::actor actor_of(const auth::principal& p, const std::string& request_id, c
 
 namespace {
 
-std::string header(const http::request& req, http::bhttp::field f) {
-  auto it = req.find(f);
-  return it == req.end() ? std::string() : std::string(it->value());
+std::string field(const http::bhttp::fields& h, http::bhttp::field f) {
+  auto it = h.find(f);
+  return it == h.end() ? std::string() : std::string(it->value());
 }
 
-// Authentication, then the role check, then the route.
-http::handler guard(std::shared_ptr<dependencies> deps, api_route r) {
-  return [deps, r = std::move(r)](http::context& ctx) -> boost::asio::awaitable<http::response> {
+// A buffered route behind the guard.
+http::handler buffered(std::shared_ptr<dependencies> deps, api_route r) {
+  return [deps, r = std::move(r)](http::context& ctx) -> asio::awaitable<http::response> {
     ctx.attributes["route"] = r.pattern;  // the request metrics' label
-    if (!r.needs) {
-      // Named, not a temporary: GCC 12 mishandles temporaries inside co_await expressions.
-      const auth::principal anonymous;
-      co_return co_await r.fn(ctx, anonymous);
-    }
-    auto who = co_await authorize(*deps, header(ctx.req, http::bhttp::field::authorization), *r.needs, ctx.request_id,
-                                    ctx.remote);
-    if (who) {
-      if (auto room = admit_on_state_disk(*deps, r.method, r.pattern); !room) who = std::move(room).err();
-    }
+    auto who = co_await guard(*deps, r, field(ctx.req, http::bhttp::field::authorization), ctx.request_id, ctx.remote);
     if (!who) {
       auto res = http::error_response(who.err(), ctx.request_id);
       if (who.err().code == errc::unauthenticated) res.set(http::bhttp::field::www_authenticate, "Bearer");
       co_return res;
     }
-    ctx.attributes["org"] = who->org_id;
-    // As the audit chain names them: a key by its id, an identity provider's user as sub@issuer.
-    ctx.attributes["principal"] = actor_of(*who, ctx.request_id, ctx.remote).name;
-    co_return co_await r.fn(ctx, *who);
+    if (r.needs) {
+      ctx.attributes["org"] = who->org_id;
+      // As the audit chain names them: a key by its id, an identity provider's user as sub@issuer.
+      ctx.attributes["principal"] = actor_of(*who, ctx.request_id, ctx.remote).name;
+    }
+    co_return co_await r.answer(*deps, ctx, *who);
+  };
+}
+
+// Browsers cannot set headers on a WebSocket: they offer `bearer.<token>` as a subprotocol
+// or put it in ?access_token=. Returns the Authorization value and the subprotocol to echo.
+std::pair<std::string, std::string> credentials(const http::exchange& ex) {
+  const auto& h = ex.parser.get();
+  if (auto auth = field(h, http::bhttp::field::authorization); !auth.empty()) return {auth, ""};
+  std::string offered = field(h, http::bhttp::field::sec_websocket_protocol);
+  for (std::size_t start = 0; start < offered.size();) {
+    auto comma = offered.find(',', start);
+    std::string one = offered.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    one.erase(0, one.find_first_not_of(' '));
+    one.erase(one.find_last_not_of(' ') + 1);
+    if (one.rfind("bearer.", 0) == 0) return {"Bearer " + one.substr(7), one};
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (auto it = ex.query.find("access_token"); it != ex.query.end()) return {"Bearer " + it->second, ""};
+  return {"", ""};
+}
+
+void log_exchange(const http::exchange& ex, const std::string& org, unsigned status_hint,
+                  std::chrono::steady_clock::time_point started) {
+  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  spdlog::info("{} {} stream {:.1f}ms org={} id={}{}", std::string(ex.parser.get().method_string()), ex.path, ms, org,
+               ex.request_id, status_hint ? " status=" + std::to_string(status_hint) : "");
+}
+
+// A streamed or forwarded route behind the guard, timed and counted under its pattern
+// (observe_request). Its handler writes the answer itself and notes the status it gave.
+http::stream_handler streamed(std::shared_ptr<dependencies> deps, api_route r) {
+  return [deps, r = std::move(r)](http::exchange& ex) -> asio::awaitable<bool> {
+    struct done {  // also when the handler throws
+      const api_route& r;
+      unsigned status = 0;
+      std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+      ~done() {
+        observe_request(r.pattern, r.method, status,
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      }
+    } on_end{r};
+    auto [bearer, subprotocol] = credentials(ex);
+    auto who = co_await guard(*deps, r, bearer, ex.request_id, ex.remote);
+    if (!who) {
+      on_end.status = static_cast<unsigned>(http_status(who.err().code));
+      log_exchange(ex, "", on_end.status, on_end.started);
+      co_return co_await http::respond_error(ex, who.err());
+    }
+    stream_call call{*who, subprotocol, on_end.status};
+    bool keep = false;
+    try {
+      keep = co_await r.stream(*deps, ex, call);
+    } catch (const std::exception& e) {
+      // The server closes the connection; the reason is said here, where the route is known.
+      spdlog::error("{} {} stream failed: {} (route {}, org={} id={})", std::string(ex.parser.get().method_string()),
+                    ex.path, e.what(), r.pattern, who->org_id, ex.request_id);
+      throw;
+    }
+    log_exchange(ex, who->org_id, 0, on_end.started);
+    co_return keep;
   };
 }
 
 }  // namespace
 
 http::handler make_handler(dependencies d) {
+  register_metrics();
   auto deps = std::make_shared<dependencies>(d);
   auto routes = std::make_shared<http::router>();
-  for (auto make : {health_routes, identity_routes, sandbox_routes, audit_routes, guardrail_routes, volume_routes, snapshot_routes, pool_routes, metrics_routes})
-    for (auto& r : make(*deps)) routes->add(http::route{r.method, r.pattern, guard(deps, r)});
+  for (auto& r : route_registry())
+    if (r.kind == route_kind::buffered) routes->add(http::route{r.method, r.pattern, buffered(deps, std::move(r))});
 
-  return [routes](http::context& ctx) -> boost::asio::awaitable<http::response> {
+  return [routes](http::context& ctx) -> asio::awaitable<http::response> {
     auto started = std::chrono::steady_clock::now();
     auto res = co_await routes->dispatch(ctx);
     auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
@@ -115,6 +223,14 @@ http::handler make_handler(dependencies d) {
                     ms / 1000);
     co_return res;
   };
+}
+
+http::stream_selector make_stream_selector(dependencies d) {
+  auto deps = std::make_shared<dependencies>(d);
+  std::vector<http::stream_route> routes;
+  for (auto& r : route_registry())
+    if (r.kind != route_kind::buffered) routes.push_back({r.method, r.pattern, streamed(deps, std::move(r))});
+  return http::make_stream_selector(std::move(routes));
 }
 
 }  // namespace sandfort::api

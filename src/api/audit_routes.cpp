@@ -19,18 +19,11 @@ constexpr std::int64_t export_default = 1000, export_max = 100000;
 // An export is built in memory from pages: at most export_max events and about this many bytes.
 constexpr std::size_t export_max_bytes = std::size_t{64} << 20;
 
-// The organization whose chain a request reads: the caller's own, or, for the superadmin only,
-// the one `?org=` names (id or name). Naming another organization is otherwise not_found, like
-// any other organization's resource.
+// The organization whose chain a request reads: the one `?org=` names (resolve_target_org). A
+// deleted organization's chain may still be read by the superadmin: the record outlives it.
 result<std::string> chain_org(dependencies& deps, const http::context& ctx, const auth::principal& p) {
   auto it = ctx.query.find("org");
-  if (it == ctx.query.end() || it->second.empty() || it->second == p.org_id || it->second == p.org_name)
-    return p.org_id;
-  if (!p.superadmin) return make_error(errc::not_found, "organization " + it->second + " not found");
-  auto o = deps.db.get_org(it->second);
-  if (!o) o = deps.db.find_org_by_name(it->second);
-  if (!o) return std::move(o).err();
-  return o->id;
+  return resolve_target_org(deps, p, it == ctx.query.end() ? std::string() : it->second, deleted_orgs::allowed);
 }
 
 bool digits(std::string_view s) {
@@ -279,8 +272,8 @@ awaitable<result<http::response>> checkpoint_now(dependencies& deps, const http:
 
 // Runs one of the functions above and turns its error into the API's error response.
 template <typename F>
-authed_handler answer(dependencies& deps, F f) {
-  return [&deps, f](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+buffered_handler answer(F f) {
+  return [f](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
     auto res = co_await f(deps, ctx, p);
     if (!res) co_return http::error_response(res.err(), ctx.request_id);
     co_return std::move(*res);
@@ -289,16 +282,16 @@ authed_handler answer(dependencies& deps, F f) {
 
 }  // namespace
 
-std::vector<api_route> audit_routes(dependencies& deps) {
+std::vector<api_route> audit_routes() {
   using auth::permission;
   return {
-      {http::verb::get, "/v1/audit", permission::manage_org, answer(deps, list_events)},
-      {http::verb::get, "/v1/audit/verify", permission::manage_org, answer(deps, verify)},
-      {http::verb::get, "/v1/audit/checkpoints", permission::manage_org, answer(deps, list_checkpoints)},
-      {http::verb::post, "/v1/audit/checkpoints", permission::manage_org, answer(deps, checkpoint_now)},
+      {http::verb::get, "/v1/audit", permission::manage_org, answer(list_events)},
+      {http::verb::get, "/v1/audit/verify", permission::manage_org, answer(verify)},
+      {http::verb::get, "/v1/audit/checkpoints", permission::manage_org, answer(list_checkpoints)},
+      {http::verb::post, "/v1/audit/checkpoints", permission::manage_org, answer(checkpoint_now)},
       // Public information: any role may fetch it to pin it.
       {http::verb::get, "/v1/audit/public-key", permission::read,
-       answer(deps, [](dependencies& d, const http::context&, const auth::principal&) -> awaitable<result<http::response>> {
+       answer([](dependencies& d, const http::context&, const auth::principal&) -> awaitable<result<http::response>> {
          co_return http::json_response(200, {{"key_id", d.audit_key.key_id()},
                                           {"algorithm", "Ed25519"},
                                           {"public_key_pem", d.audit_key.public_key_pem()}});

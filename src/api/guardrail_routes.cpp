@@ -33,18 +33,11 @@ json limits_json(const sandbox::org_guardrails_view& v) {
                                       : json(nullptr)}};
 }
 
-// {org} by id or name: the caller's own organization, or any one for the superadmin; another
-// organization is not_found, like any other organization's resource.
+// The organization `{org}` names (resolve_target_org); a deleted one has no limits or sandboxes
+// left to act on, so it is not_found like one that never was.
 result<std::string> org_in_path(dependencies& deps, const http::context& ctx, const auth::principal& p) {
   auto it = ctx.params.find("org");
-  const std::string named = it == ctx.params.end() ? std::string() : it->second;
-  if (named == p.org_id || named == p.org_name) return p.org_id;
-  if (!p.superadmin) return make_error(errc::not_found, "organization " + named + " not found");
-  auto o = deps.db.get_org(named);
-  if (!o) o = deps.db.find_org_by_name(named);
-  if (!o) return std::move(o).err();
-  if (o->state == "deleted") return make_error(errc::not_found, "organization " + named + " not found");
-  return o->id;
+  return resolve_target_org(deps, p, it == ctx.params.end() ? std::string() : it->second, deleted_orgs::refused);
 }
 
 // A field that is absent stays as it is; null resets it to the configured default.
@@ -84,11 +77,11 @@ result<sandbox::limits_update> parse_limits(const http::request& req) {
 
 }  // namespace
 
-std::vector<api_route> guardrail_routes(dependencies& deps) {
+std::vector<api_route> guardrail_routes() {
   using auth::permission;
   return {
       {http::verb::get, "/v1/orgs/{org}/limits", permission::manage_org,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto org = org_in_path(deps, ctx, p);
          if (!org) co_return http::error_response(org.err(), ctx.request_id);
          auto v = deps.sandboxes.guardrails(*org);
@@ -97,7 +90,7 @@ std::vector<api_route> guardrail_routes(dependencies& deps) {
        }},
       // The operator sets what an organization may take; its own admin reads it.
       {http::verb::put, "/v1/orgs/{org}/limits", permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto org = org_in_path(deps, ctx, p);
          if (!org) co_return http::error_response(org.err(), ctx.request_id);
          auto u = parse_limits(ctx.req);
@@ -107,7 +100,7 @@ std::vector<api_route> guardrail_routes(dependencies& deps) {
          co_return http::json_response(200, limits_json(*v));
        }},
       {http::verb::post, "/v1/orgs/{org}/stop-all", permission::manage_org,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto org = org_in_path(deps, ctx, p);
          if (!org) co_return http::error_response(org.err(), ctx.request_id);
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
@@ -116,7 +109,7 @@ std::vector<api_route> guardrail_routes(dependencies& deps) {
          co_return http::json_response(200, {{"org_id", *org}, {"stopped", report->stopped}, {"failed", report->failed}});
        }},
       {http::verb::delete_, "/v1/orgs/{org}/stop-all", permission::manage_org,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto org = org_in_path(deps, ctx, p);
          if (!org) co_return http::error_response(org.err(), ctx.request_id);
          if (auto r = deps.sandboxes.lift_stop(*org, p.superadmin, actor_of(p, ctx.request_id, ctx.remote)); !r)

@@ -19,25 +19,25 @@ http::response document(std::string_view body, const char* content_type) {
 
 }  // namespace
 
-std::vector<api_route> health_routes(dependencies& deps) {
+std::vector<api_route> health_routes() {
   return {
       {http::verb::get, "/healthz", std::nullopt,
-       [](http::context&, const auth::principal&) -> boost::asio::awaitable<http::response> {
+       [](dependencies&, http::context&, const auth::principal&) -> boost::asio::awaitable<http::response> {
          co_return http::json_response(200, {{"status", "ok"}, {"version", sandfort::version}});
        }},
       {http::verb::get, "/readyz", std::nullopt,
-       [&deps](http::context& ctx, const auth::principal&) -> boost::asio::awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal&) -> boost::asio::awaitable<http::response> {
          auto r = co_await deps.sandboxes.ready();
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(200, {{"status", "ready"}});
        }},
       // docs/openapi.yaml of the commit this daemon was built from.
       {http::verb::get, "/v1/openapi.json", std::nullopt,
-       [](http::context&, const auth::principal&) -> boost::asio::awaitable<http::response> {
+       [](dependencies&, http::context&, const auth::principal&) -> boost::asio::awaitable<http::response> {
          co_return document(openapi_json(), "application/json");
        }},
       {http::verb::get, "/v1/openapi.yaml", std::nullopt,
-       [](http::context&, const auth::principal&) -> boost::asio::awaitable<http::response> {
+       [](dependencies&, http::context&, const auth::principal&) -> boost::asio::awaitable<http::response> {
          co_return document(openapi_yaml(), "application/yaml");
        }},
   };

@@ -91,11 +91,11 @@ result<store::org> create_org(dependencies& deps, const audit::actor& who, const
 
 }  // namespace
 
-std::vector<api_route> identity_routes(dependencies& deps) {
+std::vector<api_route> identity_routes() {
   using auth::permission;
   return {
       {http::verb::get, "/v1/whoami", permission::read,
-       [](http::context&, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies&, http::context&, const auth::principal& p) -> awaitable<http::response> {
          json j = {{"org", p.org_name},
                    {"org_id", p.org_id},
                    {"principal", p.id},
@@ -107,7 +107,7 @@ std::vector<api_route> identity_routes(dependencies& deps) {
          co_return http::json_response(200, j);
        }},
       {http::verb::post, "/v1/orgs", permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto body = parse_object(ctx.req);
          if (!body) co_return http::error_response(body.err(), ctx.request_id);
          std::string name;
@@ -120,7 +120,7 @@ std::vector<api_route> identity_routes(dependencies& deps) {
          co_return http::json_response(201, org_json(*o));
        }},
       {http::verb::get, "/v1/orgs", permission::read,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          json items = json::array();
          if (p.superadmin) {
            auto all = deps.db.list_orgs();
@@ -134,7 +134,7 @@ std::vector<api_route> identity_routes(dependencies& deps) {
          co_return http::json_response(200, {{"items", items}, {"next_cursor", nullptr}});
        }},
       {http::verb::post, "/v1/orgs/{org}/api-keys", permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto o = deps.db.get_org(ctx.params["org"]);
          if (!o) o = deps.db.find_org_by_name(ctx.params["org"]);
          if (o && o->state != "active")
@@ -143,32 +143,32 @@ std::vector<api_route> identity_routes(dependencies& deps) {
          co_return create_key(deps, ctx, p, o->id);
        }},
       {http::verb::post, "/v1/orgs/{org}/disable", permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
          auto o = co_await disable_org(deps, p, who, ctx.params["org"]);
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
          co_return http::json_response(200, org_json(*o));
        }},
       {http::verb::post, "/v1/orgs/{org}/enable", permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
          auto o = co_await enable_org(deps, p, who, ctx.params["org"]);
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
          co_return http::json_response(200, org_json(*o));
        }},
       {http::verb::delete_, "/v1/orgs/{org}", permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
          auto r = co_await delete_org(deps, p, who, ctx.params["org"]);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);
        }},
       {http::verb::post, "/v1/api-keys", permission::manage_org,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          co_return create_key(deps, ctx, p, p.org_id);
        }},
       {http::verb::get, "/v1/api-keys", permission::manage_org,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto keys = deps.db.list_api_keys(p.org_id);
          if (!keys) co_return http::error_response(keys.err(), ctx.request_id);
          json items = json::array();
@@ -176,7 +176,7 @@ std::vector<api_route> identity_routes(dependencies& deps) {
          co_return http::json_response(200, {{"items", items}, {"next_cursor", nullptr}});
        }},
       {http::verb::delete_, "/v1/api-keys/{id}", permission::manage_org,
-       [&deps](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          const std::string key_id = ctx.params["id"];
          auto r = deps.journal.record_change(
              {p.org_id}, actor_of(p, ctx.request_id, ctx.remote),

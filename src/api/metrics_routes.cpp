@@ -55,12 +55,15 @@ void observe_request(const std::string& route, http::verb method, unsigned statu
   metrics::http_request_duration().observe({route, m}, seconds);
 }
 
-std::vector<api_route> metrics_routes(dependencies& deps) {
+void register_metrics() {
   metrics::register_catalog();  // every family listed from the first scrape on
   metrics::build_info().set({sandfort::version}, 1);
+}
+
+std::vector<api_route> metrics_routes() {
   return {
       {http::verb::get, "/metrics", auth::permission::superadmin,
-       [&deps](http::context& ctx, const auth::principal&) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal&) -> awaitable<http::response> {
          metrics::update_process_metrics(metrics::default_registry(), metrics::read_process_stats());
          update_sandbox_states(deps.db);
          update_pools(deps.sandboxes);

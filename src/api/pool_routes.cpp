@@ -6,10 +6,10 @@ namespace sandfort::api {
 using nlohmann::json;
 using boost::asio::awaitable;
 
-std::vector<api_route> pool_routes(dependencies& deps) {
+std::vector<api_route> pool_routes() {
   return {
       {http::verb::get, "/v1/pool", auth::permission::superadmin,
-       [&deps](http::context&, const auth::principal&) -> awaitable<http::response> {
+       [](dependencies& deps, http::context&, const auth::principal&) -> awaitable<http::response> {
          json pools = json::array();
          for (const auto& p : deps.sandboxes.pools())
            pools.push_back({{"image", p.image},

@@ -1,8 +1,11 @@
 #pragma once
-// Private to the api module: the shape of an authenticated route and the route tables.
+// Private to the api module: the route registry. Every route the API serves is one entry —
+// method, pattern, the permission it needs, how it is answered, its handler — and one guard
+// (api.cpp) applies the entry's permission at dispatch; no handler checks a role itself.
 
 #include <boost/asio/awaitable.hpp>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "sandfort/api/api.hpp"
@@ -10,24 +13,87 @@
 
 namespace sandfort::api {
 
-using authed_handler = std::function<boost::asio::awaitable<http::response>(http::context&, const auth::principal&)>;
+// How a route is answered.
+enum class route_kind {
+  buffered,   // the body is read whole (up to max_body_bytes), the handler returns the response
+  streamed,   // the handler owns the connection and writes its answer itself (exec, code-run)
+  forwarded,  // relayed to the sandbox's agent: bodies in pieces, WebSockets spliced
+};
+std::string to_string(route_kind k);
 
-struct api_route {
-  http::verb method;
-  std::string pattern;
-  std::optional<auth::permission> needs;  // nullopt: no authentication at all
-  authed_handler fn;
+// What a streamed or forwarded handler is given beside the exchange.
+struct stream_call {
+  const auth::principal& who;
+  const std::string& subprotocol;  // a browser's `bearer.<token>` WebSocket subprotocol, to echo
+  unsigned& status;                // what it answered, for the request metrics; 0: the agent's, relayed unread
+  void answered(unsigned s) { status = s; }
+  void answered(const error& e) { status = static_cast<unsigned>(http_status(e.code)); }
 };
 
-std::vector<api_route> health_routes(dependencies& deps);
-std::vector<api_route> identity_routes(dependencies& deps);
-std::vector<api_route> sandbox_routes(dependencies& deps);
-std::vector<api_route> audit_routes(dependencies& deps);
-std::vector<api_route> guardrail_routes(dependencies& deps);
-std::vector<api_route> volume_routes(dependencies& deps);
-std::vector<api_route> snapshot_routes(dependencies& deps);
-std::vector<api_route> pool_routes(dependencies& deps);
-std::vector<api_route> metrics_routes(dependencies& deps);
+using buffered_handler =
+    std::function<boost::asio::awaitable<http::response>(dependencies&, http::context&, const auth::principal&)>;
+using streamed_handler = std::function<boost::asio::awaitable<bool>(dependencies&, http::exchange&, stream_call&)>;
+
+struct api_route {
+  // A buffered route; `needs` nullopt: no authentication at all.
+  api_route(http::verb m, std::string p, std::optional<auth::permission> n, buffered_handler h)
+      : method(m), pattern(std::move(p)), needs(n), kind(route_kind::buffered), answer(std::move(h)) {}
+  // A streamed or forwarded route: always authenticated.
+  api_route(http::verb m, std::string p, auth::permission n, route_kind k, streamed_handler h)
+      : method(m), pattern(std::move(p)), needs(n), kind(k), stream(std::move(h)) {}
+
+  http::verb method;
+  std::string pattern;
+  std::optional<auth::permission> needs;
+  route_kind kind;
+  buffered_handler answer;  // kind buffered
+  streamed_handler stream;  // kind streamed or forwarded
+};
+
+// Every route, in the order they are matched. Needs no dependencies: handlers are given them
+// when called, so the registry can be listed (`sandfortd routes`) and tested without a daemon.
+std::vector<api_route> route_registry();
+
+std::vector<api_route> health_routes();
+std::vector<api_route> identity_routes();
+std::vector<api_route> sandbox_routes();
+std::vector<api_route> stream_routes();
+std::vector<api_route> audit_routes();
+std::vector<api_route> guardrail_routes();
+std::vector<api_route> volume_routes();
+std::vector<api_route> snapshot_routes();
+std::vector<api_route> pool_routes();
+std::vector<api_route> metrics_routes();
+
+// The guard's permission step: whether `who` may call `r` (permission_denied if not).
+result<void> permits(const api_route& r, const auth::principal& who);
+
+// The one guard, in front of every route of every kind: authentication (a 401 is counted for
+// the audit chain's auth.failures records, by client address), the rate limit, the route's
+// permission, then the state disk (admit_on_state_disk). A route that needs no authentication
+// passes with an empty principal.
+boost::asio::awaitable<result<auth::principal>> guard(dependencies& deps, const api_route& r, std::string bearer,
+                                                     std::string request_id, std::string remote);
+
+// The organization a request names (by id or name, `named`): the caller's own when it names
+// none or its own; any other one for the superadmin only. Another organization is not_found to
+// everyone else, like any other organization's resource. Whether a deleted organization may be
+// named is each use's to say: its audit chain outlives it (reading it is the superadmin's
+// right), its limits and sandboxes do not.
+enum class deleted_orgs { refused, allowed };
+struct named_org {
+  std::string id;
+  bool deleted = false;
+};
+using org_lookup = std::function<result<named_org>(const std::string& id_or_name)>;
+result<std::string> resolve_target_org(const org_lookup& find, const auth::principal& p, const std::string& named,
+                                       deleted_orgs deleted);
+// The same over the store.
+result<std::string> resolve_target_org(dependencies& deps, const auth::principal& p, const std::string& named,
+                                       deleted_orgs deleted);
+
+// Every metric family registered, so that all are listed from the first scrape on (metrics_routes.cpp).
+void register_metrics();
 
 // Request metrics (metrics_routes.cpp): sandfort_http_requests_total and
 // sandfort_http_request_duration_seconds, labelled by route pattern (never the path: ids would
@@ -42,10 +108,5 @@ audit::actor actor_of(const auth::principal& p, const std::string& request_id, c
 // runs while the store's reserve lasts; every other request that acts (a terminal too, though it
 // is a GET) is refused with insufficient_storage before it starts, so none is left half made.
 result<void> admit_on_state_disk(dependencies& deps, http::verb method, std::string_view route);
-
-// A refusal (401) is counted for the audit chain's auth.failures records, by client address.
-boost::asio::awaitable<result<auth::principal>> authorize(dependencies& deps, std::string bearer,
-                                                         auth::permission needs, std::string request_id,
-                                                         std::string remote);
 
 }  // namespace sandfort::api

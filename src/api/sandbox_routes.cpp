@@ -83,24 +83,24 @@ http::response reply(const result<T>& r, const http::context& ctx, unsigned stat
 // POST /v1/sandboxes/{id}/stop|start|pause|resume: one state change, answered with the sandbox.
 using state_change = sandbox::task<sandbox::sandbox_view> (sandbox::service::*)(const std::string&, const std::string&,
                                                                                 const audit::actor&);
-api_route state_route(sandbox::service& svc, const char* path, state_change change) {
+api_route state_route(const char* path, state_change change) {
   return {http::verb::post, path, auth::permission::use_sandboxes,
-          [&svc, change](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+          [change](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
             auto id = ctx.params["id"];
             const auto who = actor_of(p, ctx.request_id, ctx.remote);
-            auto r = co_await (svc.*change)(p.org_id, id, who);
+            auto r = co_await (deps.sandboxes.*change)(p.org_id, id, who);
             co_return reply(r, ctx, 200, sandbox_json);
           }};
 }
 
 }  // namespace
 
-std::vector<api_route> sandbox_routes(dependencies& deps) {
+std::vector<api_route> sandbox_routes() {
   using auth::permission;
-  auto& svc = deps.sandboxes;
   return {
       {http::verb::post, "/v1/sandboxes", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto req = parse_create(ctx.req.body());
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
@@ -108,7 +108,8 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          co_return reply(r, ctx, 201, sandbox_json);
        }},
       {http::verb::get, "/v1/sandboxes", permission::read,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto req = parse_list(ctx);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto r = co_await svc.list(p.org_id, *req);
@@ -120,7 +121,8 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          });
        }},
       {http::verb::get, "/v1/sandboxes/{id}", permission::read,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto timeout = query_int(ctx, "timeout_s");
          if (!timeout) co_return http::error_response(timeout.err(), ctx.request_id);
          std::int64_t wait_s = std::min<std::int64_t>(timeout->value_or(60), 300);
@@ -130,7 +132,8 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          co_return reply(r, ctx, 200, sandbox_json);
        }},
       {http::verb::patch, "/v1/sandboxes/{id}", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto req = parse_update(ctx.req.body());
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto id = ctx.params["id"];
@@ -141,7 +144,8 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
       // A preview token reaches the sandbox's app with every method and WebSockets: a notebook or
       // dev server there runs code for whoever holds it. So it is a member's (docs/api.md, Roles).
       {http::verb::get, "/v1/sandboxes/{id}/preview/{port}", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto id = ctx.params["id"];
          int port = 0;
          const std::string& text = ctx.params["port"];
@@ -155,7 +159,8 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          });
        }},
       {http::verb::get, "/v1/sandboxes/{id}/metrics", permission::read,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto id = ctx.params["id"];
          auto r = co_await svc.metrics(p.org_id, id);
          co_return reply(r, ctx, 200, [](const sandbox::sandbox_metrics& m) {
@@ -171,7 +176,8 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
          });
        }},
       {http::verb::get, "/v1/sandboxes/{id}/ports", permission::read,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto id = ctx.params["id"];
          auto r = co_await svc.network().ports(p.org_id, id);
          co_return reply(r, ctx, 200, [](const std::vector<sandbox::listening_port>& ports) {
@@ -188,12 +194,13 @@ std::vector<api_route> sandbox_routes(dependencies& deps) {
            return json{{"items", items}};
          });
        }},
-      state_route(svc, "/v1/sandboxes/{id}/stop", &sandbox::service::stop),
-      state_route(svc, "/v1/sandboxes/{id}/start", &sandbox::service::start),
-      state_route(svc, "/v1/sandboxes/{id}/pause", &sandbox::service::pause),
-      state_route(svc, "/v1/sandboxes/{id}/resume", &sandbox::service::resume),
+      state_route("/v1/sandboxes/{id}/stop", &sandbox::service::stop),
+      state_route("/v1/sandboxes/{id}/start", &sandbox::service::start),
+      state_route("/v1/sandboxes/{id}/pause", &sandbox::service::pause),
+      state_route("/v1/sandboxes/{id}/resume", &sandbox::service::resume),
       {http::verb::delete_, "/v1/sandboxes/{id}", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto id = ctx.params["id"];
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
          auto r = co_await svc.remove(p.org_id, id, who);

@@ -33,12 +33,12 @@ result<sandbox::volume_create_request> parse_volume_create(const http::request& 
 
 }  // namespace
 
-std::vector<api_route> volume_routes(dependencies& deps) {
+std::vector<api_route> volume_routes() {
   using auth::permission;
-  auto& svc = deps.sandboxes;
   return {
       {http::verb::post, "/v1/volumes", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto req = parse_volume_create(ctx.req);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
@@ -47,7 +47,8 @@ std::vector<api_route> volume_routes(dependencies& deps) {
          co_return http::json_response(201, volume_json(*r));
        }},
       {http::verb::get, "/v1/volumes", permission::read,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto req = parse_name_page(ctx);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          auto r = svc.volumes().list(p.org_id, *req);
@@ -58,13 +59,15 @@ std::vector<api_route> volume_routes(dependencies& deps) {
              200, json{{"items", items}, {"next_cursor", r->next_cursor.empty() ? json(nullptr) : json(r->next_cursor)}});
        }},
       {http::verb::get, "/v1/volumes/{name}", permission::read,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto r = svc.volumes().get(p.org_id, ctx.params["name"]);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(200, volume_json(*r));
        }},
       {http::verb::delete_, "/v1/volumes/{name}", permission::use_sandboxes,
-       [&svc](http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto& svc = deps.sandboxes;
          auto name = ctx.params["name"];
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
          auto r = co_await svc.volumes().remove(p.org_id, name, who);

@@ -492,6 +492,21 @@ int serve(const config_flags& f) {
   return exit_code;
 }
 
+// `sandfortd routes`: the registry the API serves, read from the code and nothing else (no
+// configuration, no database, no Docker).
+int print_routes(bool as_json) {
+  const auto routes = api::describe_routes();
+  if (as_json) {
+    std::cout << routes.dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& r : routes)
+    std::cout << fmt::format("{:<7} {:<45} {:<10} {}\n", r["method"].get<std::string>(),
+                             r["pattern"].get<std::string>(), r["role"].get<std::string>(),
+                             r["kind"].get<std::string>());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -510,6 +525,10 @@ int main(int argc, char** argv) {
   auto* verify_cmd = daemon::add_audit_verify_command(app, verify_opts);
   auto* version_cmd = app.add_subcommand("version", "print the version");
   app.set_version_flag("--version", std::string("sandfortd ") + sandfort::version);
+  bool routes_json = false;
+  auto* routes_cmd = app.add_subcommand(
+      "routes", "print the API's route registry (method, pattern, permission, kind) and exit; starts nothing");
+  routes_cmd->add_flag("--json", routes_json, "as a JSON array (what the tests read)");
   daemon::backup_options backup_opts;
   auto* backup_cmd = app.add_subcommand(
       "backup",
@@ -533,6 +552,7 @@ int main(int argc, char** argv) {
       std::cout << "sandfortd " << sandfort::version << "\n";
       return 0;
     }
+    if (*routes_cmd) return print_routes(routes_json);
     if (*bootstrap_cmd) return admin_bootstrap(flags);
     if (*backup_cmd) return daemon::run_backup(load_or_exit(flags), backup_opts, std::cout, std::cerr);
     if (*restore_cmd) return daemon::run_restore(load_or_exit(flags), restore_opts, std::cout, std::cerr);

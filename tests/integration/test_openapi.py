@@ -1,12 +1,10 @@
 """docs/openapi.yaml against the daemon: the same routes, a sound document, and real answers that
 its schemas accept.
 
-1. The route tables are read out of src/api/*.cpp (the `{verb::X, "/path", permission, …}` entries
-   of the api_route tables, route factories such as state_route(), the streamed routes and the
-   agent paths forwarded below /v1/sandboxes/{id}) and compared with the document's paths and
-   methods, and with each operation's `x-sandfort-role`. Every `verb::` in those files must be
-   understood by the parser (a route entry, a factory, an agent path, or a comparison), so a route
-   added in any form the parser does not know fails here instead of going unnoticed.
+1. The daemon's route registry, as `sandfortd routes --json` prints it (method, pattern,
+   permission, kind of every route it serves), is compared with the document's paths and methods,
+   and with each operation's `x-sandfort-role`. The registry is the code's own list: a route added
+   in any form is in it, so none goes unnoticed.
 2. The document itself: OpenAPI 3.1, every $ref resolves, every operation answers something, every
    error response is the shared Error component, every schema is a valid 2020-12 schema.
 3. Real answers from a real daemon with real Docker validate against the document's schemas, with
@@ -15,138 +13,42 @@ its schemas accept.
    document is called at least once."""
 
 import datetime
+import functools
 import json
 import os
 import re
 import socket
+import subprocess
 import tarfile
+import tempfile
 import io
 
 import pytest
 import yaml
 from jsonschema import Draft202012Validator, FormatChecker
 
-from sandfort_harness import read_sse
+from sandfort_harness import SANDFORTD, read_sse
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = os.path.join(REPO, "docs", "openapi.yaml")
-API_SRC = os.path.join(REPO, "src", "api")
 GIT_OPS_SRC = os.path.join(REPO, "src", "agent", "git", "request.cpp")
 ERRORS_SRC = os.path.join(REPO, "src", "core", "error.cpp")
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
-VERBS = {"get": "GET", "post": "POST", "put": "PUT", "patch": "PATCH", "delete_": "DELETE", "head": "HEAD",
-         "options": "OPTIONS"}
-ROLES = {"read": "viewer", "use_sandboxes": "member", "manage_org": "admin", "superadmin": "superadmin"}
+KINDS = ("buffered", "streamed", "forwarded")
+ROLE_OF = {None: "none", "read": "viewer", "use_sandboxes": "member", "manage_org": "admin",
+           "superadmin": "superadmin"}
 
 
 # ------------------------------------------------------------------------------------------------
-# The daemon's route tables, read from its source
+# The daemon's route registry, as it prints it
 
-def strip_comments(src):
-    """C++ source with // and /* */ comments blanked (newlines kept, so line numbers hold), string
-    and character literals left alone."""
-    out, i, n = [], 0, len(src)
-    while i < n:
-        c = src[i]
-        if c in "\"'":
-            j = i + 1
-            while j < n and src[j] != c:
-                j += 2 if src[j] == "\\" else 1
-            out.append(src[i:j + 1])
-            i = j + 1
-        elif src.startswith("//", i):
-            j = src.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-        elif src.startswith("/*", i):
-            j = src.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", src[i:j]))
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def line_of(text, pos):
-    return text.count("\n", 0, pos) + 1
-
-
-VERB = r"(?:http::)?verb::(\w+)"
-PERM = r"(?:auth::)?permission::(\w+)"
-# {verb::X, "/path", permission::P | std::nullopt | authed(permission::P, …)
-ENTRY = re.compile(r"\{\s*" + VERB + r"\s*,\s*\"(/[^\"]*)\"\s*,\s*(?:std::nullopt|" + PERM + r"|authed\(\s*" + PERM +
-                   r")")
-# A factory's entry: {verb::X, <parameter>, permission::P — its calls name the paths.
-FACTORY_ENTRY = re.compile(r"\{\s*" + VERB + r"\s*,\s*([A-Za-z_]\w*)\s*,\s*" + PERM)
-# The forwarded agent paths: a {verb::X, "/suffix"} pair inside `… agent_paths[] = { … };`.
-AGENT_TABLE = re.compile(r"agent_paths\[\]\s*=\s*\{(.*?)\};", re.S)
-AGENT_ENTRY = re.compile(r"\{\s*" + VERB + r"\s*,\s*\"(/[^\"]*)\"\s*\}")
-AGENT_PREFIX = re.compile(r"std::string\(\"(/v1/[^\"]*)\"\)\s*\+\s*suffix")
-AGENT_ROLE = re.compile(r"auto needs = method == verb::get \? permission::read : permission::use_sandboxes;")
-COMPARISON = re.compile(r"[!=]=\s*$")
-
-
-def parse_route_tables():
-    """[(METHOD, path, role, "file:line")] for every route the API listener serves, and the list of
-    `verb::` occurrences the parser did not understand."""
-    routes, unknown = [], []
-    for fname in sorted(os.listdir(API_SRC)):
-        if not fname.endswith(".cpp"):
-            continue
-        text = strip_comments(open(os.path.join(API_SRC, fname)).read())
-        understood = set()  # positions of verb:: that were accounted for
-
-        def where(pos):
-            return f"{fname}:{line_of(text, pos)}"
-
-        for m in ENTRY.finditer(text):
-            perm = m.group(3) or m.group(4)
-            role = ROLES[perm] if perm else "none"
-            routes.append((VERBS[m.group(1)], m.group(2), role, where(m.start())))
-            understood.add(text.index("verb::", m.start()))
-
-        for m in FACTORY_ENTRY.finditer(text):
-            # The function this entry is returned from: `api_route NAME(… PARAM …) {`.
-            head = [f for f in re.finditer(r"\bapi_route\s+(\w+)\s*\(([^)]*)\)\s*\{", text[:m.start()])]
-            assert head, f"{where(m.start())}: a route entry with a computed path outside a route factory"
-            name, params = head[-1].group(1), head[-1].group(2)
-            param_names = [p.strip().split()[-1].lstrip("*&") for p in params.split(",")]
-            assert m.group(2) in param_names, f"{where(m.start())}: path {m.group(2)} is not a parameter of {name}"
-            index = param_names.index(m.group(2))
-            calls = 0
-            for call in re.finditer(r"\b" + name + r"\(([^()]*)\)", text):
-                args = [a.strip() for a in call.group(1).split(",")]
-                if len(args) != len(param_names) or not args[index].startswith('"'):
-                    continue  # the definition itself
-                routes.append((VERBS[m.group(1)], args[index].strip('"'), ROLES[m.group(3)], where(call.start())))
-                calls += 1
-            assert calls, f"{where(m.start())}: route factory {name} is never called with a path"
-            understood.add(text.index("verb::", m.start()))
-
-        for table in AGENT_TABLE.finditer(text):
-            prefix = AGENT_PREFIX.search(text)
-            assert prefix, f"{fname}: agent_paths without the `std::string(\"/v1/…\") + suffix` that prefixes them"
-            assert AGENT_ROLE.search(text), f"{fname}: the rule giving forwarded routes their role changed"
-            body_start = table.start(1)
-            for m in AGENT_ENTRY.finditer(table.group(1)):
-                method = VERBS[m.group(1)]
-                role = "viewer" if method == "GET" else "member"
-                routes.append((method, prefix.group(1) + m.group(2), role, where(body_start + m.start())))
-                understood.add(body_start + table.group(1).index("verb::", m.start()))
-
-        for m in re.finditer(r"verb::", text):
-            if m.start() in understood:
-                continue
-            before = text[max(0, m.start() - 40):m.start()]
-            before = re.sub(r"(?:http::)?$", "", before)
-            if COMPARISON.search(before):
-                continue  # method == http::verb::put: a test of a request's method, not a route
-            unknown.append(f"{where(m.start())}: {text[m.start() - 30:m.start() + 50]!r}")
-    return routes, unknown
+@functools.lru_cache(maxsize=None)
+def registry():
+    """[{method, pattern, permission, role, kind}] of every route the API listener serves, from
+    `sandfortd routes --json` (which reads the code's registry and starts nothing)."""
+    out = subprocess.run([SANDFORTD, "routes", "--json"], capture_output=True, text=True, timeout=30, check=True)
+    return json.loads(out.stdout)
 
 
 def git_ops():
@@ -163,21 +65,16 @@ def normalise(path):
 
 
 def served_routes():
-    """{(METHOD, normalised path): (role, where)} with /git/{op} spelled out per operation, as the
+    """{(METHOD, normalised path): (role, kind)} with /git/{op} spelled out per operation, as the
     document does (each operation has its own request schema)."""
-    routes, unknown = parse_route_tables()
-    assert not unknown, "verb:: uses the route-table parser does not understand (teach it the new form):\n" + \
-        "\n".join(unknown)
     out = {}
-    for method, path, role, where in routes:
+    for r in registry():
+        path = r["pattern"]
         paths = [path.replace("{op}", op) for op in git_ops()] if path.endswith("/git/{op}") else [path]
         for p in paths:
-            key = (method, normalise(p))
-            # exec and code-run are in two tables (whole, and streamed when Accept asks for events)
-            if key in out:
-                assert out[key][0] == role, f"{method} {p}: role {out[key][0]} in {out[key][1]}, {role} in {where}"
-                continue
-            out[key] = (role, where)
+            key = (r["method"], normalise(p))
+            assert key not in out, f"{r['method']} {p} twice in the registry"
+            out[key] = (r["role"], r["kind"])
     return out
 
 
@@ -194,28 +91,37 @@ def operations(doc):
                 yield path, method, item[method]
 
 
-def test_the_route_parser_finds_every_family():
-    routes, unknown = parse_route_tables()
-    assert not unknown, unknown
-    files = {where.split(":")[0] for *_, where in routes}
-    table_files = {f for f in os.listdir(API_SRC) if f.endswith("_routes.cpp")}
-    assert table_files <= files, f"route files without a route the parser found: {table_files - files}"
+def test_the_registry_lists_every_family():
     served = served_routes()
     assert len(served) >= 70, len(served)
     for must in [("GET", "/healthz"), ("GET", "/v1/sandboxes/{}/pty"), ("POST", "/v1/sandboxes/{}/git/status"),
                  ("PUT", "/v1/sandboxes/{}/files"), ("POST", "/v1/sandboxes/{}/stop"), ("GET", "/v1/pool"),
                  ("DELETE", "/v1/orgs/{}/stop-all"), ("POST", "/v1/sandboxes/{}/process/code-run")]:
         assert must in served, must
+    assert {kind for _, kind in served.values()} == set(KINDS)
+    assert served[("GET", "/v1/sandboxes/{}/pty")] == ("member", "forwarded")
+    assert served[("POST", "/v1/sandboxes/{}/process/exec")] == ("member", "streamed")
+    assert served[("GET", "/v1/sandboxes/{}")] == ("viewer", "buffered")
 
 
-def test_the_parser_notices_a_new_route():
-    """The parser's own check: a table entry in the usual form is found, an unknown form is not
-    silently dropped."""
-    sample = 'std::vector<api_route> x() { return {{http::verb::post, "/v1/new", permission::read, h}}; }'
-    assert ENTRY.search(strip_comments(sample))
-    odd = strip_comments('routes.add(make(http::verb::get, "/v1/odd"));')
-    assert ENTRY.search(odd) is None and re.search(r"verb::", odd)  # would be reported as not understood
-    assert strip_comments('// {http::verb::get, "/v1/commented", permission::read}').strip() == ""
+def test_the_registry_is_printed_without_starting_anything():
+    """`sandfortd routes --json` needs no configuration, database or Docker: run with none (an
+    empty HOME and working directory), it prints the registry and leaves nothing behind."""
+    with tempfile.TemporaryDirectory() as empty:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": empty}
+        out = subprocess.run([SANDFORTD, "routes", "--json"], capture_output=True, text=True, timeout=30, cwd=empty,
+                             env=env)
+        assert out.returncode == 0, out.stderr
+        assert os.listdir(empty) == []
+    routes = json.loads(out.stdout)
+    assert routes == registry()
+    for r in routes:
+        assert set(r) == {"method", "pattern", "permission", "role", "kind"}, r
+        assert r["method"] in {m.upper() for m in METHODS} and r["pattern"].startswith("/"), r
+        assert r["kind"] in KINDS and ROLE_OF[r["permission"]] == r["role"], r
+        assert r["permission"] is not None or r["kind"] == "buffered", f"{r}: whatever streams is authenticated"
+    text = subprocess.run([SANDFORTD, "routes"], capture_output=True, text=True, timeout=30, check=True).stdout
+    assert len(text.splitlines()) == len(routes) and "/v1/sandboxes/{id}/pty" in text
 
 
 def test_every_route_is_in_the_document_and_nothing_else(doc):
@@ -227,14 +133,13 @@ def test_every_route_is_in_the_document_and_nothing_else(doc):
     extra = sorted(set(documented) - set(served))
     msg = []
     if missing:
-        msg.append("served but not in docs/openapi.yaml:\n  " +
-                   "\n  ".join(f"{m} {p}  ({served[(m, p)][1]})" for m, p in missing))
+        msg.append("served but not in docs/openapi.yaml:\n  " + "\n  ".join(f"{m} {p}" for m, p in missing))
     if extra:
         msg.append("in docs/openapi.yaml but not served:\n  " + "\n  ".join(f"{m} {p}" for m, p in extra))
     assert not msg, "\n".join(msg)
     wrong_role = [f"{m} {documented[(m, p)][0]}: document says {documented[(m, p)][1].get('x-sandfort-role')}, "
-                  f"code says {role} ({where})"
-                  for (m, p), (role, where) in sorted(served.items())
+                  f"the registry says {role}"
+                  for (m, p), (role, _) in sorted(served.items())
                   if documented[(m, p)][1].get("x-sandfort-role") != role]
     assert not wrong_role, "\n".join(wrong_role)
     no_auth = {k for k, (role, _) in served.items() if role == "none"}

@@ -1,5 +1,7 @@
 """Walks the role table of docs/api.md ("Roles, route by route") route by route, with a key of
 each role, against the real daemon: the table is the contract and this test keeps the code to it.
+The table is first compared with the daemon's route registry (`sandfortd routes --json`): the same
+routes, each with the role the registry declares for it.
 
 A role below the route's is refused with 403 even on a real sandbox (the check comes first and
 nothing happens). A role at or above it passes the check: it is sent to an id that does not
@@ -10,6 +12,8 @@ import os
 import re
 
 import pytest
+
+import test_openapi
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "api.md")
 RANK = {"none": 0, "viewer": 1, "member": 2, "admin": 3, "superadmin": 4}
@@ -38,6 +42,19 @@ def test_the_table_lists_every_route_family():
     paths = {p for _, p, _ in ROWS}
     for must in ("/v1/sandboxes/{id}/pty", "/v1/sandboxes/{id}/files", "/v1/orgs/{org}", "/v1/api-keys/{id}"):
         assert must in paths
+
+
+def test_the_table_is_the_registry():
+    served = test_openapi.served_routes()
+    table = {(m, test_openapi.normalise(p)): (role, p) for m, p, role in ROWS}
+    assert len(table) == len(ROWS), "a route twice in the table"
+    missing = sorted(set(served) - set(table))
+    extra = sorted(set(table) - set(served))
+    assert not missing, "served but not in docs/api.md's role table:\n  " + "\n  ".join(f"{m} {p}" for m, p in missing)
+    assert not extra, "in docs/api.md's role table but not served:\n  " + "\n  ".join(f"{m} {p}" for m, p in extra)
+    wrong = [f"{m} {table[(m, p)][1]}: the table says {table[(m, p)][0]}, the registry {role}"
+             for (m, p), (role, _) in sorted(served.items()) if table[(m, p)][0] != role]
+    assert not wrong, "\n".join(wrong)
 
 
 def fill(path, values):

@@ -1,6 +1,6 @@
-"""docs/security.md's surface inventory against the code: every route the daemon serves (read out of
-src/api by test_openapi's parser), every listener in the configuration and every reference the
-inventory promises must be listed there, and every attacker's test it names must exist.
+"""docs/security.md's surface inventory against the code: every route the daemon serves (its route
+registry, as `sandfortd routes --json` prints it), every listener in the configuration and every
+reference the inventory promises must be listed there, and every attacker's test it names must exist.
 
 A route added without a line in the inventory fails here, so the question "whose is this
 reference, how big can this buffer get, how many of these connections can one source hold" is

@@ -1,6 +1,7 @@
 #pragma once
-// The REST API: a route table per resource; each handler parses, calls a service, serializes.
-// Authentication and role checks happen once, in front of every route that needs them.
+// The REST API: one route registry (method, pattern, permission, kind, handler), its tables kept
+// per resource; each handler parses, calls a service, serializes. Authentication and the role
+// check happen once, at dispatch, from the permission each route declares.
 
 #include "sandfort/api/background_reader.hpp"
 #include "sandfort/api/rate_limiter.hpp"
@@ -37,5 +38,9 @@ struct dependencies {
 http::handler make_handler(dependencies deps);
 // The routes that stream (server-sent events, file bodies, WebSockets, agent forwarding).
 http::stream_selector make_stream_selector(dependencies deps);
+// The registry as data, for `sandfortd routes --json` and the tests that compare it with the
+// documents: [{method, pattern, permission (null: no authentication), role (the least that holds
+// it, "none" without authentication), kind (buffered, streamed, forwarded)}], in matching order.
+nlohmann::json describe_routes();
 
 }  // namespace sandfort::api
