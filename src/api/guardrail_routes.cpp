@@ -40,8 +40,8 @@ result<std::string> org_in_path(dependencies& deps, const http::context& ctx, co
   const std::string named = it == ctx.params.end() ? std::string() : it->second;
   if (named == p.org_id || named == p.org_name) return p.org_id;
   if (!p.superadmin) return make_error(errc::not_found, "organization " + named + " not found");
-  auto o = deps.db.get_org(named);
-  if (!o) o = deps.db.find_org_by_name(named);
+  auto o = store::org_store(deps.db).get_org(named);
+  if (!o) o = store::org_store(deps.db).find_org_by_name(named);
   if (!o) return std::move(o).err();
   if (o->state == "deleted") return make_error(errc::not_found, "organization " + named + " not found");
   return o->id;
