@@ -26,6 +26,7 @@
 #include "sandfort/core/config.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/service.hpp"
+#include "sandfort/store/org_store.hpp"
 
 namespace sandfort::sandbox::test {
 
