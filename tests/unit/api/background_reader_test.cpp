@@ -11,6 +11,7 @@
 
 #include "../store/temp_dir.hpp"
 #include "sandfort/api/background_reader.hpp"
+#include "sandfort/store/org_store.hpp"
 
 using namespace sandfort;
 namespace asio = boost::asio;
