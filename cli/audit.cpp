@@ -21,7 +21,7 @@
 #include "commands.hpp"
 #include "failure.hpp"
 #include "sandfort/audit/chain.hpp"
-#include "sandfort/audit/checkpointer.hpp"
+#include "sandfort/audit/checkpoint_file.hpp"
 #include "sandfort/audit/verifier.hpp"
 
 namespace sandfort::cli {
@@ -34,7 +34,7 @@ constexpr int exit_intact = 0, exit_broken = 1, exit_unverifiable = 2;
 constexpr std::int64_t no_cursor = std::numeric_limits<std::int64_t>::min();
 
 using query_params = std::vector<std::pair<std::string, std::string>>;
-using checkpoints = std::vector<store::audit_checkpoint>;
+using checkpoints = std::vector<audit::checkpoint_record>;
 
 // path?key=value&… without the empty values.
 std::string with_query(std::string path, const query_params& params) {
@@ -192,7 +192,7 @@ checkpoints server_checkpoints(api_client& client, const std::string& org) {
 // Adds the file's checkpoints of org that the server did not send, as sandfortd audit-verify
 // adds the export's to the database's: one the server lost or deleted still binds the chain.
 std::size_t add_file_checkpoints(checkpoints& all, const checkpoints& from_file, const std::string& org) {
-  const auto same = [](const store::audit_checkpoint& a, const store::audit_checkpoint& b) {
+  const auto same = [](const audit::checkpoint_record& a, const audit::checkpoint_record& b) {
     return a.org_id == b.org_id && a.seq == b.seq && a.head_hash == b.head_hash && a.ts == b.ts &&
            a.key_id == b.key_id && a.signature == b.signature;
   };
@@ -211,9 +211,9 @@ std::size_t add_file_checkpoints(checkpoints& all, const checkpoints& from_file,
 // The stored event an export line stands for: the inverse of event_json (src/api/audit_routes.cpp).
 // Sealed details are stored in canonical form, which the API shows as an object; details the
 // daemon could not parse (an edited row) it shows as the stored text itself, a string.
-store::audit_event event_from_json(const json& j) {
+audit::event_record event_from_json(const json& j) {
   if (!j.is_object()) throw failure("the server's export holds a line that is not an event");
-  store::audit_event e;
+  audit::event_record e;
   for (auto [key, field] : {std::pair{"org_id", &e.org_id}, std::pair{"ts", &e.ts}, std::pair{"actor", &e.actor},
                             std::pair{"action", &e.action}, std::pair{"target", &e.target},
                             std::pair{"outcome", &e.outcome}, std::pair{"request_id", &e.request_id},

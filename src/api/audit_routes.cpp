@@ -90,7 +90,7 @@ result<store::audit_filter> parse_filter(const http::context& ctx) {
   return f;
 }
 
-json event_json(const store::audit_event& e) {
+json event_json(const audit::event_record& e) {
   auto details = json::parse(e.details, nullptr, /*allow_exceptions=*/false);
   return {{"org_id", e.org_id},
           {"seq", e.seq},
@@ -133,7 +133,7 @@ result<http::response> export_jsonl(store::database& db, const std::string& org,
   bool more = false;
   while (remaining > 0) {
     f.limit = std::min(page, remaining) + 1;  // one beyond: is there more?
-    auto events = db.list_audit_events(org, f);
+    auto events = store::audit_store(db).list_audit_events(org, f);
     if (!events) return std::move(events).err();
     more = events->size() == f.limit;
     if (more) events->pop_back();
@@ -172,7 +172,7 @@ awaitable<result<http::response>> list_events(dependencies& deps, const http::co
   }
 
   f->limit = static_cast<std::size_t>(*limit) + 1;
-  auto events = deps.db.list_audit_events(*org, *f);
+  auto events = store::audit_store(deps.db).list_audit_events(*org, *f);
   if (!events) co_return std::move(events).err();
   const bool more = events->size() == f->limit;
   if (more) events->pop_back();
@@ -183,10 +183,10 @@ awaitable<result<http::response>> list_events(dependencies& deps, const http::co
 }
 
 // Every checkpoint of org, in pages (a year of 5-minute checkpoints is about 105,000).
-result<std::vector<store::audit_checkpoint>> all_checkpoints(store::database& db, const std::string& org) {
-  std::vector<store::audit_checkpoint> out;
+result<std::vector<audit::checkpoint_record>> all_checkpoints(store::database& db, const std::string& org) {
+  std::vector<audit::checkpoint_record> out;
   for (std::int64_t after = std::numeric_limits<std::int64_t>::min();;) {
-    auto page = db.list_audit_checkpoints(org, after, 10000);
+    auto page = store::audit_store(db).list_audit_checkpoints(org, after, 10000);
     if (!page) return std::move(page).err();
     if (page->empty()) return out;
     after = page->back().seq;
@@ -202,8 +202,8 @@ result<json> verify_chain(store::database& db, const std::string& public_key_pem
   if (!checkpoints) return std::move(checkpoints).err();
   audit::chain_verifier verifier(org, *checkpoints);
   // From the lowest seq there is, so that a row with an impossible seq is seen too.
-  auto scanned = db.scan_audit_events(org, std::numeric_limits<std::int64_t>::min(),
-                                      [&](const store::audit_event& e) { return verifier.feed(e); });
+  auto scanned = store::audit_store(db).scan_audit_events(
+      org, std::numeric_limits<std::int64_t>::min(), [&](const audit::event_record& e) { return verifier.feed(e); });
   if (!scanned) return std::move(scanned).err();
   const auto r = verifier.finish(*checkpoints, *pk);
   json j = {{"ok", r.ok},
@@ -240,7 +240,8 @@ awaitable<result<http::response>> list_checkpoints(dependencies& deps, const htt
   if (after && !*after) after = query_int(ctx, "after_seq");
   if (!after) co_return std::move(after).err();
   // Absent: from the very first, a checkpoint of the empty chain (seq 0) included.
-  auto page = deps.db.list_audit_checkpoints(*org, after->value_or(-1), static_cast<std::size_t>(*limit) + 1);
+  auto page = store::audit_store(deps.db).list_audit_checkpoints(*org, after->value_or(-1),
+                                                                 static_cast<std::size_t>(*limit) + 1);
   if (!page) co_return std::move(page).err();
   const bool more = page->size() > static_cast<std::size_t>(*limit);
   if (more) page->pop_back();
@@ -264,7 +265,7 @@ awaitable<result<http::response>> checkpoint_now(dependencies& deps, const http:
     if (!made) co_return std::move(made).err();
     if (*made) co_return http::json_response(201, audit::checkpoint_json(**made));
   }
-  auto latest = deps.db.latest_audit_checkpoint(*org);
+  auto latest = store::audit_store(deps.db).latest_audit_checkpoint(*org);
   if (!latest) co_return std::move(latest).err();
   if (!*latest) co_return make_error(errc::conflict, "the audit chain of " + *org + " has no events to sign yet");
   co_return http::json_response(200, audit::checkpoint_json(**latest));

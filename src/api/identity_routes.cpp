@@ -38,7 +38,7 @@ std::vector<std::string> chains_of(const auth::principal& p, const std::string& 
 // its per-key rate limits, and each is a credential to leak. Revoked and expired keys do not
 // count. Checked with no co_await before the insert, so parallel creates cannot overshoot it.
 result<void> admit_key(dependencies& deps, const std::string& org_id, const audit::actor& who) {
-  auto working = deps.db.count_working_api_keys(org_id, format_time(deps.clk.now()));
+  auto working = store::org_store(deps.db).count_working_api_keys(org_id, format_time(deps.clk.now()));
   if (!working) return std::move(working).err();
   return sandbox::admit_count(deps.journal, org_id, who,
                               {"api_keys", deps.cfg.guardrails.max_api_keys, *working,
@@ -80,7 +80,7 @@ result<store::org> create_org(dependencies& deps, const audit::actor& who, const
                               const std::string& name) {
   auto tx = deps.db.begin();
   if (!tx) return std::move(tx).err();
-  auto o = deps.db.create_org(name, false, format_time(deps.clk.now()));
+  auto o = store::org_store(deps.db).create_org(name, false, format_time(deps.clk.now()));
   if (!o) return o;
   audit::record r{"org.create", o->id, "ok", {{"name", name}}};
   for (const auto& chain : {o->id, actor_org})
@@ -123,11 +123,11 @@ std::vector<api_route> identity_routes() {
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          json items = json::array();
          if (p.superadmin) {
-           auto all = deps.db.list_orgs();
+           auto all = store::org_store(deps.db).list_orgs();
            if (!all) co_return http::error_response(all.err(), ctx.request_id);
            for (const auto& o : *all) items.push_back(org_json(o));
          } else {
-           auto own = deps.db.get_org(p.org_id);
+           auto own = store::org_store(deps.db).get_org(p.org_id);
            if (!own) co_return http::error_response(own.err(), ctx.request_id);
            items.push_back(org_json(*own));
          }
@@ -135,8 +135,8 @@ std::vector<api_route> identity_routes() {
        }},
       {http::verb::post, "/v1/orgs/{org}/api-keys", permission::superadmin,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto o = deps.db.get_org(ctx.params["org"]);
-         if (!o) o = deps.db.find_org_by_name(ctx.params["org"]);
+         auto o = store::org_store(deps.db).get_org(ctx.params["org"]);
+         if (!o) o = store::org_store(deps.db).find_org_by_name(ctx.params["org"]);
          if (o && o->state != "active")
            o = make_error(errc::conflict, "organization " + o->name + " is " + o->state);
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
@@ -169,7 +169,7 @@ std::vector<api_route> identity_routes() {
        }},
       {http::verb::get, "/v1/api-keys", permission::manage_org,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto keys = deps.db.list_api_keys(p.org_id);
+         auto keys = store::org_store(deps.db).list_api_keys(p.org_id);
          if (!keys) co_return http::error_response(keys.err(), ctx.request_id);
          json items = json::array();
          for (const auto& k : *keys) items.push_back(key_json(k));
@@ -180,7 +180,7 @@ std::vector<api_route> identity_routes() {
          const std::string key_id = ctx.params["id"];
          auto r = deps.journal.record_change(
              {p.org_id}, actor_of(p, ctx.request_id, ctx.remote),
-             [&] { return deps.db.revoke_api_key(p.org_id, key_id, format_time(deps.clk.now())); },
+             [&] { return store::org_store(deps.db).revoke_api_key(p.org_id, key_id, format_time(deps.clk.now())); },
              [&] { return audit::record{"api_key.revoke", key_id}; });
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);

@@ -21,7 +21,7 @@ constexpr const char* live_states[] = {"creating", "pulling", "started", "paused
 
 void update_sandbox_states(store::database& db) {
   auto& by_state = metrics::sandboxes_by_state();
-  auto counts = db.count_live_sandboxes_by_state();
+  auto counts = store::sandbox_store(db).count_live_sandboxes_by_state();
   by_state.clear();
   if (!counts) {
     // Left out of this scrape rather than failing it: the rest is still worth having.

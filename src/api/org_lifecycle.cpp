@@ -10,8 +10,8 @@ using asio::awaitable;
 namespace {
 
 result<store::org> find_org(dependencies& deps, const std::string& id_or_name) {
-  auto o = deps.db.get_org(id_or_name);
-  if (!o && o.err().code == errc::not_found) o = deps.db.find_org_by_name(id_or_name);
+  auto o = store::org_store(deps.db).get_org(id_or_name);
+  if (!o && o.err().code == errc::not_found) o = store::org_store(deps.db).find_org_by_name(id_or_name);
   if (o && o->state == "deleted") return make_error(errc::not_found, "organization " + id_or_name + " not found");
   if (o && o->superadmin) return make_error(errc::conflict, "the superadmin organization cannot be disabled or deleted");
   return o;
@@ -53,7 +53,8 @@ result<void> change_state(dependencies& deps, const auth::principal& by, const a
   std::vector<std::string> chains{o.id};
   if (by.org_id != o.id) chains.push_back(by.org_id);
   return deps.journal.record_change(
-      chains, who, [&] { return deps.db.set_org_state(o.id, state, from, format_time(deps.clk.now())); },
+      chains, who,
+      [&] { return store::org_store(deps.db).set_org_state(o.id, state, from, format_time(deps.clk.now())); },
       [&] { return r; });
 }
 
@@ -141,7 +142,7 @@ awaitable<result<store::org>> disable_org(dependencies& deps, const auth::princi
     stopped += *n;
   }
   spdlog::info("orgs: {} ({}) disabled; {} sandbox(es) stopped", o->name, o->id, stopped);
-  co_return deps.db.get_org(o->id);
+  co_return store::org_store(deps.db).get_org(o->id);
 }
 
 awaitable<result<store::org>> enable_org(dependencies& deps, const auth::principal& by, const audit::actor& who,
@@ -152,7 +153,7 @@ awaitable<result<store::org>> enable_org(dependencies& deps, const auth::princip
     if (auto r = change_state(deps, by, who, *o, "active", {"disabled"}, {"org.enable", o->id}); !r) co_return r.err();
     spdlog::info("orgs: {} ({}) enabled", o->name, o->id);
   }
-  co_return deps.db.get_org(o->id);
+  co_return store::org_store(deps.db).get_org(o->id);
 }
 
 awaitable<result<void>> delete_org(dependencies& deps, const auth::principal& by, const audit::actor& who,
@@ -164,8 +165,10 @@ awaitable<result<void>> delete_org(dependencies& deps, const auth::principal& by
       co_return r;
   // From here on nothing of it authenticates; what is left is cleaning up.
   auto revoked = deps.journal.record_change(
-      {o->id}, who, [&] { return deps.db.revoke_org_keys(o->id, format_time(deps.clk.now())); },
-      [&](int n) { return audit::record{"api_key.revoke_all", o->id, "ok", {{"revoked", n}}}; });
+      {o->id}, who, [&] { return store::org_store(deps.db).revoke_org_keys(o->id, format_time(deps.clk.now())); },
+      [&](int n) {
+        return audit::record{"api_key.revoke_all", o->id, "ok", {{"revoked", n}}};
+      });
   if (!revoked) co_return std::move(revoked).err();
   auto removed = co_await for_each_sandbox(deps, who, o->id, "", true, &remove_one);
   if (!removed) co_return std::move(removed).err();

@@ -23,7 +23,7 @@ result<std::string> canonical_details(std::string_view details) {
 
 namespace detail {
 
-result<canonical_forms> canonical_forms_of(const store::audit_event& e) {
+result<canonical_forms> canonical_forms_of(const audit::event_record& e) {
   auto parsed = parse_details(e.details);
   if (!parsed) return std::move(parsed).err();
   auto details = canonical_dump(*parsed);
@@ -59,25 +59,25 @@ result<canonical_forms> canonical_forms_of(const store::audit_event& e) {
 
 }  // namespace detail
 
-result<std::string> try_canonical_json(const store::audit_event& e) {
+result<std::string> try_canonical_json(const audit::event_record& e) {
   auto forms = detail::canonical_forms_of(e);
   if (!forms) return std::move(forms).err();
   return std::move(forms->event);
 }
 
-std::string canonical_json(const store::audit_event& e) {
+std::string canonical_json(const audit::event_record& e) {
   auto out = try_canonical_json(e);
   if (!out) throw std::invalid_argument("audit event has no canonical form: " + out.err().message);
   return std::move(out).value();
 }
 
-std::string chain_hash(std::string_view prev_hash, const store::audit_event& e) {
+std::string chain_hash(std::string_view prev_hash, const audit::event_record& e) {
   std::string input(prev_hash);
   input += canonical_json(e);
   return sha256_hex(input);
 }
 
-result<void> seal(store::audit_event& e, const store::audit_head& head) {
+result<void> seal(audit::event_record& e, const audit::chain_head& head) {
   if (e.org_id.empty()) return make_error(errc::invalid_argument, "audit event without an organization");
   if (head.seq < 0 || (head.seq == 0 && !head.hash.empty() && head.hash != genesis_hash()) ||
       (head.seq > 0 && head.hash.empty()))
@@ -85,7 +85,7 @@ result<void> seal(store::audit_event& e, const store::audit_head& head) {
   auto details = canonical_details(e.details.empty() ? std::string_view("{}") : std::string_view(e.details));
   if (!details) return std::move(details).err();
 
-  store::audit_event sealed = e;
+  audit::event_record sealed = e;
   for (std::string* field : {&sealed.org_id, &sealed.ts, &sealed.actor, &sealed.action, &sealed.target,
                              &sealed.outcome, &sealed.request_id, &sealed.source})
     if (!detail::valid_utf8(*field)) *field = detail::repair_utf8(*field);

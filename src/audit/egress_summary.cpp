@@ -37,12 +37,12 @@ result<std::string> egress_summary::chain_of(const std::string& org_id, std::map
   if (auto it = seen.find(org_id); it != seen.end()) return it->second;
   std::string chain;
   if (!org_id.empty()) {
-    auto o = db_.get_org(org_id);
+    auto o = orgs_.get_org(org_id);
     if (!o && o.err().code != errc::not_found) return std::move(o).err();
     if (o && o->state != "deleted") chain = o->id;
   }
   if (chain.empty()) {
-    auto op = db_.find_org_by_name(store::operator_org_name);
+    auto op = orgs_.find_org_by_name(store::operator_org_name);
     if (!op) return std::move(op).err();  // not bootstrapped yet: keep counting
     chain = op->id;
   }

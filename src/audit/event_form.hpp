@@ -6,7 +6,7 @@
 #include <string>
 
 #include "sandfort/core/error.hpp"
-#include "sandfort/store/database.hpp"
+#include "sandfort/audit/records.hpp"
 
 namespace sandfort::audit::detail {
 
@@ -15,7 +15,7 @@ struct canonical_forms {
   std::string details;
 };
 
-result<canonical_forms> canonical_forms_of(const store::audit_event& e);
+result<canonical_forms> canonical_forms_of(const audit::event_record& e);
 
 // "seq 42", as messages name an event.
 inline std::string seq_text(std::int64_t seq) { return "seq " + std::to_string(seq); }

@@ -19,7 +19,7 @@ result<int> failure_summary::flush() {
   // On a full state disk the counts wait here (bounded) and are written once space returns:
   // they would spend the reserve that deletes need.
   if (auto room = db_.admit(store::write_kind::change); !room) return std::move(room).err();
-  auto org = db_.find_org_by_name(store::operator_org_name);
+  auto org = orgs_.find_org_by_name(store::operator_org_name);
   if (!org) return std::move(org).err();  // not bootstrapped yet: keep counting
   auto tx = db_.begin();
   if (!tx) return std::move(tx).err();

@@ -16,10 +16,10 @@ nlohmann::json floats_as_text(nlohmann::json j) {
   return j;
 }
 
-result<store::audit_event> journal::append(const std::string& org_id, const actor& who, const record& r) {
-  auto head = db_.audit_head_of(org_id);
+result<audit::event_record> journal::append(const std::string& org_id, const actor& who, const record& r) {
+  auto head = events_.audit_head_of(org_id);
   if (!head) return std::move(head).err();
-  store::audit_event e;
+  audit::event_record e;
   e.org_id = org_id;
   e.ts = format_time(clk_.now());
   e.actor = who.name;
@@ -32,11 +32,11 @@ result<store::audit_event> journal::append(const std::string& org_id, const acto
   // whatever bytes its caller sent. seal() does the same for the other fields.
   e.details = r.details.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (auto sealed = seal(e, *head); !sealed) return std::move(sealed).err();
-  if (auto inserted = db_.insert_audit_event(e); !inserted) return std::move(inserted).err();
+  if (auto inserted = events_.insert_audit_event(e); !inserted) return std::move(inserted).err();
   return e;
 }
 
-result<store::audit_event> journal::record_event(const std::string& org_id, const actor& who, const record& r) {
+result<audit::event_record> journal::record_event(const std::string& org_id, const actor& who, const record& r) {
   auto tx = db_.begin();
   if (!tx) return std::move(tx).err();
   auto e = append(org_id, who, r);

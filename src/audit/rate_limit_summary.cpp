@@ -22,10 +22,10 @@ void rate_limit_summary::note(const rate_limit_refusal& r) {
 
 // The organization's own chain while it exists; the operator's once it is deleted.
 result<std::string> rate_limit_summary::chain_of(const std::string& org_id) {
-  auto o = db_.get_org(org_id);
+  auto o = orgs_.get_org(org_id);
   if (!o && o.err().code != errc::not_found) return std::move(o).err();
   if (o && o->state != "deleted") return o->id;
-  auto op = db_.find_org_by_name(store::operator_org_name);
+  auto op = orgs_.find_org_by_name(store::operator_org_name);
   if (!op) return std::move(op).err();
   return op->id;
 }

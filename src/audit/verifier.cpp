@@ -31,7 +31,7 @@ void note(std::optional<problem>& worst, std::int64_t seq, std::string reason) {
 
 chain_verifier::chain_verifier(std::string org_id) : org_id_(std::move(org_id)), last_hash_(genesis_hash()) {}
 
-chain_verifier::chain_verifier(std::string org_id, const std::vector<store::audit_checkpoint>& checkpoints)
+chain_verifier::chain_verifier(std::string org_id, const std::vector<audit::checkpoint_record>& checkpoints)
     : chain_verifier(std::move(org_id)) {
   watched_.emplace();
   for (const auto& c : checkpoints) watched_->insert(c.seq);
@@ -43,7 +43,7 @@ void chain_verifier::fail(std::int64_t seq, std::string reason) {
   reason_ = std::move(reason);
 }
 
-bool chain_verifier::feed(const store::audit_event& e) {
+bool chain_verifier::feed(const audit::event_record& e) {
   if (broken_) return false;
   const std::int64_t expected = last_seq_ + 1;
   const std::string at = seq_text(e.seq);
@@ -104,12 +104,12 @@ std::optional<std::string> chain_verifier::hash_at(std::int64_t seq) const {
   return to_hex(std::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
 }
 
-verify_report chain_verifier::finish(const std::vector<store::audit_checkpoint>& checkpoints,
+verify_report chain_verifier::finish(const std::vector<audit::checkpoint_record>& checkpoints,
                                      const public_key& pk) const {
   std::optional<problem> worst;
   if (broken_) worst = problem{bad_seq_, reason_};
 
-  std::vector<const store::audit_checkpoint*> sorted;
+  std::vector<const audit::checkpoint_record*> sorted;
   for (const auto& c : checkpoints) sorted.push_back(&c);
   std::stable_sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
 

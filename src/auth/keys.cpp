@@ -52,7 +52,8 @@ result<std::string> bearer_token(const std::string& authorization) {
 bool is_api_key(std::string_view token) { return token.starts_with(secret_prefix); }
 
 result<store::org> active_org(store::database& db, const std::string& org_id_or_name, bool by_name) {
-  auto o = by_name ? db.find_org_by_name(org_id_or_name) : db.get_org(org_id_or_name);
+  auto o =
+      by_name ? store::org_store(db).find_org_by_name(org_id_or_name) : store::org_store(db).get_org(org_id_or_name);
   if (!o) {
     if (o.err().code == errc::not_found) return unauthenticated("organization not found");
     return std::move(o).err();
@@ -108,7 +109,8 @@ result<issued_key> issue_key(store::database& db, const clock& clk, const std::s
   out.record.role = to_string(r);
   out.record.created_at = format_time(now);
   if (expires_in_s > 0) out.record.expires_at = format_time(now + std::chrono::seconds(expires_in_s));
-  if (auto stored = db.insert_api_key(out.record, sha256_hex(out.secret)); !stored) return std::move(stored).err();
+  if (auto stored = store::org_store(db).insert_api_key(out.record, sha256_hex(out.secret)); !stored)
+    return std::move(stored).err();
   return out;
 }
 
@@ -122,7 +124,7 @@ void record_use(store::database& db, const clock& clk, const store::api_key& key
   time_point last;
   if (key.last_used_at && parse_time(*key.last_used_at, last) && now - last < last_used_resolution) return;
   if (db.space().full) return;
-  (void)db.touch_api_key(key.id, format_time(now));
+  (void)store::org_store(db).touch_api_key(key.id, format_time(now));
 }
 
 }  // namespace
@@ -132,7 +134,7 @@ result<principal> authenticate(store::database& db, const clock& clk, const std:
   if (!token) return std::move(token).err();
   if (!is_id(*token, secret_prefix, secret_random_bytes * 2)) return unauthenticated("invalid API key");
 
-  auto key = db.find_api_key_by_hash(sha256_hex(*token));
+  auto key = store::org_store(db).find_api_key_by_hash(sha256_hex(*token));
   if (!key) {
     if (key.err().code == errc::not_found) return unauthenticated("invalid API key");
     return std::move(key).err();  // the database failing is not the caller's fault
@@ -162,11 +164,11 @@ result<principal> authenticate(store::database& db, const clock& clk, const std:
 }
 
 result<issued_key> bootstrap(store::database& db, const clock& clk) {
-  auto existing = db.find_org_by_name(store::operator_org_name);
+  auto existing = store::org_store(db).find_org_by_name(store::operator_org_name);
   if (existing) return make_error(errc::conflict, "already bootstrapped");
   if (existing.err().code != errc::not_found) return std::move(existing).err();
 
-  auto o = db.create_org(store::operator_org_name, true, format_time(clk.now()));
+  auto o = store::org_store(db).create_org(store::operator_org_name, true, format_time(clk.now()));
   if (!o) {
     // Another bootstrap won the race.
     if (o.err().code == errc::conflict) return make_error(errc::conflict, "already bootstrapped");

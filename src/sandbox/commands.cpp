@@ -70,7 +70,7 @@ audit::record refusal(audit::record note, std::int64_t asked, int max_s) {
 
 result<store::sandbox_record> find_started(store::database& db, activity_tracker& activity, const std::string& org_id,
                                            const std::string& id_or_name) {
-  auto rec = db.get_sandbox(org_id, id_or_name);
+  auto rec = store::sandbox_store(db).get_sandbox(org_id, id_or_name);
   if (!rec) return rec;
   if (rec->state == "paused")
     return make_error(errc::conflict, "sandbox " + rec->id + " is paused; resume it first");
@@ -106,7 +106,7 @@ result<void> command_service::note_action(const store::sandbox_record& rec, cons
 task<exec_result> command_service::exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                       const audit::actor& who, audit::record note) {
   if (auto over = above_max_timeout(req, cfg_.exec_max_timeout_s)) {
-    auto rec = db_.get_sandbox(org_id, id_or_name);
+    auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
     if (!rec) co_return std::move(rec).err();
     auto noted = note_action(*rec, who, refusal(std::move(note), *req.timeout_s, cfg_.exec_max_timeout_s));
     co_return noted ? std::move(*over) : std::move(noted).err();
@@ -132,7 +132,7 @@ task<exec_result> command_service::exec_noted(const std::string& org_id, const s
 task<void> command_service::exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                       byte_sink& sink, const audit::actor& who, audit::record note) {
   if (auto over = above_max_timeout(req, cfg_.exec_max_timeout_s)) {
-    auto rec = db_.get_sandbox(org_id, id_or_name);
+    auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
     if (!rec) co_return std::move(rec).err();
     auto noted = note_action(*rec, who, refusal(std::move(note), *req.timeout_s, cfg_.exec_max_timeout_s));
     co_return noted ? std::move(*over) : std::move(noted).err();

@@ -61,7 +61,7 @@ std::int64_t sandbox_memory_capacity_mb(std::int64_t total_mb, const host_config
 }
 
 result<std::int64_t> service::sandbox_memory_held_mb() const {
-  auto rows = db_.list_live_sandboxes_all_orgs();
+  auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs();
   if (!rows) return std::move(rows).err();
   std::int64_t held = 0;
   for (const auto& rec : *rows)

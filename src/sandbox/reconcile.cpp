@@ -45,12 +45,12 @@ task<void> reconcile_storage(store::database& db, docker::engine& engine, std::i
   const std::string instance = std::string(label_instance) + "=" + db.instance_id();
 
   // --- volumes ---
-  auto volume_rows = db.list_live_volumes_all_orgs();
+  auto volume_rows = store::resource_store(db).list_live_volumes_all_orgs();
   if (!volume_rows) co_return std::move(volume_rows).err();
   const std::vector<std::string> our_volumes = {instance, label_volume};
   auto volumes = co_await engine.list_volumes(our_volumes);
   if (!volumes) co_return std::move(volumes).err();
-  auto volume_rows_now = db.list_live_volumes_all_orgs();
+  auto volume_rows_now = store::resource_store(db).list_live_volumes_all_orgs();
   if (!volume_rows_now) co_return std::move(volume_rows_now).err();
   const auto volume_ids = ids_of(*volume_rows_now);
   std::set<std::string> present_volume_ids, present_volume_names;
@@ -81,12 +81,12 @@ task<void> reconcile_storage(store::database& db, docker::engine& engine, std::i
   }
 
   // --- snapshot images ---
-  auto snapshot_rows = db.list_live_snapshots_all_orgs();
+  auto snapshot_rows = store::resource_store(db).list_live_snapshots_all_orgs();
   if (!snapshot_rows) co_return std::move(snapshot_rows).err();
   const std::vector<std::string> our_images = {instance, label_snapshot};
   auto images = co_await engine.list_images(our_images);
   if (!images) co_return std::move(images).err();
-  auto snapshot_rows_now = db.list_live_snapshots_all_orgs();
+  auto snapshot_rows_now = store::resource_store(db).list_live_snapshots_all_orgs();
   if (!snapshot_rows_now) co_return std::move(snapshot_rows_now).err();
   const auto snapshot_ids = ids_of(*snapshot_rows_now);
   std::set<std::string> present_snapshot_ids, present_refs;
@@ -140,7 +140,7 @@ task<reconcile_report> reconciler::reconcile() {
   reconcile_report report;
   const std::int64_t started =
       std::chrono::duration_cast<std::chrono::seconds>(clock_.now().time_since_epoch()).count();
-  auto rows = db_.list_live_sandboxes_all_orgs();
+  auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs();
   if (!rows) co_return std::move(rows).err();
   std::set<std::string> live;
   for (const auto& r : *rows) live.insert(r.id);
@@ -190,7 +190,7 @@ task<reconcile_report> reconciler::reconcile() {
                              found->second.paused ? "sandbox.pause" : "sandbox.resume");
     } else if ((rec.state == "started" || rec.state == "paused") && rec.address.empty()) {
       // Started by a build without the sandbox network, or the address was never recorded.
-      if (auto r = co_await net_.refresh_address(rec); r) (void)db_.update_sandbox(rec);
+      if (auto r = co_await net_.refresh_address(rec); r) (void)store::sandbox_store(db_).update_sandbox(rec);
     }
   }
 

@@ -53,7 +53,13 @@ snapshot_view to_snapshot_view(const store::snapshot_record& s) {
 
 snapshot_service::snapshot_service(store::database& db, docker::engine& engine, const clock& clk,
                                    const guardrails_config& limits, event_hold hold_events)
-    : db_(db), engine_(engine), clock_(clk), limits_(limits), journal_(db, clk), hold_events_(std::move(hold_events)) {}
+    : db_(db),
+      resources_(db),
+      engine_(engine),
+      clock_(clk),
+      limits_(limits),
+      journal_(db, clk),
+      hold_events_(std::move(hold_events)) {}
 
 task<snapshot_view> snapshot_service::create(const std::string& org_id, const snapshot_create_request& req,
                                              const audit::actor& who) {
@@ -62,22 +68,22 @@ task<snapshot_view> snapshot_service::create(const std::string& org_id, const sn
                          "name must be 1-63 characters of letters, digits, '-', '_', '.', start with a letter or "
                          "digit, and not start with 'snap-'");
   if (req.sandbox_id.empty()) co_return make_error(errc::invalid_argument, "sandbox_id is required");
-  auto sbx = db_.get_sandbox(org_id, req.sandbox_id);
+  auto sbx = store::sandbox_store(db_).get_sandbox(org_id, req.sandbox_id);
   if (!sbx) co_return std::move(sbx).err();
   if ((sbx->state != "started" && sbx->state != "paused" && sbx->state != "stopped") || sbx->container_id.empty())
     co_return make_error(errc::conflict, "sandbox " + sbx->id + " is " + sbx->state +
                                              ": only a started, paused or stopped sandbox can be snapshotted");
   // A taken name is refused before Docker is asked (the insert below checks again).
-  if (auto taken = db_.get_snapshot(org_id, req.name); taken)
+  if (auto taken = resources_.get_snapshot(org_id, req.name); taken)
     co_return make_error(errc::conflict, "snapshot name '" + req.name + "' is already used");
   else if (taken.err().code != errc::not_found)
     co_return std::move(taken).err();
   // The quota (docs/guardrails.md), before Docker is asked: the organization's snapshots not
   // deleted and its creates still in flight. From here to the insert (or the failure), this
   // create counts as one of those in flight (see creating_).
-  auto own = db_.get_org_guardrails(org_id);
+  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
   if (!own) co_return std::move(own).err();
-  auto rows = db_.count_live_snapshots(org_id);
+  auto rows = resources_.count_live_snapshots(org_id);
   if (!rows) co_return std::move(rows).err();
   auto in_flight = admit_create(journal_, org_id, who,
                                 {"snapshots", limits_in_force(limits_, *own).max_snapshots, *rows, "delete some", {}},
@@ -136,7 +142,7 @@ task<snapshot_view> snapshot_service::create(const std::string& org_id, const sn
   rec.size_bytes = *size;
   rec.created_at = rec.updated_at = format_time(clock_.now());
   auto inserted = journal_.record_change(
-      {org_id}, who, [&] { return db_.insert_snapshot(rec); },
+      {org_id}, who, [&] { return resources_.insert_snapshot(rec); },
       [&] {
         return audit::record{"snapshot.create", rec.id, "ok",
                              {{"name", rec.name}, {"sandbox", rec.source_sandbox_id}, {"size_bytes", rec.size_bytes}}};
@@ -151,7 +157,7 @@ task<snapshot_view> snapshot_service::create(const std::string& org_id, const sn
 }
 
 result<snapshot_page> snapshot_service::list(const std::string& org_id, const snapshot_list_request& req) {
-  auto rows = db_.list_snapshots(org_id, req.cursor, req.limit + 1);  // one past the page: is there more?
+  auto rows = resources_.list_snapshots(org_id, req.cursor, req.limit + 1);  // one past the page: is there more?
   if (!rows) return std::move(rows).err();
   snapshot_page page;
   for (std::size_t i = 0; i < rows->size() && i < req.limit; ++i) page.items.push_back(to_snapshot_view((*rows)[i]));
@@ -160,38 +166,38 @@ result<snapshot_page> snapshot_service::list(const std::string& org_id, const sn
 }
 
 result<snapshot_view> snapshot_service::get(const std::string& org_id, const std::string& id_or_name) {
-  auto s = db_.get_snapshot(org_id, id_or_name);
+  auto s = resources_.get_snapshot(org_id, id_or_name);
   if (!s) return std::move(s).err();
   return to_snapshot_view(*s);
 }
 
 task<void> snapshot_service::remove(const std::string& org_id, const std::string& id_or_name,
                                     const audit::actor& who) {
-  auto s = db_.get_snapshot(org_id, id_or_name);
+  auto s = resources_.get_snapshot(org_id, id_or_name);
   if (!s) co_return std::move(s).err();
   // Checked and marked in one transaction: from here no create can use it (resolve takes
   // ready snapshots only), and Docker is asked only once no live sandbox runs from it.
   if (s->state == "ready") {
     auto tx = db_.begin();
     if (!tx) co_return std::move(tx).err();
-    auto holder = db_.snapshot_used_by(s->image_ref);
+    auto holder = resources_.snapshot_used_by(s->image_ref);
     if (!holder) co_return std::move(holder).err();
     if (*holder)
       co_return make_error(errc::conflict, "snapshot " + s->name + " is used by sandbox " + **holder +
                                                " (delete that sandbox first)");
-    if (auto r = db_.set_snapshot_state(org_id, s->id, "deleting", {"ready"}, format_time(clock_.now())); !r)
+    if (auto r = resources_.set_snapshot_state(org_id, s->id, "deleting", {"ready"}, format_time(clock_.now())); !r)
       co_return r;
     if (auto r = tx->commit(); !r) co_return r;
   }
   auto removed = co_await engine_.remove_image(s->image_ref);
   if (!removed && removed.err().code != errc::not_found) {
     // Still there (Docker unreachable, or a container holds it): usable again.
-    (void)db_.set_snapshot_state(org_id, s->id, "ready", {"deleting"}, format_time(clock_.now()));
+    (void)resources_.set_snapshot_state(org_id, s->id, "ready", {"deleting"}, format_time(clock_.now()));
     co_return removed;
   }
   auto r = journal_.record_change(
       {org_id}, who,
-      [&] { return db_.set_snapshot_state(org_id, s->id, "deleted", {"deleting"}, format_time(clock_.now())); },
+      [&] { return resources_.set_snapshot_state(org_id, s->id, "deleted", {"deleting"}, format_time(clock_.now())); },
       [&] { return audit::record{"snapshot.delete", s->id, "ok", {{"name", s->name}}}; });
   if (!r) co_return r;
   spdlog::info("snapshot {} deleted (org {})", s->id, org_id);
@@ -201,7 +207,7 @@ task<void> snapshot_service::remove(const std::string& org_id, const std::string
 result<std::optional<store::snapshot_record>> snapshot_service::resolve(const std::string& org_id,
                                                                          const std::string& value) {
   if (value.empty()) return std::optional<store::snapshot_record>();
-  auto s = db_.get_snapshot(org_id, value);
+  auto s = resources_.get_snapshot(org_id, value);
   if (s) {
     if (s->state != "ready") return make_error(errc::conflict, "snapshot " + value + " is being deleted");
     return std::optional<store::snapshot_record>(std::move(*s));

@@ -45,7 +45,7 @@ result<void> open_volume_root(const std::string& mountpoint) {
 
 volume_service::volume_service(store::database& db, docker::engine& engine, const clock& clk,
                                const guardrails_config& limits)
-    : db_(db), engine_(engine), clock_(clk), limits_(limits), journal_(db, clk) {}
+    : db_(db), resources_(db), engine_(engine), clock_(clk), limits_(limits), journal_(db, clk) {}
 
 task<volume_view> volume_service::create(const std::string& org_id, const volume_create_request& req,
                                          const audit::actor& who) {
@@ -58,16 +58,16 @@ task<volume_view> volume_service::create(const std::string& org_id, const volume
   if (req.size_mb)
     co_return make_error(errc::invalid_argument, "size_mb: a volume size limit is not enforced on this storage driver");
   // A taken name is refused before Docker is asked (the insert below checks again).
-  if (auto taken = db_.get_volume(org_id, req.name); taken)
+  if (auto taken = resources_.get_volume(org_id, req.name); taken)
     co_return make_error(errc::conflict, "volume name '" + req.name + "' is already used");
   else if (taken.err().code != errc::not_found)
     co_return std::move(taken).err();
   // The quota (docs/guardrails.md), before Docker is asked: the organization's volumes not
   // deleted and its creates still in flight. From here to the insert (or the failure), this
   // create counts as one of those in flight (see creating_).
-  auto own = db_.get_org_guardrails(org_id);
+  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
   if (!own) co_return std::move(own).err();
-  auto rows = db_.count_live_volumes(org_id);
+  auto rows = resources_.count_live_volumes(org_id);
   if (!rows) co_return std::move(rows).err();
   auto in_flight = admit_create(journal_, org_id, who,
                                 {"volumes", limits_in_force(limits_, *own).max_volumes, *rows, "delete some", {}},
@@ -102,7 +102,7 @@ task<volume_view> volume_service::create(const std::string& org_id, const volume
     }
   }
   auto inserted = journal_.record_change(
-      {org_id}, who, [&] { return db_.insert_volume(rec); },
+      {org_id}, who, [&] { return resources_.insert_volume(rec); },
       [&] { return audit::record{"volume.create", rec.id, "ok", {{"name", rec.name}}}; });
   if (!inserted) {
     error failed = std::move(inserted).err();
@@ -113,7 +113,7 @@ task<volume_view> volume_service::create(const std::string& org_id, const volume
 }
 
 result<volume_page> volume_service::list(const std::string& org_id, const volume_list_request& req) {
-  auto rows = db_.list_volumes(org_id, req.cursor, req.limit + 1);  // one past the page: is there more?
+  auto rows = resources_.list_volumes(org_id, req.cursor, req.limit + 1);  // one past the page: is there more?
   if (!rows) return std::move(rows).err();
   volume_page page;
   for (std::size_t i = 0; i < rows->size() && i < req.limit; ++i) page.items.push_back(to_volume_view((*rows)[i]));
@@ -122,36 +122,37 @@ result<volume_page> volume_service::list(const std::string& org_id, const volume
 }
 
 result<volume_view> volume_service::get(const std::string& org_id, const std::string& id_or_name) {
-  auto v = db_.get_volume(org_id, id_or_name);
+  auto v = resources_.get_volume(org_id, id_or_name);
   if (!v) return std::move(v).err();
   return to_volume_view(*v);
 }
 
 task<void> volume_service::remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
-  auto v = db_.get_volume(org_id, id_or_name);
+  auto v = resources_.get_volume(org_id, id_or_name);
   if (!v) co_return std::move(v).err();
   // Checked and marked in one transaction: from here no create can link it (resolve takes
   // ready volumes only), and Docker is asked only once no live sandbox mounts it.
   if (v->state == "ready") {
     auto tx = db_.begin();
     if (!tx) co_return std::move(tx).err();
-    auto holder = db_.volume_mounted_by(v->id);
+    auto holder = resources_.volume_mounted_by(v->id);
     if (!holder) co_return std::move(holder).err();
     if (*holder)
       co_return make_error(errc::conflict, "volume " + v->name + " is mounted by sandbox " + **holder +
                                                " (delete that sandbox first)");
-    if (auto r = db_.set_volume_state(org_id, v->id, "deleting", {"ready"}, format_time(clock_.now())); !r)
+    if (auto r = resources_.set_volume_state(org_id, v->id, "deleting", {"ready"}, format_time(clock_.now())); !r)
       co_return r;
     if (auto r = tx->commit(); !r) co_return r;
   }
   auto removed = co_await engine_.remove_volume(v->docker_name);
   if (!removed && removed.err().code != errc::not_found) {
     // Still there (Docker unreachable, or a container of ours holds it): usable again.
-    (void)db_.set_volume_state(org_id, v->id, "ready", {"deleting"}, format_time(clock_.now()));
+    (void)resources_.set_volume_state(org_id, v->id, "ready", {"deleting"}, format_time(clock_.now()));
     co_return removed;
   }
   auto r = journal_.record_change(
-      {org_id}, who, [&] { return db_.set_volume_state(org_id, v->id, "deleted", {"deleting"}, format_time(clock_.now())); },
+      {org_id}, who,
+      [&] { return resources_.set_volume_state(org_id, v->id, "deleted", {"deleting"}, format_time(clock_.now())); },
       [&] { return audit::record{"volume.delete", v->id, "ok", {{"name", v->name}}}; });
   if (!r) co_return r;
   spdlog::info("volume {} deleted (org {})", v->id, org_id);
@@ -161,7 +162,7 @@ task<void> volume_service::remove(const std::string& org_id, const std::string& 
 result<std::vector<store::volume_record>> volume_service::resolve(const std::string& org_id, const sandbox_spec& spec) {
   std::vector<store::volume_record> out;
   for (const auto& m : spec.volumes) {
-    auto v = db_.get_volume(org_id, m.name);
+    auto v = resources_.get_volume(org_id, m.name);
     if (!v) {
       if (v.err().code == errc::not_found) return make_error(errc::not_found, "volume " + m.name + " not found");
       return std::move(v).err();
@@ -173,7 +174,7 @@ result<std::vector<store::volume_record>> volume_service::resolve(const std::str
 }
 
 result<std::vector<docker::volume_mount>> volume_service::mounts_of(const std::string& sandbox_id) {
-  auto rows = db_.list_sandbox_volumes(sandbox_id);
+  auto rows = resources_.list_sandbox_volumes(sandbox_id);
   if (!rows) return std::move(rows).err();
   std::vector<docker::volume_mount> out;
   for (const auto& r : *rows) out.push_back({r.docker_name, r.mount_path, r.read_only, true});

@@ -13,7 +13,9 @@
 #include "sandfort/audit/checkpointer.hpp"
 #include "sandfort/audit/verifier.hpp"
 #include "sandfort/core/config.hpp"
+#include "sandfort/store/audit_store.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/org_store.hpp"
 
 extern char** environ;
 
@@ -71,16 +73,16 @@ T must(result<T> r) {
 }
 
 // Every checkpoint of org: the database's, then the file's that the database lacks.
-std::vector<store::audit_checkpoint> checkpoints_of(store::database& db, const std::string& org,
-                                                    const std::vector<store::audit_checkpoint>& from_file) {
-  std::vector<store::audit_checkpoint> out;
+std::vector<audit::checkpoint_record> checkpoints_of(store::database& db, const std::string& org,
+                                                     const std::vector<audit::checkpoint_record>& from_file) {
+  std::vector<audit::checkpoint_record> out;
   for (std::int64_t after = std::numeric_limits<std::int64_t>::min();;) {
-    auto page = must(db.list_audit_checkpoints(org, after, 10000));
+    auto page = must(store::audit_store(db).list_audit_checkpoints(org, after, 10000));
     if (page.empty()) break;
     after = page.back().seq;
     out.insert(out.end(), page.begin(), page.end());
   }
-  const auto same = [](const store::audit_checkpoint& a, const store::audit_checkpoint& b) {
+  const auto same = [](const audit::checkpoint_record& a, const audit::checkpoint_record& b) {
     return a.org_id == b.org_id && a.seq == b.seq && a.head_hash == b.head_hash && a.ts == b.ts &&
            a.key_id == b.key_id && a.signature == b.signature;
   };
@@ -95,29 +97,29 @@ std::vector<store::audit_checkpoint> checkpoints_of(store::database& db, const s
 
 // The organizations to verify, id → name (empty when the orgs table does not know it).
 std::map<std::string, std::string> orgs_to_verify(store::database& db, const std::string& wanted,
-                                                  const std::vector<store::audit_checkpoint>& from_file) {
+                                                  const std::vector<audit::checkpoint_record>& from_file) {
   std::map<std::string, std::string> all;
-  for (const auto& o : must(db.list_orgs())) all[o.id] = o.name;
-  for (const auto& id : must(db.audit_org_ids())) all.emplace(id, "");
+  for (const auto& o : must(store::org_store(db).list_orgs())) all[o.id] = o.name;
+  for (const auto& id : must(store::audit_store(db).audit_org_ids())) all.emplace(id, "");
   for (const auto& c : from_file) all.emplace(c.org_id, "");
   for (auto& [id, name] : all)
     if (name.empty())
-      if (auto o = db.get_org(id); o) name = o->name;  // a deleted organization keeps its row
+      if (auto o = store::org_store(db).get_org(id); o) name = o->name;  // a deleted organization keeps its row
   if (wanted.empty()) return all;
-  if (auto o = db.get_org(wanted); o) return {{o->id, o->name}};
-  if (auto o = db.find_org_by_name(wanted); o) return {{o->id, o->name}};
+  if (auto o = store::org_store(db).get_org(wanted); o) return {{o->id, o->name}};
+  if (auto o = store::org_store(db).find_org_by_name(wanted); o) return {{o->id, o->name}};
   if (auto it = all.find(wanted); it != all.end()) return {*it};
   throw usage_error{"no organization " + wanted + " in the database or the checkpoint file"};
 }
 
 bool verify_org(store::database& db, const std::string& org, const std::string& name,
-                const std::vector<store::audit_checkpoint>& from_file, const audit::public_key& pk, bool quiet,
+                const std::vector<audit::checkpoint_record>& from_file, const audit::public_key& pk, bool quiet,
                 std::ostream& out) {
   const auto cps = checkpoints_of(db, org, from_file);
   audit::chain_verifier verifier(org, cps);
   // From the lowest seq there is, so that a row with an impossible seq is seen too.
-  if (auto r = db.scan_audit_events(org, std::numeric_limits<std::int64_t>::min(),
-                                    [&](const store::audit_event& e) { return verifier.feed(e); });
+  if (auto r = store::audit_store(db).scan_audit_events(org, std::numeric_limits<std::int64_t>::min(),
+                                                        [&](const audit::event_record& e) { return verifier.feed(e); });
       !r)
     throw usage_error{r.err().message};
   const auto report = verifier.finish(cps, pk);
@@ -156,7 +158,7 @@ int audit_verify(const audit_verify_options& o, std::ostream& out, std::ostream&
     const auto cfg = load_verify_config(o);
     if (!std::filesystem::exists(cfg.database)) throw usage_error{"no database at " + cfg.database};
     const auto pk = trusted_key(o, cfg);
-    std::vector<store::audit_checkpoint> from_file;
+    std::vector<audit::checkpoint_record> from_file;
     if (!o.checkpoints_file.empty()) from_file = must(audit::read_checkpoint_file(o.checkpoints_file));
     auto db = must(store::database::open(cfg.database));
     bool intact = true;

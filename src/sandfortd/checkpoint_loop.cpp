@@ -32,7 +32,7 @@ asio::awaitable<void> checkpoint_round(store::database& db, api::background_read
     spdlog::debug("audit checkpoints: waiting: {}", room.err().message);
     co_return;
   }
-  auto orgs = db.audit_org_ids();
+  auto orgs = store::audit_store(db).audit_org_ids();
   if (!orgs) {
     spdlog::error("audit checkpoints: {}", orgs.err().message);
     co_return;
@@ -41,7 +41,7 @@ asio::awaitable<void> checkpoint_round(store::database& db, api::background_read
   for (const auto& org_id : *orgs) {
     auto read = [org_id, &key](store::database& r) { return audit::find_head_to_sign(r, org_id, key); };
     auto head = co_await reader.run(std::move(read), /*queue_anyway=*/true);
-    result<std::optional<store::audit_checkpoint>> c = std::optional<store::audit_checkpoint>();
+    result<std::optional<audit::checkpoint_record>> c = std::optional<audit::checkpoint_record>();
     if (!head) c = std::move(head).err();
     else if (*head) c = audit::sign_head(db, **head, key, format_time(clk.now()), cfg.export_path);
     if (!c) spdlog::error("audit checkpoints: {}", c.err().message);

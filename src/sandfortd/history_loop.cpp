@@ -20,7 +20,7 @@ asio::awaitable<history_round> keep_history_bounded_once(store::database& db, co
   if (cfg.deleted_retention_s > 0 && !space.full) {
     const std::string cutoff = format_time(clk.now() - std::chrono::seconds(cfg.deleted_retention_s));
     while (!stopping) {
-      auto pruned = db.prune_deleted_sandboxes(cutoff, prune_batch_rows);
+      auto pruned = store::sandbox_store(db).prune_deleted_sandboxes(cutoff, prune_batch_rows);
       if (!pruned) {
         // Busy: an admin command holds the write lock; the next round tries again.
         spdlog::warn("store: pruning deleted sandboxes: {}", pruned.err().message);

@@ -38,7 +38,7 @@
 #include "sandfort/preview/server.hpp"
 #include "sandfort/proxy/proxy.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
-#include "sandfort/sandbox/network_directory.hpp"
+#include "sandfort/sandbox/store_lookups.hpp"
 #include "sandfort/sandbox/service.hpp"
 #include "sandfort/store/database.hpp"
 #include "sandfort/version.hpp"

@@ -30,6 +30,7 @@
 #include "sandfort/sandbox/volumes.hpp"
 #include "sandfort/store/backup.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/resource_store.hpp"
 #include "sandfort/version.hpp"
 
 namespace sandfort::daemon {
@@ -507,8 +508,8 @@ int run_restore(const config& cfg, const restore_options& o, std::ostream& out, 
         << (*manifest)["instance_id"] << ": not one backup\n";
     return 1;
   }
-  auto volumes = (*db)->list_live_volumes_all_orgs();
-  auto snapshots = (*db)->list_live_snapshots_all_orgs();
+  auto volumes = store::resource_store(*(*db)).list_live_volumes_all_orgs();
+  auto snapshots = store::resource_store(*(*db)).list_live_snapshots_all_orgs();
   db->reset();
   if (!volumes || !snapshots) {
     err << "sandfortd restore: " << (!volumes ? volumes.err().message : snapshots.err().message) << "\n";

@@ -5,13 +5,16 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "sandfort/core/error.hpp"
 #include "sandfort/store/database.hpp"
@@ -123,6 +126,12 @@ class statement {
     return column_text(index);
   }
   std::int64_t column_int64(int index) const { return sqlite3_column_int64(stmt_, index); }
+  std::optional<std::int64_t> column_optional_int64(int index) const {
+    if (sqlite3_column_type(stmt_, index) == SQLITE_NULL) return std::nullopt;
+    return column_int64(index);
+  }
+  // Rows the last INSERT, UPDATE or DELETE of the connection changed.
+  std::int64_t changes() const { return sqlite3_changes(db_); }
 
   void reset() {
     sqlite3_reset(stmt_);
@@ -166,23 +175,6 @@ class statement {
   bool* lent_;
   int bind_rc_ = SQLITE_OK;
 };
-
-// Runs the INSERT of a row named uniquely within its organization (a sandbox, a volume): a taken
-// name, a taken id and a missing organization become errors that say which ("volume name 'x' is
-// already used"). `kind` names the row in messages; `table` is where it goes.
-inline result<void> insert_named(statement& st, const std::string& kind, const std::string& table,
-                                 const std::string& name, const std::string& id, const std::string& org_id) {
-  auto r = st.run();
-  if (r) return r;
-  if (r.err().code == errc::conflict) {
-    // The primary key is the only other unique constraint; ids are random, so that is a bug.
-    if (r.err().message.find(table + ".name") != std::string::npos)
-      return make_error(errc::conflict, kind + " name '" + name + "' is already used");
-    return make_error(errc::conflict, kind + " " + id + " already exists");
-  }
-  if (r.err().code == errc::not_found) return make_error(errc::not_found, "organization " + org_id + " not found");
-  return r;
-}
 
 // The statements of one connection, compiled once per SQL text and reused: a request's lookups
 // cost a bind and a step, not a parse and a plan. Not thread-safe, like the connection's use.
@@ -234,14 +226,141 @@ class statement_cache {
   std::unordered_map<std::string, entry, text_hash, std::equal_to<>> entries_;
 };
 
-// Statements defined beside their callers (volumes.cpp, snapshots.cpp) whose plans
-// explain_request_paths() also shows.
-const std::string& live_volumes_all_orgs_sql();
-const std::string& live_snapshots_all_orgs_sql();
-const std::string& count_live_volumes_sql();
-const std::string& count_live_snapshots_sql();
-const std::string& volume_mounted_by_sql();
-const std::string& volumes_of_sandbox_sql();
-const std::string& snapshot_used_by_sql();
+// A parameter stored as NULL when empty (an unnamed sandbox's name).
+struct null_if_empty {
+  const std::string& text;
+};
+
+// Binds one value to ?index: text, integers (a size_t is a limit, capped), optional values (NULL
+// when empty), a bool as 0 or 1.
+inline void bind_value(statement& st, int index, std::string_view v) { st.bind(index, v); }
+inline void bind_value(statement& st, int index, const std::string& v) { st.bind(index, v); }
+inline void bind_value(statement& st, int index, const char* v) { st.bind(index, v); }
+inline void bind_value(statement& st, int index, std::int64_t v) { st.bind(index, v); }
+inline void bind_value(statement& st, int index, bool v) { st.bind(index, std::int64_t{v ? 1 : 0}); }
+inline void bind_value(statement& st, int index, std::size_t limit) {
+  constexpr auto max = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  st.bind(index, static_cast<std::int64_t>(std::min(limit, max)));
+}
+inline void bind_value(statement& st, int index, const std::optional<std::string>& v) { st.bind(index, v); }
+inline void bind_value(statement& st, int index, const std::optional<std::int64_t>& v) {
+  if (v)
+    st.bind(index, *v);
+  else
+    st.bind_null(index);
+}
+inline void bind_value(statement& st, int index, null_if_empty v) { st.bind_text_or_null(index, v.text); }
+
+// One statement of a store: taken from the connection's cache, bound to ?1, ?2, ... in the order
+// given, then run or read in one call. A failed prepare is carried to that call, so a store's
+// method is one expression:
+//   return query(db, "SELECT ... WHERE org_id = ?1 AND id = ?2", org_id, id).one(read_x, "x not found");
+// The statement goes back to the cache, reset, when the query is destroyed.
+class query {
+ public:
+  template <typename... A>
+  query(database& db, std::string_view sql, const A&... args) : st_(db.prepare(sql)) {
+    int index = 1;
+    if (st_) (bind_value(*st_, index++, args), ...);
+  }
+  // A statement of its own, outside the cache (statement::prepare): the connection's own reads.
+  explicit query(result<statement> st) : st_(std::move(st)) {}
+  // A parameter beyond those given at construction (a list's label filters).
+  template <typename A>
+  query& bind(int index, const A& value) {
+    if (st_) bind_value(*st_, index, value);
+    return *this;
+  }
+
+  // Runs a statement that returns no rows.
+  result<void> run() {
+    if (!st_) return st_.err();
+    return st_->run();
+  }
+  // Runs it and says how many rows it changed.
+  result<std::int64_t> changes() {
+    if (auto r = run(); !r) return std::move(r).err();
+    return st_->changes();
+  }
+  // Every row, each made by read(statement).
+  template <typename Read>
+  auto rows(Read read) -> result<std::vector<decltype(read(std::declval<const statement&>()))>> {
+    std::vector<decltype(read(std::declval<const statement&>()))> out;
+    if (auto r = each([&](const statement& row) {
+          out.push_back(read(row));
+          return true;
+        });
+        !r)
+      return std::move(r).err();
+    return out;
+  }
+  // Rows one at a time until each(statement) returns false; one row in memory at a time.
+  template <typename Each>
+  result<void> each(Each each) {
+    if (!st_) return st_.err();
+    for (;;) {
+      auto row = st_->step();
+      if (!row) return std::move(row).err();
+      if (!*row || !each(std::as_const(*st_))) return {};
+    }
+  }
+  // The first row, or nullopt when there is none.
+  template <typename Read>
+  auto first(Read read) -> result<std::optional<decltype(read(std::declval<const statement&>()))>> {
+    using row_type = decltype(read(std::declval<const statement&>()));
+    if (!st_) return st_.err();
+    auto row = st_->step();
+    if (!row) return std::move(row).err();
+    if (!*row) return std::optional<row_type>();
+    return std::optional<row_type>(read(std::as_const(*st_)));
+  }
+  // The first row; not_found with that message when there is none.
+  template <typename Read>
+  auto one(Read read, const std::string& not_found) -> result<decltype(read(std::declval<const statement&>()))> {
+    auto row = first(read);
+    if (!row) return std::move(row).err();
+    if (!*row) return make_error(errc::not_found, not_found);
+    return std::move(**row);
+  }
+  // The first column of the first row as an integer (a count), 0 when there is no row.
+  result<std::int64_t> count() {
+    auto n = first([](const statement& row) { return row.column_int64(0); });
+    if (!n) return std::move(n).err();
+    return n->value_or(0);
+  }
+
+ private:
+  result<statement> st_;
+};
+
+// Runs the INSERT of a row named uniquely within its organization (a sandbox, a volume): a taken
+// name, a taken id and a missing organization become errors that say which ("volume name 'x' is
+// already used"). `kind` names the row in messages; `table` is where it goes.
+inline result<void> insert_named(query q, const std::string& kind, const std::string& table, const std::string& name,
+                                 const std::string& id, const std::string& org_id) {
+  auto r = q.run();
+  if (r) return r;
+  if (r.err().code == errc::conflict) {
+    // The primary key is the only other unique constraint; ids are random, so that is a bug.
+    if (r.err().message.find(table + ".name") != std::string::npos)
+      return make_error(errc::conflict, kind + " name '" + name + "' is already used");
+    return make_error(errc::conflict, kind + " " + id + " already exists");
+  }
+  if (r.err().code == errc::not_found) return make_error(errc::not_found, "organization " + org_id + " not found");
+  return r;
+}
+
+// "SELECT <columns> FROM ..." and the like, assembled once per statement.
+inline std::string sql(std::string_view before, std::string_view columns, std::string_view after) {
+  return std::string(before).append(columns).append(after);
+}
+
+// What explain_request_paths() shows, by what each statement is for: each store names the
+// statements of a request's path that are its own (orgs.cpp, sandboxes.cpp, audit.cpp, resources.cpp).
+using named_statements = std::vector<std::pair<std::string, std::string>>;
+named_statements org_request_paths();
+named_statements sandbox_request_paths();
+named_statements audit_request_paths();
+named_statements resource_request_paths();
 
 }  // namespace sandfort::store::detail

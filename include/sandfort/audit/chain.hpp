@@ -28,7 +28,7 @@
 #include <string_view>
 
 #include "sandfort/core/error.hpp"
-#include "sandfort/store/database.hpp"
+#include "sandfort/audit/records.hpp"
 
 namespace sandfort::audit {
 
@@ -36,19 +36,19 @@ namespace sandfort::audit {
 const std::string& genesis_hash();
 
 // The canonical JSON of e, or invalid_argument when e has none (see the rules above).
-result<std::string> try_canonical_json(const store::audit_event& e);
+result<std::string> try_canonical_json(const audit::event_record& e);
 // For events that have a canonical form, e.g. sealed ones; throws std::invalid_argument (a bug) if not.
-std::string canonical_json(const store::audit_event& e);
+std::string canonical_json(const audit::event_record& e);
 
 // Lowercase hex SHA-256 of prev_hash followed by the canonical JSON of e (which also holds prev_hash).
-std::string chain_hash(std::string_view prev_hash, const store::audit_event& e);
+std::string chain_hash(std::string_view prev_hash, const audit::event_record& e);
 
 // Makes e the successor of head: seq = head.seq + 1, prev_hash = head's hash (genesis for an
 // empty chain: seq 0, hash empty or genesis), invalid UTF-8 in its strings replaced by U+FFFD,
 // details re-written in canonical form ("" becomes "{}"), hash computed. invalid_argument when
 // org_id is empty, head is inconsistent, or details is not a JSON object within the rules above;
 // e is then unchanged.
-result<void> seal(store::audit_event& e, const store::audit_head& head);
+result<void> seal(audit::event_record& e, const audit::chain_head& head);
 
 // The canonical form of a details text, or invalid_argument.
 result<std::string> canonical_details(std::string_view details);

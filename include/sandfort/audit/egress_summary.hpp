@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "sandfort/audit/journal.hpp"
+#include "sandfort/store/org_store.hpp"
 
 namespace sandfort::audit {
 
@@ -31,7 +32,7 @@ struct egress_decision {
 
 class egress_summary {
  public:
-  egress_summary(store::database& db, journal& j, const clock& clk) : db_(db), journal_(j), clk_(clk) {}
+  egress_summary(store::database& db, journal& j, const clock& clk) : db_(db), orgs_(db), journal_(j), clk_(clk) {}
 
   // One decision. Cheap: no database access.
   void note(const egress_decision& d);
@@ -56,7 +57,8 @@ class egress_summary {
   };
   result<std::string> chain_of(const std::string& org_id, std::map<std::string, std::string>& seen);
 
-  store::database& db_;
+  store::database& db_;  // write admission, transactions
+  store::org_store orgs_;
   journal& journal_;
   const clock& clk_;
   std::map<key, tally> tallies_;

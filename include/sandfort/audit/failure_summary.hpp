@@ -10,12 +10,13 @@
 #include <utility>
 
 #include "sandfort/audit/journal.hpp"
+#include "sandfort/store/org_store.hpp"
 
 namespace sandfort::audit {
 
 class failure_summary {
  public:
-  failure_summary(store::database& db, journal& j, const clock& clk) : db_(db), journal_(j), clk_(clk) {}
+  failure_summary(store::database& db, journal& j, const clock& clk) : db_(db), orgs_(db), journal_(j), clk_(clk) {}
 
   // One refused request. Cheap: no database access.
   void note(const std::string& source, const std::string& reason);
@@ -29,7 +30,8 @@ class failure_summary {
     long long count = 0;
     std::string first, last;
   };
-  store::database& db_;
+  store::database& db_;  // write admission, transactions
+  store::org_store orgs_;
   journal& journal_;
   const clock& clk_;
   // Bounded: beyond this many distinct pairs per interval, further ones are counted together.

@@ -9,6 +9,7 @@
 
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/error.hpp"
+#include "sandfort/store/audit_store.hpp"
 #include "sandfort/store/database.hpp"
 
 namespace sandfort::audit {
@@ -39,10 +40,10 @@ nlohmann::json floats_as_text(nlohmann::json j);
 
 class journal {
  public:
-  journal(store::database& db, const clock& clk) : db_(db), clk_(clk) {}
+  journal(store::database& db, const clock& clk) : db_(db), events_(db), clk_(clk) {}
 
   // Appends inside a transaction the caller holds open (db.begin()).
-  result<store::audit_event> append(const std::string& org_id, const actor& who, const record& r);
+  result<audit::event_record> append(const std::string& org_id, const actor& who, const record& r);
 
   // The change and its event in one transaction: `change` makes the store writes and returns
   // their result; only when it succeeded is `describe` asked for the event (given the change's
@@ -68,10 +69,11 @@ class journal {
   }
 
   // An event that stands alone (an action outside the database: a command run, a file written).
-  result<store::audit_event> record_event(const std::string& org_id, const actor& who, const record& r);
+  result<audit::event_record> record_event(const std::string& org_id, const actor& who, const record& r);
 
  private:
-  store::database& db_;
+  store::database& db_;  // transactions
+  store::audit_store events_;
   const clock& clk_;
 };
 

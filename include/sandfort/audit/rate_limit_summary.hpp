@@ -12,6 +12,7 @@
 
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/core/config.hpp"
+#include "sandfort/store/org_store.hpp"
 
 namespace sandfort::audit {
 
@@ -25,7 +26,7 @@ struct rate_limit_refusal {
 
 class rate_limit_summary {
  public:
-  rate_limit_summary(store::database& db, journal& j, const clock& clk) : db_(db), journal_(j), clk_(clk) {}
+  rate_limit_summary(store::database& db, journal& j, const clock& clk) : db_(db), orgs_(db), journal_(j), clk_(clk) {}
 
   // One refused request. Cheap: no database access.
   void note(const rate_limit_refusal& r);
@@ -46,7 +47,8 @@ class rate_limit_summary {
   };
   result<std::string> chain_of(const std::string& org_id);
 
-  store::database& db_;
+  store::database& db_;  // write admission, transactions
+  store::org_store orgs_;
   journal& journal_;
   const clock& clk_;
   // (organization, principal, the organization's bucket)

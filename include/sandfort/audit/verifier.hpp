@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "sandfort/audit/signing.hpp"
-#include "sandfort/store/database.hpp"
+#include "sandfort/audit/records.hpp"
 
 namespace sandfort::audit {
 
@@ -36,15 +36,15 @@ class chain_verifier {
   // Keeps the hash of every event, 32 bytes each, so that finish() can check any checkpoint.
   explicit chain_verifier(std::string org_id);
   // Keeps only the hashes at these checkpoints' seqs; finish() must get no other checkpoint.
-  chain_verifier(std::string org_id, const std::vector<store::audit_checkpoint>& checkpoints);
+  chain_verifier(std::string org_id, const std::vector<audit::checkpoint_record>& checkpoints);
 
   // Feed the events in the order stored (ascending seq); false once the chain is broken (then stop).
-  bool feed(const store::audit_event& e);
+  bool feed(const audit::event_record& e);
 
   // After the last event. Each checkpoint, in any order: of this organization, signed by pk
   // (key id and signature), and the chain had exactly its head_hash at its seq; a checkpoint
   // beyond the last event means the tail was cut. The report names the lowest bad seq found.
-  verify_report finish(const std::vector<store::audit_checkpoint>& checkpoints, const public_key& pk) const;
+  verify_report finish(const std::vector<audit::checkpoint_record>& checkpoints, const public_key& pk) const;
 
  private:
   using digest = std::array<unsigned char, 32>;

@@ -8,6 +8,7 @@
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/core/error.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/org_store.hpp"
 
 namespace sandfort::auth {
 

@@ -15,6 +15,7 @@
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/sandbox_store.hpp"
 
 namespace sandfort::sandbox {
 

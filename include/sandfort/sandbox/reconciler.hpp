@@ -21,6 +21,7 @@
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/sandbox/warm_pool.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/sandbox_store.hpp"
 
 namespace sandfort::sandbox {
 

@@ -34,6 +34,8 @@
 #include "sandfort/sandbox/volumes.hpp"
 #include "sandfort/sandbox/warm_pool.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/guardrail_store.hpp"
+#include "sandfort/store/sandbox_store.hpp"
 
 namespace sandfort::sandbox {
 

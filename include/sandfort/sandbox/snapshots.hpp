@@ -17,6 +17,7 @@
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/resource_store.hpp"
 
 namespace sandfort::sandbox {
 
@@ -46,7 +47,8 @@ class snapshot_service {
   result<std::optional<store::snapshot_record>> resolve(const std::string& org_id, const std::string& value);
 
  private:
-  store::database& db_;
+  store::database& db_;  // transactions, the instance id
+  store::resource_store resources_;
   docker::engine& engine_;
   const clock& clock_;
   const guardrails_config& limits_;

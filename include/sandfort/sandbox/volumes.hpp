@@ -16,6 +16,7 @@
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/resource_store.hpp"
 
 namespace sandfort::sandbox {
 
@@ -39,7 +40,8 @@ class volume_service {
   result<std::vector<docker::volume_mount>> mounts_of(const std::string& sandbox_id);
 
  private:
-  store::database& db_;
+  store::database& db_;  // transactions, the instance id
+  store::resource_store resources_;
   docker::engine& engine_;
   const clock& clock_;
   const guardrails_config& limits_;

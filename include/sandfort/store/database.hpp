@@ -1,5 +1,8 @@
 #pragma once
 // The only place with SQL. One SQLite file in WAL mode; numbered migrations applied at open.
+// This header is the connection: its migrations, statement cache, transactions and the state
+// directory's disk. The rows live in the stores by aggregate over it (org_store, sandbox_store,
+// audit_store, resource_store, guardrail_store; docs/architecture.md, "Stores by aggregate").
 // Every query on tenant data takes the organization id, so a row of another organization is
 // simply not found. Calls are synchronous and short; the daemon makes them from its single
 // I/O thread.
@@ -20,64 +23,11 @@ struct sqlite3;
 
 namespace sandfort::store {
 
-// The operator's organization (created at bootstrap; its keys are superadmins).
-inline constexpr const char* operator_org_name = "superadmin";
-
 namespace detail {
 class statement;
 class statement_cache;
+class query;
 }  // namespace detail
-
-struct org {
-  std::string id;  // "org-" + 16 hex
-  std::string name;
-  bool superadmin = false;
-  std::string created_at;
-  // active → disabled ⇄ active; active|disabled → deleting → deleted. Only an active
-  // organization's keys and tokens are accepted.
-  std::string state = "active";
-  std::optional<std::string> state_changed_at;
-};
-
-struct api_key {
-  std::string id;  // "key-" + 16 hex
-  std::string org_id;
-  std::string name;
-  std::string role;  // admin | member | viewer
-  std::string created_at;
-  std::optional<std::string> expires_at;
-  std::optional<std::string> revoked_at;
-  std::optional<std::string> last_used_at;  // to the minute: written at most once a minute
-};
-
-struct sandbox_record {
-  std::string id;  // "sbx-" + 16 hex
-  std::string org_id;
-  std::string name;  // empty: unnamed. Unique per organization among rows not deleted.
-  std::string state;  // creating | pulling | started | stopped | error | deleted
-  std::string snapshot;
-  std::string spec_json;  // the request as validated (resources, env, labels, ...), owned by the sandbox module
-  std::string container_id;
-  std::string error_message;
-  std::string created_at;
-  std::string updated_at;
-  std::optional<std::string> expires_at;
-  std::string proxy_secret_sha256;  // the egress proxy credential's secret, hashed
-  std::string preview_key;          // preview tokens are HMACs under this key
-  std::string address;              // IPv4 on the sandbox network while started, else empty
-};
-
-// What a page reads besides the rows it returns: without labels, nothing (the live rows of the
-// organization from the cursor on, in id order; a state filter skips the live rows in other
-// states); with labels, the live sandboxes that carry the first label, from the cursor on, whose
-// other labels or state do not match. Deleted rows are read only when state is "deleted".
-struct sandbox_filter {
-  std::string state;       // empty: any state but deleted
-  std::string after_id;    // cursor: ids sort ascending
-  std::size_t limit = 100;
-  // (key, value): only sandboxes whose spec_json `labels` object has every one. At most 64.
-  std::vector<std::pair<std::string, std::string>> labels;
-};
 
 // What a connection's statements did so far. vm_steps counts SQLite's virtual-machine
 // instructions: it grows with the rows a statement visits and not with the speed of the machine,
@@ -127,121 +77,6 @@ struct disk_space {
 // space or ends harm, and runs on a full disk while the reserve lasts.
 enum class write_kind { change, relief };
 
-// An organization's guardrails (docs/guardrails.md). Empty optionals: the configured default.
-struct org_guardrails {
-  std::string org_id;
-  std::optional<std::int64_t> max_sandboxes;
-  std::optional<std::int64_t> max_millicpus;
-  std::optional<std::int64_t> max_memory_mb;
-  std::optional<std::int64_t> max_volumes;    // volumes not deleted (schema version 9)
-  std::optional<std::int64_t> max_snapshots;  // snapshots not deleted (schema version 9)
-  std::optional<std::int64_t> max_disk_mb;    // disk_mb of sandboxes not deleted (schema version 10)
-  std::optional<std::string> allowed_images_json;  // JSON array of patterns, owned by the sandbox module
-  std::optional<std::string> stopped_since;        // the kill switch: set while new sandboxes are refused
-  bool stopped_by_superadmin = false;
-  std::string updated_at;
-};
-
-// A sandbox a guardrail stopped, and when it is to be deleted unless started again.
-struct sandbox_deadline {
-  std::string sandbox_id;
-  std::string org_id;
-  std::string delete_after;
-  std::string reason;
-};
-
-// One event of an organization's audit chain, stored exactly as given: the audit module computes
-// seq, prev_hash and hash, and the store never rewrites a field (a verifier rehashes these bytes).
-struct audit_event {
-  std::string org_id;
-  std::int64_t seq = 0;  // 1, 2, 3, ... per organization
-  std::string ts;        // RFC 3339, UTC
-  std::string actor;
-  std::string action;
-  std::string target;
-  std::string outcome;
-  std::string request_id;
-  std::string source;
-  std::string details = "{}";  // JSON object text, as given
-  std::string prev_hash;
-  std::string hash;
-};
-
-// The newest event of a chain. seq 0 and an empty hash: no events yet.
-struct audit_head {
-  std::int64_t seq = 0;
-  std::string hash;
-};
-
-// A signature over (org_id, seq, head_hash, ts) by the key named key_id.
-struct audit_checkpoint {
-  std::string org_id;
-  std::int64_t seq = 0;
-  std::string head_hash;
-  std::string ts;
-  std::string key_id;
-  std::string signature;
-};
-
-// Events come in ascending seq. What a page reads besides the events it returns:
-// - without a time bound: nothing when at most one of target, actor, action is set (the primary
-//   key or that field's index, sought to the cursor); with several, the events after the cursor
-//   that match the first of target, actor, action but not the others;
-// - with a time bound: every event of the organization inside the bounds, whatever the cursor
-//   (the time index, then a sort by seq). Events outside the bounds are never read, but paging
-//   through a wide window reads that window once per page.
-// Events of other organizations are never read.
-struct audit_filter {
-  std::int64_t after_seq = 0;  // cursor: events with seq > after_seq, ascending
-  std::string since_ts;        // inclusive bounds on ts when not empty (RFC 3339 strings compare as text)
-  std::string until_ts;
-  std::string actor;  // exact match when not empty
-  std::string action;
-  std::string target;
-  std::size_t limit = 100;
-};
-
-// --- Volumes (src/store/volumes.cpp) -------------------------------------------------------------
-// An organization's named volume. The Docker volume's name is random and says nothing of the
-// organization or the name: those live here only.
-struct volume_record {
-  std::string id;  // "vol-" + 16 hex
-  std::string org_id;
-  std::string name;         // unique per organization among volumes not deleted
-  std::string docker_name;  // "sandfort-vol-" + 16 hex
-  std::optional<std::int64_t> size_mb;
-  std::string state;  // ready | deleting | deleted
-  std::string created_at;
-  std::string updated_at;
-};
-
-// A volume a sandbox mounts, with the volume's names.
-struct sandbox_volume {
-  std::string sandbox_id;
-  std::string volume_id;
-  std::string volume_name;
-  std::string docker_name;
-  std::string mount_path;
-  bool read_only = false;
-};
-// --- end of volumes -------------------------------------------------------------------------------
-
-// --- Snapshots (src/store/snapshots.cpp) ---------------------------------------------------------
-// A sandbox's filesystem committed as an image. The image's name is random and says nothing of
-// the organization or the name: those live here only.
-struct snapshot_record {
-  std::string id;  // "snap-" + 16 hex
-  std::string org_id;
-  std::string name;       // unique per organization among snapshots not deleted
-  std::string image_ref;  // "sandfort-snap/<16 hex>:latest"
-  std::int64_t size_bytes = 0;
-  std::string source_sandbox_id;
-  std::string state;  // ready | deleting | deleted
-  std::string created_at;
-  std::string updated_at;
-};
-// --- end of snapshots -----------------------------------------------------------------------------
-
 class database;
 
 // A write transaction: BEGIN IMMEDIATE when made (database::begin), ROLLBACK when destroyed
@@ -285,59 +120,7 @@ class database {
   const std::string& instance_id() const { return instance_id_; }
   result<void> ping();
 
-  result<org> create_org(const std::string& name, bool superadmin, const std::string& created_at);
-  result<org> get_org(const std::string& id);
-  result<org> find_org_by_name(const std::string& name);
-  // Every organization not deleted, by name.
-  result<std::vector<org>> list_orgs();
-  // Moves an organization to `state`, only from one of `from` (conflict otherwise, not_found if absent).
-  result<void> set_org_state(const std::string& id, const std::string& state, const std::vector<std::string>& from,
-                             const std::string& at);
-  // Revokes every key of the organization not revoked yet; returns how many.
-  result<int> revoke_org_keys(const std::string& org_id, const std::string& revoked_at);
-
-  // key.id, org_id, name, role, created_at, expires_at are taken from `key`.
-  result<void> insert_api_key(const api_key& key, const std::string& secret_sha256_hex);
-  // Any key with that hash, revoked or expired ones included (the caller decides).
-  result<api_key> find_api_key_by_hash(const std::string& secret_sha256_hex);
-  result<std::vector<api_key>> list_api_keys(const std::string& org_id);
-  // Keys of the organization that still work at `now`: not revoked, not expired (the key cap).
-  result<std::int64_t> count_working_api_keys(const std::string& org_id, const std::string& now);
-  // not_found when the key is absent, in another organization, or already revoked.
-  result<void> revoke_api_key(const std::string& org_id, const std::string& key_id, const std::string& revoked_at);
-  // Records a use of the key (the caller writes at most once a minute per key).
-  result<void> touch_api_key(const std::string& key_id, const std::string& used_at);
-
-  // conflict when the name is taken in that organization. The labels of spec_json become
-  // searchable (sandbox_filter::labels) in the same statement.
-  result<void> insert_sandbox(const sandbox_record& s);
-  // By id, else by name (an id wins over a name that looks like one): two index lookups whatever
-  // the organization's history. Rows in state deleted are not found.
-  result<sandbox_record> get_sandbox(const std::string& org_id, const std::string& id_or_name);
-  // One query per page (see sandbox_filter); invalid_argument beyond 64 label filters.
-  result<std::vector<sandbox_record>> list_sandboxes(const std::string& org_id, const sandbox_filter& filter);
-  // Updates state, container_id, error_message, address, the proxy credential's hash and
-  // updated_at of one row. A deleted row is final: updating it is not_found, so a stale copy
-  // held across an await cannot revive it.
-  result<void> update_sandbox(const sandbox_record& s);
-  // Updates spec_json, expires_at and updated_at (PATCH), apart from the state so that neither
-  // overwrites the other with a stale copy.
-  result<void> update_sandbox_spec(const sandbox_record& s);
-  // Daemon-wide lookup by id for the egress proxy and the preview router, which are reached
-  // without an organization's key: rows in state deleted are not found.
-  result<sandbox_record> find_live_sandbox(const std::string& id);
-  // Daemon-wide, for reconciliation and the TTL reaper: every row not deleted, of every
-  // organization, by id. Reads live rows only.
-  result<std::vector<sandbox_record>> list_live_sandboxes_all_orgs();
-  // Daemon-wide, for GET /metrics: {state, how many} of the rows not deleted, by state. Reads
-  // live rows only, however many deleted ones there are.
-  result<std::vector<std::pair<std::string, std::int64_t>>> count_live_sandboxes_by_state();
-
-  // --- keeping history bounded ---
-  // Removes up to `batch` rows of sandboxes deleted before `deleted_before` (RFC 3339 as
-  // format_time writes it), oldest first, in one short statement; returns how many. Their labels
-  // went when they were deleted; the audit log keeps their story.
-  result<std::size_t> prune_deleted_sandboxes(const std::string& deleted_before, std::size_t batch);
+  // --- keeping the WAL bounded ---
   // Copies the WAL into the database file so that the next write starts it again from the top
   // (PRAGMA wal_checkpoint(RESTART)), waiting at most the busy timeout for readers and writers of
   // other connections. The file is not truncated: its blocks are the reserve (space_policy), and
@@ -373,91 +156,14 @@ class database {
   result<void> set_max_page_count(std::int64_t pages);
   result<std::int64_t> page_count();
 
-  // --- Guardrails (src/store/guardrails.cpp) ---------------------------------------------------
-  // The organization's row, or one with only org_id set when it has none.
-  result<org_guardrails> get_org_guardrails(const std::string& org_id);
-  result<void> put_org_guardrails(const org_guardrails& g);
-  // The organization's sandboxes that are not deleted: what its quotas count.
-  result<std::vector<sandbox_record>> list_live_sandboxes(const std::string& org_id);
-  // Replaces the sandbox's deadline; clear_sandbox_deadline removes it (started again, deleted).
-  result<void> set_sandbox_deadline(const sandbox_deadline& d);
-  result<void> clear_sandbox_deadline(const std::string& sandbox_id);
-  // Deadlines at or before `now` (RFC 3339 text), oldest first, at most `limit`.
-  result<std::vector<sandbox_deadline>> due_sandbox_deadlines(const std::string& now, std::size_t limit);
-
-  // --- Volumes (src/store/volumes.cpp) -----------------------------------------------------------
-  // conflict when the organization has a live volume of that name.
-  result<void> insert_volume(const volume_record& v);
-  // By id, else by name; deleted volumes are not found.
-  result<volume_record> get_volume(const std::string& org_id, const std::string& id_or_name);
-  // Volumes not deleted, by name, after `after_name` (the cursor), at most `limit`.
-  result<std::vector<volume_record>> list_volumes(const std::string& org_id, const std::string& after_name,
-                                                  std::size_t limit);
-  // Moves a volume to `state` only from one of `from` (conflict otherwise, not_found if absent).
-  result<void> set_volume_state(const std::string& org_id, const std::string& id, const std::string& state,
-                                const std::vector<std::string>& from, const std::string& at);
-  // A sandbox not deleted (stopped and failed ones included: they would mount it again) that
-  // mounts the volume, or nullopt: one index lookup.
-  result<std::optional<std::string>> volume_mounted_by(const std::string& volume_id);
-  result<void> insert_sandbox_volume(const std::string& sandbox_id, const std::string& volume_id,
-                                     const std::string& mount_path, bool read_only);
-  // The volumes a sandbox mounts, by mount path.
-  result<std::vector<sandbox_volume>> list_sandbox_volumes(const std::string& sandbox_id);
-  // Daemon-wide, for start-up reconciliation: every volume not deleted, of every organization.
-  // Reads the live-only index volumes_live_name, never deleted rows.
-  result<std::vector<volume_record>> list_live_volumes_all_orgs();
-  // What the organization's volume quota counts: its volumes not deleted (deleting ones count:
-  // their Docker volume may still be there). Reads the live-only index volumes_live_name.
-  result<std::int64_t> count_live_volumes(const std::string& org_id);
-
-  // --- Snapshots (src/store/snapshots.cpp) -------------------------------------------------------
-  // conflict when the organization has a live snapshot of that name.
-  result<void> insert_snapshot(const snapshot_record& s);
-  // By id, else by name; deleted snapshots are not found.
-  result<snapshot_record> get_snapshot(const std::string& org_id, const std::string& id_or_name);
-  // Snapshots not deleted, by name, after `after_name` (the cursor), at most `limit`.
-  result<std::vector<snapshot_record>> list_snapshots(const std::string& org_id, const std::string& after_name,
-                                                      std::size_t limit);
-  // Moves a snapshot to `state` only from one of `from` (conflict otherwise, not_found if absent).
-  result<void> set_snapshot_state(const std::string& org_id, const std::string& id, const std::string& state,
-                                  const std::vector<std::string>& from, const std::string& at);
-  // A sandbox not deleted whose image is `image_ref`, or nullopt: one index lookup.
-  result<std::optional<std::string>> snapshot_used_by(const std::string& image_ref);
-  // Daemon-wide, for start-up reconciliation: every snapshot not deleted, of every organization.
-  // Reads the live-only index snapshots_live_name, never deleted rows.
-  result<std::vector<snapshot_record>> list_live_snapshots_all_orgs();
-  // What the organization's snapshot quota counts: its snapshots not deleted (deleting ones
-  // count). Reads the live-only index snapshots_live_name.
-  result<std::int64_t> count_live_snapshots(const std::string& org_id);
-
   // Takes the write lock now (unavailable when another connection holds it longer than the busy
   // timeout), so nothing between here and commit() can fail for lack of it. A second begin()
   // while one is open is an internal error: nesting is not supported.
   result<transaction> begin();
 
-  // --- audit chain (hashing, signing and verifying live in the audit module) ---
-  result<audit_head> audit_head_of(const std::string& org_id);
-  // conflict when (org_id, seq) exists: two writers that read the same head cannot both append.
-  // invalid_argument when seq < 1.
-  result<void> insert_audit_event(const audit_event& e);
-  result<std::vector<audit_event>> list_audit_events(const std::string& org_id, const audit_filter& f);
-  // One organization's events in seq order from from_seq (inclusive), one row in memory at a
-  // time, from one consistent snapshot; `each` returns false to stop. `each` may read through
-  // this database but must not write.
-  result<void> scan_audit_events(const std::string& org_id, std::int64_t from_seq,
-                                 const std::function<bool(const audit_event&)>& each);
-  // Every org id that has events or checkpoints, sorted; one index seek per organization.
-  result<std::vector<std::string>> audit_org_ids();
-  // conflict when that organization already has a checkpoint at that seq.
-  result<void> insert_audit_checkpoint(const audit_checkpoint& c);
-  // The one with the highest seq; nullopt when there is none.
-  result<std::optional<audit_checkpoint>> latest_audit_checkpoint(const std::string& org_id);
-  // Checkpoints with seq > after_seq, ascending.
-  result<std::vector<audit_checkpoint>> list_audit_checkpoints(const std::string& org_id, std::int64_t after_seq,
-                                                               std::size_t limit);
-
  private:
   friend class transaction;
+  friend class detail::query;  // the stores' one way to a statement (src/store/statement.hpp)
   explicit database(sqlite3* db);
   // COMMIT or ROLLBACK of the open transaction.
   result<void> end_transaction(bool commit);

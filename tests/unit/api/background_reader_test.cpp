@@ -11,6 +11,7 @@
 
 #include "../store/temp_dir.hpp"
 #include "sandfort/api/background_reader.hpp"
+#include "sandfort/store/org_store.hpp"
 
 using namespace sandfort;
 namespace asio = boost::asio;
@@ -39,7 +40,7 @@ struct fixture {
 
 TEST_CASE("background reader: the read runs on its own thread and connection; the I/O thread keeps serving") {
   fixture f;
-  auto made = f.db->create_org("acme", false, "t");
+  auto made = store::org_store(*f.db).create_org("acme", false, "t");
   REQUIRE(made);
   auto reader = f.reader(4);
   std::promise<void> release;
@@ -53,7 +54,7 @@ TEST_CASE("background reader: the read runs on its own thread and connection; th
     auto read = [released, &read_thread, id = made->id](store::database& db) {
       read_thread = std::this_thread::get_id();
       released.wait();  // a long read
-      return db.get_org(id);
+      return store::org_store(db).get_org(id);
     };
     got.emplace(co_await reader->run(std::move(read)));
     resumed_thread = std::this_thread::get_id();

@@ -149,14 +149,14 @@ struct summary_fixture {
     return std::move(d).value();
   }
   store::org org(const std::string& name, bool superadmin = false) {
-    auto o = db->create_org(name, superadmin, "t");
+    auto o = store::org_store(*db).create_org(name, superadmin, "t");
     REQUIRE(o);
     return *o;
   }
-  std::vector<store::audit_event> events(const std::string& org_id) {
+  std::vector<audit::event_record> events(const std::string& org_id) {
     store::audit_filter f;
     f.limit = 100000;
-    auto list = db->list_audit_events(org_id, f);
+    auto list = store::audit_store(*db).list_audit_events(org_id, f);
     REQUIRE(list);
     return *list;
   }
@@ -205,7 +205,7 @@ TEST_CASE("rate limit summary: a deleted organization's refusals go to the opera
   auto op = f.org("superadmin", true);
   auto gone = f.org("gone"), busy = f.org("busy");
   f.summary.note({gone.id, "key:key-9", "10.0.0.9", {1, 1}});
-  REQUIRE(f.db->set_org_state(gone.id, "deleted", {"active"}, "t2"));
+  REQUIRE(store::org_store(*f.db).set_org_state(gone.id, "deleted", {"active"}, "t2"));
   for (std::size_t i = 0; i < audit::rate_limit_summary::max_pairs + 50; ++i)
     f.summary.note({busy.id, "key:k" + std::to_string(i), "10.0.0.1", {1, 1}});
   CHECK(f.summary.pending() == audit::rate_limit_summary::max_pairs + 1);  // the overflow pair

@@ -12,8 +12,8 @@ using namespace sandfort;
 
 namespace {
 
-store::audit_event plain_event() {
-  store::audit_event e;
+audit::event_record plain_event() {
+  audit::event_record e;
   e.org_id = "org-0123456789abcdef";
   e.seq = 1;
   e.ts = "2025-01-02T03:04:05Z";
@@ -29,8 +29,8 @@ store::audit_event plain_event() {
 }
 
 // Quotes, backslashes, every kind of control character, non-ASCII of 2, 3 and 4 bytes, U+2028, DEL.
-store::audit_event awkward_event() {
-  store::audit_event e = plain_event();
+audit::event_record awkward_event() {
+  audit::event_record e = plain_event();
   e.seq = 42;
   e.actor = "Zoë \"q\" \\ 日本 😀";
   e.target = std::string("a\nb\tc\x01\x1f") + "\x7f/\xe2\x80\xa8" + "end";
@@ -43,7 +43,7 @@ store::audit_event awkward_event() {
 }
 
 // One line per event for the Python referee: seq, then each string field as "x" + hex of its bytes.
-std::string python_input(const std::vector<store::audit_event>& events) {
+std::string python_input(const std::vector<audit::event_record>& events) {
   std::ostringstream out;
   for (const auto& e : events) {
     out << e.seq;
@@ -94,8 +94,8 @@ TEST_CASE("canonical_json: UTF-8 as is, quotes and control characters escaped th
 }
 
 TEST_CASE("canonical_json and chain_hash agree with Python's json.dumps(sort_keys, compact, ensure_ascii=False)") {
-  std::vector<store::audit_event> events = {plain_event(), awkward_event()};
-  store::audit_event every_byte = plain_event();
+  std::vector<audit::event_record> events = {plain_event(), awkward_event()};
+  audit::event_record every_byte = plain_event();
   for (int c = 0; c < 0x80; ++c) every_byte.actor += static_cast<char>(c);
   every_byte.target = "\xc2\x80\xdf\xbf\xe0\xa0\x80\xed\x9f\xbf\xee\x80\x80\xef\xbf\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf";
   every_byte.details = R"({"max":9007199254740991,"min":-9007199254740991,"zero":-0,"deep":[[[{"k":[]}]]],)"

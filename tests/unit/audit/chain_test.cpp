@@ -31,10 +31,10 @@ TEST_CASE("a chain of 3 events: each hash covers its predecessor's hash and its 
 
 TEST_CASE("every field is covered by the hash") {
   const auto e = testing::sealed_chain("org-0000000000000001", 1).front();
-  const std::vector<std::string store::audit_event::*> fields = {
-      &store::audit_event::org_id,  &store::audit_event::ts,         &store::audit_event::actor,
-      &store::audit_event::action,  &store::audit_event::target,     &store::audit_event::outcome,
-      &store::audit_event::request_id, &store::audit_event::source,  &store::audit_event::prev_hash};
+  const std::vector<std::string audit::event_record::*> fields = {
+      &audit::event_record::org_id,     &audit::event_record::ts,     &audit::event_record::actor,
+      &audit::event_record::action,     &audit::event_record::target, &audit::event_record::outcome,
+      &audit::event_record::request_id, &audit::event_record::source, &audit::event_record::prev_hash};
   for (auto field : fields) {
     auto edited = e;
     edited.*field += "x";
@@ -53,20 +53,20 @@ TEST_CASE("every field is covered by the hash") {
 
 TEST_CASE("seal makes the event the head's successor") {
   auto e = testing::sample_event("org-0000000000000001", 1);
-  REQUIRE(audit::seal(e, store::audit_head{}));
+  REQUIRE(audit::seal(e, audit::chain_head{}));
   CHECK(e.seq == 1);
   CHECK(e.prev_hash == audit::genesis_hash());
   CHECK(e.hash == audit::chain_hash(audit::genesis_hash(), e));
 
   // A head of seq 0 that names the genesis hash is also an empty chain.
   auto f = testing::sample_event("org-0000000000000001", 1);
-  REQUIRE(audit::seal(f, store::audit_head{0, audit::genesis_hash()}));
+  REQUIRE(audit::seal(f, audit::chain_head{0, audit::genesis_hash()}));
   CHECK(f.hash == e.hash);
 
   auto next = testing::sample_event("org-0000000000000001", 2);
   next.seq = 99;                // whatever the caller put there
   next.prev_hash = "garbage";
-  REQUIRE(audit::seal(next, store::audit_head{e.seq, e.hash}));
+  REQUIRE(audit::seal(next, audit::chain_head{e.seq, e.hash}));
   CHECK(next.seq == 2);
   CHECK(next.prev_hash == e.hash);
   CHECK(next.hash == audit::chain_hash(e.hash, next));
@@ -77,7 +77,7 @@ TEST_CASE("seal stores what it hashes: canonical details, invalid UTF-8 replaced
   e.details = R"( { "z" : 1 , "a" : [ true ] } )";
   e.actor = "bad\xff\xfe byte";
   e.target = "cut \xe2\x82";
-  REQUIRE(audit::seal(e, store::audit_head{}));
+  REQUIRE(audit::seal(e, audit::chain_head{}));
   CHECK(e.details == R"({"a":[true],"z":1})");
   CHECK(e.actor == "bad\xef\xbf\xbd\xef\xbf\xbd byte");
   CHECK(e.target == "cut \xef\xbf\xbd\xef\xbf\xbd");
@@ -86,13 +86,13 @@ TEST_CASE("seal stores what it hashes: canonical details, invalid UTF-8 replaced
 
   auto empty = testing::sample_event("org-0000000000000001", 1);
   empty.details = "";
-  REQUIRE(audit::seal(empty, store::audit_head{}));
+  REQUIRE(audit::seal(empty, audit::chain_head{}));
   CHECK(empty.details == "{}");
 }
 
 TEST_CASE("seal refuses, leaving the event unchanged") {
   const auto original = testing::sample_event("org-0000000000000001", 1);
-  const auto refuses = [](const store::audit_event& e, const store::audit_head& head) {
+  const auto refuses = [](const audit::event_record& e, const audit::chain_head& head) {
     auto copy = e;
     auto r = audit::seal(copy, head);
     const bool unchanged = std::tie(copy.org_id, copy.seq, copy.actor, copy.target, copy.details, copy.prev_hash,
@@ -108,10 +108,10 @@ TEST_CASE("seal refuses, leaving the event unchanged") {
   e = original;
   e.org_id = "";
   CHECK(refuses(e, {}));
-  CHECK(refuses(original, store::audit_head{5, ""}));
+  CHECK(refuses(original, audit::chain_head{5, ""}));
   e = original;
   e.actor = "bad\xff";  // would be repaired by a successful seal
-  CHECK(refuses(e, store::audit_head{5, ""}));
-  CHECK(refuses(original, store::audit_head{0, std::string(64, 'f')}));
-  CHECK(refuses(original, store::audit_head{-1, ""}));
+  CHECK(refuses(e, audit::chain_head{5, ""}));
+  CHECK(refuses(original, audit::chain_head{0, std::string(64, 'f')}));
+  CHECK(refuses(original, audit::chain_head{-1, ""}));
 }

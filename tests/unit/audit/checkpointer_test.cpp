@@ -25,7 +25,7 @@ struct fixture {
   audit::signing_key key = load_key(dir.file("audit.key"));
   audit::public_key pk = *audit::public_key::from_pem(key.public_key_pem());
   testing::manual_clock clk{time_point(std::chrono::seconds(1'767'322'800))};  // 2026-01-02T03:00:00Z
-  std::map<std::string, store::audit_head> heads;
+  std::map<std::string, audit::chain_head> heads;
 
   // Appends n sealed events to org's chain, as the journal does.
   void append(const std::string& org, int n) {
@@ -33,19 +33,19 @@ struct fixture {
     for (int i = 0; i < n; ++i) {
       auto e = testing::sample_event(org, static_cast<int>(head.seq) + 1);
       REQUIRE(audit::seal(e, head));
-      REQUIRE(db->insert_audit_event(e));
+      REQUIRE(store::audit_store(*db).insert_audit_event(e));
       head = {e.seq, e.hash};
     }
   }
 
-  std::vector<store::audit_checkpoint> stored(const std::string& org) {
-    return db->list_audit_checkpoints(org, -1, 1000).value();
+  std::vector<audit::checkpoint_record> stored(const std::string& org) {
+    return store::audit_store(*db).list_audit_checkpoints(org, -1, 1000).value();
   }
 
   audit::verify_report verify(const std::string& org) {
     const auto cps = stored(org);
     audit::chain_verifier v(org, cps);
-    REQUIRE(db->scan_audit_events(org, 1, [&](const store::audit_event& e) { return v.feed(e); }));
+    REQUIRE(store::audit_store(*db).scan_audit_events(org, 1, [&](const audit::event_record& e) { return v.feed(e); }));
     return v.finish(cps, pk);
   }
 };
@@ -142,8 +142,8 @@ TEST_CASE("the checkpointer refuses to sign a chain that no longer extends its l
 
   SECTION("an event that does not chain onto the checkpointed head") {
     auto e = testing::sample_event(org_a, 4);
-    REQUIRE(audit::seal(e, store::audit_head{3, std::string(64, 'f')}));
-    REQUIRE(f.db->insert_audit_event(e));
+    REQUIRE(audit::seal(e, audit::chain_head{3, std::string(64, 'f')}));
+    REQUIRE(store::audit_store(*f.db).insert_audit_event(e));
     auto r = audit::checkpoint_org(*f.db, org_a, f.key, "2026-01-02T03:05:00.000Z");
     REQUIRE_FALSE(r);
     CHECK(r.err().code == errc::conflict);
@@ -155,7 +155,7 @@ TEST_CASE("the checkpointer refuses to sign a chain that no longer extends its l
     auto e = testing::sample_event(org_a, 5);
     REQUIRE(audit::seal(e, f.heads[org_a]));
     e.actor = "key-someone-else";
-    REQUIRE(f.db->insert_audit_event(e));
+    REQUIRE(store::audit_store(*f.db).insert_audit_event(e));
     auto r = audit::checkpoint_org(*f.db, org_a, f.key, "2026-01-02T03:05:00.000Z");
     REQUIRE_FALSE(r);
     CHECK(r.err().code == errc::conflict);
@@ -164,8 +164,8 @@ TEST_CASE("the checkpointer refuses to sign a chain that no longer extends its l
   }
   SECTION("a gap after the checkpoint") {
     auto e = testing::sample_event(org_a, 5);
-    REQUIRE(audit::seal(e, store::audit_head{4, std::string(64, 'e')}));
-    REQUIRE(f.db->insert_audit_event(e));
+    REQUIRE(audit::seal(e, audit::chain_head{4, std::string(64, 'e')}));
+    REQUIRE(store::audit_store(*f.db).insert_audit_event(e));
     auto r = audit::checkpoint_org(*f.db, org_a, f.key, "2026-01-02T03:05:00.000Z");
     REQUIRE_FALSE(r);
     CHECK(r.err().code == errc::conflict);
@@ -174,7 +174,8 @@ TEST_CASE("the checkpointer refuses to sign a chain that no longer extends its l
   SECTION("a latest checkpoint forged with another key") {
     const auto other = load_key(f.dir.file("other.key"));
     f.append(org_a, 1);
-    REQUIRE(f.db->insert_audit_checkpoint(audit::make_checkpoint(org_a, f.heads[org_a], "t", other)));
+    REQUIRE(
+        store::audit_store(*f.db).insert_audit_checkpoint(audit::make_checkpoint(org_a, f.heads[org_a], "t", other)));
     f.append(org_a, 1);
     auto r = audit::checkpoint_org(*f.db, org_a, f.key, "2026-01-02T03:05:00.000Z");
     REQUIRE_FALSE(r);
@@ -185,7 +186,7 @@ TEST_CASE("the checkpointer refuses to sign a chain that no longer extends its l
     f.append(org_a, 1);
     auto forged = audit::make_checkpoint(org_a, f.heads[org_a], "t", f.key);
     forged.ts = "2026-01-02T03:01:00.000Z";  // the signature was over another time
-    REQUIRE(f.db->insert_audit_checkpoint(forged));
+    REQUIRE(store::audit_store(*f.db).insert_audit_checkpoint(forged));
     f.append(org_a, 1);
     auto r = audit::checkpoint_org(*f.db, org_a, f.key, "2026-01-02T03:05:00.000Z");
     REQUIRE_FALSE(r);
@@ -201,8 +202,8 @@ TEST_CASE("one organization's broken chain does not stop the others' checkpoints
   f.append(org_a, 2);
   REQUIRE(audit::checkpoint_org(*f.db, org_a, f.key, "t0"));
   auto e = testing::sample_event(org_a, 3);
-  REQUIRE(audit::seal(e, store::audit_head{2, std::string(64, 'f')}));
-  REQUIRE(f.db->insert_audit_event(e));
+  REQUIRE(audit::seal(e, audit::chain_head{2, std::string(64, 'f')}));
+  REQUIRE(store::audit_store(*f.db).insert_audit_event(e));
   f.append(org_b, 2);
 
   auto made = audit::checkpoint_all(*f.db, f.key, f.clk, "");

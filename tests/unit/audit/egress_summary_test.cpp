@@ -21,14 +21,14 @@ struct egress_fixture {
   audit::egress_summary egress{*db, journal, clk};
 
   store::org org(const std::string& name, bool superadmin = false) {
-    auto o = db->create_org(name, superadmin, "t");
+    auto o = store::org_store(*db).create_org(name, superadmin, "t");
     REQUIRE(o);
     return *o;
   }
-  std::vector<store::audit_event> events(const std::string& org_id) {
+  std::vector<audit::event_record> events(const std::string& org_id) {
     store::audit_filter f;
     f.limit = 100000;
-    auto list = db->list_audit_events(org_id, f);
+    auto list = store::audit_store(*db).list_audit_events(org_id, f);
     REQUIRE(list);
     return *list;
   }
@@ -44,7 +44,7 @@ audit::egress_decision deny(const std::string& org, const std::string& sbx, cons
   return {org, sbx, host, 443, false, reason, "10.213.0.5", 0, 0};
 }
 
-nlohmann::json details(const store::audit_event& e) { return nlohmann::json::parse(e.details); }
+nlohmann::json details(const audit::event_record& e) { return nlohmann::json::parse(e.details); }
 
 }  // namespace
 
@@ -109,11 +109,11 @@ TEST_CASE("egress summary: decisions without a trusted organization, or of a del
   CHECK(f.egress.pending() == 3);
 
   auto op = f.org("superadmin", true);
-  REQUIRE(f.db->set_org_state(gone.id, "deleted", {"active"}, "t2"));
+  REQUIRE(store::org_store(*f.db).set_org_state(gone.id, "deleted", {"active"}, "t2"));
   REQUIRE(*f.egress.flush() == 3);
   auto got = f.events(op.id);
   REQUIRE(got.size() == 3);
-  std::map<std::string, store::audit_event> by_target;
+  std::map<std::string, audit::event_record> by_target;
   for (const auto& e : got) by_target[e.target] = e;
   CHECK(by_target.at("sbx-claimed").actor == "sandbox:sbx-claimed");
   CHECK(details(by_target.at("sbx-claimed"))["org_id"] == "");

@@ -19,10 +19,10 @@ struct journal_fixture {
   testing::manual_clock clk;
   audit::journal journal{*db, clk};
 
-  std::vector<store::audit_event> events(const std::string& org_id) {
+  std::vector<audit::event_record> events(const std::string& org_id) {
     store::audit_filter f;
     f.limit = 1000;
-    auto list = db->list_audit_events(org_id, f);
+    auto list = store::audit_store(*db).list_audit_events(org_id, f);
     REQUIRE(list);
     return *list;
   }
@@ -32,7 +32,7 @@ struct journal_fixture {
 
 TEST_CASE("journal: a change that fails leaves no event; one that succeeds has exactly one") {
   journal_fixture f;
-  auto o = f.db->create_org("acme", false, "t");
+  auto o = store::org_store(*f.db).create_org("acme", false, "t");
   REQUIRE(o);
   audit::actor who{"key:key-1", "req-1", "10.0.0.9"};
   auto failed = f.journal.record_change(
@@ -42,22 +42,22 @@ TEST_CASE("journal: a change that fails leaves no event; one that succeeds has e
   CHECK(f.events(o->id).empty());
 
   auto done = f.journal.record_change(
-      {o->id}, who, [&] { return f.db->set_org_state(o->id, "disabled", {"active"}, "t2"); },
+      {o->id}, who, [&] { return store::org_store(*f.db).set_org_state(o->id, "disabled", {"active"}, "t2"); },
       [] { return audit::record{"org.disable", "org-x", "ok", {{"ratio", 0.5}}}; });
   // A float has no canonical form: the whole change is refused, the state is unchanged.
   CHECK_FALSE(done);
-  CHECK(f.db->get_org(o->id)->state == "active");
+  CHECK(store::org_store(*f.db).get_org(o->id)->state == "active");
   CHECK(f.events(o->id).empty());
 
   REQUIRE(f.journal.record_change(
-      {o->id}, who, [&] { return f.db->set_org_state(o->id, "disabled", {"active"}, "t2"); },
+      {o->id}, who, [&] { return store::org_store(*f.db).set_org_state(o->id, "disabled", {"active"}, "t2"); },
       [] { return audit::record{"org.disable", "org-x", "ok", audit::floats_as_text({{"ratio", 0.5}})}; }));
   auto got = f.events(o->id);
   REQUIRE(got.size() == 1);
   CHECK(got[0].actor == "key:key-1");
   CHECK(got[0].source == "10.0.0.9");
   CHECK(got[0].details == R"({"ratio":"0.5"})");
-  CHECK(f.db->get_org(o->id)->state == "disabled");
+  CHECK(store::org_store(*f.db).get_org(o->id)->state == "disabled");
 }
 
 TEST_CASE("failure summary: many failures become one event per source and reason, in the operator's chain") {
@@ -69,7 +69,7 @@ TEST_CASE("failure summary: many failures become one event per source and reason
   CHECK_FALSE(failures.flush());
   CHECK(failures.pending() == 2);
 
-  auto op = f.db->create_org("superadmin", true, "t");
+  auto op = store::org_store(*f.db).create_org("superadmin", true, "t");
   REQUIRE(op);
   auto written = failures.flush();
   REQUIRE(written);
@@ -89,7 +89,7 @@ TEST_CASE("failure summary: many failures become one event per source and reason
 
 TEST_CASE("journal: details with invalid UTF-8 (a raw request path, a cut character) are recorded with U+FFFD") {
   journal_fixture f;
-  auto o = f.db->create_org("acme", false, "t");
+  auto o = store::org_store(*f.db).create_org("acme", false, "t");
   REQUIRE(o);
   const std::string cut_e_acute = std::string("true \xc3\xa9\xc3", 8);  // "true é" and half of the next "é"
   auto e = f.journal.record_event(o->id, audit::system_actor(),

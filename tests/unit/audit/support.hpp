@@ -30,8 +30,8 @@ inline std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-inline store::audit_event sample_event(const std::string& org_id, int n) {
-  store::audit_event e;
+inline audit::event_record sample_event(const std::string& org_id, int n) {
+  audit::event_record e;
   e.org_id = org_id;
   e.ts = "2025-01-02T03:04:" + std::string(n % 60 < 10 ? "0" : "") + std::to_string(n % 60) + "Z";
   e.actor = "key-00000000000000aa";
@@ -45,9 +45,9 @@ inline store::audit_event sample_event(const std::string& org_id, int n) {
 }
 
 // count events of org_id, sealed one after the other.
-inline std::vector<store::audit_event> sealed_chain(const std::string& org_id, int count) {
-  std::vector<store::audit_event> chain;
-  store::audit_head head;
+inline std::vector<audit::event_record> sealed_chain(const std::string& org_id, int count) {
+  std::vector<audit::event_record> chain;
+  audit::chain_head head;
   for (int n = 1; n <= count; ++n) {
     auto e = sample_event(org_id, n);
     if (!audit::seal(e, head)) throw std::logic_error("seal failed");

@@ -11,8 +11,8 @@
 
 using namespace sandfort;
 using namespace sandfort::testing;
-using events = std::vector<store::audit_event>;
-using checkpoints = std::vector<store::audit_checkpoint>;
+using events = std::vector<audit::event_record>;
+using checkpoints = std::vector<audit::checkpoint_record>;
 
 namespace {
 
@@ -25,9 +25,9 @@ struct keys {
   audit::public_key pk = *audit::public_key::from_pem(key.public_key_pem());
 
   // The signed checkpoint of chain at seq (0: before the first event).
-  store::audit_checkpoint at(const events& chain, std::int64_t seq, const std::string& org = org_a) const {
+  audit::checkpoint_record at(const events& chain, std::int64_t seq, const std::string& org = org_a) const {
     const std::string hash = seq == 0 ? "" : chain[static_cast<std::size_t>(seq - 1)].hash;
-    return audit::make_checkpoint(org, store::audit_head{seq, hash}, ts, key);
+    return audit::make_checkpoint(org, audit::chain_head{seq, hash}, ts, key);
   }
 };
 
@@ -61,7 +61,8 @@ audit::verify_report verify(const events& chain, const checkpoints& cps, const a
 // Rewrites events from index `from` on with fresh, consistent hashes, as an attacker without the key would.
 void rehash_from(events& chain, std::size_t from) {
   for (std::size_t i = from; i < chain.size(); ++i) {
-    const store::audit_head head = i == 0 ? store::audit_head{} : store::audit_head{chain[i - 1].seq, chain[i - 1].hash};
+    const audit::chain_head head =
+        i == 0 ? audit::chain_head{} : audit::chain_head{chain[i - 1].seq, chain[i - 1].hash};
     REQUIRE(audit::seal(chain[i], head));
   }
 }
@@ -138,7 +139,7 @@ TEST_CASE("an inserted event") {
   const checkpoints cps = {k.at(chain, 10)};
   // A well-formed event that chains on event 4: only its successor can show it does not belong.
   auto forged = testing::sample_event(org_a, 99);
-  REQUIRE(audit::seal(forged, store::audit_head{4, chain[3].hash}));
+  REQUIRE(audit::seal(forged, audit::chain_head{4, chain[3].hash}));
   SECTION("with the later events renumbered") {
     for (std::size_t i = 4; i < chain.size(); ++i) ++chain[i].seq;
     chain.insert(chain.begin() + 4, forged);
@@ -237,7 +238,7 @@ TEST_CASE("a suffix rewritten and re-hashed consistently: the chain no longer re
   SECTION("also when the rewritten chain is longer than the checkpoint") {
     auto longer = chain;
     auto extra = testing::sample_event(org_a, 11);
-    REQUIRE(audit::seal(extra, store::audit_head{10, longer.back().hash}));
+    REQUIRE(audit::seal(extra, audit::chain_head{10, longer.back().hash}));
     longer.push_back(extra);
     CHECK(verify(longer, cps, k.pk).first_bad_seq == 10);
   }
@@ -248,7 +249,7 @@ TEST_CASE("forged checkpoints") {
   const auto chain = testing::sealed_chain(org_a, 10);
   auto cp = k.at(chain, 6);
   SECTION("signed by another key, under its own key id") {
-    cp = audit::make_checkpoint(org_a, store::audit_head{6, chain[5].hash}, ts, k.other);
+    cp = audit::make_checkpoint(org_a, audit::chain_head{6, chain[5].hash}, ts, k.other);
     const auto r = verify(chain, {k.at(chain, 10), cp}, k.pk);
     CHECK_FALSE(r.ok);
     CHECK(r.first_bad_seq == 6);
@@ -320,7 +321,7 @@ TEST_CASE("100,000 events stream through the verifier") {
   constexpr int count = 100000;
   // Sealed and fed one at a time: only the verifier's state grows.
   audit::chain_verifier v(org_a);
-  store::audit_head head;
+  audit::chain_head head;
   checkpoints cps;
   std::chrono::steady_clock::duration feeding{};
   for (int n = 1; n <= count; ++n) {

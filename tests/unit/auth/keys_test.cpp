@@ -23,7 +23,7 @@ struct fixture {
   testing::manual_clock clk;
 
   store::org org(const std::string& name, bool superadmin = false) {
-    auto o = db->create_org(name, superadmin, format_time(clk.now()));
+    auto o = store::org_store(*db).create_org(name, superadmin, format_time(clk.now()));
     REQUIRE(o);
     return *o;
   }
@@ -118,7 +118,7 @@ TEST_CASE("an issued key authenticates as its organization, key and role") {
     CHECK(authenticate(*f.db, f.clk, "  Bearer\t" + k->secret));
   }
   SECTION("the key is listed without its secret") {
-    auto keys = f.db->list_api_keys(acme.id);
+    auto keys = store::org_store(*f.db).list_api_keys(acme.id);
     REQUIRE(keys);
     REQUIRE(keys->size() == 1);
     CHECK((*keys)[0].id == k->record.id);
@@ -177,7 +177,7 @@ TEST_CASE("a revoked key stops working at once") {
   auto acme = f.org("acme");
   auto k = f.issue(acme.id, role::member);
   REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret));
-  REQUIRE(f.db->revoke_api_key(acme.id, k.record.id, format_time(f.clk.now())));
+  REQUIRE(store::org_store(*f.db).revoke_api_key(acme.id, k.record.id, format_time(f.clk.now())));
   check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret), "API key revoked");
 }
 
@@ -215,7 +215,7 @@ TEST_CASE("bootstrap creates the superadmin organization once") {
   CHECK(first->record.role == "admin");
   CHECK_FALSE(first->record.expires_at);
 
-  auto org = f.db->find_org_by_name("superadmin");
+  auto org = store::org_store(*f.db).find_org_by_name("superadmin");
   REQUIRE(org);
   CHECK(org->superadmin);
   CHECK(org->id == first->record.org_id);
@@ -288,11 +288,11 @@ TEST_CASE("a key of a disabled organization is refused with 403, of a deleted on
   fixture f;
   auto acme = f.org("acme");
   auto k = f.issue(acme.id, role::admin);
-  REQUIRE(f.db->set_org_state(acme.id, "disabled", {"active"}, format_time(f.clk.now())));
+  REQUIRE(store::org_store(*f.db).set_org_state(acme.id, "disabled", {"active"}, format_time(f.clk.now())));
   auto disabled = authenticate(*f.db, f.clk, "Bearer " + k.secret);
   REQUIRE_FALSE(disabled);
   CHECK(disabled.err().code == errc::permission_denied);
-  REQUIRE(f.db->set_org_state(acme.id, "deleting", {"disabled"}, format_time(f.clk.now())));
+  REQUIRE(store::org_store(*f.db).set_org_state(acme.id, "deleting", {"disabled"}, format_time(f.clk.now())));
   check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret), "invalid API key");
 }
 
@@ -300,7 +300,7 @@ TEST_CASE("a key's use is recorded to the minute, not on every request") {
   fixture f;
   auto acme = f.org("acme");
   auto k = f.issue(acme.id, role::member);
-  auto last_used = [&] { return f.db->find_api_key_by_hash(sha256_hex(k.secret))->last_used_at; };
+  auto last_used = [&] { return store::org_store(*f.db).find_api_key_by_hash(sha256_hex(k.secret))->last_used_at; };
   CHECK_FALSE(last_used());
   REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret));
   const auto first = last_used();

@@ -65,7 +65,7 @@ struct verifier_fixture {
   std::unique_ptr<oidc_verifier> verifier;
 
   verifier_fixture() {
-    REQUIRE(db->create_org("acme", false, format_time(clk.now())));
+    REQUIRE(store::org_store(*db).create_org("acme", false, format_time(clk.now())));
     oidc_issuer_config is;
     is.issuer = iss;
     is.audiences = {"sandfort"};
@@ -133,7 +133,8 @@ TEST_CASE("claims that name no organization or grant no role are refused") {
   auto no_role = f.auth(f.token(f.key1, "k1", {{"groups", {"outsiders"}}}));
   REQUIRE_FALSE(no_role);
   CHECK(no_role.err().code == errc::permission_denied);
-  REQUIRE(f.db->set_org_state(f.db->find_org_by_name("acme")->id, "disabled", {"active"}, "t"));
+  REQUIRE(store::org_store(*f.db).set_org_state(store::org_store(*f.db).find_org_by_name("acme")->id, "disabled",
+                                                {"active"}, "t"));
   auto disabled = f.auth(f.token(f.key1, "k1"));
   REQUIRE_FALSE(disabled);
   CHECK(disabled.err().code == errc::permission_denied);

@@ -8,6 +8,8 @@
 #include "../store/temp_dir.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/org_store.hpp"
+#include "sandfort/store/sandbox_store.hpp"
 
 using namespace sandfort;
 using namespace sandfort::store;
@@ -24,15 +26,17 @@ struct store_with {
     auto opened = database::open(dir.file("sandfort.db"));
     REQUIRE(opened);
     db = std::move(opened).value();
-    auto o = db->create_org("acme", false, t0);
+    auto o = org_store(*db).create_org("acme", false, t0);
     REQUIRE(o);
     auto tx = db->begin();
     REQUIRE(tx);
     const std::pair<const char*, int> live[] = {{"started", 5}, {"stopped", 3}, {"error", 1}, {"paused", 2}};
     int n = 0;
     for (const auto& [state, count] : live)
-      for (int i = 0; i < count; ++i) REQUIRE(db->insert_sandbox(row(o->id, "live-" + std::to_string(n++), state)));
-    for (int i = 0; i < deleted; ++i) REQUIRE(db->insert_sandbox(row(o->id, "old-" + std::to_string(i), "deleted")));
+      for (int i = 0; i < count; ++i)
+        REQUIRE(sandbox_store(*db).insert_sandbox(row(o->id, "live-" + std::to_string(n++), state)));
+    for (int i = 0; i < deleted; ++i)
+      REQUIRE(sandbox_store(*db).insert_sandbox(row(o->id, "old-" + std::to_string(i), "deleted")));
     REQUIRE(tx->commit());
   }
 
@@ -50,7 +54,7 @@ struct store_with {
   }
 
   std::map<std::string, std::int64_t> counts() {
-    auto c = db->count_live_sandboxes_by_state();
+    auto c = sandbox_store(*db).count_live_sandboxes_by_state();
     REQUIRE(c);
     return {c->begin(), c->end()};
   }

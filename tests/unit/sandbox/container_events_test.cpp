@@ -48,7 +48,7 @@ struct watched {
 };
 
 store::sandbox_record row(fixture& f, const std::string& id) {
-  auto r = f.db->find_live_sandbox(id);
+  auto r = store::sandbox_store(*f.db).find_live_sandbox(id);
   if (!r) throw std::runtime_error("no live row " + id);
   return *r;
 }
@@ -202,7 +202,7 @@ TEST_CASE("events: rows the lifecycle code owns are left alone", "[sandbox][even
   auto& c = f.engine.add_container("c-creating", {{label_sandbox, creating.id}, {label_instance, f.db->instance_id()}},
                                    false, 1);
   creating.container_id = c.id;
-  REQUIRE(f.db->insert_sandbox(creating).ok());
+  REQUIRE(store::sandbox_store(*f.db).insert_sandbox(creating).ok());
   // A stopped row whose container dies again (replayed): its message stays.
   auto stopped = f.create_started();
   REQUIRE(f.run(f.svc->stop(f.org_a.id, stopped.id)).ok());
@@ -332,7 +332,7 @@ TEST_CASE("events: what arrives during start-up reconciliation waits for it", "[
   rec.created_at = rec.updated_at = format_time(f.clk.now());
   rec.container_id = "ctr-gone";
   rec.address = "10.213.0.9";
-  REQUIRE(f.db->insert_sandbox(rec).ok());
+  REQUIRE(store::sandbox_store(*f.db).insert_sandbox(rec).ok());
   docker::container_info gone;
   gone.id = "ctr-gone";
   gone.labels = {{label_sandbox, rec.id}, {label_instance, f.db->instance_id()}};

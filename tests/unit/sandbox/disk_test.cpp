@@ -37,11 +37,11 @@ void write_file(const fs::path& p, std::size_t bytes) {
 
 tree_usage measure_one(const fs::path& root, walk_limits limits = {}) { return measure_trees({root.string()}, limits); }
 
-std::vector<store::audit_event> disk_events(fixture& f, const std::string& org_id, const std::string& action) {
+std::vector<audit::event_record> disk_events(fixture& f, const std::string& org_id, const std::string& action) {
   store::audit_filter filter;
   filter.action = action;
   filter.limit = 1000;
-  auto list = f.db->list_audit_events(org_id, filter);
+  auto list = store::audit_store(*f.db).list_audit_events(org_id, filter);
   REQUIRE(list);
   return *list;
 }

@@ -26,6 +26,7 @@
 #include "sandfort/core/config.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/service.hpp"
+#include "sandfort/store/org_store.hpp"
 
 namespace sandfort::sandbox::test {
 
@@ -640,7 +641,7 @@ struct fixture {
   }
 
   store::org make_org(const std::string& name) {
-    auto o = db->create_org(name, false, format_time(clk.now()));
+    auto o = store::org_store(*db).create_org(name, false, format_time(clk.now()));
     if (!o) throw std::runtime_error("create_org failed: " + o.err().message);
     return *o;
   }
@@ -680,7 +681,7 @@ struct fixture {
       store::sandbox_filter f;
       f.state = state;
       f.limit = 1000;
-      auto rows = db->list_sandboxes(org_id, f);
+      auto rows = store::sandbox_store(*db).list_sandboxes(org_id, f);
       if (!rows) continue;
       for (auto& r : *rows)
         if (r.id == id) return r;

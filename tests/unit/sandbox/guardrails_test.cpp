@@ -12,11 +12,11 @@ using namespace sandfort::sandbox::test;
 
 namespace {
 
-std::vector<store::audit_event> events(fixture& f, const std::string& org_id, const std::string& action) {
+std::vector<audit::event_record> events(fixture& f, const std::string& org_id, const std::string& action) {
   store::audit_filter filter;
   filter.action = action;
   filter.limit = 1000;
-  auto list = f.db->list_audit_events(org_id, filter);
+  auto list = store::audit_store(*f.db).list_audit_events(org_id, filter);
   REQUIRE(list);
   return *list;
 }
@@ -426,7 +426,7 @@ TEST_CASE("guardrails: parallel volume and snapshot creates cannot overshoot the
   CHECK(ok == 2);
   CHECK(refused == 3);
   CHECK(slow.volume_creates == 2);  // the refused ones never reached Docker
-  CHECK(*f.db->count_live_volumes(f.org_a.id) == 2);
+  CHECK(*store::resource_store(*f.db).count_live_volumes(f.org_a.id) == 2);
 
   auto snapped = in_parallel<snapshot_view>(f, 3, [&](int i) -> asio::awaitable<result<snapshot_view>> {
     snapshot_create_request req;
@@ -442,10 +442,10 @@ TEST_CASE("guardrails: parallel volume and snapshot creates cannot overshoot the
   CHECK(ok == 1);
   CHECK(refused == 2);
   CHECK(slow.commits == 1);
-  CHECK(*f.db->count_live_snapshots(f.org_a.id) == 1);
+  CHECK(*store::resource_store(*f.db).count_live_snapshots(f.org_a.id) == 1);
 
   // Every create is done: none still holds a place. A delete makes room for exactly one more.
-  auto first = f.db->list_volumes(f.org_a.id, "", 10);
+  auto first = store::resource_store(*f.db).list_volumes(f.org_a.id, "", 10);
   REQUIRE(first);
   REQUIRE(f.run(volumes.remove(f.org_a.id, first->front().name, audit::system_actor())));
   auto again = in_parallel<volume_view>(f, 2, [&](int i) -> asio::awaitable<result<volume_view>> {

@@ -27,13 +27,13 @@ std::size_t host_full_events(fixture& f, const std::string& org_id) {
   store::audit_filter filter;
   filter.action = "guardrail.host_full";
   filter.limit = 1000;
-  auto list = f.db->list_audit_events(org_id, filter);
+  auto list = store::audit_store(*f.db).list_audit_events(org_id, filter);
   REQUIRE(list);
   return list->size();
 }
 
 std::size_t live_rows(fixture& f, const std::string& org_id) {
-  auto rows = f.db->list_live_sandboxes(org_id);
+  auto rows = store::sandbox_store(*f.db).list_live_sandboxes(org_id);
   REQUIRE(rows);
   return rows->size();
 }
@@ -117,7 +117,7 @@ TEST_CASE("host memory: stopped sandboxes hold none, paused ones do, and a start
   auto restart = f.run(f.svc->start(f.org_a.id, a.id));  // ... so it cannot start again now
   REQUIRE_FALSE(restart);
   CHECK(restart.err().code == errc::host_full);
-  CHECK(f.db->get_sandbox(f.org_a.id, a.id)->state == "stopped");
+  CHECK(store::sandbox_store(*f.db).get_sandbox(f.org_a.id, a.id)->state == "stopped");
   CHECK(host_full_events(f, f.org_a.id) == 1);
 
   REQUIRE(f.run(f.svc->remove(f.org_b.id, c->id)));
@@ -154,7 +154,7 @@ TEST_CASE("host memory: parallel creates and starts cannot overshoot the host", 
   CHECK(other == 0);
 
   // Both stopped, then started at once with room for one: the second start sees the first.
-  auto rows = f.db->list_live_sandboxes_all_orgs();
+  auto rows = store::sandbox_store(*f.db).list_live_sandboxes_all_orgs();
   REQUIRE(rows);
   REQUIRE(rows->size() == 2);
   for (auto& r : *rows) REQUIRE(f.run(f.svc->stop(r.org_id, r.id)));

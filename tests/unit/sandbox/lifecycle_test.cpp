@@ -72,7 +72,7 @@ TEST_CASE("sandbox: create with wait returns a started sandbox with its run dire
   CHECK(c->name.find(v.id) == std::string::npos);
   CHECK(c->name.rfind("sandfort-", 0) == 0);
 
-  auto row = f.db->get_sandbox(f.org_a.id, v.id);
+  auto row = store::sandbox_store(*f.db).get_sandbox(f.org_a.id, v.id);
   REQUIRE(row);
   CHECK(row->state == "started");
   CHECK(row->container_id == c->id);
@@ -129,7 +129,7 @@ TEST_CASE("sandbox: create pulls a missing image and passes through pulling", "[
   f.engine.images.clear();
   std::vector<std::string> states_during_pull;
   f.engine.on_pull = [&](const std::string&) {
-    auto rows = f.db->list_live_sandboxes_all_orgs();
+    auto rows = store::sandbox_store(*f.db).list_live_sandboxes_all_orgs();
     REQUIRE(rows);
     for (const auto& r : *rows) states_during_pull.push_back(r.state);
   };
@@ -154,12 +154,12 @@ TEST_CASE("sandbox: create with wait and a failing pull returns the error and le
   CHECK(f.engine.pulls == std::vector<std::string>{"nope/nope"});
   CHECK(f.engine.created.empty());
 
-  auto rows = f.db->list_live_sandboxes_all_orgs();
+  auto rows = store::sandbox_store(*f.db).list_live_sandboxes_all_orgs();
   REQUIRE(rows);
   CHECK(rows->empty());
   store::sandbox_filter deleted;
   deleted.state = "deleted";
-  auto gone = f.db->list_sandboxes(f.org_a.id, deleted);
+  auto gone = store::sandbox_store(*f.db).list_sandboxes(f.org_a.id, deleted);
   REQUIRE(gone);
   REQUIRE(gone->size() == 1);
   CHECK(f.get(f.org_a.id, gone->front().id).err().code == errc::not_found);
@@ -204,7 +204,7 @@ TEST_CASE("sandbox: create reports a container that exits before its agent answe
     REQUIRE_FALSE(v.ok());
     CHECK(v.err().message.find("exited with code 3") != std::string::npos);
     CHECK(v.err().message.find("out of memory") == std::string::npos);
-    auto rows = f.db->list_live_sandboxes_all_orgs();
+    auto rows = store::sandbox_store(*f.db).list_live_sandboxes_all_orgs();
     REQUIRE(rows);
     CHECK(rows->empty());
   }
@@ -469,7 +469,7 @@ std::string insert_row(fixture& f, int n, std::map<std::string, std::string> lab
   rec.snapshot = f.cfg.default_image;
   rec.spec_json = spec_to_json(spec);
   rec.created_at = rec.updated_at = format_time(f.clk.now());
-  REQUIRE(f.db->insert_sandbox(rec));
+  REQUIRE(store::sandbox_store(*f.db).insert_sandbox(rec));
   return rec.id;
 }
 

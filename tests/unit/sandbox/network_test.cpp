@@ -62,20 +62,20 @@ TEST_CASE("sandbox network: the address is recorded while started; stop and dele
   std::vector<std::string> disconnected;
   f.svc->network().on_disconnect([&](const std::string& id) { disconnected.push_back(id); });
   auto v = f.create_started();
-  auto row = f.db->find_live_sandbox(v.id);
+  auto row = store::sandbox_store(*f.db).find_live_sandbox(v.id);
   REQUIRE(row.ok());
   CHECK(row->address.rfind("10.213.0.", 0) == 0);
 
   REQUIRE(f.run(f.svc->stop(f.org_a.id, v.id)).ok());
-  CHECK(f.db->find_live_sandbox(v.id)->address.empty());
+  CHECK(store::sandbox_store(*f.db).find_live_sandbox(v.id)->address.empty());
   CHECK(disconnected == std::vector<std::string>{v.id});
 
   REQUIRE(f.run(f.svc->start(f.org_a.id, v.id)).ok());
-  CHECK_FALSE(f.db->find_live_sandbox(v.id)->address.empty());
+  CHECK_FALSE(store::sandbox_store(*f.db).find_live_sandbox(v.id)->address.empty());
 
   REQUIRE(f.run(f.svc->remove(f.org_a.id, v.id)).ok());
   CHECK(disconnected == std::vector<std::string>{v.id, v.id});
-  CHECK_FALSE(f.db->find_live_sandbox(v.id).ok());
+  CHECK_FALSE(store::sandbox_store(*f.db).find_live_sandbox(v.id).ok());
 }
 
 TEST_CASE("sandbox network: PATCH changes the allowlist, labels and TTL and nothing else", "[sandbox][network]") {
@@ -123,7 +123,7 @@ TEST_CASE("sandbox network: preview links carry a per-port token unless previews
   auto link = f.svc->network().preview(f.org_a.id, v.id, 8080);
   REQUIRE(link.ok());
   CHECK(link->url == "http://8080-" + v.id + ".preview.localhost:8081");
-  auto key = f.db->find_live_sandbox(v.id)->preview_key;
+  auto key = store::sandbox_store(*f.db).find_live_sandbox(v.id)->preview_key;
   CHECK(link->token == hmac_sha256_hex(key, v.id + ":8080"));
   CHECK(f.svc->network().preview(f.org_a.id, v.id, 8081)->token != link->token);
   CHECK_FALSE(f.svc->network().preview(f.org_a.id, v.id, 0).ok());
@@ -155,7 +155,7 @@ TEST_CASE("sandbox network: Docker's resolver is not listed; previewable means t
           "[sandbox][network]") {
   fixture f;
   auto v = f.create_started();
-  const std::string own = f.db->find_live_sandbox(v.id)->address;
+  const std::string own = store::sandbox_store(*f.db).find_live_sandbox(v.id)->address;
   REQUIRE_FALSE(own.empty());
   f.agent.listening = {{53001, "127.0.0.11", "ipv4", std::nullopt, std::nullopt, "", false},
                        {53001, "::ffff:127.0.0.11", "ipv6", std::nullopt, std::nullopt, "", false},

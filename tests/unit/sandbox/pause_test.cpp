@@ -14,11 +14,11 @@ using namespace sandfort::sandbox::test;
 
 namespace {
 
-std::vector<store::audit_event> events(fixture& f, const std::string& action) {
+std::vector<audit::event_record> events(fixture& f, const std::string& action) {
   store::audit_filter filter;
   filter.action = action;
   filter.limit = 1000;
-  auto list = f.db->list_audit_events(f.org_a.id, filter);
+  auto list = store::audit_store(*f.db).list_audit_events(f.org_a.id, filter);
   REQUIRE(list);
   return *list;
 }

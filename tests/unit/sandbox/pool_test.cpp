@@ -55,7 +55,7 @@ void with_pool(fixture& f, int size, int ready = -1) {
 std::size_t unclaimed_members(fixture& f) {
   std::size_t n = 0;
   for (auto& [id, c] : f.engine.containers)
-    if (c.labels.count(label_pool) && !f.db->find_live_sandbox(c.labels[label_sandbox])) ++n;
+    if (c.labels.count(label_pool) && !store::sandbox_store(*f.db).find_live_sandbox(c.labels[label_sandbox])) ++n;
   return n;
 }
 
@@ -88,7 +88,7 @@ TEST_CASE("pool: a matching create claims a member with the caller's environment
   REQUIRE(v);
   CHECK(v->state == "started");  // at once, though the caller did not ask to wait
   CHECK(v->id == member_container.labels.at(label_sandbox));
-  auto row = f.db->get_sandbox(f.org_a.id, v->id);
+  auto row = store::sandbox_store(*f.db).get_sandbox(f.org_a.id, v->id);
   REQUIRE(row);
   CHECK(row->container_id == member_container.id);
   CHECK(spec_from_json(row->spec_json).pooled);
@@ -125,7 +125,7 @@ TEST_CASE("pool: creates it cannot serve are made cold", "[sandbox][pool]") {
   REQUIRE(b);
   CHECK(f.agent.claims.empty());
   CHECK(f.svc->pools().at(0).ready == 1);
-  CHECK_FALSE(spec_from_json(f.db->get_sandbox(f.org_a.id, a->id)->spec_json).pooled);
+  CHECK_FALSE(spec_from_json(store::sandbox_store(*f.db).get_sandbox(f.org_a.id, a->id)->spec_json).pooled);
 }
 
 TEST_CASE("pool: a member that refuses the claim is removed and the create made cold", "[sandbox][pool]") {
@@ -139,7 +139,7 @@ TEST_CASE("pool: a member that refuses the claim is removed and the create made 
   REQUIRE(v);
   CHECK(v->state == "started");
   CHECK(std::find(f.engine.removed.begin(), f.engine.removed.end(), member_id) != f.engine.removed.end());
-  auto row = f.db->get_sandbox(f.org_a.id, v->id);
+  auto row = store::sandbox_store(*f.db).get_sandbox(f.org_a.id, v->id);
   REQUIRE(row);
   CHECK(row->container_id != member_id);
   CHECK_FALSE(spec_from_json(row->spec_json).pooled);
@@ -160,7 +160,7 @@ TEST_CASE("pool: a pooled sandbox is claimed again, with a new credential, at ea
   req.env = {{"KEEP", "1"}};
   auto v = settle(f, f.svc->create(f.org_a.id, req));
   REQUIRE(v);
-  auto first_hash = f.db->get_sandbox(f.org_a.id, v->id)->proxy_secret_sha256;
+  auto first_hash = store::sandbox_store(*f.db).get_sandbox(f.org_a.id, v->id)->proxy_secret_sha256;
   REQUIRE(settle(f, f.svc->stop(f.org_a.id, v->id)));
   auto started = settle(f, f.svc->start(f.org_a.id, v->id));
   REQUIRE(started);
@@ -169,7 +169,7 @@ TEST_CASE("pool: a pooled sandbox is claimed again, with a new credential, at ea
   // No workdir asked for: the default, at every claim (docs/images.md).
   CHECK(f.agent.claims[0].workdir == "/work");
   CHECK(f.agent.claims[1].workdir == "/work");
-  auto row = f.db->get_sandbox(f.org_a.id, v->id);
+  auto row = store::sandbox_store(*f.db).get_sandbox(f.org_a.id, v->id);
   CHECK(row->proxy_secret_sha256 != first_hash);
   const auto& proxy = f.agent.claims[1].env.at("HTTP_PROXY");
   CHECK(row->proxy_secret_sha256 == sha256_hex(proxy.substr(proxy.find(':', 7) + 1, 48)));

@@ -24,7 +24,7 @@ store::sandbox_record insert_row(fixture& f, int n, const std::string& state, co
   rec.snapshot = f.cfg.default_image;
   rec.spec_json = spec_to_json(sandbox_spec{});
   rec.created_at = rec.updated_at = format_time(f.clk.now());
-  REQUIRE(f.db->insert_sandbox(rec));
+  REQUIRE(store::sandbox_store(*f.db).insert_sandbox(rec));
   return rec;
 }
 
@@ -197,7 +197,7 @@ store::volume_record insert_volume_row(fixture& f, const std::string& org_id, co
   v.docker_name = docker_name;
   v.state = "ready";
   v.created_at = v.updated_at = format_time(f.clk.now());
-  REQUIRE(f.db->insert_volume(v));
+  REQUIRE(store::resource_store(*f.db).insert_volume(v));
   return v;
 }
 
@@ -211,7 +211,7 @@ store::snapshot_record insert_snapshot_row(fixture& f, const std::string& org_id
   s.source_sandbox_id = "sbx-0000000000000001";
   s.state = "ready";
   s.created_at = s.updated_at = format_time(f.clk.now());
-  REQUIRE(f.db->insert_snapshot(s));
+  REQUIRE(store::resource_store(*f.db).insert_snapshot(s));
   return s;
 }
 
@@ -239,8 +239,10 @@ TEST_CASE("sandbox: reconcile removes volumes and snapshot images that no row na
   f.engine.add_volume("sandfort-vol-00000000000000f1", labels("io.sandfort.volume", "vol-00000000000000f1", ours),
                       an_hour_ago);
   auto deleted = insert_volume_row(f, f.org_a.id, "old", "sandfort-vol-00000000000000d1");
-  REQUIRE(f.db->set_volume_state(f.org_a.id, deleted.id, "deleting", {"ready"}, format_time(f.clk.now())));
-  REQUIRE(f.db->set_volume_state(f.org_a.id, deleted.id, "deleted", {"deleting"}, format_time(f.clk.now())));
+  REQUIRE(store::resource_store(*f.db).set_volume_state(f.org_a.id, deleted.id, "deleting", {"ready"},
+                                                        format_time(f.clk.now())));
+  REQUIRE(store::resource_store(*f.db).set_volume_state(f.org_a.id, deleted.id, "deleted", {"deleting"},
+                                                        format_time(f.clk.now())));
   f.engine.add_volume(deleted.docker_name, labels("io.sandfort.volume", deleted.id, ours), an_hour_ago);
   std::string orphan_image = f.engine
                                  .add_image("sandfort-snap/00000000000000f1:latest",
@@ -319,9 +321,9 @@ TEST_CASE("sandbox: reconcile removes volumes and snapshot images that no row na
   CHECK(f.engine.image_details.count(instance_only));
 
   // The rows stay as they were: the volume and snapshot rows whose objects are gone included.
-  CHECK(f.db->get_volume(f.org_a.id, kept_a.id));
-  CHECK(f.db->get_volume(f.org_b.id, lost_volume.id)->state == "ready");
-  CHECK(f.db->get_snapshot(f.org_b.id, lost_snapshot.id)->state == "ready");
+  CHECK(store::resource_store(*f.db).get_volume(f.org_a.id, kept_a.id));
+  CHECK(store::resource_store(*f.db).get_volume(f.org_b.id, lost_volume.id)->state == "ready");
+  CHECK(store::resource_store(*f.db).get_snapshot(f.org_b.id, lost_snapshot.id)->state == "ready");
 
   // The next pass: what was left for a create in flight is now older than the pass; the used
   // image is still used.

@@ -74,13 +74,13 @@ TEST_CASE("sandbox: create rejects each bad field with invalid_argument naming i
   for (const auto& c : cases) require_rejected(f, c);
 
   // Nothing was stored and nothing reached the engine.
-  auto rows = f.db->list_live_sandboxes_all_orgs();
+  auto rows = store::sandbox_store(*f.db).list_live_sandboxes_all_orgs();
   REQUIRE(rows);
   CHECK(rows->empty());
   CHECK(f.engine.created.empty());
   store::sandbox_filter deleted;
   deleted.state = "deleted";
-  auto gone = f.db->list_sandboxes(f.org_a.id, deleted);
+  auto gone = store::sandbox_store(*f.db).list_sandboxes(f.org_a.id, deleted);
   REQUIRE(gone);
   CHECK(gone->empty());
 }
@@ -187,7 +187,7 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
   // Only the secret's hash is stored.
   std::string secret = proxy->substr(proxy_prefix.size(), at - proxy_prefix.size());
   CHECK(secret.size() == 48);
-  auto row = f.db->find_live_sandbox(v.id);
+  auto row = store::sandbox_store(*f.db).find_live_sandbox(v.id);
   REQUIRE(row.ok());
   CHECK(row->proxy_secret_sha256 == sha256_hex(secret));
   CHECK(row->spec_json.find(secret) == std::string::npos);

@@ -13,7 +13,10 @@
 #include <optional>
 
 #include "sandfort/core/ids.hpp"
+#include "sandfort/store/audit_store.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/org_store.hpp"
+#include "sandfort/store/sandbox_store.hpp"
 #include "temp_dir.hpp"
 #include "open_db.hpp"
 
@@ -31,10 +34,10 @@ std::string ts_at(int second, int days_before = 0) {
   return buf;
 }
 
-audit_event make_event(const std::string& org_id, std::int64_t seq, const std::string& ts,
-                       const std::string& actor = "key-a", const std::string& action = "sandbox.create",
-                       const std::string& target = "") {
-  audit_event e;
+audit::event_record make_event(const std::string& org_id, std::int64_t seq, const std::string& ts,
+                               const std::string& actor = "key-a", const std::string& action = "sandbox.create",
+                               const std::string& target = "") {
+  audit::event_record e;
   e.org_id = org_id;
   e.seq = seq;
   e.ts = ts;
@@ -50,28 +53,32 @@ audit_event make_event(const std::string& org_id, std::int64_t seq, const std::s
   return e;
 }
 
-void append(database& db, const audit_event& e) {
-  auto r = db.insert_audit_event(e);
+void append(database& db, const audit::event_record& e) {
+  auto r = audit_store(db).insert_audit_event(e);
   INFO((r ? std::string() : r.err().message));
   REQUIRE(r);
 }
 
-std::vector<std::int64_t> seqs(const std::vector<audit_event>& events) {
+std::vector<std::int64_t> seqs(const std::vector<audit::event_record>& events) {
   std::vector<std::int64_t> out;
   for (const auto& e : events) out.push_back(e.seq);
   return out;
 }
 
 std::vector<std::int64_t> listed(database& db, const std::string& org_id, const audit_filter& f) {
-  auto got = db.list_audit_events(org_id, f);
+  auto got = audit_store(db).list_audit_events(org_id, f);
   INFO((got ? std::string() : got.err().message));
   REQUIRE(got);
   return seqs(*got);
 }
 
-audit_checkpoint checkpoint(const std::string& org_id, std::int64_t seq) {
-  return audit_checkpoint{org_id, seq, "hash-" + std::to_string(seq), ts_at(static_cast<int>(seq)), "ed25519:k1",
-                          "sig-" + std::to_string(seq)};
+audit::checkpoint_record checkpoint(const std::string& org_id, std::int64_t seq) {
+  return audit::checkpoint_record{org_id,
+                                  seq,
+                                  "hash-" + std::to_string(seq),
+                                  ts_at(static_cast<int>(seq)),
+                                  "ed25519:k1",
+                                  "sig-" + std::to_string(seq)};
 }
 
 }  // namespace
@@ -80,7 +87,7 @@ TEST_CASE("audit events: the head, every field as given, and a conflict on a tak
   testing::temp_dir dir;
   auto db = open_db(dir.file("s.db"));
 
-  auto empty = db->audit_head_of("org-a");
+  auto empty = audit_store(*db).audit_head_of("org-a");
   REQUIRE(empty);
   CHECK(empty->seq == 0);
   CHECK(empty->hash.empty());
@@ -96,13 +103,13 @@ TEST_CASE("audit events: the head, every field as given, and a conflict on a tak
   append(*db, second);
   append(*db, make_event("org-b", 1, ts_at(0)));
 
-  auto head = db->audit_head_of("org-a");
+  auto head = audit_store(*db).audit_head_of("org-a");
   REQUIRE(head);
   CHECK(head->seq == 2);
   CHECK(head->hash == "hash-2");
-  CHECK(db->audit_head_of("org-b")->seq == 1);
+  CHECK(audit_store(*db).audit_head_of("org-b")->seq == 1);
 
-  auto got = db->list_audit_events("org-a", {});
+  auto got = audit_store(*db).list_audit_events("org-a", {});
   REQUIRE(got);
   REQUIRE(got->size() == 2);
   const auto& e = (*got)[0];
@@ -123,19 +130,19 @@ TEST_CASE("audit events: the head, every field as given, and a conflict on a tak
 
   SECTION("a seq already in the chain is a conflict and changes nothing") {
     auto dup = make_event("org-a", 2, ts_at(5), "key-evil");
-    auto r = db->insert_audit_event(dup);
+    auto r = audit_store(*db).insert_audit_event(dup);
     REQUIRE_FALSE(r);
     CHECK(r.err().code == errc::conflict);
     CHECK_THAT(r.err().message, Catch::Contains("org-a") && Catch::Contains("2"));
-    CHECK(db->list_audit_events("org-a", {})->back().actor == "key-a");
+    CHECK(audit_store(*db).list_audit_events("org-a", {})->back().actor == "key-a");
   }
   SECTION("seq starts at 1") {
     for (std::int64_t bad : {std::int64_t{0}, std::int64_t{-1}}) {
-      auto r = db->insert_audit_event(make_event("org-c", bad, ts_at(0)));
+      auto r = audit_store(*db).insert_audit_event(make_event("org-c", bad, ts_at(0)));
       REQUIRE_FALSE(r);
       CHECK(r.err().code == errc::invalid_argument);
     }
-    CHECK(db->audit_head_of("org-c")->seq == 0);
+    CHECK(audit_store(*db).audit_head_of("org-c")->seq == 0);
   }
 }
 
@@ -234,23 +241,23 @@ TEST_CASE("scanning audit events streams one organization in seq order and stops
     append(*db, make_event("org-b", i, ts_at(i)));
   }
   std::vector<std::int64_t> seen;
-  auto collect = [&](const audit_event& e) {
+  auto collect = [&](const audit::event_record& e) {
     CHECK(e.org_id == "org-a");
     seen.push_back(e.seq);
     return true;
   };
 
-  REQUIRE(db->scan_audit_events("org-a", 1, collect));
+  REQUIRE(audit_store(*db).scan_audit_events("org-a", 1, collect));
   CHECK(seen == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
   seen.clear();
-  REQUIRE(db->scan_audit_events("org-a", 4, collect));
+  REQUIRE(audit_store(*db).scan_audit_events("org-a", 4, collect));
   CHECK(seen == std::vector<std::int64_t>{4, 5, 6});
   seen.clear();
-  REQUIRE(db->scan_audit_events("org-a", 7, collect));
-  REQUIRE(db->scan_audit_events("org-nobody", 1, collect));
+  REQUIRE(audit_store(*db).scan_audit_events("org-a", 7, collect));
+  REQUIRE(audit_store(*db).scan_audit_events("org-nobody", 1, collect));
   CHECK(seen.empty());
 
-  REQUIRE(db->scan_audit_events("org-a", 2, [&](const audit_event& e) {
+  REQUIRE(audit_store(*db).scan_audit_events("org-a", 2, [&](const audit::event_record& e) {
     seen.push_back(e.seq);
     return e.seq < 3;
   }));
@@ -259,20 +266,20 @@ TEST_CASE("scanning audit events streams one organization in seq order and stops
   SECTION("from one snapshot: what another connection appends meanwhile is not seen") {
     auto writer = open_db(path);
     seen.clear();
-    REQUIRE(db->scan_audit_events("org-a", 5, [&](const audit_event& e) {
+    REQUIRE(audit_store(*db).scan_audit_events("org-a", 5, [&](const audit::event_record& e) {
       if (e.seq == 5) append(*writer, make_event("org-a", 7, ts_at(7)));
       seen.push_back(e.seq);
       return true;
     }));
     CHECK(seen == std::vector<std::int64_t>{5, 6});
-    CHECK(db->audit_head_of("org-a")->seq == 7);
+    CHECK(audit_store(*db).audit_head_of("org-a")->seq == 7);
   }
 }
 
 TEST_CASE("audit_org_ids lists every organization with events or checkpoints, once, sorted") {
   testing::temp_dir dir;
   auto db = open_db(dir.file("s.db"));
-  auto none = db->audit_org_ids();
+  auto none = audit_store(*db).audit_org_ids();
   REQUIRE(none);
   CHECK(none->empty());
 
@@ -281,10 +288,10 @@ TEST_CASE("audit_org_ids lists every organization with events or checkpoints, on
     append(*db, make_event("org-b", i, ts_at(i)));
   }
   append(*db, make_event("", 1, ts_at(0)));  // not a valid id, but a chain all the same
-  REQUIRE(db->insert_audit_checkpoint(checkpoint("org-m", 3)));
-  REQUIRE(db->insert_audit_checkpoint(checkpoint("org-x", 9)));  // its events are gone: still listed
+  REQUIRE(audit_store(*db).insert_audit_checkpoint(checkpoint("org-m", 3)));
+  REQUIRE(audit_store(*db).insert_audit_checkpoint(checkpoint("org-x", 9)));  // its events are gone: still listed
 
-  auto ids = db->audit_org_ids();
+  auto ids = audit_store(*db).audit_org_ids();
   REQUIRE(ids);
   CHECK(*ids == std::vector<std::string>{"", "org-b", "org-m", "org-x"});
 }
@@ -292,18 +299,18 @@ TEST_CASE("audit_org_ids lists every organization with events or checkpoints, on
 TEST_CASE("audit checkpoints: insert, conflict, latest, pages") {
   testing::temp_dir dir;
   auto db = open_db(dir.file("s.db"));
-  auto none = db->latest_audit_checkpoint("org-a");
+  auto none = audit_store(*db).latest_audit_checkpoint("org-a");
   REQUIRE(none);
   CHECK_FALSE(none->has_value());
 
-  for (std::int64_t seq : {10, 30, 20}) REQUIRE(db->insert_audit_checkpoint(checkpoint("org-a", seq)));
-  REQUIRE(db->insert_audit_checkpoint(checkpoint("org-b", 99)));
+  for (std::int64_t seq : {10, 30, 20}) REQUIRE(audit_store(*db).insert_audit_checkpoint(checkpoint("org-a", seq)));
+  REQUIRE(audit_store(*db).insert_audit_checkpoint(checkpoint("org-b", 99)));
 
-  auto dup = db->insert_audit_checkpoint(checkpoint("org-a", 20));
+  auto dup = audit_store(*db).insert_audit_checkpoint(checkpoint("org-a", 20));
   REQUIRE_FALSE(dup);
   CHECK(dup.err().code == errc::conflict);
 
-  auto latest = db->latest_audit_checkpoint("org-a");
+  auto latest = audit_store(*db).latest_audit_checkpoint("org-a");
   REQUIRE(latest);
   REQUIRE(latest->has_value());
   const auto& c = **latest;
@@ -314,17 +321,17 @@ TEST_CASE("audit checkpoints: insert, conflict, latest, pages") {
   CHECK(c.key_id == "ed25519:k1");
   CHECK(c.signature == "sig-30");
 
-  auto page = db->list_audit_checkpoints("org-a", 0, 2);
+  auto page = audit_store(*db).list_audit_checkpoints("org-a", 0, 2);
   REQUIRE(page);
   REQUIRE(page->size() == 2);
   CHECK((*page)[0].seq == 10);
   CHECK((*page)[1].seq == 20);
-  page = db->list_audit_checkpoints("org-a", 20, 100);
+  page = audit_store(*db).list_audit_checkpoints("org-a", 20, 100);
   REQUIRE(page);
   REQUIRE(page->size() == 1);
   CHECK((*page)[0].seq == 30);
-  CHECK(db->list_audit_checkpoints("org-a", 30, 100)->empty());
-  CHECK(db->list_audit_checkpoints("org-c", 0, 100)->empty());
+  CHECK(audit_store(*db).list_audit_checkpoints("org-a", 30, 100)->empty());
+  CHECK(audit_store(*db).list_audit_checkpoints("org-c", 0, 100)->empty());
 }
 
 // --- query plans and costs ---
@@ -394,7 +401,7 @@ std::string query_plan(const std::string& path, const std::string& sql) {
 
 // The events every cost measurement reads: 20 in org-m at seconds 1..20 of 2026-03-01, seq after
 // `base`; even ones by key-x (sandbox.exec on sbx-1), odd ones by key-y (sandbox.stop on sbx-2).
-audit_event recent_event(const std::string& org_id, std::int64_t seq, int second, bool even) {
+audit::event_record recent_event(const std::string& org_id, std::int64_t seq, int second, bool even) {
   return even ? make_event(org_id, seq, ts_at(second), "key-x", "sandbox.exec", "sbx-1")
               : make_event(org_id, seq, ts_at(second), "key-y", "sandbox.stop", "sbx-2");
 }
@@ -405,9 +412,9 @@ void recent_events(database& db, std::int64_t base) {
 
 // Every kind of read, with cursors relative to `base`; returns the VM steps of each.
 std::vector<int> measure_reads(database& db, statement_recorder& rec, std::int64_t base) {
-  auto list = [&](audit_filter f) { REQUIRE(db.list_audit_events("org-m", f)); };
+  auto list = [&](audit_filter f) { REQUIRE(audit_store(db).list_audit_events("org-m", f)); };
   rec.take_audit_reads();
-  REQUIRE(db.audit_head_of("org-m"));
+  REQUIRE(audit_store(db).audit_head_of("org-m"));
   list(audit_filter{base + 5, "", "", "", "", "", 4});
   list(audit_filter{base + 5, "", "", "key-x", "", "", 4});
   list(audit_filter{base + 5, "", "", "", "sandbox.exec", "", 4});
@@ -420,7 +427,8 @@ std::vector<int> measure_reads(database& db, statement_recorder& rec, std::int64
   list(audit_filter{0, ts_at(3), ts_at(12), "", "", "", 4});
   list(audit_filter{base + 6, ts_at(3), ts_at(12), "key-y", "", "", 100});
   list(audit_filter{0, ts_at(15), "", "", "", "", 100});
-  REQUIRE(db.scan_audit_events("org-m", base + 10, [&](const audit_event& e) { return e.seq < base + 13; }));
+  REQUIRE(audit_store(db).scan_audit_events("org-m", base + 10,
+                                            [&](const audit::event_record& e) { return e.seq < base + 13; }));
   std::vector<int> steps;
   for (auto& r : rec.take_audit_reads()) {
     INFO(r.sql);
@@ -439,23 +447,23 @@ TEST_CASE("every audit read seeks an index: no table scan, no sort unless a time
   statement_recorder rec;
   auto db = open_db(path);
   recent_events(*db, 0);
-  REQUIRE(db->insert_audit_checkpoint(checkpoint("org-m", 20)));
+  REQUIRE(audit_store(*db).insert_audit_checkpoint(checkpoint("org-m", 20)));
   rec.take_audit_reads();
 
-  REQUIRE(db->audit_head_of("org-m"));
+  REQUIRE(audit_store(*db).audit_head_of("org-m"));
   for (const audit_filter& f :
        {audit_filter{}, audit_filter{3, "", "", "key-x", "", "", 9}, audit_filter{0, "", "", "", "sandbox.exec", "", 9},
         audit_filter{0, "", "", "", "", "sbx-1", 9}, audit_filter{0, "", "", "key-x", "sandbox.exec", "", 9},
         audit_filter{0, "", "", "key-x", "", "sbx-1", 9}})
-    REQUIRE(db->list_audit_events("org-m", f));
-  REQUIRE(db->scan_audit_events("org-m", 1, [](const audit_event&) { return true; }));
-  REQUIRE(db->latest_audit_checkpoint("org-m"));
-  REQUIRE(db->list_audit_checkpoints("org-m", 0, 10));
-  REQUIRE(db->audit_org_ids());
+    REQUIRE(audit_store(*db).list_audit_events("org-m", f));
+  REQUIRE(audit_store(*db).scan_audit_events("org-m", 1, [](const audit::event_record&) { return true; }));
+  REQUIRE(audit_store(*db).latest_audit_checkpoint("org-m"));
+  REQUIRE(audit_store(*db).list_audit_checkpoints("org-m", 0, 10));
+  REQUIRE(audit_store(*db).audit_org_ids());
   auto in_order = rec.take_audit_reads();
   for (const audit_filter& f : {audit_filter{0, ts_at(3), "", "", "", "", 9}, audit_filter{0, "", ts_at(3), "", "", "", 9},
                                 audit_filter{0, ts_at(3), ts_at(9), "key-x", "sandbox.exec", "sbx-1", 9}})
-    REQUIRE(db->list_audit_events("org-m", f));
+    REQUIRE(audit_store(*db).list_audit_events("org-m", f));
   auto windowed = rec.take_audit_reads();
   // head, 6 lists, scan, 2 checkpoint reads, 2 org id seeks per table
   REQUIRE(in_order.size() == 14);
@@ -523,16 +531,16 @@ TEST_CASE("a transaction holds the write lock from begin; others get unavailable
     auto second = other->begin();
     REQUIRE_FALSE(second);
     CHECK(second.err().code == errc::unavailable);
-    auto write = other->insert_audit_event(make_event("org-a", 2, ts_at(2)));
+    auto write = audit_store(*other).insert_audit_event(make_event("org-a", 2, ts_at(2)));
     REQUIRE_FALSE(write);
     CHECK(write.err().code == errc::unavailable);
     // Readers go on, and see only what is committed.
-    auto head = other->audit_head_of("org-a");
+    auto head = audit_store(*other).audit_head_of("org-a");
     REQUIRE(head);
     CHECK(head->seq == 0);
     REQUIRE(tx->commit());
   }
-  CHECK(other->audit_head_of("org-a")->seq == 1);
+  CHECK(audit_store(*other).audit_head_of("org-a")->seq == 1);
   CHECK(other->begin().ok());
 }
 
@@ -554,7 +562,7 @@ TEST_CASE("begin is unavailable while another connection holds the write lock") 
   REQUIRE(tx);
   append(*db, make_event("org-a", 1, ts_at(1)));
   REQUIRE(tx->commit());
-  CHECK(open_db(path)->audit_head_of("org-a")->seq == 1);
+  CHECK(audit_store(*open_db(path)).audit_head_of("org-a")->seq == 1);
 }
 
 TEST_CASE("transactions do not nest, commit once, and move without a second rollback") {
@@ -580,7 +588,7 @@ TEST_CASE("transactions do not nest, commit once, and move without a second roll
     auto again = tx->commit();
     REQUIRE_FALSE(again);
     CHECK(again.err().code == errc::internal);
-    CHECK(open_db(path)->audit_head_of("org-a")->seq == 1);
+    CHECK(audit_store(*open_db(path)).audit_head_of("org-a")->seq == 1);
   }
   SECTION("a moved transaction is committed or rolled back once, by its new owner") {
     std::optional<transaction> owner;
@@ -590,13 +598,13 @@ TEST_CASE("transactions do not nest, commit once, and move without a second roll
       append(*db, make_event("org-a", 1, ts_at(1)));
       owner.emplace(std::move(*tx));
     }  // the moved-from one is destroyed here without rolling back
-    CHECK(db->audit_head_of("org-a")->seq == 1);
+    CHECK(audit_store(*db).audit_head_of("org-a")->seq == 1);
     append(*db, make_event("org-a", 2, ts_at(2)));
     owner.reset();
-    CHECK(db->audit_head_of("org-a")->seq == 0);
+    CHECK(audit_store(*db).audit_head_of("org-a")->seq == 0);
     // Nothing is left open: a plain write commits on its own.
     append(*db, make_event("org-a", 1, ts_at(1)));
-    CHECK(open_db(path)->audit_head_of("org-a")->seq == 1);
+    CHECK(audit_store(*open_db(path)).audit_head_of("org-a")->seq == 1);
   }
 }
 
@@ -609,7 +617,7 @@ enum class death { exit, sigkill };
 
 // The child: a change and its event in one transaction, up to `at`; then tells the parent
 // through `ready` and dies as asked. Catch2 is not used here: a failed step exits with its number.
-[[noreturn]] void child(const std::string& path, const sandbox_record& s, const audit_event& e, stop_at at,
+[[noreturn]] void child(const std::string& path, const sandbox_record& s, const audit::event_record& e, stop_at at,
                         death how, int ready) {
   auto db = database::open(path);
   if (!db) ::_exit(10);
@@ -622,9 +630,9 @@ enum class death { exit, sigkill };
     big.id = new_id("sbx-");
     big.name = "big";
     big.spec_json = std::string(24 << 20, 'x');
-    if (!(*db)->insert_sandbox(big) || !(*db)->insert_sandbox(s)) ::_exit(12);
+    if (!sandbox_store(*(*db)).insert_sandbox(big) || !sandbox_store(*(*db)).insert_sandbox(s)) ::_exit(12);
   }
-  if (at >= stop_at::after_event && !(*db)->insert_audit_event(e)) ::_exit(13);
+  if (at >= stop_at::after_event && !audit_store(*(*db)).insert_audit_event(e)) ::_exit(13);
   if (at >= stop_at::after_commit && !tx->commit()) ::_exit(14);
   char byte = 1;
   if (::write(ready, &byte, 1) != 1) ::_exit(15);
@@ -633,7 +641,7 @@ enum class death { exit, sigkill };
 }
 
 // Runs the child and waits for it to die; true when it reached `at`.
-bool run_child(const std::string& path, const sandbox_record& s, const audit_event& e, stop_at at, death how,
+bool run_child(const std::string& path, const sandbox_record& s, const audit::event_record& e, stop_at at, death how,
                std::uintmax_t& wal_bytes_at_death) {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
@@ -668,7 +676,7 @@ TEST_CASE("a process killed inside a transaction leaves neither the change nor i
   std::string org_id;
   {
     auto db = open_db(path);
-    org_id = db->create_org("acme", false, t0)->id;
+    org_id = org_store(*db).create_org("acme", false, t0)->id;
   }  // closed: the child must not inherit an open connection
 
   sandbox_record s;
@@ -690,9 +698,9 @@ TEST_CASE("a process killed inside a transaction leaves neither the change nor i
 
   auto db = open_db(path);
   const bool committed = at == stop_at::after_commit;
-  CHECK(db->get_sandbox(org_id, s.id).ok() == committed);
-  CHECK(db->get_sandbox(org_id, "big").ok() == committed);
-  auto head = db->audit_head_of(org_id);
+  CHECK(sandbox_store(*db).get_sandbox(org_id, s.id).ok() == committed);
+  CHECK(sandbox_store(*db).get_sandbox(org_id, "big").ok() == committed);
+  auto head = audit_store(*db).audit_head_of(org_id);
   REQUIRE(head);
   CHECK(head->seq == (committed ? 1 : 0));
   if (committed) CHECK(head->hash == e.hash);

@@ -8,7 +8,10 @@
 
 #include "open_db.hpp"
 #include "sandfort/core/ids.hpp"
+#include "sandfort/store/audit_store.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/org_store.hpp"
+#include "sandfort/store/sandbox_store.hpp"
 #include "temp_dir.hpp"
 
 using namespace sandfort;
@@ -33,8 +36,8 @@ sandbox_record small_sandbox(const std::string& org_id) {
   return s;
 }
 
-audit_event big_event(const std::string& org_id) {
-  audit_event e;
+audit::event_record big_event(const std::string& org_id) {
+  audit::event_record e;
   e.org_id = org_id;
   e.seq = 1;
   e.ts = t0;
@@ -53,7 +56,7 @@ TEST_CASE("full disk: a write the database has no room for is insufficient_stora
           "[full-disk]") {
   testing::temp_dir dir;
   auto db = open_db(dir.file("s.db"));
-  auto o = db->create_org("acme", false, t0);
+  auto o = org_store(*db).create_org("acme", false, t0);
   REQUIRE(o);
   auto pages = db->page_count();
   REQUIRE(pages);
@@ -64,27 +67,27 @@ TEST_CASE("full disk: a write the database has no room for is insufficient_stora
   {
     auto tx = db->begin();
     REQUIRE(tx);
-    REQUIRE(db->insert_sandbox(row));  // fits in the pages there are
-    auto event = db->insert_audit_event(big_event(o->id));
+    REQUIRE(sandbox_store(*db).insert_sandbox(row));  // fits in the pages there are
+    auto event = audit_store(*db).insert_audit_event(big_event(o->id));
     REQUIRE_FALSE(event);
     CHECK(event.err().code == errc::insufficient_storage);
     CHECK(event.err().message.find("disk is full") != std::string::npos);
     // The caller gives up: the transaction goes, and the row with it.
   }
   CHECK(db->stats().disk_full == full_before + 1);
-  CHECK(db->get_sandbox(o->id, row.id).err().code == errc::not_found);
-  CHECK(db->audit_head_of(o->id)->seq == 0);
+  CHECK(sandbox_store(*db).get_sandbox(o->id, row.id).err().code == errc::not_found);
+  CHECK(audit_store(*db).audit_head_of(o->id)->seq == 0);
 
   // Reads go on; once there is room the same change commits whole.
-  CHECK(db->list_sandboxes(o->id, {}));
+  CHECK(sandbox_store(*db).list_sandboxes(o->id, {}));
   REQUIRE(db->set_max_page_count(1 << 20));
   auto tx = db->begin();
   REQUIRE(tx);
-  REQUIRE(db->insert_sandbox(row));
-  REQUIRE(db->insert_audit_event(big_event(o->id)));
+  REQUIRE(sandbox_store(*db).insert_sandbox(row));
+  REQUIRE(audit_store(*db).insert_audit_event(big_event(o->id)));
   REQUIRE(tx->commit());
-  CHECK(db->get_sandbox(o->id, row.id));
-  CHECK(db->audit_head_of(o->id)->seq == 1);
+  CHECK(sandbox_store(*db).get_sandbox(o->id, row.id));
+  CHECK(audit_store(*db).audit_head_of(o->id)->seq == 1);
 }
 
 TEST_CASE("full disk: below the floor a change is refused before it starts; reliefs use the reserve until it is gone",
@@ -92,7 +95,7 @@ TEST_CASE("full disk: below the floor a change is refused before it starts; reli
   testing::temp_dir dir;
   const auto path = dir.file("s.db");
   auto db = open_db(path);
-  auto o = db->create_org("acme", false, t0);
+  auto o = org_store(*db).create_org("acme", false, t0);
   REQUIRE(o);
 
   // Room enough: nothing is refused, and the WAL file is written out to the reserve.
@@ -120,7 +123,7 @@ TEST_CASE("full disk: below the floor a change is refused before it starts; reli
   const auto wal_size = size_of(path + "-wal");
   int commits = 0;
   while (db->admit(write_kind::relief) && commits < 10000) {
-    REQUIRE(db->insert_sandbox(small_sandbox(o->id)));
+    REQUIRE(sandbox_store(*db).insert_sandbox(small_sandbox(o->id)));
     ++commits;
   }
   CHECK(commits > 10);
@@ -139,13 +142,13 @@ TEST_CASE("full disk: below the floor a change is refused before it starts; reli
   CHECK_FALSE(done->busy);
   CHECK(db->reserve_frames_left() >= left);
   CHECK(db->admit(write_kind::change));
-  REQUIRE(db->insert_sandbox(small_sandbox(o->id)));
+  REQUIRE(sandbox_store(*db).insert_sandbox(small_sandbox(o->id)));
   CHECK(size_of(path + "-wal") == wal_size);
 
   // The zeros past the last frame are no frames: a fresh connection reads every row.
   db.reset();
   auto again = open_db(path);
-  auto rows = again->list_live_sandboxes(o->id);
+  auto rows = sandbox_store(*again).list_live_sandboxes(o->id);
   REQUIRE(rows);
   CHECK(rows->size() == static_cast<std::size_t>(commits + 1));
 }

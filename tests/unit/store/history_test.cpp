@@ -13,7 +13,11 @@
 #include <map>
 
 #include "sandfort/core/ids.hpp"
+#include "sandfort/store/audit_store.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/guardrail_store.hpp"
+#include "sandfort/store/org_store.hpp"
+#include "sandfort/store/sandbox_store.hpp"
 #include "plan_rules.hpp"
 #include "temp_dir.hpp"
 #include "open_db.hpp"
@@ -77,20 +81,20 @@ struct history_store {
 
   explicit history_store(bool with_history) {
     db = open_db(dir.file("sandfort.db"));
-    auto o = db->create_org("acme", false, t0);
+    auto o = org_store(*db).create_org("acme", false, t0);
     REQUIRE(o);
     org_id = o->id;
     api_key k{"key-00000000000000aa", org_id, "k", "member", t0, std::nullopt, std::nullopt, std::nullopt};
-    REQUIRE(db->insert_api_key(k, std::string(64, 'a')));
+    REQUIRE(org_store(*db).insert_api_key(k, std::string(64, 'a')));
     auto tx = db->begin();
     REQUIRE(tx);
     for (int n = 0; n < live_count; ++n)
-      REQUIRE(db->insert_sandbox(row(org_id, live_id(n), "web-" + std::to_string(n), n < 30 ? "started" : "stopped",
-                                     live_labels(n))));
+      REQUIRE(sandbox_store(*db).insert_sandbox(
+          row(org_id, live_id(n), "web-" + std::to_string(n), n < 30 ? "started" : "stopped", live_labels(n))));
     if (with_history) {
       for (int i = 0; i < deleted_count; ++i)
-        REQUIRE(db->insert_sandbox(row(org_id, new_id("sbx-"), "web-" + std::to_string(i % live_count), "deleted",
-                                       live_labels(i % live_count))));
+        REQUIRE(sandbox_store(*db).insert_sandbox(row(org_id, new_id("sbx-"), "web-" + std::to_string(i % live_count),
+                                                      "deleted", live_labels(i % live_count))));
     }
     REQUIRE(tx->commit());
   }
@@ -122,7 +126,7 @@ struct call {
 std::vector<call> request_calls() {
   auto list = [](sandbox_filter f) {
     return [f](history_store& s) {
-      auto rows = s.db->list_sandboxes(s.org_id, f);
+      auto rows = sandbox_store(*s.db).list_sandboxes(s.org_id, f);
       REQUIRE(rows);
       std::string out;
       for (const auto& id : ids_of(*rows)) out += id + " ";
@@ -130,13 +134,15 @@ std::vector<call> request_calls() {
     };
   };
   return {
-      {"key by hash", [](history_store& s) { return s.db->find_api_key_by_hash(std::string(64, 'a'))->id; }},
-      {"org by id", [](history_store& s) { return s.db->get_org(s.org_id)->name; }},
-      {"sandbox by id", [](history_store& s) { return s.db->get_sandbox(s.org_id, live_id(7))->name; }},
-      {"sandbox by name", [](history_store& s) { return s.db->get_sandbox(s.org_id, "web-7")->id; }},
+      {"key by hash", [](history_store& s) { return org_store(*s.db).find_api_key_by_hash(std::string(64, 'a'))->id; }},
+      {"org by id", [](history_store& s) { return org_store(*s.db).get_org(s.org_id)->name; }},
+      {"sandbox by id", [](history_store& s) { return sandbox_store(*s.db).get_sandbox(s.org_id, live_id(7))->name; }},
+      {"sandbox by name", [](history_store& s) { return sandbox_store(*s.db).get_sandbox(s.org_id, "web-7")->id; }},
       {"sandbox not found",
-       [](history_store& s) { return std::string(to_string(s.db->get_sandbox(s.org_id, "web-99").err().code)); }},
-      {"live sandbox by id", [](history_store& s) { return s.db->find_live_sandbox(live_id(3))->name; }},
+       [](history_store& s) {
+         return std::string(to_string(sandbox_store(*s.db).get_sandbox(s.org_id, "web-99").err().code));
+       }},
+      {"live sandbox by id", [](history_store& s) { return sandbox_store(*s.db).find_live_sandbox(live_id(3))->name; }},
       {"list first page", list(filter("", {}))},
       {"list from a cursor", list(filter("", {}, live_id(20)))},
       {"list by state", list(filter("stopped", {}))},
@@ -145,17 +151,17 @@ std::vector<call> request_calls() {
       {"list by state and label", list(filter("stopped", {{"team", "b"}}))},
       {"list by a label nobody has", list(filter("", {{"team", "zzz"}}))},
       {"live sandboxes of the organization",
-       [](history_store& s) { return std::to_string(s.db->list_live_sandboxes(s.org_id)->size()); }},
+       [](history_store& s) { return std::to_string(sandbox_store(*s.db).list_live_sandboxes(s.org_id)->size()); }},
       {"live sandboxes of all organizations",
-       [](history_store& s) { return std::to_string(s.db->list_live_sandboxes_all_orgs()->size()); }},
+       [](history_store& s) { return std::to_string(sandbox_store(*s.db).list_live_sandboxes_all_orgs()->size()); }},
       {"spec update",
        [](history_store& s) {
-         auto r = s.db->get_sandbox(s.org_id, live_id(5));
+         auto r = sandbox_store(*s.db).get_sandbox(s.org_id, live_id(5));
          REQUIRE(r);
          r->spec_json = spec_with({{"team", "b"}, {"patched", "yes"}});
-         REQUIRE(s.db->update_sandbox_spec(*r));
+         REQUIRE(sandbox_store(*s.db).update_sandbox_spec(*r));
          r->spec_json = spec_with(live_labels(5));
-         REQUIRE(s.db->update_sandbox_spec(*r));
+         REQUIRE(sandbox_store(*s.db).update_sandbox_spec(*r));
          return std::string("ok");
        }},
   };
@@ -243,10 +249,11 @@ TEST_CASE("history: every request-path call does the same work with 20,000 delet
   // The measure sees history where a call asks for it: a search of deleted sandboxes by a label
   // none has finds nothing in either store, after reading every deleted row of the old one.
   std::string fresh_found, old_found;
-  const call deleted{"search deleted", [](history_store& s) {
-                       auto rows = s.db->list_sandboxes(s.org_id, filter("deleted", {{"team", "zzz"}}, "", 100));
-                       return std::to_string(rows->size());
-                     }};
+  const call deleted{
+      "search deleted", [](history_store& s) {
+        auto rows = sandbox_store(*s.db).list_sandboxes(s.org_id, filter("deleted", {{"team", "zzz"}}, "", 100));
+        return std::to_string(rows->size());
+      }};
   auto fresh_steps = steps_of(fresh, deleted, fresh_found);
   auto old_steps = steps_of(old, deleted, old_found);
   CHECK(fresh_found == "0");
@@ -256,15 +263,15 @@ TEST_CASE("history: every request-path call does the same work with 20,000 delet
 
 TEST_CASE("history: statements are compiled once per connection and reused", "[history]") {
   history_store s(false);
-  REQUIRE(s.db->get_sandbox(s.org_id, "web-1"));
-  REQUIRE(s.db->find_api_key_by_hash(std::string(64, 'a')));
-  REQUIRE(s.db->list_sandboxes(s.org_id, filter("", {{"team", "a"}})));
+  REQUIRE(sandbox_store(*s.db).get_sandbox(s.org_id, "web-1"));
+  REQUIRE(org_store(*s.db).find_api_key_by_hash(std::string(64, 'a')));
+  REQUIRE(sandbox_store(*s.db).list_sandboxes(s.org_id, filter("", {{"team", "a"}})));
   const auto warm = s.db->stats();
   for (int i = 0; i < 50; ++i) {
-    REQUIRE(s.db->get_sandbox(s.org_id, "web-1"));
-    REQUIRE(s.db->get_sandbox(s.org_id, live_id(i % live_count)));
-    REQUIRE(s.db->find_api_key_by_hash(std::string(64, 'a')));
-    REQUIRE(s.db->list_sandboxes(s.org_id, filter("", {{"team", "a"}})));
+    REQUIRE(sandbox_store(*s.db).get_sandbox(s.org_id, "web-1"));
+    REQUIRE(sandbox_store(*s.db).get_sandbox(s.org_id, live_id(i % live_count)));
+    REQUIRE(org_store(*s.db).find_api_key_by_hash(std::string(64, 'a')));
+    REQUIRE(sandbox_store(*s.db).list_sandboxes(s.org_id, filter("", {{"team", "a"}})));
   }
   CHECK(s.db->stats().prepared == warm.prepared);
   CHECK(s.db->stats().reused >= warm.reused + 250);  // by name: two lookups; by id: one
@@ -273,7 +280,7 @@ TEST_CASE("history: statements are compiled once per connection and reused", "[h
 TEST_CASE("history: a statement in use is not lent twice", "[history]") {
   history_store s(false);
   for (std::int64_t seq = 1; seq <= 3; ++seq) {
-    audit_event e;
+    audit::event_record e;
     e.org_id = s.org_id;
     e.seq = seq;
     e.ts = t0;
@@ -282,14 +289,14 @@ TEST_CASE("history: a statement in use is not lent twice", "[history]") {
     e.outcome = "ok";
     e.prev_hash = "p";
     e.hash = "h" + std::to_string(seq);
-    REQUIRE(s.db->insert_audit_event(e));
+    REQUIRE(audit_store(*s.db).insert_audit_event(e));
   }
   // The same scan from inside the scan's own callback: each must see its own rows.
   std::vector<std::int64_t> outer, inner;
-  REQUIRE(s.db->scan_audit_events(s.org_id, 1, [&](const audit_event& e) {
+  REQUIRE(audit_store(*s.db).scan_audit_events(s.org_id, 1, [&](const audit::event_record& e) {
     outer.push_back(e.seq);
     if (e.seq == 2)
-      REQUIRE(s.db->scan_audit_events(s.org_id, 2, [&](const audit_event& f) {
+      REQUIRE(audit_store(*s.db).scan_audit_events(s.org_id, 2, [&](const audit::event_record& f) {
         inner.push_back(f.seq);
         return true;
       }));
@@ -305,7 +312,7 @@ TEST_CASE("history: labels follow their row through create, PATCH and delete; pa
     std::vector<std::string> seen;
     f.limit = 3;
     for (int pages = 0; pages < 100; ++pages) {
-      auto rows = s.db->list_sandboxes(s.org_id, f);
+      auto rows = sandbox_store(*s.db).list_sandboxes(s.org_id, f);
       REQUIRE(rows);
       auto ids = ids_of(*rows);
       seen.insert(seen.end(), ids.begin(), ids.end());
@@ -327,36 +334,36 @@ TEST_CASE("history: labels follow their row through create, PATCH and delete; pa
   CHECK(all(filter("", {{"team", "a"}, {"team", "b"}})).empty());
 
   // PATCH: the new labels count at once, the old ones no more.
-  auto r = s.db->get_sandbox(s.org_id, live_id(1));
+  auto r = sandbox_store(*s.db).get_sandbox(s.org_id, live_id(1));
   REQUIRE(r);
   r->spec_json = spec_with({{"team", "a"}, {"owner", "kim"}});
-  REQUIRE(s.db->update_sandbox_spec(*r));
+  REQUIRE(sandbox_store(*s.db).update_sandbox_spec(*r));
   CHECK(all(filter("", {{"owner", "kim"}})) == std::vector<std::string>{live_id(1)});
   CHECK(all(filter("", {{"team", "a"}})).size() == team_a.size() + 1);
   // A state change keeps them; deletion removes them from every live list...
   r->state = "stopped";
-  REQUIRE(s.db->update_sandbox(*r));
+  REQUIRE(sandbox_store(*s.db).update_sandbox(*r));
   CHECK(all(filter("stopped", {{"owner", "kim"}})) == std::vector<std::string>{live_id(1)});
   r->state = "deleted";
-  REQUIRE(s.db->update_sandbox(*r));
+  REQUIRE(sandbox_store(*s.db).update_sandbox(*r));
   CHECK(all(filter("", {{"owner", "kim"}})).empty());
   // ...while a list of deleted sandboxes still finds it by the labels in its spec.
-  auto gone = s.db->list_sandboxes(s.org_id, filter("deleted", {{"owner", "kim"}}, "", 10));
+  auto gone = sandbox_store(*s.db).list_sandboxes(s.org_id, filter("deleted", {{"owner", "kim"}}, "", 10));
   REQUIRE(gone);
   CHECK(ids_of(*gone) == std::vector<std::string>{live_id(1)});
 
   // A row with a spec that is not JSON (or labels that are not strings) is stored, unlabelled.
   auto odd = row(s.org_id, new_id("sbx-"), "", "started", {});
   odd.spec_json = "not json";
-  REQUIRE(s.db->insert_sandbox(odd));
+  REQUIRE(sandbox_store(*s.db).insert_sandbox(odd));
   auto numeric = row(s.org_id, new_id("sbx-"), "", "started", {});
   numeric.spec_json = R"({"labels":{"team":7,"n":"1"}})";
-  REQUIRE(s.db->insert_sandbox(numeric));
+  REQUIRE(sandbox_store(*s.db).insert_sandbox(numeric));
   CHECK(all(filter("", {{"n", "1"}})) == std::vector<std::string>{numeric.id});
   CHECK(all(filter("", {{"team", "7"}})).empty());
 
   std::vector<std::pair<std::string, std::string>> many(65, {"k", "v"});
-  auto refused = s.db->list_sandboxes(s.org_id, filter("", many));
+  auto refused = sandbox_store(*s.db).list_sandboxes(s.org_id, filter("", many));
   REQUIRE_FALSE(refused);
   CHECK(refused.err().code == errc::invalid_argument);
 }
@@ -364,7 +371,7 @@ TEST_CASE("history: labels follow their row through create, PATCH and delete; pa
 TEST_CASE("history: pruning removes old deleted rows in batches, oldest first, and nothing else", "[history]") {
   testing::temp_dir dir;
   auto db = open_db(dir.file("sandfort.db"));
-  auto o = db->create_org("acme", false, t0);
+  auto o = org_store(*db).create_org("acme", false, t0);
   REQUIRE(o);
   auto at = [](int day) {
     char buf[32];
@@ -377,39 +384,39 @@ TEST_CASE("history: pruning removes old deleted rows in batches, oldest first, a
   for (int day = 1; day <= 10; ++day)
     for (int i = 0; i < 3; ++i) {
       auto r = row(o->id, new_id("sbx-"), day == 1 && i == 0 ? "web" : "", "deleted", {{"team", "a"}}, at(day));
-      REQUIRE(db->insert_sandbox(r));
+      REQUIRE(sandbox_store(*db).insert_sandbox(r));
       (day < 8 ? deleted_early : deleted_late).push_back(r.id);
     }
   for (const char* state : {"started", "stopped", "error", "creating"}) {
     auto r = row(o->id, new_id("sbx-"), std::string("live-") + state, state, {{"team", "a"}}, at(1));
-    REQUIRE(db->insert_sandbox(r));
+    REQUIRE(sandbox_store(*db).insert_sandbox(r));
     live.push_back(r.id);
   }
-  REQUIRE(db->insert_sandbox(row(o->id, new_id("sbx-"), "web", "started", {}, at(1))));
+  REQUIRE(sandbox_store(*db).insert_sandbox(row(o->id, new_id("sbx-"), "web", "started", {}, at(1))));
   // A deadline left on a deleted sandbox must not block its pruning.
-  REQUIRE(db->set_sandbox_deadline({deleted_early[0], o->id, at(2), "ttl"}));
+  REQUIRE(guardrail_store(*db).set_sandbox_deadline({deleted_early[0], o->id, at(2), "ttl"}));
 
   // Cutoff day 8: 21 rows are older. Batches of 5: 5, 5, 5, 5, 1, then nothing.
   std::vector<std::size_t> batches;
   for (;;) {
-    auto n = db->prune_deleted_sandboxes(at(8), 5);
+    auto n = sandbox_store(*db).prune_deleted_sandboxes(at(8), 5);
     REQUIRE(n);
     batches.push_back(*n);
     if (*n < 5) break;
   }
   CHECK(batches == std::vector<std::size_t>{5, 5, 5, 5, 1});
-  auto remaining = db->list_sandboxes(o->id, filter("deleted", {}, "", 100));
+  auto remaining = sandbox_store(*db).list_sandboxes(o->id, filter("deleted", {}, "", 100));
   REQUIRE(remaining);
   auto ids = ids_of(*remaining);
   std::sort(deleted_late.begin(), deleted_late.end());
   CHECK(ids == deleted_late);
-  for (const auto& id : live) CHECK(db->get_sandbox(o->id, id).ok());
-  CHECK(db->get_sandbox(o->id, "web").ok());
-  CHECK(db->due_sandbox_deadlines("2027-01-01T00:00:00.000Z", 10)->empty());
-  CHECK(*db->prune_deleted_sandboxes(at(8), 5) == 0);
+  for (const auto& id : live) CHECK(sandbox_store(*db).get_sandbox(o->id, id).ok());
+  CHECK(sandbox_store(*db).get_sandbox(o->id, "web").ok());
+  CHECK(guardrail_store(*db).due_sandbox_deadlines("2027-01-01T00:00:00.000Z", 10)->empty());
+  CHECK(*sandbox_store(*db).prune_deleted_sandboxes(at(8), 5) == 0);
   // The oldest go first: a batch of 2 with cutoff day 10 takes the two of day 8.
-  REQUIRE(*db->prune_deleted_sandboxes(at(10), 2) == 2);
-  auto after = db->list_sandboxes(o->id, filter("deleted", {}, "", 100));
+  REQUIRE(*sandbox_store(*db).prune_deleted_sandboxes(at(10), 2) == 2);
+  auto after = sandbox_store(*db).list_sandboxes(o->id, filter("deleted", {}, "", 100));
   REQUIRE(after);
   CHECK(after->size() == 7);
   for (const auto& r : *after) CHECK(r.updated_at >= at(8));
@@ -421,9 +428,10 @@ TEST_CASE("history: a WAL checkpoint copies the whole log back, or says it is bu
   const auto path = dir.file("sandfort.db");
   auto db = open_db(path);
   db->set_busy_timeout(std::chrono::milliseconds(20));
-  auto o = db->create_org("acme", false, t0);
+  auto o = org_store(*db).create_org("acme", false, t0);
   REQUIRE(o);
-  for (int i = 0; i < 200; ++i) REQUIRE(db->insert_sandbox(row(o->id, new_id("sbx-"), "", "started", {{"k", "v"}})));
+  for (int i = 0; i < 200; ++i)
+    REQUIRE(sandbox_store(*db).insert_sandbox(row(o->id, new_id("sbx-"), "", "started", {{"k", "v"}})));
   CHECK(file_size(path + "-wal") > 0);
 
   // A reader in the middle of a read keeps the frames it may need.
@@ -432,7 +440,7 @@ TEST_CASE("history: a WAL checkpoint copies the whole log back, or says it is bu
   sqlite3_stmt* st = nullptr;
   REQUIRE(sqlite3_prepare_v2(reader, "SELECT id FROM sandboxes", -1, &st, nullptr) == SQLITE_OK);
   REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-  REQUIRE(db->insert_sandbox(row(o->id, new_id("sbx-"), "", "started", {})));
+  REQUIRE(sandbox_store(*db).insert_sandbox(row(o->id, new_id("sbx-"), "", "started", {})));
   auto busy = db->checkpoint_wal();
   REQUIRE(busy);
   CHECK(busy->busy);
@@ -447,9 +455,9 @@ TEST_CASE("history: a WAL checkpoint copies the whole log back, or says it is bu
   // The file is kept (it is the store's reserve for a full disk): the next write starts it again
   // from the top instead of growing it.
   const auto kept = file_size(path + "-wal");
-  REQUIRE(db->insert_sandbox(row(o->id, new_id("sbx-"), "", "started", {})));
+  REQUIRE(sandbox_store(*db).insert_sandbox(row(o->id, new_id("sbx-"), "", "started", {})));
   CHECK(file_size(path + "-wal") == kept);
-  auto rows = db->list_sandboxes(o->id, filter("", {}, "", 1000));
+  auto rows = sandbox_store(*db).list_sandboxes(o->id, filter("", {}, "", 1000));
   REQUIRE(rows);
   CHECK(rows->size() == 202);
 }
@@ -460,11 +468,11 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
   std::string org_id, kept, gone;
   {
     auto db = open_db(path);
-    org_id = db->create_org("acme", false, t0)->id;
+    org_id = org_store(*db).create_org("acme", false, t0)->id;
     kept = new_id("sbx-");
     gone = new_id("sbx-");
-    REQUIRE(db->insert_sandbox(row(org_id, kept, "a", "started", {{"team", "x"}})));
-    REQUIRE(db->insert_sandbox(row(org_id, gone, "b", "deleted", {{"team", "x"}})));
+    REQUIRE(sandbox_store(*db).insert_sandbox(row(org_id, kept, "a", "started", {{"team", "x"}})));
+    REQUIRE(sandbox_store(*db).insert_sandbox(row(org_id, gone, "b", "deleted", {{"team", "x"}})));
   }
   {
     // Back to the schema as version 5 had it.
@@ -486,7 +494,7 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
   }
   auto db = open_db(path);
   CHECK(db->schema_version() == 10);
-  auto rows = db->list_sandboxes(org_id, filter("", {{"team", "x"}}));
+  auto rows = sandbox_store(*db).list_sandboxes(org_id, filter("", {{"team", "x"}}));
   REQUIRE(rows);
   CHECK(ids_of(*rows) == std::vector<std::string>{kept});
 }

@@ -11,6 +11,8 @@
 
 #include "plan_rules.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/org_store.hpp"
+#include "sandfort/store/sandbox_store.hpp"
 
 using namespace sandfort;
 using namespace sandfort::store;
@@ -73,18 +75,26 @@ int main(int argc, char** argv) {
 
   auto found = [](const result<sandbox_record>& r) { return r ? r->id : std::string(to_string(r.err().code)); };
   const std::vector<std::pair<std::string, std::function<std::string()>>> calls = {
-      {"api key by hash", [&] { auto k = db.find_api_key_by_hash(key); return k ? k->id : "not found"; }},
-      {"sandbox by id", [&] { return found(db.get_sandbox(org, id)); }},
-      {"sandbox by name", [&] { return found(db.get_sandbox(org, name)); }},
-      {"sandbox by a name nobody has", [&] { return found(db.get_sandbox(org, name + "-nobody")); }},
-      {"live sandbox by id", [&] { return found(db.find_live_sandbox(id)); }},
-      {"list", [&] { return ids(db.list_sandboxes(org, page("", {}, ""))); }},
-      {"list from a cursor", [&] { return ids(db.list_sandboxes(org, page("", {}, cursor))); }},
-      {"list by state", [&] { return ids(db.list_sandboxes(org, page("started", {}, ""))); }},
-      {"list by label", [&] { return ids(db.list_sandboxes(org, page("", labels, ""))); }},
-      {"list by label from a cursor", [&] { return ids(db.list_sandboxes(org, page("", labels, cursor))); }},
+      {"api key by hash",
+       [&] {
+         auto k = org_store(db).find_api_key_by_hash(key);
+         return k ? k->id : "not found";
+       }},
+      {"sandbox by id", [&] { return found(sandbox_store(db).get_sandbox(org, id)); }},
+      {"sandbox by name", [&] { return found(sandbox_store(db).get_sandbox(org, name)); }},
+      {"sandbox by a name nobody has", [&] { return found(sandbox_store(db).get_sandbox(org, name + "-nobody")); }},
+      {"live sandbox by id", [&] { return found(sandbox_store(db).find_live_sandbox(id)); }},
+      {"list", [&] { return ids(sandbox_store(db).list_sandboxes(org, page("", {}, ""))); }},
+      {"list from a cursor", [&] { return ids(sandbox_store(db).list_sandboxes(org, page("", {}, cursor))); }},
+      {"list by state", [&] { return ids(sandbox_store(db).list_sandboxes(org, page("started", {}, ""))); }},
+      {"list by label", [&] { return ids(sandbox_store(db).list_sandboxes(org, page("", labels, ""))); }},
+      {"list by label from a cursor",
+       [&] { return ids(sandbox_store(db).list_sandboxes(org, page("", labels, cursor))); }},
       {"live sandboxes of all organizations",
-       [&] { auto all = db.list_live_sandboxes_all_orgs(); return all ? std::to_string(all->size()) : "error"; }},
+       [&] {
+         auto all = sandbox_store(db).list_live_sandboxes_all_orgs();
+         return all ? std::to_string(all->size()) : "error";
+       }},
   };
 
   std::string out = "{\"plans\": [";

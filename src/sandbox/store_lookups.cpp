@@ -1,11 +1,11 @@
-#include "sandfort/sandbox/network_directory.hpp"
+#include "sandfort/sandbox/store_lookups.hpp"
 
 #include "sandfort/sandbox/service.hpp"
 
 namespace sandfort::sandbox {
 
 std::optional<proxy::sandbox_egress> egress_lookup::find(const std::string& sandbox_id) {
-  auto rec = db_.find_live_sandbox(sandbox_id);
+  auto rec = sandboxes_.find_live_sandbox(sandbox_id);
   // A row without a credential (made before the sandbox network existed) can never authenticate.
   if (!rec || rec->proxy_secret_sha256.empty()) return std::nullopt;
   // The state and address bind the credential to where the sandbox's container is now.
@@ -14,7 +14,7 @@ std::optional<proxy::sandbox_egress> egress_lookup::find(const std::string& sand
 }
 
 std::optional<preview::preview_target> preview_lookup::find(const std::string& sandbox_id) {
-  auto rec = db_.find_live_sandbox(sandbox_id);
+  auto rec = sandboxes_.find_live_sandbox(sandbox_id);
   if (!rec) return std::nullopt;
   if (activity_) activity_->touch(rec->id);  // a preview request is use (the idle timeout)
   return preview::preview_target{rec->id, rec->state, rec->address, spec_from_json(rec->spec_json).public_preview,
