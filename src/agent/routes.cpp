@@ -9,7 +9,7 @@
 #include "ports/routes.hpp"
 #include "commands/routes.hpp"
 #include "process/exec_json.hpp"
-#include "process/exec_stream.hpp"
+#include "exec_stream.hpp"
 #include "process/runner.hpp"
 #include "pty/routes.hpp"
 #include "session/routes.hpp"

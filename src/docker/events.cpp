@@ -3,6 +3,7 @@
 // buffer and split into lines of bounded length, so a stream that runs for weeks costs one
 // buffer, and a line over the limit is dropped as it arrives (and reported as a lost event).
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/events.hpp"
 
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>
@@ -23,6 +24,7 @@
 #include "sandfort/http/any_stream.hpp"
 #include "sandfort/http/client.hpp"
 #include "sandfort/http/use_tuple.hpp"
+#include "unix_engine.hpp"
 #include "url.hpp"
 
 namespace sandfort::docker {

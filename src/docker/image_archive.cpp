@@ -7,6 +7,7 @@
 #include "sandfort/crypto/digest.hpp"
 #include "json_access.hpp"
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/image_archive.hpp"
 
 namespace sandfort::docker {
 

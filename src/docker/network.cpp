@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/messages.hpp"
 
 namespace sandfort::docker {
 

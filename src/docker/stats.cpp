@@ -1,5 +1,6 @@
 // Resource use of a container, computed the way the docker CLI does.
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/messages.hpp"
 
 #include <algorithm>
 #include <cstdint>

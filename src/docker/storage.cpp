@@ -1,6 +1,7 @@
 // What the engine's storage can enforce: Docker's StorageOpt size works only for overlay2 on
 // XFS with project quotas, and Docker says so only by refusing a create.
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/messages.hpp"
 
 #include <sstream>
 

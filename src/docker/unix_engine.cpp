@@ -1,4 +1,6 @@
-#include "sandfort/docker/engine.hpp"
+#include "unix_engine.hpp"
+
+#include "sandfort/docker/messages.hpp"
 
 #include <charconv>
 #include <chrono>
@@ -250,6 +252,10 @@ result<image_details> parse_image_details(const json& body) {
 }
 
 unix_engine::unix_engine(unix_engine_options options) : options_(std::move(options)) {}
+
+std::unique_ptr<engine> make_unix_engine(unix_engine_options options) {
+  return std::make_unique<unix_engine>(std::move(options));
+}
 
 task<version_info> unix_engine::version() {
   // Unversioned on purpose: this is how the version to use is found.

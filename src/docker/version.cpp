@@ -1,4 +1,5 @@
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/messages.hpp"
 
 #include <charconv>
 #include <system_error>

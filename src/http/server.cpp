@@ -473,12 +473,6 @@ asio::awaitable<void> server::drain(std::chrono::milliseconds deadline) {
   co_await wait_until_idle(st, unwind_time);
 }
 
-bool out_of_resources(const boost::system::error_code& ec) {
-  if (ec.category() != boost::system::system_category()) return false;
-  int v = ec.value();
-  return v == EMFILE || v == ENFILE || v == ENOBUFS || v == ENOMEM;
-}
-
 accept_backoff::accept_backoff(std::string listener, warning_log log, std::chrono::milliseconds pause,
                                std::chrono::milliseconds log_period)
     : listener_(std::move(listener)), log_(std::move(log)), pause_(pause), log_period_(log_period) {}

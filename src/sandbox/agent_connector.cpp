@@ -1,6 +1,7 @@
 #include "sandfort/sandbox/agent_connector.hpp"
 
 #include "agent_answers.hpp"
+#include "agent_socket.hpp"
 
 #include <nlohmann/json.hpp>
 #include <optional>

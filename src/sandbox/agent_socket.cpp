@@ -1,4 +1,4 @@
-#include "sandfort/sandbox/agent_socket.hpp"
+#include "agent_socket.hpp"
 
 #include <fcntl.h>
 #include <linux/openat2.h>

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "sandfort/docker/messages.hpp"
 #include "sandfort/sandbox/disk_usage.hpp"
 #include "sandfort/sandbox/service.hpp"
 

@@ -9,6 +9,7 @@
 
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/core/ids.hpp"
+#include "sandfort/docker/image_archive.hpp"
 #include "sandfort/sandbox/service.hpp"
 #include "sandfort/http/use_tuple.hpp"
 

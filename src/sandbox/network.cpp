@@ -6,6 +6,7 @@
 #include "sandfort/preview/address.hpp"
 #include "sandfort/sandbox/network.hpp"
 
+#include "sandfort/docker/messages.hpp"
 #include "sandfort/sandbox/commands.hpp"  // find_started
 #include "sandfort/sandbox/service.hpp"   // labels, agent_address_of, to_view
 

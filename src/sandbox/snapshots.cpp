@@ -4,6 +4,7 @@
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/snapshots.hpp"
 
+#include "sandfort/docker/image_archive.hpp"
 #include "sandfort/sandbox/service.hpp"  // labels
 
 namespace sandfort::sandbox {

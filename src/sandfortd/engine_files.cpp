@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/messages.hpp"
 
 namespace sandfort::daemon {
 

@@ -31,7 +31,7 @@
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/signing.hpp"
 #include "sandfort/auth/keys.hpp"
-#include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/unix_engine.hpp"
 #include "sandfort/firewall/host_firewall.hpp"
 #include "sandfort/http/server.hpp"
 #include "sandfort/http/tls_front.hpp"
@@ -248,8 +248,9 @@ int serve(const config_flags& f) {
 
   asio::io_context ioc(1);
   system_clock clk;
-  docker::unix_engine engine({cfg.docker_socket, std::chrono::seconds(cfg.docker_timeout_s),
-                              std::chrono::seconds(cfg.pull_timeout_s)});
+  auto docker_engine = docker::make_unix_engine(
+      {cfg.docker_socket, std::chrono::seconds(cfg.docker_timeout_s), std::chrono::seconds(cfg.pull_timeout_s)});
+  docker::engine& engine = *docker_engine;
   sandbox::connector_options agent_opts;
   agent_opts.response_budget_bytes = cfg.agent_response_budget_mb << 20;
   // After ioc (they post results to it), before what uses them: large exec answers are parsed

@@ -25,6 +25,8 @@
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/image_archive.hpp"
+#include "sandfort/docker/messages.hpp"
 #include "sandfort/sandbox/service.hpp"
 #include "sandfort/sandbox/snapshots.hpp"
 #include "sandfort/sandbox/volumes.hpp"

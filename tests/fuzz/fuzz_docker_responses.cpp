@@ -15,6 +15,8 @@
 #include "docker/engine_errors.hpp"
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/docker/image_ref.hpp"
+#include "sandfort/docker/events.hpp"
+#include "sandfort/docker/messages.hpp"
 #include "support.hpp"
 
 using namespace sandfort;

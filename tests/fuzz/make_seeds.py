@@ -328,7 +328,7 @@ def docker():
     for a, b in [("1.41", "1.47"), ("1.9", "1.41"), ("1.41", "1.41"), ("1.", "1.4"), ("x", "1.0"),
                  ("99999999999999999999.1", "1.1"), ("10.0.0.0/24", ""), ("fd00::/64", "")]:
         put(3, a + "\0" + b)
-    for src in ("version_test.cpp", "network_test.cpp", "container_spec_test.cpp", "fake_engine_test.cpp"):
+    for src in ("version_test.cpp", "network_test.cpp", "container_spec_test.cpp", "unix_engine_test.cpp"):
         for body in raw(text(src)):
             for kind in (4, 5, 6, 7):
                 put(kind, body)

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <string>
 
-#include "sandfort/wsclient/client.hpp"
+#include "support/wsclient.hpp"
 #include "support/run_coroutine.hpp"
 
 namespace {

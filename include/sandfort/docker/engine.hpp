@@ -1,7 +1,9 @@
 #pragma once
 // The Docker Engine as the sandbox backend sees it: typed calls, no raw Docker options
-// escaping to callers. `engine` is the seam (tests and a future Kubernetes backend);
-// `unix_engine` talks to a real engine over its unix socket.
+// escaping to callers. `engine` is the seam (tests and a future Kubernetes backend); this
+// header holds it and the values it speaks in, nothing else. The real engine over its unix
+// socket is unix_engine.hpp; the pure functions that build request bodies and read answers
+// are messages.hpp, events.hpp and image_archive.hpp.
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
@@ -28,15 +30,6 @@ struct version_info {
   std::string api_version;      // newest the engine speaks, "1.41"
   std::string min_api_version;  // oldest the engine accepts, "1.12"
 };
-
-inline constexpr const char* newest_known_api = "1.47";
-inline constexpr const char* oldest_supported_api = "1.41";
-
-// The lower of the engine's ApiVersion and the newest we know; an error naming both when
-// that is below the engine's MinAPIVersion or below what we support.
-result<std::string> negotiate_api_version(const version_info& engine_says);
-// Parses the JSON body of GET /version.
-result<version_info> parse_version(const nlohmann::json& body);
 
 struct bind_mount {
   std::string host_path;
@@ -91,9 +84,6 @@ struct container_spec {
   std::int64_t storage_size_mb = 0;
 };
 
-// The body of POST /containers/create for spec. Pure, so it is unit-tested.
-nlohmann::json to_create_body(const container_spec& spec);
-
 // A bridge network for sandboxes: sandfortd asks for exactly these properties.
 struct network_spec {
   std::string name;
@@ -115,13 +105,6 @@ struct network_info {
   std::vector<std::string> containers;  // ids of attached containers
 };
 
-// The body of POST /networks/create: internal, no traffic between containers, no masquerade.
-nlohmann::json to_network_body(const network_spec& spec);
-// Reads GET /networks/{name}; pure, so it is unit-tested.
-result<network_info> parse_network(const nlohmann::json& body);
-// "10.213.0.0/16" → "10.213.0.1"; an error when it is not an IPv4 CIDR with room for hosts.
-result<std::string> first_host_address(const std::string& subnet);
-
 // A named volume of the local driver: sandfortd asks for a name and labels, nothing else.
 struct volume_spec {
   std::string name;
@@ -136,13 +119,6 @@ struct volume_info {
   std::int64_t created_unix = 0;  // CreatedAt as unix seconds; 0 when the engine did not say
 };
 
-// Reads a volume as POST /volumes/create, GET /volumes/{name} and each entry of GET /volumes
-// answer it; pure, so it is unit-tested.
-volume_info parse_volume(const nlohmann::json& body);
-// Reads GET /volumes ({"Volumes": [...] or null, "Warnings": ...}); an answer that is not an
-// object is an internal error.
-result<std::vector<volume_info>> parse_volume_list(const nlohmann::json& body);
-
 // An image as GET /images/json lists it.
 struct image_info {
   std::string id;                      // "sha256:…"
@@ -150,9 +126,6 @@ struct image_info {
   std::map<std::string, std::string> labels;
   std::int64_t created_unix = 0;  // Created; 0 when the engine did not say
 };
-
-// Reads GET /images/json (a JSON array); anything else is an internal error. Pure, so it is unit-tested.
-result<std::vector<image_info>> parse_image_list(const nlohmann::json& body);
 
 // One image as GET /images/{name}/json describes it.
 struct image_details {
@@ -164,29 +137,6 @@ struct image_details {
   nlohmann::json raw;                     // the whole answer
 };
 
-// Reads GET /images/{name}/json; an answer without an Id is an internal error. Pure, so it is unit-tested.
-result<image_details> parse_image_details(const nlohmann::json& body);
-
-// A `docker load` archive of one image whose layers the engine already holds: the config
-// (its own file, named by its digest), a manifest naming it `repo_tag`, and no layer at all
-// (the engine finds each layer by its chain id and reads no file for it). Pure.
-std::string layerless_image_archive(const std::string& config_json, const std::string& repo_tag,
-                                    std::size_t layer_count);
-
-// A tar archive of one empty directory `name` (relative, no slashes inside), mode 0755. Pure.
-std::string directory_archive(const std::string& name);
-
-// The config of a committed image rewritten to hold its filesystem and nothing of the container
-// it was committed from. Docker's commit keeps the container's whole configuration (its
-// environment with every secret in it, labels, hostname, command) in ContainerConfig, its id in
-// `container`, its command in the history; none of that survives here. From `committed` (its
-// inspect answer): the layers, architecture, os, variant and creation time. From `parent` (the
-// inspect answer of the image the container was made from, or null): the runtime settings an
-// image gives a container (Env, Cmd, Entrypoint, WorkingDir, User, ExposedPorts, Volumes,
-// StopSignal, Shell, Healthcheck, OnBuild). Labels: exactly `labels`. History: none. Pure.
-nlohmann::json rewritten_image_config(const nlohmann::json& committed, const nlohmann::json& parent,
-                                      const std::map<std::string, std::string>& labels);
-
 // One sample of a running container's resource use, as `docker stats` computes it.
 struct container_stats {
   double cpu_percent = 0;  // of one CPU: 2 busy CPUs read 200
@@ -194,9 +144,6 @@ struct container_stats {
   std::int64_t memory_limit_bytes = 0;
   std::int64_t pids = 0;
 };
-
-// Reads GET /containers/{id}/stats?stream=false; pure, so it is unit-tested.
-container_stats parse_stats(const nlohmann::json& body);
 
 struct container_info {
   std::string id;
@@ -222,12 +169,6 @@ struct storage_info {
   std::string backing_filesystem;  // DriverStatus "Backing Filesystem": "xfs", "extfs", …
   std::string root_dir;            // DockerRootDir: "/var/lib/docker"
 };
-// Reads GET /info; pure, so it is unit-tested on recorded answers.
-storage_info parse_storage_info(const nlohmann::json& body);
-// Whether StorageOpt size works: overlay2 on XFS, and the XFS holding root_dir mounted with
-// project quotas (`mounts`: the text of /proc/self/mounts). Pure, so it is unit-tested.
-bool supports_storage_quota(const storage_info& info, std::string_view mounts);
-
 
 // --- Docker's event stream (GET /events) -------------------------------------------------------
 // Containers die, are removed or lose their network behind our back; the engine says so on its
@@ -266,34 +207,6 @@ struct event_subscription {
 
 // Awaited for every matching event, in order; the stream is not read while it runs.
 using event_handler = std::function<boost::asio::awaitable<void>(const engine_event&)>;
-
-// One line of the stream (without its newline); pure, so it is unit-tested on recorded lines.
-result<engine_event> parse_event(std::string_view line);
-// The `filters` query of GET /events for sub (types and actions).
-nlohmann::json event_filters(const event_subscription& sub);
-// Whether ev is one sub asked for (a lost event always is).
-bool subscription_matches(const event_subscription& sub, const engine_event& ev);
-// Docker's `since`: "<seconds>.<nanoseconds>".
-std::string since_parameter(std::int64_t unix_nano);
-
-// Splits a byte stream into lines of at most `limit` bytes without holding more than that: a
-// longer line is dropped as it arrives and reported once, at its newline, as lost.
-class line_splitter {
- public:
-  explicit line_splitter(std::size_t limit) : limit_(limit) {}
-  struct line {
-    std::string text;
-    bool lost = false;  // over the limit: text is empty
-  };
-  // Appends bytes; returns the lines they completed.
-  std::vector<line> feed(std::string_view bytes);
-
- private:
-  std::size_t limit_;
-  std::string partial_;
-  bool overflowing_ = false;
-};
-// --- end of the event stream block --------------------------------------------------------------
 
 class engine {
  public:
@@ -368,58 +281,6 @@ class engine {
   // error (`unavailable` when the stream ended), so a follower reconnects with `since`.
   virtual task<void> follow_events(event_subscription sub, event_handler on_event,
                                    std::function<void()> on_open) = 0;
-};
-
-struct unix_engine_options {
-  std::string socket_path = "/var/run/docker.sock";
-  std::chrono::milliseconds timeout{30'000};
-  std::chrono::milliseconds pull_timeout{600'000};
-};
-
-class unix_engine final : public engine {
- public:
-  explicit unix_engine(unix_engine_options options);
-
-  task<version_info> version() override;
-  task<std::string> api_version() override;
-  task<storage_info> storage() override;
-  task<bool> image_exists(const std::string& ref) override;
-  task<image_details> inspect_image(const std::string& ref) override;
-  task<void> load_image(std::string archive) override;
-  task<void> put_archive(const std::string& id, const std::string& path, std::string archive,
-                         bool as_container_user) override;
-  task<void> pull_image(const std::string& ref) override;
-  task<std::string> create_container(const container_spec& spec) override;
-  task<void> start_container(const std::string& id) override;
-  task<void> stop_container(const std::string& id, int timeout_s) override;
-  task<void> pause_container(const std::string& id) override;
-  task<void> unpause_container(const std::string& id) override;
-  task<void> remove_container(const std::string& id) override;
-  task<container_info> inspect_container(const std::string& id) override;
-  task<std::vector<container_info>> list_containers(const std::vector<std::string>& label_filters) override;
-  task<container_stats> stats(const std::string& id) override;
-  task<network_info> inspect_network(const std::string& name) override;
-  task<network_info> create_network(const network_spec& spec) override;
-  task<volume_info> create_volume(const volume_spec& spec) override;
-  task<void> remove_volume(const std::string& name) override;
-  task<std::vector<volume_info>> list_volumes(const std::vector<std::string>& label_filters) override;
-  task<std::string> commit_container(const std::string& id, const std::string& repo, const std::string& tag,
-                                     const std::map<std::string, std::string>& labels,
-                                     const std::vector<std::string>& env) override;
-  task<std::int64_t> image_size(const std::string& ref) override;
-  task<void> remove_image(const std::string& ref) override;
-  task<std::vector<image_info>> list_images(const std::vector<std::string>& label_filters) override;
-  // Event stream (src/docker/events.cpp).
-  task<void> follow_events(event_subscription sub, event_handler on_event, std::function<void()> on_open) override;
-
- private:
-  // GET of a versioned path whose 200 answer is JSON; `what` names the call in errors.
-  task<nlohmann::json> get_json(const std::string& path, const std::string& what);
-  // POST /containers/{id}/{action} answered 204 (pause, unpause).
-  task<void> post_container_action(const std::string& id, const std::string& action);
-
-  unix_engine_options options_;
-  std::string api_version_;  // "" until negotiated
 };
 
 }  // namespace sandfort::docker

@@ -97,9 +97,6 @@ result<boost::asio::ip::tcp::endpoint> parse_listen_address(const std::string& h
 // A TCP acceptor bound and listening on HOST:PORT (SO_REUSEADDR); "cannot listen on ..." otherwise.
 result<boost::asio::ip::tcp::acceptor> listen_on(boost::asio::io_context& io, const std::string& host_port);
 
-// True for the accept errors that mean the process or the system is out of a resource.
-bool out_of_resources(const boost::system::error_code& ec);
-
 class server {
  public:
   server(boost::asio::io_context& ioc, server_options options, handler root);

@@ -1,8 +1,8 @@
 #pragma once
 // How sandfortd reaches the agent inside a sandbox: every connection goes through connect(), the
 // one door where the path is resolved inside the container and the listening peer is checked
-// (agent_socket.hpp). A `docker exec` stdio relay (for gVisor, Docker Desktop, remote engines)
-// can implement the same interface later.
+// (src/sandbox/agent_socket.hpp). A `docker exec` stdio relay (for gVisor, Docker Desktop,
+// remote engines) can implement the same interface later.
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
@@ -16,7 +16,6 @@
 #include "sandfort/core/error.hpp"
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/http/any_stream.hpp"
-#include "sandfort/sandbox/agent_socket.hpp"
 #include "sandfort/sandbox/answer_workers.hpp"
 #include "sandfort/sandbox/types.hpp"
 
@@ -115,6 +114,14 @@ class budget_share {
  private:
   response_budget& budget_;
   std::uint64_t held_ = 0;
+};
+
+// Who may answer for a container: the pid namespace of its init process, learned once
+// (src/sandbox/agent_socket.hpp).
+struct container_identity {
+  int init_pid = 0;
+  std::uint64_t pid_ns_dev = 0;  // st_dev and st_ino of /proc/<init_pid>/ns/pid
+  std::uint64_t pid_ns_ino = 0;
 };
 
 // Reaches the agent over the unix socket in the container's /run/sandfort, found through

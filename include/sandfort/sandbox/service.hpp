@@ -1,6 +1,6 @@
 #pragma once
 // The sandbox service: the lifecycle (create, get, list, stop, start, delete, pause, PATCH;
-// src/sandbox/lifecycle.cpp, pause.cpp), guardrails and the TTL reaper (guardrails.cpp). Parts
+// src/sandbox/lifecycle.cpp, pause.cpp), guardrails and the TTL reaper (admission.cpp). Parts
 // with headers of their own, reached through it: commands (commands.hpp), the network side
 // (network.hpp), volumes (volumes.hpp), snapshots (snapshots.hpp), the warm pool (warm_pool.hpp)
 // and the reconciler (reconciler.hpp: start-up reconciliation and Docker's events). It knows the
@@ -84,7 +84,7 @@ class service {
   // once before serving, and Docker's event stream afterwards.
   reconciler& reconciliation() { return reconciler_; }
 
-  // --- Guardrails (src/sandbox/guardrails.cpp, docs/guardrails.md) -----------------------------
+  // --- Guardrails (src/sandbox/admission.cpp, docs/guardrails.md) -----------------------------
   // The organization's limits (its own or the configured defaults), its use and its kill switch.
   result<org_guardrails_view> guardrails(const std::string& org_id);
   result<org_guardrails_view> set_limits(const std::string& org_id, const limits_update& update,
@@ -109,7 +109,7 @@ class service {
   // Reconciled, Docker and the store reachable; the reason otherwise.
   task<void> ready();
 
-  // --- The warm pool (src/sandbox/pool.cpp, warm_pool.hpp, docs/pool.md) ----------------------
+  // --- The warm pool (src/sandbox/pool_members.cpp, warm_pool.hpp, docs/pool.md) ----------------------
   // Starts filling the configured pools (after reconcile: it removes members of an earlier run).
   void start_pool() { pool_.start(); }
   // Shutdown: no more members, and the waiting ones removed.
@@ -124,7 +124,7 @@ class service {
   task<void> provision(store::sandbox_record rec, std::string proxy_secret);
   // A created row whose container now runs and answers: started, unless the kill switch went on.
   task<void> finish_start(store::sandbox_record& rec);
-  // The pool (src/sandbox/pool.cpp): making and removing members; claiming the agent of a pooled
+  // The pool (src/sandbox/pool_members.cpp): making and removing members; claiming the agent of a pooled
   // sandbox (at create, and again at each start: a restarted container runs a new agent).
   task<pool_member> make_pool_member(const pool_config& pool);
   boost::asio::awaitable<void> destroy_pool_member(pool_member member);

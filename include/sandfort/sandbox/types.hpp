@@ -88,7 +88,7 @@ struct sandbox_spec {
   std::string snapshot_name;
   // Handed out by the warm pool: the container was made before the request, so its Docker
   // configuration holds none of the caller's environment, and every start of it claims the
-  // agent again with that environment and a new proxy credential (src/sandbox/pool.cpp).
+  // agent again with that environment and a new proxy credential (src/sandbox/pool_members.cpp).
   bool pooled = false;
 };
 
@@ -287,7 +287,7 @@ struct limits_update {
 };
 
 // The limits in force for an organization: its own (`own`) where set, else the configured
-// defaults (src/sandbox/guardrails.cpp).
+// defaults (src/sandbox/admission.cpp).
 org_limits limits_in_force(const guardrails_config& defaults, const store::org_guardrails& own);
 
 // A quota that counts things an organization keeps (sandboxes, volumes, snapshots: rows not
@@ -300,7 +300,7 @@ struct count_quota {
   std::vector<std::pair<std::string, std::string>> details;  // more for the audit event (the image)
 };
 
-// Every count quota is refused here, in the same words (src/sandbox/guardrails.cpp): 429
+// Every count quota is refused here, in the same words (src/sandbox/admission.cpp): 429
 // quota_exceeded "quota exceeded: volumes — 2 of 2 in use (delete some)", recorded first as
 // `guardrail.quota_exceeded` (outcome denied; quota, limit, in_use) in the organization's chain.
 // If even the record fails, the call is still refused.

@@ -273,7 +273,6 @@ void kill_tree(pid_t pid) {
 
 namespace detail {
 void use_pidfd(bool enabled) { pidfd_enabled.store(enabled); }
-bool pidfd_allowed() { return pidfd_enabled.load(); }
 }  // namespace detail
 
 }  // namespace sandfort::agent

@@ -104,8 +104,4 @@ std::vector<pid_t> children_of(pid_t pid);
 // SIGKILL to pid and everything below it.
 void kill_tree(pid_t pid);
 
-namespace detail {
-bool pidfd_allowed();
-}
-
 }  // namespace sandfort::agent

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "sandfort/http/client.hpp"
-#include "sandfort/wsclient/client.hpp"
+#include "support/wsclient.hpp"
 #include "agent_process.hpp"
 #include "support.hpp"
 #include "support/prerequisite.hpp"

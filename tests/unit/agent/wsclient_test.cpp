@@ -18,7 +18,7 @@
 #include <mutex>
 #include <thread>
 
-#include "sandfort/wsclient/client.hpp"
+#include "support/wsclient.hpp"
 #include "sandfort/http/use_tuple.hpp"
 #include "support/run_coroutine.hpp"
 

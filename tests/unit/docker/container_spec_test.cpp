@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/messages.hpp"
 #include "spec_validation.hpp"
 
 using namespace sandfort;

@@ -20,8 +20,10 @@
 #include <sstream>
 
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/events.hpp"
 #include "sandfort/http/use_tuple.hpp"
 #include "support.hpp"
+#include "unix_engine.hpp"
 
 using namespace sandfort;
 using namespace sandfort::docker;

@@ -7,6 +7,7 @@
 
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/image_archive.hpp"
 
 using namespace sandfort;
 using json = nlohmann::json;

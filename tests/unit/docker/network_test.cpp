@@ -8,7 +8,9 @@
 #include <catch2/catch.hpp>
 
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/messages.hpp"
 #include "support.hpp"
+#include "unix_engine.hpp"
 
 using namespace sandfort;
 using namespace sandfort::docker;

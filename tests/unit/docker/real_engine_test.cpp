@@ -5,7 +5,9 @@
 
 #include "api_version.hpp"
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/messages.hpp"
 #include "support.hpp"
+#include "unix_engine.hpp"
 
 using namespace sandfort;
 using namespace sandfort::docker;

@@ -13,6 +13,7 @@
 
 #include "sandfort/docker/engine.hpp"
 #include "support.hpp"
+#include "unix_engine.hpp"
 
 using namespace sandfort;
 using namespace sandfort::docker;

@@ -14,6 +14,7 @@
 #include "sandfort/docker/engine.hpp"
 
 #include "support/run_coroutine.hpp"
+#include "unix_engine.hpp"
 
 namespace sandfort::docker::test {
 

@@ -2,6 +2,7 @@
 
 #include "api_version.hpp"
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/messages.hpp"
 
 using namespace sandfort;
 using namespace sandfort::docker;

@@ -11,7 +11,7 @@
 
 #include "sandfort/core/ids.hpp"
 #include "sandfort/http/proxy.hpp"
-#include "sandfort/wsclient/client.hpp"
+#include "support/wsclient.hpp"
 #include "support.hpp"
 #include "support/run_coroutine.hpp"
 

@@ -6,7 +6,7 @@
 #include <boost/asio/this_coro.hpp>
 
 #include "sandfort/preview/address.hpp"
-#include "sandfort/wsclient/client.hpp"
+#include "support/wsclient.hpp"
 #include "support.hpp"
 #include "support/run_coroutine.hpp"
 

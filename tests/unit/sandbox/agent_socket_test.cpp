@@ -1,6 +1,6 @@
 // The door to a sandbox's agent, against the real kernel: a listener in another pid namespace
 // plays the container's agent; links, non-sockets, strangers and full backlogs are refused.
-#include "sandfort/sandbox/agent_socket.hpp"
+#include "agent_socket.hpp"
 
 #include "sandfort/sandbox/agent_connector.hpp"
 

@@ -11,6 +11,7 @@
 
 #include "fakes.hpp"
 #include "sandfort/sandbox/disk_usage.hpp"
+#include "sandfort/docker/messages.hpp"
 
 using namespace sandfort;
 using namespace sandfort::sandbox;

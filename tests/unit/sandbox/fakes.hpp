@@ -25,6 +25,8 @@
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/config.hpp"
 #include "sandfort/core/ids.hpp"
+#include "sandfort/docker/events.hpp"
+#include "sandfort/docker/messages.hpp"
 #include "sandfort/sandbox/service.hpp"
 #include "sandfort/store/org_store.hpp"
 

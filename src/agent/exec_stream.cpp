@@ -1,4 +1,4 @@
-#include "process/exec_stream.hpp"
+#include "exec_stream.hpp"
 
 #include "process/child.hpp"
 #include "process/exec_json.hpp"

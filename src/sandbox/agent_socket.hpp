@@ -9,21 +9,17 @@
 // inode it found, and then asks the kernel who listens there (SO_PEERCRED): a peer outside the
 // container's pid namespace is refused. A server of the sandbox's own making passes — it is that
 // sandbox talking to its own caller, and everything it says is bounded untrusted input.
+//
+// Private to the sandbox module: everything else reaches the agent through agent_connector.hpp,
+// which holds container_identity (what the connector remembers of each container).
 
-#include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "sandfort/core/error.hpp"
+#include "sandfort/sandbox/agent_connector.hpp"
 
 namespace sandfort::sandbox {
-
-// Who may answer for a container: the pid namespace of its init process, learned once.
-struct container_identity {
-  int init_pid = 0;
-  std::uint64_t pid_ns_dev = 0;  // st_dev and st_ino of /proc/<init_pid>/ns/pid
-  std::uint64_t pid_ns_ino = 0;
-};
 
 // The identity of process `pid`, which Docker reported as the init of container `container_id`.
 // Its cgroup must name the container, so a pid that was reused between Docker's answer and this

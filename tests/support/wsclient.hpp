@@ -1,5 +1,5 @@
 #pragma once
-// A small WebSocket client (Beast underneath) for tests and the CLI: connect over TCP or a unix
+// A small WebSocket client (Beast underneath) for the tests: connect over TCP or a unix
 // socket with extra upgrade headers, send binary or text messages, read messages, close.
 // Connecting and the upgrade are bounded by deadlines; errors are values.
 //

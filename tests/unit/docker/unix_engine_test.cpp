@@ -10,8 +10,10 @@
 #include <functional>
 
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/docker/messages.hpp"
 #include "sandfort/http/server.hpp"
 #include "support.hpp"
+#include "unix_engine.hpp"
 
 using namespace sandfort;
 using namespace sandfort::docker;

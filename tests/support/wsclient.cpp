@@ -1,4 +1,4 @@
-#include "sandfort/wsclient/client.hpp"
+#include "support/wsclient.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
