@@ -2,7 +2,7 @@
 #include "sandfort/sandbox/commands.hpp"
 
 #include "sandfort/metrics/catalog.hpp"
-#include "sandfort/sandbox/service.hpp"  // agent_address_of
+#include "sandfort/sandbox/spec.hpp"
 
 #include "output_cap.hpp"
 

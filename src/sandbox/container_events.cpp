@@ -14,7 +14,7 @@
 
 #include "sandfort/sandbox/reconciler.hpp"
 #include "sandfort/http/use_tuple.hpp"
-#include "sandfort/sandbox/service.hpp"  // the labels, container_exit_reason
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 

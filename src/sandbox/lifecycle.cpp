@@ -101,7 +101,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   if (!snapshot) co_return std::move(snapshot).err();
   create_request checked = req;
   if (*snapshot) checked.snapshot.clear();  // a snapshot name is no image reference to check
-  auto spec = validate(checked);
+  auto spec = validate_create(cfg_, checked);
   if (!spec) co_return std::move(spec).err();
   if (*snapshot) spec->snapshot_name = req.snapshot;
   if (!net_.ready()) co_return make_error(errc::unavailable, "the sandbox network is not ready yet (is Docker running?)");
@@ -235,7 +235,7 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   }
 
   const auto spec = spec_from_json(rec.spec_json);
-  auto container = container_for(rec, spec, proxy_secret, **image);
+  auto container = container_for(cfg_, site(), rec, spec, proxy_secret, **image);
   auto mounts = volumes_.mounts_of(rec.id);
   if (!mounts) co_return co_await fail(std::move(mounts).err());
   container.volumes = std::move(*mounts);
@@ -452,7 +452,7 @@ task<sandbox_view> service::update(const std::string& org_id, const std::string&
   if (req.labels) {
     create_request probe;  // the same label rules as at creation
     probe.labels = *req.labels;
-    if (auto r = validate(probe); !r) co_return std::move(r).err();
+    if (auto r = validate_create(cfg_, probe); !r) co_return std::move(r).err();
     spec.labels = *req.labels;
   }
   if (req.idle_timeout_s) {
@@ -500,6 +500,10 @@ task<sandbox_metrics> service::metrics(const std::string& org_id, const std::str
   if (!m.disk_bytes)
     if (auto d = co_await measure_disk(*rec)) m.disk_bytes = d->bytes;
   co_return m;
+}
+
+container_site service::site() const {
+  return {db_.instance_id(), net_.info().name, net_.info().gateway, hard_disk_};
 }
 
 sandbox_view service::view_of(const store::sandbox_record& rec) const {

@@ -8,7 +8,7 @@
 
 #include "sandfort/docker/messages.hpp"
 #include "sandfort/sandbox/commands.hpp"  // find_started
-#include "sandfort/sandbox/service.hpp"   // labels, agent_address_of, to_view
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 

@@ -27,7 +27,7 @@ task<pool_member> service::make_pool_member(const pool_config& pool) {
   }
   sandbox_spec spec;
   spec.limits = {pool.resources->cpus, pool.resources->memory_mb, pool.resources->pids, cfg_.disk.default_mb};
-  auto container = container_for(rec, spec, {}, **image);
+  auto container = container_for(cfg_, site(), rec, spec, {}, **image);
   // No environment of anyone's (no proxy credential either: the proxy knows no row for it); the
   // claim brings both. No organization in the labels: the member belongs to none yet.
   container.env.clear();
@@ -51,8 +51,8 @@ asio::awaitable<void> service::destroy_pool_member(pool_member member) {
 
 task<void> service::claim_agent(const store::sandbox_record& rec, const std::string& proxy_secret) {
   auto spec = spec_from_json(rec.spec_json);
-  co_return co_await agent_.claim(agent_address_of(rec), sandbox_environment(rec, spec, proxy_secret),
-                                    effective_workdir(spec));
+  auto env = sandbox_environment(rec.id, spec, proxy_secret, net_.info().gateway, cfg_.egress.proxy_port);
+  co_return co_await agent_.claim(agent_address_of(rec), std::move(env), effective_workdir(spec));
 }
 
 task<void> service::provision_pooled(store::sandbox_record& rec, std::string proxy_secret) {

@@ -6,7 +6,7 @@
 
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/reconciler.hpp"
-#include "sandfort/sandbox/service.hpp"  // the labels
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 

@@ -5,7 +5,7 @@
 #include "sandfort/sandbox/snapshots.hpp"
 
 #include "sandfort/docker/image_archive.hpp"
-#include "sandfort/sandbox/service.hpp"  // labels
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 

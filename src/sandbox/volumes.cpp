@@ -10,7 +10,7 @@
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/volumes.hpp"
 
-#include "sandfort/sandbox/service.hpp"  // label_instance
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 

@@ -30,6 +30,7 @@
 #include "sandfort/sandbox/network.hpp"
 #include "sandfort/sandbox/reconciler.hpp"
 #include "sandfort/sandbox/snapshots.hpp"
+#include "sandfort/sandbox/spec.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/sandbox/volumes.hpp"
 #include "sandfort/sandbox/warm_pool.hpp"
@@ -178,14 +179,8 @@ class service {
   // wish; `deadline`: when a guardrail will delete it).
   task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
                   const std::optional<store::sandbox_deadline>& deadline);
-  // The sandbox's environment as its processes see it: the caller's variables, then the proxy's.
-  std::map<std::string, std::string> sandbox_environment(const store::sandbox_record& rec, const sandbox_spec& spec,
-                                                         const std::string& proxy_secret) const;
-  // The container of a sandbox, made from `image` by its id. Every label of the image that
-  // sandfortd does not set is set empty: Docker would merge the image's labels into the
-  // container's, and a container's labels are sandfortd's own.
-  docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
-                                       const std::string& proxy_secret, const docker::image_details& image) const;
+  // Where this daemon makes containers now (spec.hpp): its instance, network and disk enforcement.
+  container_site site() const;
   // The one door for image references (src/sandbox/image_resolution.cpp). `image` is a reference
   // the policy allowed, or (own_snapshot_id given) that snapshot's image_ref. Returns the image
   // the name reaches as written; nullopt when a reference is not present (it may be pulled);
@@ -194,7 +189,6 @@ class service {
                                                            const std::string& own_snapshot_id);
   // resolve_image for a sandbox's row (its snapshot name tells an own snapshot).
   task<std::optional<docker::image_details>> resolve_image_of(const store::sandbox_record& rec);
-  result<sandbox_spec> validate(const create_request& req) const;
   sandbox_view view_of(const store::sandbox_record& rec) const;
   // A started sandbox's disk use: its writable layer and read-write volumes, walked off the I/O thread.
   struct disk_measurement {
@@ -241,49 +235,8 @@ class service {
   reconciler reconciler_;
 };
 
-// A fresh container name that says nothing about the sandbox: Docker's embedded DNS answers
-// every container's name to its neighbours. Labels tie containers back to rows.
-std::string new_container_name();
-// How the agent connector finds a sandbox's agent.
-agent_address agent_address_of(const store::sandbox_record& rec);
-inline constexpr const char* label_sandbox = "io.sandfort.sandbox";
-inline constexpr const char* label_org = "io.sandfort.org";
-inline constexpr const char* label_instance = "io.sandfort.instance";
-inline constexpr const char* label_network = "io.sandfort.network";
-inline constexpr const char* label_pool = "io.sandfort.pool";
-
-// The working directory of a sandbox whose create named none (docs/images.md): the agent makes
-// it, as the sandbox's user, at every start and claim.
-inline constexpr const char* default_workdir = "/work";
-inline std::string effective_workdir(const sandbox_spec& spec) {
-  return spec.workdir.empty() ? default_workdir : spec.workdir;
-}
-
-// Host patterns of an egress allowlist: "host", "*.suffix" or "*".
-result<void> validate_allowlist(const std::vector<std::string>& allowlist);
-// The environment that sends a sandbox's HTTP clients through the egress proxy.
-std::vector<std::string> proxy_environment(const std::string& sandbox_id, const std::string& secret,
-                                           const std::string& gateway, int port);
-
-// A stored row as callers see it.
-sandbox_view to_view(const store::sandbox_record& rec);
-
-// Serialization of the stored spec (the store keeps it as opaque JSON text).
-std::string spec_to_json(const sandbox_spec& spec);
-sandbox_spec spec_from_json(const std::string& text);
-// Why a sandbox's container stopped by itself ("the container exited with code 137 (out of
-// memory)"): the same words whether Docker's events or a failed call noticed it first.
-std::string container_exit_reason(int exit_code, bool oom_killed);
-
 // Whether new containers get Docker's StorageOpt size: disk.enforcement `hard`, or `auto` where
 // the engine's storage supports it (docker::supports_storage_quota; `mounts`: /proc/self/mounts).
 bool hard_disk_enforcement_for(const std::string& mode, const docker::storage_info& storage, std::string_view mounts);
-// The disk_mb a sandbox may hold: its own, or disk.default_mb for rows made before disk_mb was.
-inline std::int64_t disk_limit_mb(const resources& r, const disk_config& d) {
-  return r.disk_mb > 0 ? r.disk_mb : d.default_mb;
-}
-
-// idle_timeout_s, when given: 0 (never) up to 30 days.
-result<void> check_idle_timeout(const std::optional<std::int64_t>& idle_timeout_s);
 
 }  // namespace sandfort::sandbox
