@@ -97,15 +97,21 @@ result<void> admit_count(audit::journal& journal, const std::string& org_id, con
                                               std::to_string(q.limit) + " in use (" + q.remedy + ")");
 }
 
-result<std::shared_ptr<void>> admit_create(audit::journal& journal, const std::string& org_id, const audit::actor& who,
-                                           count_quota q, const std::shared_ptr<creates_in_flight>& creating) {
+admitted_create::admitted_create(std::shared_ptr<creates_in_flight> creating, std::string org_id)
+    : creating_(std::move(creating)), org_id_(std::move(org_id)) {
+  ++(*creating_)[org_id_];
+}
+
+admitted_create::~admitted_create() {
+  if (!creating_) return;
+  if (auto it = creating_->find(org_id_); it != creating_->end() && --it->second <= 0) creating_->erase(it);
+}
+
+result<admitted_create> admit_create(audit::journal& journal, const std::string& org_id, const audit::actor& who,
+                                     count_quota q, const std::shared_ptr<creates_in_flight>& creating) {
   if (auto it = creating->find(org_id); it != creating->end()) q.in_use += it->second;
   if (auto r = admit_count(journal, org_id, who, q); !r) return std::move(r).err();
-  ++(*creating)[org_id];
-  // Holds the map, not the service: a create suspended at shutdown may be destroyed after it.
-  return std::shared_ptr<void>(nullptr, [creating, org_id](void*) {
-    if (auto it = creating->find(org_id); it != creating->end() && --it->second <= 0) creating->erase(it);
-  });
+  return admitted_create(creating, org_id);
 }
 
 org_limits service::limits_of(const store::org_guardrails& own) const {

@@ -81,8 +81,8 @@ result<store::sandbox_record> find_started(store::database& db, activity_tracker
 }
 
 command_service::command_service(const config& cfg, store::database& db, agent_connector& agent,
-                                 activity_tracker& activity, const clock& clk, unreachable_agent explain)
-    : cfg_(cfg), db_(db), agent_(agent), activity_(activity), journal_(db, clk), explain_(std::move(explain)) {}
+                                 activity_tracker& activity, const clock& clk, transitions& lifecycle)
+    : cfg_(cfg), db_(db), agent_(agent), activity_(activity), journal_(db, clk), transitions_(lifecycle) {}
 
 result<agent_exec> command_service::prepare_exec(exec_request req) const {
   if (req.argv.empty() == req.command.empty())
@@ -126,7 +126,7 @@ task<exec_result> command_service::exec_noted(const std::string& org_id, const s
   timed.stop();
   if (r) hold_to_cap(*r, call->max_output_bytes);
   if (r || r.err().code != errc::unavailable) co_return r;
-  co_return co_await explain_(*rec, std::move(r).err());
+  co_return co_await transitions_.explain_unreachable_agent(*rec, std::move(r).err());
 }
 
 task<void> command_service::exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
@@ -158,7 +158,7 @@ task<void> command_service::exec_stream_noted(const std::string& org_id, const s
   if (r) timed.values()[1] = "ok";
   timed.stop();
   if (r || r.err().code != errc::unavailable) co_return r;
-  co_return co_await explain_(*rec, std::move(r).err());
+  co_return co_await transitions_.explain_unreachable_agent(*rec, std::move(r).err());
 }
 
 task<exec_result> command_service::exec(const std::string& org_id, const std::string& id_or_name, exec_request req,

@@ -24,42 +24,15 @@ service::service(asio::any_io_executor executor, const config& cfg, store::datab
       journal_(db, clk),
       activity_(clk),
       net_(cfg, db, engine, agent, activity_),
+      transitions_(executor_, db, engine, agent, net_, clk),
       pool_(executor_, cfg.pools,
             warm_pool::hooks{[this](const pool_config& p) { return make_pool_member(p); },
                              [this](pool_member m) { return destroy_pool_member(std::move(m)); },
                              [this](const pool_config& p) { return host_room_for_member(p); }}),
+      reconciler_(executor_, cfg, db, engine, clk, net_, activity_, pool_, transitions_),
       volumes_(db, engine, clk, cfg.guardrails),
-      snapshots_(db, engine, clk, cfg.guardrails, [this](const std::string& sandbox_id) -> std::shared_ptr<void> {
-        return std::make_shared<reconciler::operation_mark>(reconciler_, sandbox_id);
-      }),
-      commands_(cfg, db, agent, activity_, clk, [this](store::sandbox_record& rec, error e) {
-        return explain_unreachable_agent(rec, std::move(e));
-      }),
-      reconciler_(executor_, cfg, db, engine, clk, net_, activity_, pool_,
-                  reconciler::hooks{
-                      [this](store::sandbox_record& rec, const std::string& state, const std::string& message,
-                             const std::string& action) {
-                        return set_state(rec, state, message, audit::system_actor(), action);
-                      },
-                      [this](const store::sandbox_record& rec) { return destroy_container(rec); },
-                      [this](const std::string& sandbox_id) { disconnect(sandbox_id); }}) {}
-
-void service::notify(const std::string& sandbox_id) {
-  auto it = waiters_.find(sandbox_id);
-  if (it == waiters_.end()) return;
-  for (auto& timer : it->second) timer->cancel();
-  waiters_.erase(it);
-}
-
-asio::awaitable<void> service::wait_change(const std::string& sandbox_id, std::chrono::steady_clock::time_point until) {
-  auto timer = std::make_shared<asio::steady_timer>(executor_, until);
-  waiters_[sandbox_id].push_back(timer);
-  co_await timer->async_wait(use_tuple);
-  if (auto it = waiters_.find(sandbox_id); it != waiters_.end()) {
-    std::erase(it->second, timer);
-    if (it->second.empty()) waiters_.erase(it);
-  }
-}
+      snapshots_(db, engine, clk, cfg.guardrails, reconciler_),
+      commands_(cfg, db, agent, activity_, clk, transitions_) {}
 
 nlohmann::json service::spec_for_audit(const std::string& spec_json) {
   auto spec = nlohmann::json::parse(spec_json, nullptr, false);
@@ -70,29 +43,6 @@ nlohmann::json service::spec_for_audit(const std::string& spec_json) {
     *env = names;
   }
   return audit::floats_as_text(std::move(spec));
-}
-
-result<void> service::set_state(store::sandbox_record& rec, const std::string& state, const std::string& message,
-                                const audit::actor& who, const std::string& action,
-                                const std::optional<store::sandbox_deadline>& deadline) {
-  rec.state = state;
-  rec.error_message = message;
-  rec.updated_at = format_time(clock_.now());
-  auto r = journal_.record_change(
-      {rec.org_id}, who,
-      [&]() -> result<void> {
-        if (auto u = store::sandbox_store(db_).update_sandbox(rec); !u) return u;
-        if (deadline) return store::guardrail_store(db_).set_sandbox_deadline(*deadline);
-        return state == "stopped" ? result<void>() : store::guardrail_store(db_).clear_sandbox_deadline(rec.id);
-      },
-      [&] {
-        nlohmann::json details = {{"state", state}};
-        if (!message.empty()) details["message"] = message;
-        if (deadline) details["delete_after"] = deadline->delete_after;
-        return audit::record{action.empty() ? "sandbox.state" : action, rec.id, "ok", std::move(details)};
-      });
-  notify(rec.id);
-  return r;
 }
 
 task<sandbox_view> service::create(const std::string& org_id, const create_request& req, const audit::actor& who) {
@@ -189,7 +139,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
     // Milliseconds: answered started whether or not the caller asked to wait.
     if (auto r = co_await provision_pooled(rec, std::move(proxy_secret)); !r) {
       if (auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id))
-        (void)set_state(*cur, "deleted", r.err().message);
+        (void)transitions_.set_state(*cur, "deleted", r.err().message);
       co_return std::move(r).err();
     }
     auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id);
@@ -203,7 +153,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   if (auto r = co_await provision(rec, std::move(proxy_secret)); !r) {
     // The caller gets the error instead of an id, so no row may outlive it.
     if (auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id))
-      (void)set_state(*cur, "deleted", r.err().message);
+      (void)transitions_.set_state(*cur, "deleted", r.err().message);
     co_return std::move(r).err();
   }
   auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id);
@@ -214,8 +164,9 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
 task<void> service::provision(store::sandbox_record rec, std::string proxy_secret) {
   auto fail = [&](const error& e) -> asio::awaitable<result<void>> {
     spdlog::warn("sandbox {} failed to start: {}", rec.id, e.message);
-    (void)co_await destroy_container(rec);
-    if (auto cur = store::sandbox_store(db_).get_sandbox(rec.org_id, rec.id)) (void)set_state(*cur, "error", e.message);
+    (void)co_await transitions_.destroy_container(rec);
+    if (auto cur = store::sandbox_store(db_).get_sandbox(rec.org_id, rec.id))
+      (void)transitions_.set_state(*cur, "error", e.message);
     co_return error(e);
   };
   // Deleted while we were waiting on Docker: clean up whatever exists by now.
@@ -225,10 +176,10 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   auto image = co_await resolve_image_of(rec);
   if (!image) co_return co_await fail(std::move(image).err());
   if (!*image) {
-    (void)set_state(rec, "pulling");
+    (void)transitions_.set_state(rec, "pulling");
     if (auto pulled = co_await engine_.pull_image(rec.snapshot); !pulled) co_return co_await fail(std::move(pulled).err());
     if (deleted_meanwhile()) co_return cancelled;
-    (void)set_state(rec, "creating");
+    (void)transitions_.set_state(rec, "creating");
     image = co_await resolve_image_of(rec);
     if (!image) co_return co_await fail(std::move(image).err());
     if (!*image) co_return co_await fail(make_error(errc::not_found, "image " + rec.snapshot + " not found"));
@@ -243,7 +194,7 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   if (!id) co_return co_await fail(std::move(id).err());
   rec.container_id = *id;
   if (deleted_meanwhile()) {
-    (void)co_await destroy_container(rec);
+    (void)co_await transitions_.destroy_container(rec);
     co_return cancelled;
   }
   if (auto r = store::sandbox_store(db_).update_sandbox(rec); !r) co_return co_await fail(std::move(r).err());
@@ -252,14 +203,14 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
 
   if (auto r = co_await start_and_wait(rec); !r) co_return co_await fail(std::move(r).err());
   if (deleted_meanwhile()) {
-    (void)co_await destroy_container(rec);
+    (void)co_await transitions_.destroy_container(rec);
     co_return cancelled;
   }
   co_return co_await finish_start(rec);
 }
 
 task<void> service::finish_start(store::sandbox_record& rec) {
-  if (auto r = set_state(rec, "started"); !r) co_return r;
+  if (auto r = transitions_.set_state(rec, "started"); !r) co_return r;
   activity_.touch(rec.id);
   spdlog::info("sandbox {} started", rec.id);
   // The kill switch went on while this one was being made: it stops like the others did.
@@ -315,25 +266,6 @@ task<void> service::wait_for_agent(const store::sandbox_record& rec) {
   }
 }
 
-task<void> service::destroy_container(const store::sandbox_record& rec) {
-  std::vector<std::string> ids;
-  if (!rec.container_id.empty()) {
-    ids.push_back(rec.container_id);
-  } else {
-    // Created but not yet recorded (a delete racing provisioning): its labels name it.
-    std::vector<std::string> labels = {std::string(label_sandbox) + "=" + rec.id,
-                                       std::string(label_instance) + "=" + db_.instance_id()};
-    auto found = co_await engine_.list_containers(labels);
-    if (!found) co_return std::move(found).err();
-    for (const auto& c : *found) ids.push_back(c.id);
-  }
-  for (const auto& id : ids) {
-    auto r = co_await engine_.remove_container(id);
-    if (!r && r.err().code != errc::not_found) co_return r;
-  }
-  co_return ok_t{};
-}
-
 task<sandbox_view> service::get(const std::string& org_id, const std::string& id_or_name, const std::string& wait_for,
                                 std::chrono::milliseconds timeout) {
   static const std::vector<std::string> waitable = {"creating", "pulling", "started", "paused", "stopped", "error"};
@@ -345,7 +277,7 @@ task<sandbox_view> service::get(const std::string& org_id, const std::string& id
     if (!rec) co_return std::move(rec).err();
     bool settled = rec->state == wait_for || (wait_for == "started" && rec->state == "error");
     if (wait_for.empty() || settled || std::chrono::steady_clock::now() >= until) co_return view_of(*rec);
-    co_await wait_change(rec->id, until);
+    co_await transitions_.wait_change(rec->id, until);
   }
 }
 
@@ -382,8 +314,8 @@ task<void> service::halt(store::sandbox_record& rec, const std::string& message,
   auto marked = reconciler_.begin_operation(rec.id);  // its die event is ours (container_events.cpp)
   if (auto r = co_await engine_.stop_container(rec.container_id, cfg_.stop_timeout_s); !r) co_return r;
   rec.address.clear();
-  if (auto r = set_state(rec, "stopped", message, who, "sandbox.stop", deadline); !r) co_return r;
-  disconnect(rec.id);
+  if (auto r = transitions_.set_state(rec, "stopped", message, who, "sandbox.stop", deadline); !r) co_return r;
+  transitions_.disconnect(rec.id);
   co_return ok_t{};
 }
 
@@ -416,10 +348,10 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
     started = co_await claim_agent(*rec, proxy_secret);
   }
   if (!started) {
-    (void)set_state(*rec, "error", started.err().message);
+    (void)transitions_.set_state(*rec, "error", started.err().message);
     co_return std::move(started).err();
   }
-  if (auto r = set_state(*rec, "started", {}, who, "sandbox.start"); !r) co_return std::move(r).err();
+  if (auto r = transitions_.set_state(*rec, "started", {}, who, "sandbox.start"); !r) co_return std::move(r).err();
   co_return view_of(*rec);
 }
 
@@ -431,10 +363,10 @@ task<void> service::remove(const std::string& org_id, const std::string& id_or_n
   // its event: a delete is done whole or refused before anything goes.
   if (auto room = db_.admit(store::write_kind::relief); !room) co_return room;
   auto marked = reconciler_.begin_operation(rec->id);  // its die and destroy events are ours (container_events.cpp)
-  if (auto r = co_await destroy_container(*rec); !r) co_return r;
+  if (auto r = co_await transitions_.destroy_container(*rec); !r) co_return r;
   rec->address.clear();
-  if (auto r = set_state(*rec, "deleted", {}, who, "sandbox.delete"); !r) co_return r;
-  disconnect(rec->id);
+  if (auto r = transitions_.set_state(*rec, "deleted", {}, who, "sandbox.delete"); !r) co_return r;
+  transitions_.disconnect(rec->id);
   activity_.forget(rec->id);
   spdlog::info("sandbox {} deleted", rec->id);
   co_return ok_t{};
@@ -511,21 +443,6 @@ sandbox_view service::view_of(const store::sandbox_record& rec) const {
   v.spec.limits.disk_mb = disk_limit_mb(v.spec.limits, cfg_.disk);
   v.preview_url_template = net_.preview_url_template(rec.id);
   return v;
-}
-
-void service::disconnect(const std::string& sandbox_id) {
-  agent_.forget(sandbox_id);
-  net_.disconnect(sandbox_id);
-}
-
-asio::awaitable<error> service::explain_unreachable_agent(store::sandbox_record& rec, error e) {
-  auto info = co_await engine_.inspect_container(rec.container_id);
-  if (info && !info->running) {
-    std::string why = container_exit_reason(info->exit_code, info->oom_killed);
-    (void)set_state(rec, "stopped", why);
-    co_return make_error(errc::conflict, "sandbox " + rec.id + " is stopped: " + why);
-  }
-  co_return e;
 }
 
 task<void> service::ready() {

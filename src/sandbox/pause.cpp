@@ -53,7 +53,7 @@ task<sandbox_view> service::freeze(const std::string& org_id, const std::string&
   // resume. Resumed: the time it spent frozen was not use, but it must not be stopped as idle
   // the moment it wakes.
   if (!paused) activity_.touch(cur->id);
-  if (auto r = set_state(*cur, to, {}, who, paused ? "sandbox.pause" : "sandbox.resume"); !r)
+  if (auto r = transitions_.set_state(*cur, to, {}, who, paused ? "sandbox.pause" : "sandbox.resume"); !r)
     co_return std::move(r).err();
   spdlog::info("sandbox {} {}", cur->id, verb);
   co_return view_of(*cur);

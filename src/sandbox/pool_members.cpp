@@ -37,7 +37,7 @@ task<pool_member> service::make_pool_member(const pool_config& pool) {
   rec.container_id = *id;
   auto started = co_await start_and_wait(rec);
   if (!started) {
-    (void)co_await destroy_container(rec);
+    (void)co_await transitions_.destroy_container(rec);
     co_return std::move(started).err();
   }
   co_return pool_member{rec.id, rec.container_id, rec.address};
@@ -66,7 +66,7 @@ task<void> service::provision_pooled(store::sandbox_record& rec, std::string pro
   // The member died waiting (or its agent misbehaves): made cold instead, under the same row.
   spdlog::warn("sandbox {}: the pool's member did not take the claim ({}); creating it cold", rec.id,
                claimed.err().message);
-  (void)co_await destroy_container(rec);
+  (void)co_await transitions_.destroy_container(rec);
   rec.container_id.clear();
   rec.address.clear();
   auto spec = spec_from_json(rec.spec_json);

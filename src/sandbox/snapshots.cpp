@@ -53,14 +53,14 @@ snapshot_view to_snapshot_view(const store::snapshot_record& s) {
 }  // namespace
 
 snapshot_service::snapshot_service(store::database& db, docker::engine& engine, const clock& clk,
-                                   const guardrails_config& limits, event_hold hold_events)
+                                   const guardrails_config& limits, operation_marks& marks)
     : db_(db),
       resources_(db),
       engine_(engine),
       clock_(clk),
       limits_(limits),
       journal_(db, clk),
-      hold_events_(std::move(hold_events)) {}
+      marks_(marks) {}
 
 task<snapshot_view> snapshot_service::create(const std::string& org_id, const snapshot_create_request& req,
                                              const audit::actor& who) {
@@ -115,7 +115,7 @@ task<snapshot_view> snapshot_service::create(const std::string& org_id, const sn
   const std::string no_repo;
   std::string committed_id;
   {
-    auto held = hold_events_(sbx->id);
+    auto marked = marks_.begin_operation(sbx->id);  // its pause and unpause events are ours
     auto committed = co_await engine_.commit_container(sbx->container_id, no_repo, no_repo, commit_labels, no_env);
     if (!committed) co_return std::move(committed).err();
     committed_id = *committed;

@@ -31,6 +31,7 @@
 #include "sandfort/sandbox/reconciler.hpp"
 #include "sandfort/sandbox/snapshots.hpp"
 #include "sandfort/sandbox/spec.hpp"
+#include "sandfort/sandbox/transitions.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/sandbox/volumes.hpp"
 #include "sandfort/sandbox/warm_pool.hpp"
@@ -137,22 +138,12 @@ class service {
   // /work for a sandbox of a user other than root, made by the engine before the first start.
   task<void> give_default_workdir(const std::string& container_id, const sandbox_spec& spec);
   task<void> wait_for_agent(const store::sandbox_record& rec);
-  // Removes the sandbox's container: by id once known, else by its labels (mid-create).
-  task<void> destroy_container(const store::sandbox_record& rec);
-  // The row's new state and its audit event (`action`, default "sandbox.state") in one transaction.
-  // A stopped sandbox keeps `deadline` (a guardrail stopped it) or none; other states clear it.
-  result<void> set_state(store::sandbox_record& rec, const std::string& state, const std::string& message = {},
-                         const audit::actor& who = audit::system_actor(), const std::string& action = {},
-                         const std::optional<store::sandbox_deadline>& deadline = std::nullopt);
   // A sandbox's spec as the audit chain keeps it: environment variables by name only (their
   // values are where secrets go), floats as text.
   static nlohmann::json spec_for_audit(const std::string& spec_json);
   result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name) {
     return find_started(db_, activity_, org_id, id_or_name);
   }
-  // The agent cannot be reached: a container that stopped (exit, OOM) marks the row stopped and
-  // the answer says why; anything else is the error as it is.
-  boost::asio::awaitable<error> explain_unreachable_agent(store::sandbox_record& rec, error e);
   // Whether the organization may have this sandbox running: its kill switch, its image policy
   // (for a new one) and its quotas. `restarting`: the id of a stopped sandbox being started (it
   // is counted already). A refusal is recorded in the organization's audit chain.
@@ -199,14 +190,6 @@ class service {
   };
   task<disk_measurement> measure_disk(const store::sandbox_record& rec);
   std::optional<std::int64_t> last_disk_bytes(const std::string& sandbox_id) const;
-  // The sandbox stopped or is gone: its agent connection is stale, its tunnels and relays close.
-  void disconnect(const std::string& sandbox_id);
-
-  // Wakes get(wait_for=...) callers without polling: each waits on a timer that a state
-  // change cancels.
-  void notify(const std::string& sandbox_id);
-  boost::asio::awaitable<void> wait_change(const std::string& sandbox_id, std::chrono::steady_clock::time_point until);
-
   boost::asio::any_io_executor executor_;
   const config& cfg_;
   store::database& db_;
@@ -216,10 +199,10 @@ class service {
   std::unique_ptr<host_memory> own_host_;  // when the caller gave none
   host_memory& host_;
   audit::journal journal_;
-  std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> waiters_;
   std::function<egress_traffic(const std::string&)> egress_meter_;
   activity_tracker activity_;
   network_service net_;
+  transitions transitions_;
   // Stopped sandboxes being started: the quotas count them as running (a start checks the quota
   // before its co_awaits, so two starts must see each other), and a second start of one is a 409.
   // Shared with the start in flight, which may outlive the service at shutdown.
@@ -227,12 +210,11 @@ class service {
   bool hard_disk_ = false;
   std::shared_ptr<disk_watch> disk_ = make_disk_watch();
   warm_pool pool_;
+  // Declared after the parts it uses, before those that use it.
+  reconciler reconciler_;
   volume_service volumes_;
   snapshot_service snapshots_;
   command_service commands_;
-
-  // Declared after the parts it uses.
-  reconciler reconciler_;
 };
 
 // Whether new containers get Docker's StorageOpt size: disk.enforcement `hard`, or `auto` where
