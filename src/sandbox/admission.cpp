@@ -119,9 +119,9 @@ org_limits service::limits_of(const store::org_guardrails& own) const {
 }
 
 result<org_guardrails_view> service::guardrails(const std::string& org_id) {
-  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
+  auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) return std::move(own).err();
-  auto live = store::sandbox_store(db_).list_live_sandboxes(org_id);
+  auto live = sandboxes_.list_live_sandboxes(org_id);
   if (!live) return std::move(live).err();
   org_guardrails_view v;
   v.org_id = org_id;
@@ -134,9 +134,9 @@ result<org_guardrails_view> service::guardrails(const std::string& org_id) {
                            std::pair{"max_snapshots", own->max_snapshots.has_value()},
                            std::pair{"max_disk_mb", own->max_disk_mb.has_value()}})
     if (set) v.own_fields.push_back(name);
-  auto volumes = store::resource_store(db_).count_live_volumes(org_id);
+  auto volumes = resources_.count_live_volumes(org_id);
   if (!volumes) return std::move(volumes).err();
-  auto snapshots = store::resource_store(db_).count_live_snapshots(org_id);
+  auto snapshots = resources_.count_live_snapshots(org_id);
   if (!snapshots) return std::move(snapshots).err();
   v.usage.volumes = *volumes;
   v.usage.snapshots = *snapshots;
@@ -211,7 +211,7 @@ result<void> service::admit(const std::string& org_id, const sandbox_spec& spec,
 
 result<org_guardrails_view> service::set_limits(const std::string& org_id, const limits_update& u,
                                                 const audit::actor& who) {
-  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
+  auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) return std::move(own).err();
   store::org_guardrails next = *own;
   if (u.max_sandboxes) {
@@ -250,7 +250,7 @@ result<org_guardrails_view> service::set_limits(const std::string& org_id, const
   next.updated_at = format_time(clock_.now());
   auto limits = limits_of(next);
   auto done = journal_.record_change(
-      {org_id}, who, [&] { return store::guardrail_store(db_).put_org_guardrails(next); },
+      {org_id}, who, [&] { return guardrails_.put_org_guardrails(next); },
       [&] {
         return audit::record{"org.limits", org_id, "ok",
                              {{"max_sandboxes", limits.max_sandboxes},
@@ -266,17 +266,17 @@ result<org_guardrails_view> service::set_limits(const std::string& org_id, const
 }
 
 task<stop_all_report> service::stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
-  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
+  auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) co_return std::move(own).err();
   store::org_guardrails next = *own;
   if (!next.stopped_since) next.stopped_since = format_time(clock_.now());
   next.stopped_by_superadmin = next.stopped_by_superadmin || by_superadmin;
   next.updated_at = format_time(clock_.now());
-  auto live = store::sandbox_store(db_).list_live_sandboxes(org_id);
+  auto live = sandboxes_.list_live_sandboxes(org_id);
   if (!live) co_return std::move(live).err();
   // The switch first, in one transaction with its event: from here on nothing new starts.
   auto on = journal_.record_change(
-      {org_id}, who, [&] { return store::guardrail_store(db_).put_org_guardrails(next); },
+      {org_id}, who, [&] { return guardrails_.put_org_guardrails(next); },
       [&] {
         return audit::record{"org.stop_all", org_id, "ok",
                              {{"since", *next.stopped_since}, {"by_superadmin", next.stopped_by_superadmin}}};
@@ -304,7 +304,7 @@ task<stop_all_report> service::stop_all(const std::string& org_id, bool by_super
 }
 
 result<void> service::lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
-  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
+  auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) return std::move(own).err();
   if (!own->stopped_since) return {};
   if (own->stopped_by_superadmin && !by_superadmin)
@@ -314,12 +314,12 @@ result<void> service::lift_stop(const std::string& org_id, bool by_superadmin, c
   next.stopped_by_superadmin = false;
   next.updated_at = format_time(clock_.now());
   return journal_.record_change(
-      {org_id}, who, [&] { return store::guardrail_store(db_).put_org_guardrails(next); },
+      {org_id}, who, [&] { return guardrails_.put_org_guardrails(next); },
       [&] { return audit::record{"org.stop_all_lifted", org_id, "ok", {{"since", *own->stopped_since}}}; });
 }
 
 asio::awaitable<int> service::reap() {
-  auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs();
+  auto rows = sandboxes_.list_live_sandboxes_all_orgs();
   if (!rows) co_return 0;
   const auto now = clock_.now();
   const auto grace = std::chrono::seconds(cfg_.guardrails.delete_grace_s);
@@ -357,11 +357,11 @@ asio::awaitable<int> service::reap() {
     }
   }
   // Stopped by a guardrail and not started again within the grace period.
-  auto due = store::guardrail_store(db_).due_sandbox_deadlines(when(now), 100);
+  auto due = guardrails_.due_sandbox_deadlines(when(now), 100);
   if (!due) co_return reaped;
   for (const auto& d : *due) {
     auto r = co_await remove(d.org_id, d.sandbox_id);
-    if (r || r.err().code == errc::not_found) (void)store::guardrail_store(db_).clear_sandbox_deadline(d.sandbox_id);
+    if (r || r.err().code == errc::not_found) (void)guardrails_.clear_sandbox_deadline(d.sandbox_id);
     if (r) {
       spdlog::info("sandbox {} deleted: stopped by its {} guardrail and not started again", d.sandbox_id, d.reason);
       ++reaped;

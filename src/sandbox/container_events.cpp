@@ -160,7 +160,7 @@ asio::awaitable<void> reconciler::recheck_sandbox(std::string sandbox_id) {
     deferred_.insert(sandbox_id);
     co_return;
   }
-  auto rec = store::sandbox_store(db_).find_live_sandbox(sandbox_id);
+  auto rec = sandboxes_.find_live_sandbox(sandbox_id);
   if (!rec || lifecycle_owns(rec->state) || rec->container_id.empty()) co_return;
   std::string container = rec->container_id;
   auto info = co_await engine_.inspect_container(container);
@@ -174,7 +174,7 @@ asio::awaitable<void> reconciler::recheck_sandbox(std::string sandbox_id) {
     deferred_.insert(sandbox_id);
     co_return;
   }
-  auto cur = store::sandbox_store(db_).find_live_sandbox(sandbox_id);
+  auto cur = sandboxes_.find_live_sandbox(sandbox_id);
   if (!cur || lifecycle_owns(cur->state) || cur->container_id != container) co_return;
   bool had_address = !cur->address.empty();
 
@@ -234,7 +234,7 @@ asio::awaitable<void> reconciler::recheck_all() {
   do {
     recheck_all_again_ = false;
     spacing.expires_after(min_spacing);
-    if (auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs())
+    if (auto rows = sandboxes_.list_live_sandboxes_all_orgs())
       for (const auto& rec : *rows)
         if (!lifecycle_owns(rec.state)) co_await recheck_sandbox(rec.id);
     if (recheck_all_again_) co_await spacing.async_wait(use_tuple);
@@ -243,7 +243,7 @@ asio::awaitable<void> reconciler::recheck_all() {
 }
 
 asio::awaitable<void> reconciler::release_address(std::string address, std::string holder_container) {
-  auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs();
+  auto rows = sandboxes_.list_live_sandboxes_all_orgs();
   if (!rows) co_return;
   for (const auto& rec : *rows) {
     if (rec.address != address || rec.container_id == holder_container) continue;
@@ -251,7 +251,7 @@ asio::awaitable<void> reconciler::release_address(std::string address, std::stri
     // container was lost or is still on its way). The recheck finds out what became of it.
     spdlog::warn("sandbox {} still claimed {}, which Docker gave to container {}", rec.id, address, holder_container);
     co_await recheck_sandbox(rec.id);
-    auto cur = store::sandbox_store(db_).find_live_sandbox(rec.id);
+    auto cur = sandboxes_.find_live_sandbox(rec.id);
     if (cur && cur->address == address && cur->container_id != holder_container && !in_operation(cur->id)) {
       cur->address.clear();
       (void)transitions_.set_state(*cur, cur->state, cur->error_message);

@@ -60,8 +60,8 @@ std::int64_t sandbox_memory_capacity_mb(std::int64_t total_mb, const host_config
   return static_cast<std::int64_t>(std::floor(static_cast<double>(left) * host.memory_overcommit));
 }
 
-result<std::int64_t> service::sandbox_memory_held_mb() const {
-  auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs();
+result<std::int64_t> service::sandbox_memory_held_mb() {
+  auto rows = sandboxes_.list_live_sandboxes_all_orgs();
   if (!rows) return std::move(rows).err();
   std::int64_t held = 0;
   for (const auto& rec : *rows)

@@ -58,7 +58,7 @@ task<std::optional<docker::image_details>> service::resolve_image_of(const store
   auto spec = spec_from_json(rec.spec_json);
   const std::string no_snapshot;
   if (spec.snapshot_name.empty()) co_return co_await resolve_image(rec.snapshot, no_snapshot);
-  auto s = store::resource_store(db_).get_snapshot(rec.org_id, spec.snapshot_name);
+  auto s = resources_.get_snapshot(rec.org_id, spec.snapshot_name);
   if (!s || s->image_ref != rec.snapshot)
     co_return make_error(errc::not_found, "snapshot " + spec.snapshot_name + " not found");
   co_return co_await resolve_image(rec.snapshot, s->id);

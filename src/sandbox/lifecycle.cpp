@@ -19,7 +19,8 @@ namespace asio = boost::asio;
 
 service::service(asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
                  agent_connector& agent, const clock& clk, host_memory* host)
-    : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), clock_(clk),
+    : executor_(std::move(executor)), cfg_(cfg), db_(db), sandboxes_(db), guardrails_(db), resources_(db),
+      engine_(engine), agent_(agent), clock_(clk),
       own_host_(host ? nullptr : std::make_unique<proc_meminfo>()), host_(host ? *host : *own_host_),
       journal_(db, clk),
       activity_(clk),
@@ -116,9 +117,9 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   auto inserted = journal_.record_change(
       {org_id}, who,
       [&]() -> result<void> {
-        if (auto r = store::sandbox_store(db_).insert_sandbox(rec); !r) return r;
+        if (auto r = sandboxes_.insert_sandbox(rec); !r) return r;
         for (std::size_t i = 0; i < volumes->size(); ++i)
-          if (auto r = store::resource_store(db_).insert_sandbox_volume(
+          if (auto r = resources_.insert_sandbox_volume(
                   rec.id, (*volumes)[i].id, spec->volumes[i].mount_path, spec->volumes[i].read_only);
               !r)
             return r;
@@ -138,11 +139,11 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   if (member) {
     // Milliseconds: answered started whether or not the caller asked to wait.
     if (auto r = co_await provision_pooled(rec, std::move(proxy_secret)); !r) {
-      if (auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id))
+      if (auto cur = sandboxes_.get_sandbox(org_id, rec.id))
         (void)transitions_.set_state(*cur, "deleted", r.err().message);
       co_return std::move(r).err();
     }
-    auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id);
+    auto cur = sandboxes_.get_sandbox(org_id, rec.id);
     if (!cur) co_return std::move(cur).err();
     co_return view_of(*cur);
   }
@@ -152,11 +153,11 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   }
   if (auto r = co_await provision(rec, std::move(proxy_secret)); !r) {
     // The caller gets the error instead of an id, so no row may outlive it.
-    if (auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id))
+    if (auto cur = sandboxes_.get_sandbox(org_id, rec.id))
       (void)transitions_.set_state(*cur, "deleted", r.err().message);
     co_return std::move(r).err();
   }
-  auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id);
+  auto cur = sandboxes_.get_sandbox(org_id, rec.id);
   if (!cur) co_return std::move(cur).err();
   co_return view_of(*cur);
 }
@@ -165,12 +166,12 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   auto fail = [&](const error& e) -> asio::awaitable<result<void>> {
     spdlog::warn("sandbox {} failed to start: {}", rec.id, e.message);
     (void)co_await transitions_.destroy_container(rec);
-    if (auto cur = store::sandbox_store(db_).get_sandbox(rec.org_id, rec.id))
+    if (auto cur = sandboxes_.get_sandbox(rec.org_id, rec.id))
       (void)transitions_.set_state(*cur, "error", e.message);
     co_return error(e);
   };
   // Deleted while we were waiting on Docker: clean up whatever exists by now.
-  auto deleted_meanwhile = [&]() { return !store::sandbox_store(db_).get_sandbox(rec.org_id, rec.id).ok(); };
+  auto deleted_meanwhile = [&]() { return !sandboxes_.get_sandbox(rec.org_id, rec.id).ok(); };
   auto cancelled = make_error(errc::conflict, "sandbox " + rec.id + " was deleted while it was being created");
 
   auto image = co_await resolve_image_of(rec);
@@ -197,7 +198,7 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
     (void)co_await transitions_.destroy_container(rec);
     co_return cancelled;
   }
-  if (auto r = store::sandbox_store(db_).update_sandbox(rec); !r) co_return co_await fail(std::move(r).err());
+  if (auto r = sandboxes_.update_sandbox(rec); !r) co_return co_await fail(std::move(r).err());
   if (auto r = co_await give_default_workdir(rec.container_id, spec); !r)
     co_return co_await fail(std::move(r).err());
 
@@ -214,7 +215,7 @@ task<void> service::finish_start(store::sandbox_record& rec) {
   activity_.touch(rec.id);
   spdlog::info("sandbox {} started", rec.id);
   // The kill switch went on while this one was being made: it stops like the others did.
-  if (auto g = store::guardrail_store(db_).get_org_guardrails(rec.org_id); g && g->stopped_since)
+  if (auto g = guardrails_.get_org_guardrails(rec.org_id); g && g->stopped_since)
     co_return co_await halt(rec, "stopped by the organization's kill switch", audit::system_actor(), std::nullopt);
   co_return ok_t{};
 }
@@ -273,7 +274,7 @@ task<sandbox_view> service::get(const std::string& org_id, const std::string& id
     co_return make_error(errc::invalid_argument, "wait_for must be one of creating, pulling, started, paused, stopped, error");
   auto until = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+    auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
     if (!rec) co_return std::move(rec).err();
     bool settled = rec->state == wait_for || (wait_for == "started" && rec->state == "error");
     if (wait_for.empty() || settled || std::chrono::steady_clock::now() >= until) co_return view_of(*rec);
@@ -288,7 +289,7 @@ task<list_page> service::list(const std::string& org_id, const list_request& req
   filter.after_id = req.cursor;
   filter.limit = req.limit + 1;  // one row past the page says whether another page follows
   // The store filters by state and labels in its query: one query per page, and pages are full.
-  auto rows = store::sandbox_store(db_).list_sandboxes(org_id, filter);
+  auto rows = sandboxes_.list_sandboxes(org_id, filter);
   if (!rows) co_return std::move(rows).err();
   list_page page;
   for (std::size_t i = 0; i < rows->size() && i < req.limit; ++i) page.items.push_back(view_of((*rows)[i]));
@@ -297,7 +298,7 @@ task<list_page> service::list(const std::string& org_id, const list_request& req
 }
 
 task<sandbox_view> service::stop(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
-  auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+  auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (rec->state == "stopped") co_return view_of(*rec);
   // Docker stops a paused container as it is: no need to thaw it first.
@@ -320,7 +321,7 @@ task<void> service::halt(store::sandbox_record& rec, const std::string& message,
 }
 
 task<sandbox_view> service::start(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
-  auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+  auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (rec->state == "started") co_return view_of(*rec);
   if (rec->state != "stopped")
@@ -356,7 +357,7 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
 }
 
 task<void> service::remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
-  auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+  auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   // Container first: if Docker is unreachable the row stays, so nothing runs unaccounted for. On
   // a full state disk it is removed only while the store's reserve can take the row's change and
@@ -374,7 +375,7 @@ task<void> service::remove(const std::string& org_id, const std::string& id_or_n
 
 task<sandbox_view> service::update(const std::string& org_id, const std::string& id_or_name, const update_request& req,
                                      const audit::actor& who) {
-  auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+  auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   auto spec = spec_from_json(rec->spec_json);
   if (req.egress_allowlist) {
@@ -402,7 +403,7 @@ task<sandbox_view> service::update(const std::string& org_id, const std::string&
   rec->spec_json = spec_to_json(spec);
   rec->updated_at = format_time(now);
   auto updated = journal_.record_change(
-      {rec->org_id}, who, [&] { return store::sandbox_store(db_).update_sandbox_spec(*rec); },
+      {rec->org_id}, who, [&] { return sandboxes_.update_sandbox_spec(*rec); },
       [&] { return audit::record{"sandbox.update", rec->id, "ok", {{"spec", spec_for_audit(rec->spec_json)}}}; });
   if (!updated) co_return std::move(updated).err();
   spdlog::info("sandbox {} updated", rec->id);

@@ -59,7 +59,7 @@ task<void> service::provision_pooled(store::sandbox_record& rec, std::string pro
   auto claimed = co_await claim_agent(rec, proxy_secret);
   if (claimed) {
     // Deleted while the agent answered: the delete removed the container with the row.
-    if (!store::sandbox_store(db_).get_sandbox(rec.org_id, rec.id))
+    if (!sandboxes_.get_sandbox(rec.org_id, rec.id))
       co_return make_error(errc::conflict, "sandbox " + rec.id + " was deleted while it was being created");
     co_return co_await finish_start(rec);
   }
@@ -75,8 +75,8 @@ task<void> service::provision_pooled(store::sandbox_record& rec, std::string pro
   {  // both or neither (a full disk may refuse the second)
     auto tx = db_.begin();
     if (!tx) co_return std::move(tx).err();
-    if (auto r = store::sandbox_store(db_).update_sandbox_spec(rec); !r) co_return r;
-    if (auto r = store::sandbox_store(db_).update_sandbox(rec); !r) co_return r;
+    if (auto r = sandboxes_.update_sandbox_spec(rec); !r) co_return r;
+    if (auto r = sandboxes_.update_sandbox(rec); !r) co_return r;
     if (auto r = tx->commit(); !r) co_return r;
   }
   co_return co_await provision(rec, std::move(proxy_secret));

@@ -129,6 +129,7 @@ reconciler::reconciler(boost::asio::any_io_executor executor, const config& cfg,
     : executor_(std::move(executor)),
       cfg_(cfg),
       db_(db),
+      sandboxes_(db),
       engine_(engine),
       clock_(clk),
       net_(net),
@@ -140,7 +141,7 @@ task<reconcile_report> reconciler::reconcile() {
   reconcile_report report;
   const std::int64_t started =
       std::chrono::duration_cast<std::chrono::seconds>(clock_.now().time_since_epoch()).count();
-  auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs();
+  auto rows = sandboxes_.list_live_sandboxes_all_orgs();
   if (!rows) co_return std::move(rows).err();
   std::set<std::string> live;
   for (const auto& r : *rows) live.insert(r.id);
@@ -190,7 +191,7 @@ task<reconcile_report> reconciler::reconcile() {
                                    found->second.paused ? "sandbox.pause" : "sandbox.resume");
     } else if ((rec.state == "started" || rec.state == "paused") && rec.address.empty()) {
       // Started by a build without the sandbox network, or the address was never recorded.
-      if (auto r = co_await net_.refresh_address(rec); r) (void)store::sandbox_store(db_).update_sandbox(rec);
+      if (auto r = co_await net_.refresh_address(rec); r) (void)sandboxes_.update_sandbox(rec);
     }
   }
 

@@ -63,7 +63,8 @@ class command_service {
                                byte_sink& sink, const audit::actor& who, audit::record note);
 
   const config& cfg_;
-  store::database& db_;
+  store::database& db_;  // find_started
+  store::sandbox_store sandboxes_;
   agent_connector& agent_;
   activity_tracker& activity_;
   audit::journal journal_;

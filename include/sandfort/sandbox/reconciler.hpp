@@ -79,7 +79,8 @@ class reconciler final : public operation_marks {
 
   boost::asio::any_io_executor executor_;
   const config& cfg_;
-  store::database& db_;
+  store::database& db_;  // the instance id, volumes and snapshots
+  store::sandbox_store sandboxes_;
   docker::engine& engine_;
   const clock& clock_;
   network_service& net_;

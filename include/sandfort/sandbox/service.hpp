@@ -37,6 +37,7 @@
 #include "sandfort/sandbox/warm_pool.hpp"
 #include "sandfort/store/database.hpp"
 #include "sandfort/store/guardrail_store.hpp"
+#include "sandfort/store/resource_store.hpp"
 #include "sandfort/store/sandbox_store.hpp"
 
 namespace sandfort::sandbox {
@@ -160,7 +161,7 @@ class service {
                              const audit::actor& who, bool may_evict);
   // Memory limits of every organization's sandboxes that run, are paused, are being made or
   // are being started, in MiB.
-  result<std::int64_t> sandbox_memory_held_mb() const;
+  result<std::int64_t> sandbox_memory_held_mb();
   // The pool's gate: room for one more member of `pool`.
   result<void> host_room_for_member(const pool_config& pool);
   // pause() and resume(): `from` → `to` through the engine's pause or unpause, recorded as `action`.
@@ -192,7 +193,10 @@ class service {
   std::optional<std::int64_t> last_disk_bytes(const std::string& sandbox_id) const;
   boost::asio::any_io_executor executor_;
   const config& cfg_;
-  store::database& db_;
+  store::database& db_;  // transactions, the instance id, find_started
+  store::sandbox_store sandboxes_;
+  store::guardrail_store guardrails_;
+  store::resource_store resources_;
   docker::engine& engine_;
   agent_connector& agent_;
   const clock& clock_;

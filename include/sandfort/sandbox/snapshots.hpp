@@ -17,7 +17,9 @@
 #include "sandfort/sandbox/operation_marks.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/guardrail_store.hpp"
 #include "sandfort/store/resource_store.hpp"
+#include "sandfort/store/sandbox_store.hpp"
 
 namespace sandfort::sandbox {
 
@@ -47,6 +49,8 @@ class snapshot_service {
  private:
   store::database& db_;  // transactions, the instance id
   store::resource_store resources_;
+  store::sandbox_store sandboxes_;
+  store::guardrail_store guardrails_;
   docker::engine& engine_;
   const clock& clock_;
   const guardrails_config& limits_;
