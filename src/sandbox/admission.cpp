@@ -1,6 +1,6 @@
-// Guardrails (docs/guardrails.md): what an organization may take (quotas, image policy), its
-// kill switch, and the reaper that stops sandboxes past their TTL or idle timeout and deletes
-// them after a grace period. Every decision is in the organization's audit chain.
+// Guardrails (admission.hpp, docs/guardrails.md): what an organization may take (quotas, image
+// policy), its kill switch, and the reaper that stops sandboxes past their TTL or idle timeout and
+// deletes them after a grace period. Every decision is in the organization's audit chain.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -10,7 +10,8 @@
 
 #include <tuple>
 
-#include "sandfort/sandbox/service.hpp"
+#include "sandfort/sandbox/admission.hpp"
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 
@@ -114,11 +115,23 @@ result<admitted_create> admit_create(audit::journal& journal, const std::string&
   return admitted_create(creating, org_id);
 }
 
-org_limits service::limits_of(const store::org_guardrails& own) const {
+admission::admission(asio::any_io_executor executor, const config& cfg, store::database& db, const clock& clk,
+                     activity_tracker& activity, host_memory& host, warm_pool& pool, sandbox_stopper& lifecycle)
+    : executor_(std::move(executor)), cfg_(cfg), sandboxes_(db), guardrails_(db), resources_(db), clock_(clk),
+      journal_(db, clk), activity_(activity), host_(host), pool_(pool), lifecycle_(lifecycle) {}
+
+admission::start_mark::start_mark(std::shared_ptr<std::set<std::string>> starting, std::string sandbox_id)
+    : starting_(std::move(starting)), sandbox_id_(std::move(sandbox_id)) {
+  starting_->insert(sandbox_id_);
+}
+
+admission::start_mark::~start_mark() { starting_->erase(sandbox_id_); }
+
+org_limits admission::limits_of(const store::org_guardrails& own) const {
   return limits_in_force(cfg_.guardrails, own);
 }
 
-result<org_guardrails_view> service::guardrails(const std::string& org_id) {
+result<org_guardrails_view> admission::guardrails(const std::string& org_id) {
   auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) return std::move(own).err();
   auto live = sandboxes_.list_live_sandboxes(org_id);
@@ -154,7 +167,7 @@ result<org_guardrails_view> service::guardrails(const std::string& org_id) {
   return v;
 }
 
-result<void> service::admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
+result<void> admission::admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
                             const std::string& restarting, const audit::actor& who, bool own_snapshot) {
   auto g = guardrails(org_id);
   if (!g) return std::move(g).err();
@@ -209,7 +222,7 @@ result<void> service::admit(const std::string& org_id, const sandbox_spec& spec,
   return {};
 }
 
-result<org_guardrails_view> service::set_limits(const std::string& org_id, const limits_update& u,
+result<org_guardrails_view> admission::set_limits(const std::string& org_id, const limits_update& u,
                                                 const audit::actor& who) {
   auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) return std::move(own).err();
@@ -265,7 +278,7 @@ result<org_guardrails_view> service::set_limits(const std::string& org_id, const
   return guardrails(org_id);
 }
 
-task<stop_all_report> service::stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
+task<stop_all_report> admission::stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
   auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) co_return std::move(own).err();
   store::org_guardrails next = *own;
@@ -291,7 +304,7 @@ task<stop_all_report> service::stop_all(const std::string& org_id, bool by_super
     if (rec.state != "started" && rec.state != "paused") continue;
     ++*pending;
     asio::co_spawn(executor_, [this, rec, who, report, pending, all_done]() mutable -> asio::awaitable<void> {
-      auto r = co_await halt(rec, "stopped by the organization's kill switch", who, std::nullopt);
+      auto r = co_await lifecycle_.halt(rec, "stopped by the organization's kill switch", who, std::nullopt);
       if (r) report->stopped.push_back(rec.id);
       else report->failed[rec.id] = r.err().message;
       if (--*pending == 0) all_done->cancel();
@@ -303,7 +316,7 @@ task<stop_all_report> service::stop_all(const std::string& org_id, bool by_super
   co_return std::move(*report);
 }
 
-result<void> service::lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
+result<void> admission::lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
   auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) return std::move(own).err();
   if (!own->stopped_since) return {};
@@ -318,7 +331,7 @@ result<void> service::lift_stop(const std::string& org_id, bool by_superadmin, c
       [&] { return audit::record{"org.stop_all_lifted", org_id, "ok", {{"since", *own->stopped_since}}}; });
 }
 
-asio::awaitable<int> service::reap() {
+asio::awaitable<int> admission::reap() {
   auto rows = sandboxes_.list_live_sandboxes_all_orgs();
   if (!rows) co_return 0;
   const auto now = clock_.now();
@@ -330,7 +343,7 @@ asio::awaitable<int> service::reap() {
     const bool expired = rec.expires_at && parse_time(*rec.expires_at, expires) && expires <= now;
     // Past its TTL and its grace, or past its TTL and not worth keeping (error): deleted.
     if (expired && (expires + grace <= now || rec.state == "error")) {
-      if (auto r = co_await remove(rec.org_id, rec.id); r) {
+      if (auto r = co_await lifecycle_.remove(rec.org_id, rec.id, audit::system_actor()); r) {
         spdlog::info("sandbox {} reached its TTL and was deleted", rec.id);
         ++reaped;
       }
@@ -349,8 +362,9 @@ asio::awaitable<int> service::reap() {
       why = "idle for " + std::to_string(idle.count()) + " s (idle_timeout_s " + std::to_string(idle_limit) + ")";
     }
     const store::sandbox_deadline deadline{rec.id, rec.org_id, when(now + grace), expired ? "ttl" : "idle"};
-    auto r = co_await halt(rec, "stopped: " + why + "; deleted at " + deadline.delete_after + " unless started again",
-                           audit::system_actor(), deadline);
+    auto r = co_await lifecycle_.halt(
+        rec, "stopped: " + why + "; deleted at " + deadline.delete_after + " unless started again",
+        audit::system_actor(), deadline);
     if (r) {
       spdlog::info("sandbox {} stopped: {}", rec.id, why);
       ++reaped;
@@ -360,7 +374,7 @@ asio::awaitable<int> service::reap() {
   auto due = guardrails_.due_sandbox_deadlines(when(now), 100);
   if (!due) co_return reaped;
   for (const auto& d : *due) {
-    auto r = co_await remove(d.org_id, d.sandbox_id);
+    auto r = co_await lifecycle_.remove(d.org_id, d.sandbox_id, audit::system_actor());
     if (r || r.err().code == errc::not_found) (void)guardrails_.clear_sandbox_deadline(d.sandbox_id);
     if (r) {
       spdlog::info("sandbox {} deleted: stopped by its {} guardrail and not started again", d.sandbox_id, d.reason);

@@ -29,7 +29,8 @@ service::service(asio::any_io_executor executor, const config& cfg, store::datab
       pool_(executor_, cfg.pools,
             warm_pool::hooks{[this](const pool_config& p) { return make_pool_member(p); },
                              [this](pool_member m) { return destroy_pool_member(std::move(m)); },
-                             [this](const pool_config& p) { return host_room_for_member(p); }}),
+                             [this](const pool_config& p) { return admission_.host_room_for_member(p); }}),
+      admission_(executor_, cfg, db, clk, activity_, host_, pool_, *this),
       reconciler_(executor_, cfg, db, engine, clk, net_, activity_, pool_, transitions_),
       volumes_(db, engine, clk, cfg.guardrails),
       snapshots_(db, engine, clk, cfg.guardrails, reconciler_),
@@ -80,7 +81,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // Checked and inserted without a co_await between: no other create can slip in and overrun.
   // The organization's own snapshots skip the image policy: each was made from an image it was
   // allowed to use (admit's `restarting` does the same for a stopped sandbox).
-  if (auto admitted = admit(org_id, *spec, image, {}, who, *snapshot ? true : false); !admitted)
+  if (auto admitted = admission_.admit(org_id, *spec, image, {}, who, *snapshot ? true : false); !admitted)
     co_return std::move(admitted).err();
   // A started sandbox from the warm pool when one was made for exactly this (docs/pool.md):
   // volumes and a user are fixed when a container is made, so those creates are made cold.
@@ -89,7 +90,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   if (spec->volumes.empty() && spec->user.empty() && spec->limits.disk_mb == cfg_.disk.default_mb)
     member = pool_.take(image, {spec->limits.cpus, spec->limits.memory_mb, spec->limits.pids});
   // A member's memory was the host's already: taken, it moves from the pool to this sandbox.
-  if (auto room = admit_to_host(org_id, spec->limits.memory_mb, {}, who, !member); !room) {
+  if (auto room = admission_.admit_to_host(org_id, spec->limits.memory_mb, {}, who, !member); !room) {
     if (member) co_await destroy_pool_member(*member);
     co_return std::move(room).err();
   }
@@ -326,19 +327,14 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
   if (rec->state == "started") co_return view_of(*rec);
   if (rec->state != "stopped")
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be started");
-  if (starting_->contains(rec->id))
+  if (admission_.starting(rec->id))
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is being started");
   const auto spec = spec_from_json(rec->spec_json);
-  if (auto admitted = admit(org_id, spec, rec->snapshot, rec->id, who); !admitted)
+  if (auto admitted = admission_.admit(org_id, spec, rec->snapshot, rec->id, who); !admitted)
     co_return std::move(admitted).err();
-  if (auto room = admit_to_host(org_id, spec.limits.memory_mb, rec->id, who, true); !room)
+  if (auto room = admission_.admit_to_host(org_id, spec.limits.memory_mb, rec->id, who, true); !room)
     co_return std::move(room).err();
-  starting_->insert(rec->id);
-  struct started_or_not {
-    std::shared_ptr<std::set<std::string>> set;
-    std::string id;
-    ~started_or_not() { set->erase(id); }
-  } in_flight{starting_, rec->id};
+  auto in_flight = admission_.begin_start(rec->id);  // counted as running, started or not
   activity_.touch(rec->id);
   auto started = co_await start_and_wait(*rec);
   if (started && spec.pooled) {

@@ -139,7 +139,7 @@ std::int64_t warm_pool::memory_mb() const {
   return mb;
 }
 
-std::vector<pool_member> warm_pool::evict(std::int64_t mb) {
+void warm_pool::evict(std::int64_t mb) {
   std::vector<pool_member> out;
   for (auto& p : pools_) {
     bool took = false;
@@ -152,10 +152,10 @@ std::vector<pool_member> warm_pool::evict(std::int64_t mb) {
     // Not made again at once: the room went to a sandbox, and a refill would only be refused.
     if (took) p->retry_at = std::max(p->retry_at, steady_clock::now() + std::chrono::seconds(2));
   }
-  if (out.empty()) return out;
+  if (out.empty()) return;
   spdlog::info("pool: {} waiting member(s) removed to make room on the host", out.size());
+  for (auto& m : out) asio::co_spawn(executor_, hooks_.destroy(std::move(m)), asio::detached);
   wake();
-  return out;
 }
 
 std::vector<pool_status> warm_pool::status() const {

@@ -32,12 +32,12 @@ class operation_marks {
   // Whether a mark on the sandbox is held now.
   bool in_operation(const std::string& sandbox_id) const { return in_operation_.contains(sandbox_id); }
 
+  virtual ~operation_marks() { *alive_ = false; }
   operation_marks(const operation_marks&) = delete;
   operation_marks& operator=(const operation_marks&) = delete;
 
  protected:
   operation_marks() = default;
-  ~operation_marks() { *alive_ = false; }
   // The last mark on the sandbox is gone.
   virtual void operations_ended(const std::string& sandbox_id) = 0;
 

@@ -24,6 +24,7 @@
 #include "sandfort/core/error.hpp"
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/activity.hpp"
+#include "sandfort/sandbox/admission.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/commands.hpp"
 #include "sandfort/sandbox/host_memory.hpp"
@@ -45,7 +46,7 @@ namespace sandfort::sandbox {
 struct disk_watch;  // src/sandbox/disk_guard.cpp
 std::shared_ptr<disk_watch> make_disk_watch();
 
-class service {
+class service : private sandbox_stopper {
  public:
   // host: where the host's memory is read (docs/limits.md, "Host memory"); none: /proc/meminfo.
   service(boost::asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
@@ -60,7 +61,8 @@ class service {
   task<list_page> list(const std::string& org_id, const list_request& req);
   task<sandbox_view> stop(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
   task<sandbox_view> start(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
-  task<void> remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
+  task<void> remove(const std::string& org_id, const std::string& id_or_name,
+                    const audit::actor& who = audit::system_actor()) override;
   // Freezes every process of a started sandbox (memory kept) and thaws it again (src/sandbox/pause.cpp).
   // Calls that need it running answer 409 meanwhile; stop and delete work on a paused sandbox.
   task<sandbox_view> pause(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
@@ -87,18 +89,20 @@ class service {
   // once before serving, and Docker's event stream afterwards.
   reconciler& reconciliation() { return reconciler_; }
 
-  // --- Guardrails (src/sandbox/admission.cpp, docs/guardrails.md) -----------------------------
-  // The organization's limits (its own or the configured defaults), its use and its kill switch.
-  result<org_guardrails_view> guardrails(const std::string& org_id);
+  // --- Guardrails (admission.hpp, docs/guardrails.md): the organization's limits, its use and its
+  // kill switch; the reaper the daemon runs periodically.
+  result<org_guardrails_view> guardrails(const std::string& org_id) { return admission_.guardrails(org_id); }
   result<org_guardrails_view> set_limits(const std::string& org_id, const limits_update& update,
-                                         const audit::actor& who);
-  // The kill switch: from now on no sandbox of the organization is created or started, and every
-  // running one is stopped, all at once. Lifted only by the superadmin when the superadmin set it.
-  task<stop_all_report> stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who);
-  result<void> lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who);
-  // Stops sandboxes past their TTL or idle timeout and deletes those whose grace period is over;
-  // the daemon runs it periodically. Returns how many sandboxes it stopped or deleted.
-  boost::asio::awaitable<int> reap();
+                                         const audit::actor& who) {
+    return admission_.set_limits(org_id, update, who);
+  }
+  task<stop_all_report> stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
+    return admission_.stop_all(org_id, by_superadmin, who);
+  }
+  result<void> lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
+    return admission_.lift_stop(org_id, by_superadmin, who);
+  }
+  boost::asio::awaitable<int> reap() { return admission_.reap(); }
   // --- Disk (src/sandbox/disk_guard.cpp, docs/limits.md "Disk") --------------------------------
   // Asks the engine whether its storage enforces a container's size (disk.enforcement auto), once
   // before the first create; hard enforcement then puts disk_mb into every new container.
@@ -145,32 +149,12 @@ class service {
   result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name) {
     return find_started(db_, activity_, org_id, id_or_name);
   }
-  // Whether the organization may have this sandbox running: its kill switch, its image policy
-  // (for a new one) and its quotas. `restarting`: the id of a stopped sandbox being started (it
-  // is counted already). A refusal is recorded in the organization's audit chain.
-  // `own_snapshot`: the image is one of the organization's snapshots, which the policy does not cover.
-  result<void> admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
-                     const std::string& restarting, const audit::actor& who, bool own_snapshot = false);
-  org_limits limits_of(const store::org_guardrails& own) const;
-  // --- Host memory (src/sandbox/host_admission.cpp, docs/limits.md "Host memory") -------------
-  // Whether the host can hold `memory_mb` more beside every organization's sandboxes that hold
-  // memory and the warm pool's members; checked after admit() with nothing awaited before the
-  // row (or the start mark) exists. `may_evict`: waiting pool members are removed to make room.
-  // A refusal is host_full, recorded in the organization's audit chain.
-  result<void> admit_to_host(const std::string& org_id, std::int64_t memory_mb, const std::string& restarting,
-                             const audit::actor& who, bool may_evict);
-  // Memory limits of every organization's sandboxes that run, are paused, are being made or
-  // are being started, in MiB.
-  result<std::int64_t> sandbox_memory_held_mb();
-  // The pool's gate: room for one more member of `pool`.
-  result<void> host_room_for_member(const pool_config& pool);
   // pause() and resume(): `from` → `to` through the engine's pause or unpause, recorded as `action`.
   task<sandbox_view> freeze(const std::string& org_id, const std::string& id_or_name, bool paused,
                             const audit::actor& who);
-  // Stops a started (or paused) sandbox's container and records it (`message`: why, when not its caller's
-  // wish; `deadline`: when a guardrail will delete it).
+  // Stops a started (or paused) sandbox's container and records it (admission.hpp).
   task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
-                  const std::optional<store::sandbox_deadline>& deadline);
+                  const std::optional<store::sandbox_deadline>& deadline) override;
   // Where this daemon makes containers now (spec.hpp): its instance, network and disk enforcement.
   container_site site() const;
   // The one door for image references (src/sandbox/image_resolution.cpp). `image` is a reference
@@ -207,13 +191,10 @@ class service {
   activity_tracker activity_;
   network_service net_;
   transitions transitions_;
-  // Stopped sandboxes being started: the quotas count them as running (a start checks the quota
-  // before its co_awaits, so two starts must see each other), and a second start of one is a 409.
-  // Shared with the start in flight, which may outlive the service at shutdown.
-  std::shared_ptr<std::set<std::string>> starting_ = std::make_shared<std::set<std::string>>();
   bool hard_disk_ = false;
   std::shared_ptr<disk_watch> disk_ = make_disk_watch();
   warm_pool pool_;
+  admission admission_;
   // Declared after the parts it uses, before those that use it.
   reconciler reconciler_;
   volume_service volumes_;

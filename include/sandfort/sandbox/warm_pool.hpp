@@ -80,8 +80,8 @@ class warm_pool {
   // Of the waiting members only: what evict() can give back.
   std::int64_t waiting_memory_mb() const;
   // Takes waiting members out of the pools, the newest first, until their memory adds up to at
-  // least `mb` (or none is left); the caller removes them. Refilling backs off meanwhile.
-  std::vector<pool_member> evict(std::int64_t mb);
+  // least `mb` (or none is left), and removes them in the background. Refilling backs off meanwhile.
+  void evict(std::int64_t mb);
 
  private:
   struct pool {
