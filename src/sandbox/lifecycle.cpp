@@ -25,12 +25,9 @@ service::service(asio::any_io_executor executor, const config& cfg, store::datab
       journal_(db, clk),
       activity_(clk),
       net_(cfg, db, engine, agent, activity_),
-      transitions_(executor_, db, engine, agent, net_, clk),
-      pool_(executor_, cfg.pools,
-            warm_pool::hooks{[this](const pool_config& p) { return make_pool_member(p); },
-                             [this](pool_member m) { return destroy_pool_member(std::move(m)); },
-                             [this](const pool_config& p) { return admission_.host_room_for_member(p); }}),
+      transitions_(executor_, cfg, db, engine, agent, net_, clk),
       admission_(executor_, cfg, db, clk, activity_, host_, pool_, *this),
+      pool_(executor_, cfg, db, engine, agent, net_, transitions_, admission_),
       reconciler_(executor_, cfg, db, engine, clk, net_, activity_, pool_, transitions_),
       volumes_(db, engine, clk, cfg.guardrails),
       snapshots_(db, engine, clk, cfg.guardrails, reconciler_),
@@ -66,7 +63,8 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // snapshot image of anyone's under another name; refused before a row exists. Provisioning
   // resolves again (the image may be pulled, or retagged, meanwhile) and creates by id.
   const std::string own_snapshot_id = *snapshot ? (*snapshot)->id : std::string();
-  if (auto resolved = co_await resolve_image(image, own_snapshot_id); !resolved) co_return std::move(resolved).err();
+  if (auto resolved = co_await resolve_image(engine_, db_.instance_id(), image, own_snapshot_id); !resolved)
+    co_return std::move(resolved).err();
   if (*snapshot) {
     // Still this snapshot, and still ready, after the co_await (a delete checks for rows using it).
     auto again = snapshots_.resolve(org_id, req.snapshot);
@@ -91,7 +89,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
     member = pool_.take(image, {spec->limits.cpus, spec->limits.memory_mb, spec->limits.pids});
   // A member's memory was the host's already: taken, it moves from the pool to this sandbox.
   if (auto room = admission_.admit_to_host(org_id, spec->limits.memory_mb, {}, who, !member); !room) {
-    if (member) co_await destroy_pool_member(*member);
+    if (member) co_await pool_.destroy(*member);
     co_return std::move(room).err();
   }
   spec->pooled = member.has_value();
@@ -132,7 +130,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
       });
   if (!inserted) {
     // The member was taken from the pool: it is nobody's now, so it goes.
-    if (member) co_await destroy_pool_member(*member);
+    if (member) co_await pool_.destroy(*member);
     co_return std::move(inserted).err();
   }
   spdlog::info("sandbox {} creating (org {}, image {}{})", rec.id, org_id, rec.snapshot, member ? ", from the pool" : "");
@@ -175,14 +173,14 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   auto deleted_meanwhile = [&]() { return !sandboxes_.get_sandbox(rec.org_id, rec.id).ok(); };
   auto cancelled = make_error(errc::conflict, "sandbox " + rec.id + " was deleted while it was being created");
 
-  auto image = co_await resolve_image_of(rec);
+  auto image = co_await resolve_image_of(engine_, resources_, db_.instance_id(), rec);
   if (!image) co_return co_await fail(std::move(image).err());
   if (!*image) {
     (void)transitions_.set_state(rec, "pulling");
     if (auto pulled = co_await engine_.pull_image(rec.snapshot); !pulled) co_return co_await fail(std::move(pulled).err());
     if (deleted_meanwhile()) co_return cancelled;
     (void)transitions_.set_state(rec, "creating");
-    image = co_await resolve_image_of(rec);
+    image = co_await resolve_image_of(engine_, resources_, db_.instance_id(), rec);
     if (!image) co_return co_await fail(std::move(image).err());
     if (!*image) co_return co_await fail(make_error(errc::not_found, "image " + rec.snapshot + " not found"));
   }
@@ -203,7 +201,7 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   if (auto r = co_await give_default_workdir(rec.container_id, spec); !r)
     co_return co_await fail(std::move(r).err());
 
-  if (auto r = co_await start_and_wait(rec); !r) co_return co_await fail(std::move(r).err());
+  if (auto r = co_await transitions_.start_and_wait(rec); !r) co_return co_await fail(std::move(r).err());
   if (deleted_meanwhile()) {
     (void)co_await transitions_.destroy_container(rec);
     co_return cancelled;
@@ -234,38 +232,6 @@ task<void> service::give_default_workdir(const std::string& container_id, const 
     co_return make_error(r.err().code, "cannot give " + std::string(default_workdir) + " to user " + spec.user + ": " +
                                            r.err().message);
   co_return ok_t{};
-}
-
-task<void> service::start_and_wait(store::sandbox_record& rec) {
-  agent_.forget(rec.id);  // a new init process: learn it again
-  if (auto r = co_await engine_.start_container(rec.container_id); !r) co_return r;
-  if (auto r = co_await wait_for_agent(rec); !r) co_return r;
-  co_return co_await net_.refresh_address(rec);
-}
-
-task<void> service::wait_for_agent(const store::sandbox_record& rec) {
-  // The agent is ready when it answers /health; until its socket exists a connect fails at
-  // once, so a short backoff keeps start-up latency near the agent's own start time.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.agent_start_timeout_s);
-  auto backoff = std::chrono::milliseconds(2);
-  asio::steady_timer timer(executor_);
-  for (int attempt = 1;; ++attempt) {
-    if (auto h = co_await agent_.health(agent_address_of(rec), std::chrono::milliseconds(500)); h) co_return ok_t{};
-    if (attempt % 16 == 0) {
-      auto info = co_await engine_.inspect_container(rec.container_id);
-      if (!info) co_return std::move(info).err();
-      if (!info->running)
-        co_return make_error(errc::internal, "the sandbox's container exited with code " +
-                                                 std::to_string(info->exit_code) + " before its agent answered" +
-                                                 (info->oom_killed ? " (out of memory)" : ""));
-    }
-    if (std::chrono::steady_clock::now() >= deadline)
-      co_return make_error(errc::unavailable, "the sandbox agent did not answer within " +
-                                                  std::to_string(cfg_.agent_start_timeout_s) + " s");
-    timer.expires_after(backoff);
-    co_await timer.async_wait(use_tuple);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
-  }
 }
 
 task<sandbox_view> service::get(const std::string& org_id, const std::string& id_or_name, const std::string& wait_for,
@@ -336,7 +302,7 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
     co_return std::move(room).err();
   auto in_flight = admission_.begin_start(rec->id);  // counted as running, started or not
   activity_.touch(rec->id);
-  auto started = co_await start_and_wait(*rec);
+  auto started = co_await transitions_.start_and_wait(*rec);
   if (started && spec.pooled) {
     // A pooled sandbox's container holds no environment of its caller: its new agent is claimed
     // again, with a new proxy credential (the old one left with the processes that held it).
@@ -440,6 +406,41 @@ sandbox_view service::view_of(const store::sandbox_record& rec) const {
   v.spec.limits.disk_mb = disk_limit_mb(v.spec.limits, cfg_.disk);
   v.preview_url_template = net_.preview_url_template(rec.id);
   return v;
+}
+
+// A pooled sandbox's claim (docs/pool.md): its agent gets the caller's environment and working
+// directory, at create and again at each start (a restarted container runs a new agent).
+task<void> service::claim_agent(const store::sandbox_record& rec, const std::string& proxy_secret) {
+  auto spec = spec_from_json(rec.spec_json);
+  auto env = sandbox_environment(rec.id, spec, proxy_secret, net_.info().gateway, cfg_.egress.proxy_port);
+  co_return co_await agent_.claim(agent_address_of(rec), std::move(env), effective_workdir(spec));
+}
+
+task<void> service::provision_pooled(store::sandbox_record& rec, std::string proxy_secret) {
+  auto claimed = co_await claim_agent(rec, proxy_secret);
+  if (claimed) {
+    // Deleted while the agent answered: the delete removed the container with the row.
+    if (!sandboxes_.get_sandbox(rec.org_id, rec.id))
+      co_return make_error(errc::conflict, "sandbox " + rec.id + " was deleted while it was being created");
+    co_return co_await finish_start(rec);
+  }
+  // The member died waiting (or its agent misbehaves): made cold instead, under the same row.
+  spdlog::warn("sandbox {}: the pool's member did not take the claim ({}); creating it cold", rec.id,
+               claimed.err().message);
+  (void)co_await transitions_.destroy_container(rec);
+  rec.container_id.clear();
+  rec.address.clear();
+  auto spec = spec_from_json(rec.spec_json);
+  spec.pooled = false;
+  rec.spec_json = spec_to_json(spec);
+  {  // both or neither (a full disk may refuse the second)
+    auto tx = db_.begin();
+    if (!tx) co_return std::move(tx).err();
+    if (auto r = sandboxes_.update_sandbox_spec(rec); !r) co_return r;
+    if (auto r = sandboxes_.update_sandbox(rec); !r) co_return r;
+    if (auto r = tx->commit(); !r) co_return r;
+  }
+  co_return co_await provision(rec, std::move(proxy_secret));
 }
 
 task<void> service::ready() {

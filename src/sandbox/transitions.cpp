@@ -9,10 +9,10 @@ namespace sandfort::sandbox {
 
 namespace asio = boost::asio;
 
-transitions::transitions(asio::any_io_executor executor, store::database& db, docker::engine& engine,
-                         agent_connector& agent, network_service& net, const clock& clk)
-    : executor_(std::move(executor)), db_(db), sandboxes_(db), guardrails_(db), engine_(engine), agent_(agent),
-      net_(net), clock_(clk), journal_(db, clk) {}
+transitions::transitions(asio::any_io_executor executor, const config& cfg, store::database& db,
+                         docker::engine& engine, agent_connector& agent, network_service& net, const clock& clk)
+    : executor_(std::move(executor)), cfg_(cfg), db_(db), sandboxes_(db),
+      guardrails_(db), engine_(engine), agent_(agent), net_(net), clock_(clk), journal_(db, clk) {}
 
 void transitions::notify(const std::string& sandbox_id) {
   auto it = waiters_.find(sandbox_id);
@@ -87,6 +87,38 @@ asio::awaitable<error> transitions::explain_unreachable_agent(store::sandbox_rec
     co_return make_error(errc::conflict, "sandbox " + rec.id + " is stopped: " + why);
   }
   co_return e;
+}
+
+task<void> transitions::start_and_wait(store::sandbox_record& rec) {
+  agent_.forget(rec.id);  // a new init process: learn it again
+  if (auto r = co_await engine_.start_container(rec.container_id); !r) co_return r;
+  if (auto r = co_await wait_for_agent(rec); !r) co_return r;
+  co_return co_await net_.refresh_address(rec);
+}
+
+task<void> transitions::wait_for_agent(const store::sandbox_record& rec) {
+  // The agent is ready when it answers /health; until its socket exists a connect fails at
+  // once, so a short backoff keeps start-up latency near the agent's own start time.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.agent_start_timeout_s);
+  auto backoff = std::chrono::milliseconds(2);
+  asio::steady_timer timer(executor_);
+  for (int attempt = 1;; ++attempt) {
+    if (auto h = co_await agent_.health(agent_address_of(rec), std::chrono::milliseconds(500)); h) co_return ok_t{};
+    if (attempt % 16 == 0) {
+      auto info = co_await engine_.inspect_container(rec.container_id);
+      if (!info) co_return std::move(info).err();
+      if (!info->running)
+        co_return make_error(errc::internal, "the sandbox's container exited with code " +
+                                                 std::to_string(info->exit_code) + " before its agent answered" +
+                                                 (info->oom_killed ? " (out of memory)" : ""));
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      co_return make_error(errc::unavailable, "the sandbox agent did not answer within " +
+                                                  std::to_string(cfg_.agent_start_timeout_s) + " s");
+    timer.expires_after(backoff);
+    co_await timer.async_wait(use_tuple);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
+  }
 }
 
 }  // namespace sandfort::sandbox

@@ -68,7 +68,7 @@ class reconciler final : public operation_marks {
   void operations_ended(const std::string& sandbox_id) override;
   boost::asio::awaitable<void> on_container_event(const docker::engine_event& ev);
   // Inspects the row's container and brings the row in line; events are only the reason to look.
-  // By value: it also runs detached (from end_operation), past the life of its caller's strings.
+  // By value: it also runs detached (from operations_ended), past the life of its caller's strings.
   boost::asio::awaitable<void> recheck_sandbox(std::string sandbox_id);
   // Every started or stopped row: after a lost event or a stream that broke. Runs beside the
   // stream (which goes on meanwhile), one at a time; requests while one runs fold into one more.

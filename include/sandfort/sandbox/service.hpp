@@ -1,7 +1,8 @@
 #pragma once
 // The sandbox service: the lifecycle (create, get, list, stop, start, delete, pause, PATCH;
-// src/sandbox/lifecycle.cpp, pause.cpp), guardrails and the TTL reaper (admission.cpp). Parts
-// with headers of their own, reached through it: commands (commands.hpp), the network side
+// src/sandbox/lifecycle.cpp, pause.cpp) and disk measurement (disk_guard.cpp). Parts with headers
+// of their own, reached through it: spec building (spec.hpp), state changes (transitions.hpp),
+// guardrails and the TTL reaper (admission.hpp), commands (commands.hpp), the network side
 // (network.hpp), volumes (volumes.hpp), snapshots (snapshots.hpp), the warm pool (warm_pool.hpp)
 // and the reconciler (reconciler.hpp: start-up reconciliation and Docker's events). It knows the
 // store, the engine and the agent connector through their interfaces, and nothing of HTTP.
@@ -28,6 +29,7 @@
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/commands.hpp"
 #include "sandfort/sandbox/host_memory.hpp"
+#include "sandfort/sandbox/image_resolution.hpp"
 #include "sandfort/sandbox/network.hpp"
 #include "sandfort/sandbox/reconciler.hpp"
 #include "sandfort/sandbox/snapshots.hpp"
@@ -116,9 +118,10 @@ class service : private sandbox_stopper {
   // Reconciled, Docker and the store reachable; the reason otherwise.
   task<void> ready();
 
-  // --- The warm pool (src/sandbox/pool_members.cpp, warm_pool.hpp, docs/pool.md) ----------------------
-  // Starts filling the configured pools (after reconcile: it removes members of an earlier run).
-  void start_pool() { pool_.start(); }
+  // --- The warm pool (warm_pool.hpp, docs/pool.md) ---------------------------------------------
+  // Starts filling the configured pools (after reconcile: it removes members of an earlier run;
+  // after detect_disk_enforcement: members are made as a create's containers are).
+  void start_pool() { pool_.start(hard_disk_); }
   // Shutdown: no more members, and the waiting ones removed.
   boost::asio::awaitable<void> drain_pool() { return pool_.drain(); }
   std::vector<pool_status> pools() const { return pool_.status(); }
@@ -131,18 +134,14 @@ class service : private sandbox_stopper {
   task<void> provision(store::sandbox_record rec, std::string proxy_secret);
   // A created row whose container now runs and answers: started, unless the kill switch went on.
   task<void> finish_start(store::sandbox_record& rec);
-  // The pool (src/sandbox/pool_members.cpp): making and removing members; claiming the agent of a pooled
-  // sandbox (at create, and again at each start: a restarted container runs a new agent).
-  task<pool_member> make_pool_member(const pool_config& pool);
-  boost::asio::awaitable<void> destroy_pool_member(pool_member member);
+  // Claiming the agent of a pooled sandbox (at create, and again at each start: a restarted
+  // container runs a new agent).
   task<void> claim_agent(const store::sandbox_record& rec, const std::string& proxy_secret);
   // create() with a member taken from the pool: the row is inserted; claims it, or falls back
   // to a cold provision when the member does not answer.
   task<void> provision_pooled(store::sandbox_record& rec, std::string proxy_secret);
-  task<void> start_and_wait(store::sandbox_record& rec);
   // /work for a sandbox of a user other than root, made by the engine before the first start.
   task<void> give_default_workdir(const std::string& container_id, const sandbox_spec& spec);
-  task<void> wait_for_agent(const store::sandbox_record& rec);
   // A sandbox's spec as the audit chain keeps it: environment variables by name only (their
   // values are where secrets go), floats as text.
   static nlohmann::json spec_for_audit(const std::string& spec_json);
@@ -157,14 +156,6 @@ class service : private sandbox_stopper {
                   const std::optional<store::sandbox_deadline>& deadline) override;
   // Where this daemon makes containers now (spec.hpp): its instance, network and disk enforcement.
   container_site site() const;
-  // The one door for image references (src/sandbox/image_resolution.cpp). `image` is a reference
-  // the policy allowed, or (own_snapshot_id given) that snapshot's image_ref. Returns the image
-  // the name reaches as written; nullopt when a reference is not present (it may be pulled);
-  // not_found for any snapshot image reached by another name, or an own snapshot's missing image.
-  task<std::optional<docker::image_details>> resolve_image(const std::string& image,
-                                                           const std::string& own_snapshot_id);
-  // resolve_image for a sandbox's row (its snapshot name tells an own snapshot).
-  task<std::optional<docker::image_details>> resolve_image_of(const store::sandbox_record& rec);
   sandbox_view view_of(const store::sandbox_record& rec) const;
   // A started sandbox's disk use: its writable layer and read-write volumes, walked off the I/O thread.
   struct disk_measurement {
@@ -193,8 +184,9 @@ class service : private sandbox_stopper {
   transitions transitions_;
   bool hard_disk_ = false;
   std::shared_ptr<disk_watch> disk_ = make_disk_watch();
-  warm_pool pool_;
+  // Admission takes the pool before it is made (a reference only), the pool takes admission.
   admission admission_;
+  warm_pool pool_;
   // Declared after the parts it uses, before those that use it.
   reconciler reconciler_;
   volume_service volumes_;

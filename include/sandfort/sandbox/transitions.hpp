@@ -17,6 +17,7 @@
 
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/core/clock.hpp"
+#include "sandfort/core/config.hpp"
 #include "sandfort/core/error.hpp"
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
@@ -30,7 +31,8 @@ namespace sandfort::sandbox {
 
 class transitions {
  public:
-  transitions(boost::asio::any_io_executor executor, store::database& db, docker::engine& engine,
+  // cfg: agent_start_timeout_s, how long a started container's agent has to answer.
+  transitions(boost::asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
               agent_connector& agent, network_service& net, const clock& clk);
   transitions(const transitions&) = delete;
   transitions& operator=(const transitions&) = delete;
@@ -46,6 +48,10 @@ class transitions {
   // cancels. Returns at the change or at `until`, whichever comes first.
   boost::asio::awaitable<void> wait_change(const std::string& sandbox_id, std::chrono::steady_clock::time_point until);
 
+  // Starts the row's container and waits for its agent to answer; the row's address is
+  // refreshed (not stored). A sandbox's or a pool member's.
+  task<void> start_and_wait(store::sandbox_record& rec);
+
   // Removes the sandbox's container: by id once known, else by its labels (mid-create).
   task<void> destroy_container(const store::sandbox_record& rec);
 
@@ -58,8 +64,10 @@ class transitions {
 
  private:
   void notify(const std::string& sandbox_id);
+  task<void> wait_for_agent(const store::sandbox_record& rec);
 
   boost::asio::any_io_executor executor_;
+  const config& cfg_;  // agent_start_timeout_s
   store::database& db_;  // the instance id
   store::sandbox_store sandboxes_;
   store::guardrail_store guardrails_;
