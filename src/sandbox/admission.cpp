@@ -1,6 +1,6 @@
-// Guardrails (docs/guardrails.md): what an organization may take (quotas, image policy), its
-// kill switch, and the reaper that stops sandboxes past their TTL or idle timeout and deletes
-// them after a grace period. Every decision is in the organization's audit chain.
+// Guardrails (admission.hpp, docs/guardrails.md): what an organization may take (quotas, image
+// policy), its kill switch, and the reaper that stops sandboxes past their TTL or idle timeout and
+// deletes them after a grace period. Every decision is in the organization's audit chain.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -10,7 +10,8 @@
 
 #include <tuple>
 
-#include "sandfort/sandbox/service.hpp"
+#include "sandfort/sandbox/admission.hpp"
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 
@@ -97,25 +98,43 @@ result<void> admit_count(audit::journal& journal, const std::string& org_id, con
                                               std::to_string(q.limit) + " in use (" + q.remedy + ")");
 }
 
-result<std::shared_ptr<void>> admit_create(audit::journal& journal, const std::string& org_id, const audit::actor& who,
-                                           count_quota q, const std::shared_ptr<creates_in_flight>& creating) {
-  if (auto it = creating->find(org_id); it != creating->end()) q.in_use += it->second;
-  if (auto r = admit_count(journal, org_id, who, q); !r) return std::move(r).err();
-  ++(*creating)[org_id];
-  // Holds the map, not the service: a create suspended at shutdown may be destroyed after it.
-  return std::shared_ptr<void>(nullptr, [creating, org_id](void*) {
-    if (auto it = creating->find(org_id); it != creating->end() && --it->second <= 0) creating->erase(it);
-  });
+admitted_create::admitted_create(std::shared_ptr<creates_in_flight> creating, std::string org_id)
+    : creating_(std::move(creating)), org_id_(std::move(org_id)) {
+  ++(*creating_)[org_id_];
 }
 
-org_limits service::limits_of(const store::org_guardrails& own) const {
+admitted_create::~admitted_create() {
+  if (!creating_) return;
+  if (auto it = creating_->find(org_id_); it != creating_->end() && --it->second <= 0) creating_->erase(it);
+}
+
+result<admitted_create> admit_create(audit::journal& journal, const std::string& org_id, const audit::actor& who,
+                                     count_quota q, const std::shared_ptr<creates_in_flight>& creating) {
+  if (auto it = creating->find(org_id); it != creating->end()) q.in_use += it->second;
+  if (auto r = admit_count(journal, org_id, who, q); !r) return std::move(r).err();
+  return admitted_create(creating, org_id);
+}
+
+admission::admission(asio::any_io_executor executor, const config& cfg, store::database& db, const clock& clk,
+                     activity_tracker& activity, host_memory& host, warm_pool& pool, sandbox_stopper& lifecycle)
+    : executor_(std::move(executor)), cfg_(cfg), sandboxes_(db), guardrails_(db), resources_(db), clock_(clk),
+      journal_(db, clk), activity_(activity), host_(host), pool_(pool), lifecycle_(lifecycle) {}
+
+admission::start_mark::start_mark(std::shared_ptr<std::set<std::string>> starting, std::string sandbox_id)
+    : starting_(std::move(starting)), sandbox_id_(std::move(sandbox_id)) {
+  starting_->insert(sandbox_id_);
+}
+
+admission::start_mark::~start_mark() { starting_->erase(sandbox_id_); }
+
+org_limits admission::limits_of(const store::org_guardrails& own) const {
   return limits_in_force(cfg_.guardrails, own);
 }
 
-result<org_guardrails_view> service::guardrails(const std::string& org_id) {
-  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
+result<org_guardrails_view> admission::guardrails(const std::string& org_id) {
+  auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) return std::move(own).err();
-  auto live = store::sandbox_store(db_).list_live_sandboxes(org_id);
+  auto live = sandboxes_.list_live_sandboxes(org_id);
   if (!live) return std::move(live).err();
   org_guardrails_view v;
   v.org_id = org_id;
@@ -128,9 +147,9 @@ result<org_guardrails_view> service::guardrails(const std::string& org_id) {
                            std::pair{"max_snapshots", own->max_snapshots.has_value()},
                            std::pair{"max_disk_mb", own->max_disk_mb.has_value()}})
     if (set) v.own_fields.push_back(name);
-  auto volumes = store::resource_store(db_).count_live_volumes(org_id);
+  auto volumes = resources_.count_live_volumes(org_id);
   if (!volumes) return std::move(volumes).err();
-  auto snapshots = store::resource_store(db_).count_live_snapshots(org_id);
+  auto snapshots = resources_.count_live_snapshots(org_id);
   if (!snapshots) return std::move(snapshots).err();
   v.usage.volumes = *volumes;
   v.usage.snapshots = *snapshots;
@@ -148,7 +167,7 @@ result<org_guardrails_view> service::guardrails(const std::string& org_id) {
   return v;
 }
 
-result<void> service::admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
+result<void> admission::admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
                             const std::string& restarting, const audit::actor& who, bool own_snapshot) {
   auto g = guardrails(org_id);
   if (!g) return std::move(g).err();
@@ -203,9 +222,9 @@ result<void> service::admit(const std::string& org_id, const sandbox_spec& spec,
   return {};
 }
 
-result<org_guardrails_view> service::set_limits(const std::string& org_id, const limits_update& u,
+result<org_guardrails_view> admission::set_limits(const std::string& org_id, const limits_update& u,
                                                 const audit::actor& who) {
-  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
+  auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) return std::move(own).err();
   store::org_guardrails next = *own;
   if (u.max_sandboxes) {
@@ -244,7 +263,7 @@ result<org_guardrails_view> service::set_limits(const std::string& org_id, const
   next.updated_at = format_time(clock_.now());
   auto limits = limits_of(next);
   auto done = journal_.record_change(
-      {org_id}, who, [&] { return store::guardrail_store(db_).put_org_guardrails(next); },
+      {org_id}, who, [&] { return guardrails_.put_org_guardrails(next); },
       [&] {
         return audit::record{"org.limits", org_id, "ok",
                              {{"max_sandboxes", limits.max_sandboxes},
@@ -259,18 +278,18 @@ result<org_guardrails_view> service::set_limits(const std::string& org_id, const
   return guardrails(org_id);
 }
 
-task<stop_all_report> service::stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
-  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
+task<stop_all_report> admission::stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
+  auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) co_return std::move(own).err();
   store::org_guardrails next = *own;
   if (!next.stopped_since) next.stopped_since = format_time(clock_.now());
   next.stopped_by_superadmin = next.stopped_by_superadmin || by_superadmin;
   next.updated_at = format_time(clock_.now());
-  auto live = store::sandbox_store(db_).list_live_sandboxes(org_id);
+  auto live = sandboxes_.list_live_sandboxes(org_id);
   if (!live) co_return std::move(live).err();
   // The switch first, in one transaction with its event: from here on nothing new starts.
   auto on = journal_.record_change(
-      {org_id}, who, [&] { return store::guardrail_store(db_).put_org_guardrails(next); },
+      {org_id}, who, [&] { return guardrails_.put_org_guardrails(next); },
       [&] {
         return audit::record{"org.stop_all", org_id, "ok",
                              {{"since", *next.stopped_since}, {"by_superadmin", next.stopped_by_superadmin}}};
@@ -285,7 +304,7 @@ task<stop_all_report> service::stop_all(const std::string& org_id, bool by_super
     if (rec.state != "started" && rec.state != "paused") continue;
     ++*pending;
     asio::co_spawn(executor_, [this, rec, who, report, pending, all_done]() mutable -> asio::awaitable<void> {
-      auto r = co_await halt(rec, "stopped by the organization's kill switch", who, std::nullopt);
+      auto r = co_await lifecycle_.halt(rec, "stopped by the organization's kill switch", who, std::nullopt);
       if (r) report->stopped.push_back(rec.id);
       else report->failed[rec.id] = r.err().message;
       if (--*pending == 0) all_done->cancel();
@@ -297,8 +316,8 @@ task<stop_all_report> service::stop_all(const std::string& org_id, bool by_super
   co_return std::move(*report);
 }
 
-result<void> service::lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
-  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
+result<void> admission::lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
+  auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) return std::move(own).err();
   if (!own->stopped_since) return {};
   if (own->stopped_by_superadmin && !by_superadmin)
@@ -308,12 +327,12 @@ result<void> service::lift_stop(const std::string& org_id, bool by_superadmin, c
   next.stopped_by_superadmin = false;
   next.updated_at = format_time(clock_.now());
   return journal_.record_change(
-      {org_id}, who, [&] { return store::guardrail_store(db_).put_org_guardrails(next); },
+      {org_id}, who, [&] { return guardrails_.put_org_guardrails(next); },
       [&] { return audit::record{"org.stop_all_lifted", org_id, "ok", {{"since", *own->stopped_since}}}; });
 }
 
-asio::awaitable<int> service::reap() {
-  auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs();
+asio::awaitable<int> admission::reap() {
+  auto rows = sandboxes_.list_live_sandboxes_all_orgs();
   if (!rows) co_return 0;
   const auto now = clock_.now();
   const auto grace = std::chrono::seconds(cfg_.guardrails.delete_grace_s);
@@ -324,7 +343,7 @@ asio::awaitable<int> service::reap() {
     const bool expired = rec.expires_at && parse_time(*rec.expires_at, expires) && expires <= now;
     // Past its TTL and its grace, or past its TTL and not worth keeping (error): deleted.
     if (expired && (expires + grace <= now || rec.state == "error")) {
-      if (auto r = co_await remove(rec.org_id, rec.id); r) {
+      if (auto r = co_await lifecycle_.remove(rec.org_id, rec.id, audit::system_actor()); r) {
         spdlog::info("sandbox {} reached its TTL and was deleted", rec.id);
         ++reaped;
       }
@@ -343,19 +362,20 @@ asio::awaitable<int> service::reap() {
       why = "idle for " + std::to_string(idle.count()) + " s (idle_timeout_s " + std::to_string(idle_limit) + ")";
     }
     const store::sandbox_deadline deadline{rec.id, rec.org_id, when(now + grace), expired ? "ttl" : "idle"};
-    auto r = co_await halt(rec, "stopped: " + why + "; deleted at " + deadline.delete_after + " unless started again",
-                           audit::system_actor(), deadline);
+    auto r = co_await lifecycle_.halt(
+        rec, "stopped: " + why + "; deleted at " + deadline.delete_after + " unless started again",
+        audit::system_actor(), deadline);
     if (r) {
       spdlog::info("sandbox {} stopped: {}", rec.id, why);
       ++reaped;
     }
   }
   // Stopped by a guardrail and not started again within the grace period.
-  auto due = store::guardrail_store(db_).due_sandbox_deadlines(when(now), 100);
+  auto due = guardrails_.due_sandbox_deadlines(when(now), 100);
   if (!due) co_return reaped;
   for (const auto& d : *due) {
-    auto r = co_await remove(d.org_id, d.sandbox_id);
-    if (r || r.err().code == errc::not_found) (void)store::guardrail_store(db_).clear_sandbox_deadline(d.sandbox_id);
+    auto r = co_await lifecycle_.remove(d.org_id, d.sandbox_id, audit::system_actor());
+    if (r || r.err().code == errc::not_found) (void)guardrails_.clear_sandbox_deadline(d.sandbox_id);
     if (r) {
       spdlog::info("sandbox {} deleted: stopped by its {} guardrail and not started again", d.sandbox_id, d.reason);
       ++reaped;

@@ -2,7 +2,7 @@
 #include "sandfort/sandbox/commands.hpp"
 
 #include "sandfort/metrics/catalog.hpp"
-#include "sandfort/sandbox/service.hpp"  // agent_address_of
+#include "sandfort/sandbox/spec.hpp"
 
 #include "output_cap.hpp"
 
@@ -81,8 +81,9 @@ result<store::sandbox_record> find_started(store::database& db, activity_tracker
 }
 
 command_service::command_service(const config& cfg, store::database& db, agent_connector& agent,
-                                 activity_tracker& activity, const clock& clk, unreachable_agent explain)
-    : cfg_(cfg), db_(db), agent_(agent), activity_(activity), journal_(db, clk), explain_(std::move(explain)) {}
+                                 activity_tracker& activity, const clock& clk, transitions& lifecycle)
+    : cfg_(cfg), db_(db), sandboxes_(db), agent_(agent), activity_(activity), journal_(db, clk),
+      transitions_(lifecycle) {}
 
 result<agent_exec> command_service::prepare_exec(exec_request req) const {
   if (req.argv.empty() == req.command.empty())
@@ -106,7 +107,7 @@ result<void> command_service::note_action(const store::sandbox_record& rec, cons
 task<exec_result> command_service::exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                       const audit::actor& who, audit::record note) {
   if (auto over = above_max_timeout(req, cfg_.exec_max_timeout_s)) {
-    auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+    auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
     if (!rec) co_return std::move(rec).err();
     auto noted = note_action(*rec, who, refusal(std::move(note), *req.timeout_s, cfg_.exec_max_timeout_s));
     co_return noted ? std::move(*over) : std::move(noted).err();
@@ -126,13 +127,13 @@ task<exec_result> command_service::exec_noted(const std::string& org_id, const s
   timed.stop();
   if (r) hold_to_cap(*r, call->max_output_bytes);
   if (r || r.err().code != errc::unavailable) co_return r;
-  co_return co_await explain_(*rec, std::move(r).err());
+  co_return co_await transitions_.explain_unreachable_agent(*rec, std::move(r).err());
 }
 
 task<void> command_service::exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                       byte_sink& sink, const audit::actor& who, audit::record note) {
   if (auto over = above_max_timeout(req, cfg_.exec_max_timeout_s)) {
-    auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+    auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
     if (!rec) co_return std::move(rec).err();
     auto noted = note_action(*rec, who, refusal(std::move(note), *req.timeout_s, cfg_.exec_max_timeout_s));
     co_return noted ? std::move(*over) : std::move(noted).err();
@@ -158,7 +159,7 @@ task<void> command_service::exec_stream_noted(const std::string& org_id, const s
   if (r) timed.values()[1] = "ok";
   timed.stop();
   if (r || r.err().code != errc::unavailable) co_return r;
-  co_return co_await explain_(*rec, std::move(r).err());
+  co_return co_await transitions_.explain_unreachable_agent(*rec, std::move(r).err());
 }
 
 task<exec_result> command_service::exec(const std::string& org_id, const std::string& id_or_name, exec_request req,

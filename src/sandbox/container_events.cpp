@@ -14,7 +14,7 @@
 
 #include "sandfort/sandbox/reconciler.hpp"
 #include "sandfort/http/use_tuple.hpp"
-#include "sandfort/sandbox/service.hpp"  // the labels, container_exit_reason
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 
@@ -136,30 +136,31 @@ asio::awaitable<void> reconciler::on_container_event(const docker::engine_event&
   if (ev.action == "connect" && !address.empty()) co_await release_address(address, ev.container_id);
 }
 
-reconciler::operation_mark::operation_mark(reconciler& owner, std::string sandbox_id)
+operation_marks::mark::mark(operation_marks& owner, std::string sandbox_id)
     : owner_(owner), sandbox_id_(std::move(sandbox_id)), owner_alive_(owner.alive_) {
   ++owner_.in_operation_[sandbox_id_];
 }
 
-reconciler::operation_mark::~operation_mark() {
-  if (*owner_alive_) owner_.end_operation(sandbox_id_);
+operation_marks::mark::~mark() {
+  if (!*owner_alive_) return;
+  auto it = owner_.in_operation_.find(sandbox_id_);
+  if (it == owner_.in_operation_.end() || --it->second > 0) return;
+  owner_.in_operation_.erase(it);
+  owner_.operations_ended(sandbox_id_);
 }
 
-void reconciler::end_operation(const std::string& sandbox_id) {
-  auto it = in_operation_.find(sandbox_id);
-  if (it == in_operation_.end() || --it->second > 0) return;
-  in_operation_.erase(it);
+void reconciler::operations_ended(const std::string& sandbox_id) {
   // The operation may have failed with the container dead or gone: what arrived meanwhile is
   // judged now, on what the row and Docker say after it.
   if (deferred_.erase(sandbox_id)) asio::co_spawn(executor_, recheck_sandbox(sandbox_id), asio::detached);
 }
 
 asio::awaitable<void> reconciler::recheck_sandbox(std::string sandbox_id) {
-  if (in_operation_.count(sandbox_id)) {
+  if (in_operation(sandbox_id)) {
     deferred_.insert(sandbox_id);
     co_return;
   }
-  auto rec = store::sandbox_store(db_).find_live_sandbox(sandbox_id);
+  auto rec = sandboxes_.find_live_sandbox(sandbox_id);
   if (!rec || lifecycle_owns(rec->state) || rec->container_id.empty()) co_return;
   std::string container = rec->container_id;
   auto info = co_await engine_.inspect_container(container);
@@ -169,11 +170,11 @@ asio::awaitable<void> reconciler::recheck_sandbox(std::string sandbox_id) {
   }
   // The row again, now: the lifecycle code may have moved it while Docker answered. Nothing
   // below waits, so what is decided here is written before anyone else runs.
-  if (in_operation_.count(sandbox_id)) {
+  if (in_operation(sandbox_id)) {
     deferred_.insert(sandbox_id);
     co_return;
   }
-  auto cur = store::sandbox_store(db_).find_live_sandbox(sandbox_id);
+  auto cur = sandboxes_.find_live_sandbox(sandbox_id);
   if (!cur || lifecycle_owns(cur->state) || cur->container_id != container) co_return;
   bool had_address = !cur->address.empty();
 
@@ -181,8 +182,8 @@ asio::awaitable<void> reconciler::recheck_sandbox(std::string sandbox_id) {
     spdlog::warn("sandbox {}: its container {} was removed outside sandfortd", sandbox_id, container);
     oom_seen_.erase(container);
     cur->address.clear();
-    (void)hooks_.set_state(*cur, "error", "the sandbox's container was removed outside sandfortd", {});
-    hooks_.disconnect(sandbox_id);
+    (void)transitions_.set_state(*cur, "error", "the sandbox's container was removed outside sandfortd");
+    transitions_.disconnect(sandbox_id);
     co_return;
   }
   if (cur->state == "stopped") co_return;  // stopped and still there: nothing to correct
@@ -191,8 +192,8 @@ asio::awaitable<void> reconciler::recheck_sandbox(std::string sandbox_id) {
     std::string why = container_exit_reason(info->exit_code, oom);
     spdlog::warn("sandbox {}: {}", sandbox_id, why);
     cur->address.clear();
-    (void)hooks_.set_state(*cur, "stopped", why, {});
-    hooks_.disconnect(sandbox_id);
+    (void)transitions_.set_state(*cur, "stopped", why);
+    transitions_.disconnect(sandbox_id);
     co_return;
   }
   // Paused or thawed with `docker pause`/`unpause`: the row follows, so calls answer 409 while
@@ -201,7 +202,8 @@ asio::awaitable<void> reconciler::recheck_sandbox(std::string sandbox_id) {
     const std::string now_state = info->paused ? "paused" : "started";
     spdlog::warn("sandbox {}: its container was {} outside sandfortd", sandbox_id, info->paused ? "paused" : "unpaused");
     if (!info->paused) activity_.touch(sandbox_id);
-    (void)hooks_.set_state(*cur, now_state, {}, info->paused ? "sandbox.pause" : "sandbox.resume");
+    (void)transitions_.set_state(*cur, now_state, {}, audit::system_actor(),
+                                 info->paused ? "sandbox.pause" : "sandbox.resume");
   }
   std::string address;
   if (auto it = info->addresses.find(cfg_.network.name); it != info->addresses.end()) address = it->second;
@@ -209,9 +211,9 @@ asio::awaitable<void> reconciler::recheck_sandbox(std::string sandbox_id) {
   spdlog::warn("sandbox {}: its address on {} changed from '{}' to '{}'", sandbox_id, cfg_.network.name, cur->address,
                address);
   cur->address = address;
-  (void)hooks_.set_state(*cur, cur->state, cur->error_message, {});
+  (void)transitions_.set_state(*cur, cur->state, cur->error_message);
   // Whatever was relayed to the old address is no longer this sandbox's.
-  if (had_address) hooks_.disconnect(sandbox_id);
+  if (had_address) transitions_.disconnect(sandbox_id);
 }
 
 void reconciler::request_recheck_all() {
@@ -232,7 +234,7 @@ asio::awaitable<void> reconciler::recheck_all() {
   do {
     recheck_all_again_ = false;
     spacing.expires_after(min_spacing);
-    if (auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs())
+    if (auto rows = sandboxes_.list_live_sandboxes_all_orgs())
       for (const auto& rec : *rows)
         if (!lifecycle_owns(rec.state)) co_await recheck_sandbox(rec.id);
     if (recheck_all_again_) co_await spacing.async_wait(use_tuple);
@@ -241,7 +243,7 @@ asio::awaitable<void> reconciler::recheck_all() {
 }
 
 asio::awaitable<void> reconciler::release_address(std::string address, std::string holder_container) {
-  auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs();
+  auto rows = sandboxes_.list_live_sandboxes_all_orgs();
   if (!rows) co_return;
   for (const auto& rec : *rows) {
     if (rec.address != address || rec.container_id == holder_container) continue;
@@ -249,11 +251,11 @@ asio::awaitable<void> reconciler::release_address(std::string address, std::stri
     // container was lost or is still on its way). The recheck finds out what became of it.
     spdlog::warn("sandbox {} still claimed {}, which Docker gave to container {}", rec.id, address, holder_container);
     co_await recheck_sandbox(rec.id);
-    auto cur = store::sandbox_store(db_).find_live_sandbox(rec.id);
-    if (cur && cur->address == address && cur->container_id != holder_container && !in_operation_.count(cur->id)) {
+    auto cur = sandboxes_.find_live_sandbox(rec.id);
+    if (cur && cur->address == address && cur->container_id != holder_container && !in_operation(cur->id)) {
       cur->address.clear();
-      (void)hooks_.set_state(*cur, cur->state, cur->error_message, {});
-      hooks_.disconnect(cur->id);
+      (void)transitions_.set_state(*cur, cur->state, cur->error_message);
+      transitions_.disconnect(cur->id);
     }
   }
 }

@@ -129,7 +129,7 @@ std::optional<std::int64_t> service::last_disk_bytes(const std::string& sandbox_
 }
 
 asio::awaitable<int> service::check_disk() {
-  auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs();
+  auto rows = sandboxes_.list_live_sandboxes_all_orgs();
   if (!rows) co_return 0;
   std::set<std::string> started;
   int stopped = 0;
@@ -144,7 +144,7 @@ asio::awaitable<int> service::check_disk() {
     const auto limit_mb = disk_limit_mb(spec_from_json(rec.spec_json).limits, cfg_.disk);
     if (m->over_bounds.empty() && m->bytes <= limit_mb * 1024 * 1024) continue;
     // Measured off the I/O thread: it may have been stopped or deleted meanwhile.
-    auto cur = store::sandbox_store(db_).get_sandbox(rec.org_id, rec.id);
+    auto cur = sandboxes_.get_sandbox(rec.org_id, rec.id);
     if (!cur || cur->state != "started") continue;
     const std::string why =
         m->over_bounds.empty()

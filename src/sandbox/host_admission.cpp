@@ -5,15 +5,14 @@
 // pool's members, within what the host can give.
 #include "sandfort/sandbox/host_memory.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <charconv>
 #include <cmath>
 #include <fstream>
 #include <spdlog/spdlog.h>
 #include <sstream>
 
-#include "sandfort/sandbox/service.hpp"
+#include "sandfort/sandbox/admission.hpp"
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 
@@ -60,8 +59,8 @@ std::int64_t sandbox_memory_capacity_mb(std::int64_t total_mb, const host_config
   return static_cast<std::int64_t>(std::floor(static_cast<double>(left) * host.memory_overcommit));
 }
 
-result<std::int64_t> service::sandbox_memory_held_mb() const {
-  auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs();
+result<std::int64_t> admission::sandbox_memory_held_mb() {
+  auto rows = sandboxes_.list_live_sandboxes_all_orgs();
   if (!rows) return std::move(rows).err();
   std::int64_t held = 0;
   for (const auto& rec : *rows)
@@ -70,7 +69,7 @@ result<std::int64_t> service::sandbox_memory_held_mb() const {
   return held;
 }
 
-result<void> service::admit_to_host(const std::string& org_id, std::int64_t memory_mb, const std::string& restarting,
+result<void> admission::admit_to_host(const std::string& org_id, std::int64_t memory_mb, const std::string& restarting,
                                     const audit::actor& who, bool may_evict) {
   auto total = host_.total_mb();
   // Not knowing what the host has, nothing is admitted on a guess.
@@ -83,8 +82,7 @@ result<void> service::admit_to_host(const std::string& org_id, std::int64_t memo
   // Members waiting in the pool are spare: a sandbox someone asked for goes first.
   const std::int64_t short_by = *held + pool + memory_mb - capacity;
   if (may_evict && pool_.waiting_memory_mb() >= short_by) {
-    for (auto& member : pool_.evict(short_by))
-      boost::asio::co_spawn(executor_, destroy_pool_member(std::move(member)), boost::asio::detached);
+    pool_.evict(short_by);
     return {};
   }
   // The operator's log has the host's figures; the tenant's answer does not describe the others' use.
@@ -102,7 +100,7 @@ result<void> service::admit_to_host(const std::string& org_id, std::int64_t memo
                                          " MiB in all); retry after sandboxes are stopped or deleted, or ask for less");
 }
 
-result<void> service::host_room_for_member(const pool_config& pool) {
+result<void> admission::host_room_for_member(const pool_config& pool) {
   auto total = host_.total_mb();
   if (!total) return std::move(total).err();
   const std::int64_t capacity = sandbox_memory_capacity_mb(*total, cfg_.host);

@@ -5,7 +5,9 @@
 // any local image whose id starts with 2), which reached every image on the host.
 #include <algorithm>
 
-#include "sandfort/sandbox/service.hpp"
+#include "sandfort/sandbox/image_resolution.hpp"
+#include "sandfort/sandbox/snapshots.hpp"  // label_snapshot
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 
@@ -22,16 +24,17 @@ std::string label_value(const std::map<std::string, std::string>& labels, const 
 
 }  // namespace
 
-task<std::optional<docker::image_details>> service::resolve_image(const std::string& image,
-                                                                   const std::string& own_snapshot_id) {
+task<std::optional<docker::image_details>> resolve_image(docker::engine& engine, const std::string& instance_id,
+                                                         const std::string& image,
+                                                         const std::string& own_snapshot_id) {
   using found_t = std::optional<docker::image_details>;
   if (!own_snapshot_id.empty()) {
     // The organization's snapshot: its image_ref was made by sandfortd, and the image must still
     // be the one that snapshot's commit made (its tag, this instance's and this snapshot's labels).
-    auto found = co_await engine_.inspect_image(image);
+    auto found = co_await engine.inspect_image(image);
     if (!found && found.err().code != errc::not_found) co_return std::move(found).err();
     if (!found || !lists(found->repo_tags, image) || label_value(found->labels, label_snapshot) != own_snapshot_id ||
-        label_value(found->labels, label_instance) != db_.instance_id())
+        label_value(found->labels, label_instance) != instance_id)
       co_return make_error(errc::not_found, "the image of snapshot " + own_snapshot_id + " is missing");
     co_return found_t(std::move(*found));
   }
@@ -41,7 +44,7 @@ task<std::optional<docker::image_details>> service::resolve_image(const std::str
   auto ref = docker::parse_image_reference(image);
   if (!ref) co_return make_error(errc::invalid_argument, "snapshot: " + ref.err().message);
   const std::string listed = docker::listed_name(*ref);
-  auto found = co_await engine_.inspect_image(listed);
+  auto found = co_await engine.inspect_image(listed);
   if (!found) {
     if (found.err().code == errc::not_found) co_return found_t();
     co_return std::move(found).err();
@@ -54,14 +57,16 @@ task<std::optional<docker::image_details>> service::resolve_image(const std::str
   co_return found_t(std::move(*found));
 }
 
-task<std::optional<docker::image_details>> service::resolve_image_of(const store::sandbox_record& rec) {
+task<std::optional<docker::image_details>> resolve_image_of(docker::engine& engine, store::resource_store& resources,
+                                                            const std::string& instance_id,
+                                                            const store::sandbox_record& rec) {
   auto spec = spec_from_json(rec.spec_json);
   const std::string no_snapshot;
-  if (spec.snapshot_name.empty()) co_return co_await resolve_image(rec.snapshot, no_snapshot);
-  auto s = store::resource_store(db_).get_snapshot(rec.org_id, spec.snapshot_name);
+  if (spec.snapshot_name.empty()) co_return co_await resolve_image(engine, instance_id, rec.snapshot, no_snapshot);
+  auto s = resources.get_snapshot(rec.org_id, spec.snapshot_name);
   if (!s || s->image_ref != rec.snapshot)
     co_return make_error(errc::not_found, "snapshot " + spec.snapshot_name + " not found");
-  co_return co_await resolve_image(rec.snapshot, s->id);
+  co_return co_await resolve_image(engine, instance_id, rec.snapshot, s->id);
 }
 
 }  // namespace sandfort::sandbox

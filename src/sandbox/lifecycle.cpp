@@ -19,47 +19,19 @@ namespace asio = boost::asio;
 
 service::service(asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
                  agent_connector& agent, const clock& clk, host_memory* host)
-    : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), clock_(clk),
+    : executor_(std::move(executor)), cfg_(cfg), db_(db), sandboxes_(db), guardrails_(db), resources_(db),
+      engine_(engine), agent_(agent), clock_(clk),
       own_host_(host ? nullptr : std::make_unique<proc_meminfo>()), host_(host ? *host : *own_host_),
       journal_(db, clk),
       activity_(clk),
       net_(cfg, db, engine, agent, activity_),
-      pool_(executor_, cfg.pools,
-            warm_pool::hooks{[this](const pool_config& p) { return make_pool_member(p); },
-                             [this](pool_member m) { return destroy_pool_member(std::move(m)); },
-                             [this](const pool_config& p) { return host_room_for_member(p); }}),
+      transitions_(executor_, cfg, db, engine, agent, net_, clk),
+      admission_(executor_, cfg, db, clk, activity_, host_, pool_, *this),
+      pool_(executor_, cfg, db, engine, agent, net_, transitions_, admission_),
+      reconciler_(executor_, cfg, db, engine, clk, net_, activity_, pool_, transitions_),
       volumes_(db, engine, clk, cfg.guardrails),
-      snapshots_(db, engine, clk, cfg.guardrails, [this](const std::string& sandbox_id) -> std::shared_ptr<void> {
-        return std::make_shared<reconciler::operation_mark>(reconciler_, sandbox_id);
-      }),
-      commands_(cfg, db, agent, activity_, clk, [this](store::sandbox_record& rec, error e) {
-        return explain_unreachable_agent(rec, std::move(e));
-      }),
-      reconciler_(executor_, cfg, db, engine, clk, net_, activity_, pool_,
-                  reconciler::hooks{
-                      [this](store::sandbox_record& rec, const std::string& state, const std::string& message,
-                             const std::string& action) {
-                        return set_state(rec, state, message, audit::system_actor(), action);
-                      },
-                      [this](const store::sandbox_record& rec) { return destroy_container(rec); },
-                      [this](const std::string& sandbox_id) { disconnect(sandbox_id); }}) {}
-
-void service::notify(const std::string& sandbox_id) {
-  auto it = waiters_.find(sandbox_id);
-  if (it == waiters_.end()) return;
-  for (auto& timer : it->second) timer->cancel();
-  waiters_.erase(it);
-}
-
-asio::awaitable<void> service::wait_change(const std::string& sandbox_id, std::chrono::steady_clock::time_point until) {
-  auto timer = std::make_shared<asio::steady_timer>(executor_, until);
-  waiters_[sandbox_id].push_back(timer);
-  co_await timer->async_wait(use_tuple);
-  if (auto it = waiters_.find(sandbox_id); it != waiters_.end()) {
-    std::erase(it->second, timer);
-    if (it->second.empty()) waiters_.erase(it);
-  }
-}
+      snapshots_(db, engine, clk, cfg.guardrails, reconciler_),
+      commands_(cfg, db, agent, activity_, clk, transitions_) {}
 
 nlohmann::json service::spec_for_audit(const std::string& spec_json) {
   auto spec = nlohmann::json::parse(spec_json, nullptr, false);
@@ -72,36 +44,13 @@ nlohmann::json service::spec_for_audit(const std::string& spec_json) {
   return audit::floats_as_text(std::move(spec));
 }
 
-result<void> service::set_state(store::sandbox_record& rec, const std::string& state, const std::string& message,
-                                const audit::actor& who, const std::string& action,
-                                const std::optional<store::sandbox_deadline>& deadline) {
-  rec.state = state;
-  rec.error_message = message;
-  rec.updated_at = format_time(clock_.now());
-  auto r = journal_.record_change(
-      {rec.org_id}, who,
-      [&]() -> result<void> {
-        if (auto u = store::sandbox_store(db_).update_sandbox(rec); !u) return u;
-        if (deadline) return store::guardrail_store(db_).set_sandbox_deadline(*deadline);
-        return state == "stopped" ? result<void>() : store::guardrail_store(db_).clear_sandbox_deadline(rec.id);
-      },
-      [&] {
-        nlohmann::json details = {{"state", state}};
-        if (!message.empty()) details["message"] = message;
-        if (deadline) details["delete_after"] = deadline->delete_after;
-        return audit::record{action.empty() ? "sandbox.state" : action, rec.id, "ok", std::move(details)};
-      });
-  notify(rec.id);
-  return r;
-}
-
 task<sandbox_view> service::create(const std::string& org_id, const create_request& req, const audit::actor& who) {
   // The organization's own snapshot first (src/sandbox/snapshots.cpp); else an image reference.
   auto snapshot = snapshots_.resolve(org_id, req.snapshot);
   if (!snapshot) co_return std::move(snapshot).err();
   create_request checked = req;
   if (*snapshot) checked.snapshot.clear();  // a snapshot name is no image reference to check
-  auto spec = validate(checked);
+  auto spec = validate_create(cfg_, checked);
   if (!spec) co_return std::move(spec).err();
   if (*snapshot) spec->snapshot_name = req.snapshot;
   if (!net_.ready()) co_return make_error(errc::unavailable, "the sandbox network is not ready yet (is Docker running?)");
@@ -114,7 +63,8 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // snapshot image of anyone's under another name; refused before a row exists. Provisioning
   // resolves again (the image may be pulled, or retagged, meanwhile) and creates by id.
   const std::string own_snapshot_id = *snapshot ? (*snapshot)->id : std::string();
-  if (auto resolved = co_await resolve_image(image, own_snapshot_id); !resolved) co_return std::move(resolved).err();
+  if (auto resolved = co_await resolve_image(engine_, db_.instance_id(), image, own_snapshot_id); !resolved)
+    co_return std::move(resolved).err();
   if (*snapshot) {
     // Still this snapshot, and still ready, after the co_await (a delete checks for rows using it).
     auto again = snapshots_.resolve(org_id, req.snapshot);
@@ -129,7 +79,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // Checked and inserted without a co_await between: no other create can slip in and overrun.
   // The organization's own snapshots skip the image policy: each was made from an image it was
   // allowed to use (admit's `restarting` does the same for a stopped sandbox).
-  if (auto admitted = admit(org_id, *spec, image, {}, who, *snapshot ? true : false); !admitted)
+  if (auto admitted = admission_.admit(org_id, *spec, image, {}, who, *snapshot ? true : false); !admitted)
     co_return std::move(admitted).err();
   // A started sandbox from the warm pool when one was made for exactly this (docs/pool.md):
   // volumes and a user are fixed when a container is made, so those creates are made cold.
@@ -138,8 +88,8 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   if (spec->volumes.empty() && spec->user.empty() && spec->limits.disk_mb == cfg_.disk.default_mb)
     member = pool_.take(image, {spec->limits.cpus, spec->limits.memory_mb, spec->limits.pids});
   // A member's memory was the host's already: taken, it moves from the pool to this sandbox.
-  if (auto room = admit_to_host(org_id, spec->limits.memory_mb, {}, who, !member); !room) {
-    if (member) co_await destroy_pool_member(*member);
+  if (auto room = admission_.admit_to_host(org_id, spec->limits.memory_mb, {}, who, !member); !room) {
+    if (member) co_await pool_.destroy(*member);
     co_return std::move(room).err();
   }
   spec->pooled = member.has_value();
@@ -166,9 +116,9 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   auto inserted = journal_.record_change(
       {org_id}, who,
       [&]() -> result<void> {
-        if (auto r = store::sandbox_store(db_).insert_sandbox(rec); !r) return r;
+        if (auto r = sandboxes_.insert_sandbox(rec); !r) return r;
         for (std::size_t i = 0; i < volumes->size(); ++i)
-          if (auto r = store::resource_store(db_).insert_sandbox_volume(
+          if (auto r = resources_.insert_sandbox_volume(
                   rec.id, (*volumes)[i].id, spec->volumes[i].mount_path, spec->volumes[i].read_only);
               !r)
             return r;
@@ -180,7 +130,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
       });
   if (!inserted) {
     // The member was taken from the pool: it is nobody's now, so it goes.
-    if (member) co_await destroy_pool_member(*member);
+    if (member) co_await pool_.destroy(*member);
     co_return std::move(inserted).err();
   }
   spdlog::info("sandbox {} creating (org {}, image {}{})", rec.id, org_id, rec.snapshot, member ? ", from the pool" : "");
@@ -188,11 +138,11 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   if (member) {
     // Milliseconds: answered started whether or not the caller asked to wait.
     if (auto r = co_await provision_pooled(rec, std::move(proxy_secret)); !r) {
-      if (auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id))
-        (void)set_state(*cur, "deleted", r.err().message);
+      if (auto cur = sandboxes_.get_sandbox(org_id, rec.id))
+        (void)transitions_.set_state(*cur, "deleted", r.err().message);
       co_return std::move(r).err();
     }
-    auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id);
+    auto cur = sandboxes_.get_sandbox(org_id, rec.id);
     if (!cur) co_return std::move(cur).err();
     co_return view_of(*cur);
   }
@@ -202,11 +152,11 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   }
   if (auto r = co_await provision(rec, std::move(proxy_secret)); !r) {
     // The caller gets the error instead of an id, so no row may outlive it.
-    if (auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id))
-      (void)set_state(*cur, "deleted", r.err().message);
+    if (auto cur = sandboxes_.get_sandbox(org_id, rec.id))
+      (void)transitions_.set_state(*cur, "deleted", r.err().message);
     co_return std::move(r).err();
   }
-  auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec.id);
+  auto cur = sandboxes_.get_sandbox(org_id, rec.id);
   if (!cur) co_return std::move(cur).err();
   co_return view_of(*cur);
 }
@@ -214,28 +164,29 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
 task<void> service::provision(store::sandbox_record rec, std::string proxy_secret) {
   auto fail = [&](const error& e) -> asio::awaitable<result<void>> {
     spdlog::warn("sandbox {} failed to start: {}", rec.id, e.message);
-    (void)co_await destroy_container(rec);
-    if (auto cur = store::sandbox_store(db_).get_sandbox(rec.org_id, rec.id)) (void)set_state(*cur, "error", e.message);
+    (void)co_await transitions_.destroy_container(rec);
+    if (auto cur = sandboxes_.get_sandbox(rec.org_id, rec.id))
+      (void)transitions_.set_state(*cur, "error", e.message);
     co_return error(e);
   };
   // Deleted while we were waiting on Docker: clean up whatever exists by now.
-  auto deleted_meanwhile = [&]() { return !store::sandbox_store(db_).get_sandbox(rec.org_id, rec.id).ok(); };
+  auto deleted_meanwhile = [&]() { return !sandboxes_.get_sandbox(rec.org_id, rec.id).ok(); };
   auto cancelled = make_error(errc::conflict, "sandbox " + rec.id + " was deleted while it was being created");
 
-  auto image = co_await resolve_image_of(rec);
+  auto image = co_await resolve_image_of(engine_, resources_, db_.instance_id(), rec);
   if (!image) co_return co_await fail(std::move(image).err());
   if (!*image) {
-    (void)set_state(rec, "pulling");
+    (void)transitions_.set_state(rec, "pulling");
     if (auto pulled = co_await engine_.pull_image(rec.snapshot); !pulled) co_return co_await fail(std::move(pulled).err());
     if (deleted_meanwhile()) co_return cancelled;
-    (void)set_state(rec, "creating");
-    image = co_await resolve_image_of(rec);
+    (void)transitions_.set_state(rec, "creating");
+    image = co_await resolve_image_of(engine_, resources_, db_.instance_id(), rec);
     if (!image) co_return co_await fail(std::move(image).err());
     if (!*image) co_return co_await fail(make_error(errc::not_found, "image " + rec.snapshot + " not found"));
   }
 
   const auto spec = spec_from_json(rec.spec_json);
-  auto container = container_for(rec, spec, proxy_secret, **image);
+  auto container = container_for(cfg_, site(), rec, spec, proxy_secret, **image);
   auto mounts = volumes_.mounts_of(rec.id);
   if (!mounts) co_return co_await fail(std::move(mounts).err());
   container.volumes = std::move(*mounts);
@@ -243,27 +194,27 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   if (!id) co_return co_await fail(std::move(id).err());
   rec.container_id = *id;
   if (deleted_meanwhile()) {
-    (void)co_await destroy_container(rec);
+    (void)co_await transitions_.destroy_container(rec);
     co_return cancelled;
   }
-  if (auto r = store::sandbox_store(db_).update_sandbox(rec); !r) co_return co_await fail(std::move(r).err());
+  if (auto r = sandboxes_.update_sandbox(rec); !r) co_return co_await fail(std::move(r).err());
   if (auto r = co_await give_default_workdir(rec.container_id, spec); !r)
     co_return co_await fail(std::move(r).err());
 
-  if (auto r = co_await start_and_wait(rec); !r) co_return co_await fail(std::move(r).err());
+  if (auto r = co_await transitions_.start_and_wait(rec); !r) co_return co_await fail(std::move(r).err());
   if (deleted_meanwhile()) {
-    (void)co_await destroy_container(rec);
+    (void)co_await transitions_.destroy_container(rec);
     co_return cancelled;
   }
   co_return co_await finish_start(rec);
 }
 
 task<void> service::finish_start(store::sandbox_record& rec) {
-  if (auto r = set_state(rec, "started"); !r) co_return r;
+  if (auto r = transitions_.set_state(rec, "started"); !r) co_return r;
   activity_.touch(rec.id);
   spdlog::info("sandbox {} started", rec.id);
   // The kill switch went on while this one was being made: it stops like the others did.
-  if (auto g = store::guardrail_store(db_).get_org_guardrails(rec.org_id); g && g->stopped_since)
+  if (auto g = guardrails_.get_org_guardrails(rec.org_id); g && g->stopped_since)
     co_return co_await halt(rec, "stopped by the organization's kill switch", audit::system_actor(), std::nullopt);
   co_return ok_t{};
 }
@@ -283,57 +234,6 @@ task<void> service::give_default_workdir(const std::string& container_id, const 
   co_return ok_t{};
 }
 
-task<void> service::start_and_wait(store::sandbox_record& rec) {
-  agent_.forget(rec.id);  // a new init process: learn it again
-  if (auto r = co_await engine_.start_container(rec.container_id); !r) co_return r;
-  if (auto r = co_await wait_for_agent(rec); !r) co_return r;
-  co_return co_await net_.refresh_address(rec);
-}
-
-task<void> service::wait_for_agent(const store::sandbox_record& rec) {
-  // The agent is ready when it answers /health; until its socket exists a connect fails at
-  // once, so a short backoff keeps start-up latency near the agent's own start time.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.agent_start_timeout_s);
-  auto backoff = std::chrono::milliseconds(2);
-  asio::steady_timer timer(executor_);
-  for (int attempt = 1;; ++attempt) {
-    if (auto h = co_await agent_.health(agent_address_of(rec), std::chrono::milliseconds(500)); h) co_return ok_t{};
-    if (attempt % 16 == 0) {
-      auto info = co_await engine_.inspect_container(rec.container_id);
-      if (!info) co_return std::move(info).err();
-      if (!info->running)
-        co_return make_error(errc::internal, "the sandbox's container exited with code " +
-                                                 std::to_string(info->exit_code) + " before its agent answered" +
-                                                 (info->oom_killed ? " (out of memory)" : ""));
-    }
-    if (std::chrono::steady_clock::now() >= deadline)
-      co_return make_error(errc::unavailable, "the sandbox agent did not answer within " +
-                                                  std::to_string(cfg_.agent_start_timeout_s) + " s");
-    timer.expires_after(backoff);
-    co_await timer.async_wait(use_tuple);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
-  }
-}
-
-task<void> service::destroy_container(const store::sandbox_record& rec) {
-  std::vector<std::string> ids;
-  if (!rec.container_id.empty()) {
-    ids.push_back(rec.container_id);
-  } else {
-    // Created but not yet recorded (a delete racing provisioning): its labels name it.
-    std::vector<std::string> labels = {std::string(label_sandbox) + "=" + rec.id,
-                                       std::string(label_instance) + "=" + db_.instance_id()};
-    auto found = co_await engine_.list_containers(labels);
-    if (!found) co_return std::move(found).err();
-    for (const auto& c : *found) ids.push_back(c.id);
-  }
-  for (const auto& id : ids) {
-    auto r = co_await engine_.remove_container(id);
-    if (!r && r.err().code != errc::not_found) co_return r;
-  }
-  co_return ok_t{};
-}
-
 task<sandbox_view> service::get(const std::string& org_id, const std::string& id_or_name, const std::string& wait_for,
                                 std::chrono::milliseconds timeout) {
   static const std::vector<std::string> waitable = {"creating", "pulling", "started", "paused", "stopped", "error"};
@@ -341,11 +241,11 @@ task<sandbox_view> service::get(const std::string& org_id, const std::string& id
     co_return make_error(errc::invalid_argument, "wait_for must be one of creating, pulling, started, paused, stopped, error");
   auto until = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+    auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
     if (!rec) co_return std::move(rec).err();
     bool settled = rec->state == wait_for || (wait_for == "started" && rec->state == "error");
     if (wait_for.empty() || settled || std::chrono::steady_clock::now() >= until) co_return view_of(*rec);
-    co_await wait_change(rec->id, until);
+    co_await transitions_.wait_change(rec->id, until);
   }
 }
 
@@ -356,7 +256,7 @@ task<list_page> service::list(const std::string& org_id, const list_request& req
   filter.after_id = req.cursor;
   filter.limit = req.limit + 1;  // one row past the page says whether another page follows
   // The store filters by state and labels in its query: one query per page, and pages are full.
-  auto rows = store::sandbox_store(db_).list_sandboxes(org_id, filter);
+  auto rows = sandboxes_.list_sandboxes(org_id, filter);
   if (!rows) co_return std::move(rows).err();
   list_page page;
   for (std::size_t i = 0; i < rows->size() && i < req.limit; ++i) page.items.push_back(view_of((*rows)[i]));
@@ -365,7 +265,7 @@ task<list_page> service::list(const std::string& org_id, const list_request& req
 }
 
 task<sandbox_view> service::stop(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
-  auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+  auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (rec->state == "stopped") co_return view_of(*rec);
   // Docker stops a paused container as it is: no need to thaw it first.
@@ -382,32 +282,27 @@ task<void> service::halt(store::sandbox_record& rec, const std::string& message,
   auto marked = reconciler_.begin_operation(rec.id);  // its die event is ours (container_events.cpp)
   if (auto r = co_await engine_.stop_container(rec.container_id, cfg_.stop_timeout_s); !r) co_return r;
   rec.address.clear();
-  if (auto r = set_state(rec, "stopped", message, who, "sandbox.stop", deadline); !r) co_return r;
-  disconnect(rec.id);
+  if (auto r = transitions_.set_state(rec, "stopped", message, who, "sandbox.stop", deadline); !r) co_return r;
+  transitions_.disconnect(rec.id);
   co_return ok_t{};
 }
 
 task<sandbox_view> service::start(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
-  auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+  auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (rec->state == "started") co_return view_of(*rec);
   if (rec->state != "stopped")
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be started");
-  if (starting_->contains(rec->id))
+  if (admission_.starting(rec->id))
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is being started");
   const auto spec = spec_from_json(rec->spec_json);
-  if (auto admitted = admit(org_id, spec, rec->snapshot, rec->id, who); !admitted)
+  if (auto admitted = admission_.admit(org_id, spec, rec->snapshot, rec->id, who); !admitted)
     co_return std::move(admitted).err();
-  if (auto room = admit_to_host(org_id, spec.limits.memory_mb, rec->id, who, true); !room)
+  if (auto room = admission_.admit_to_host(org_id, spec.limits.memory_mb, rec->id, who, true); !room)
     co_return std::move(room).err();
-  starting_->insert(rec->id);
-  struct started_or_not {
-    std::shared_ptr<std::set<std::string>> set;
-    std::string id;
-    ~started_or_not() { set->erase(id); }
-  } in_flight{starting_, rec->id};
+  auto in_flight = admission_.begin_start(rec->id);  // counted as running, started or not
   activity_.touch(rec->id);
-  auto started = co_await start_and_wait(*rec);
+  auto started = co_await transitions_.start_and_wait(*rec);
   if (started && spec.pooled) {
     // A pooled sandbox's container holds no environment of its caller: its new agent is claimed
     // again, with a new proxy credential (the old one left with the processes that held it).
@@ -416,25 +311,25 @@ task<sandbox_view> service::start(const std::string& org_id, const std::string& 
     started = co_await claim_agent(*rec, proxy_secret);
   }
   if (!started) {
-    (void)set_state(*rec, "error", started.err().message);
+    (void)transitions_.set_state(*rec, "error", started.err().message);
     co_return std::move(started).err();
   }
-  if (auto r = set_state(*rec, "started", {}, who, "sandbox.start"); !r) co_return std::move(r).err();
+  if (auto r = transitions_.set_state(*rec, "started", {}, who, "sandbox.start"); !r) co_return std::move(r).err();
   co_return view_of(*rec);
 }
 
 task<void> service::remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) {
-  auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+  auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   // Container first: if Docker is unreachable the row stays, so nothing runs unaccounted for. On
   // a full state disk it is removed only while the store's reserve can take the row's change and
   // its event: a delete is done whole or refused before anything goes.
   if (auto room = db_.admit(store::write_kind::relief); !room) co_return room;
   auto marked = reconciler_.begin_operation(rec->id);  // its die and destroy events are ours (container_events.cpp)
-  if (auto r = co_await destroy_container(*rec); !r) co_return r;
+  if (auto r = co_await transitions_.destroy_container(*rec); !r) co_return r;
   rec->address.clear();
-  if (auto r = set_state(*rec, "deleted", {}, who, "sandbox.delete"); !r) co_return r;
-  disconnect(rec->id);
+  if (auto r = transitions_.set_state(*rec, "deleted", {}, who, "sandbox.delete"); !r) co_return r;
+  transitions_.disconnect(rec->id);
   activity_.forget(rec->id);
   spdlog::info("sandbox {} deleted", rec->id);
   co_return ok_t{};
@@ -442,7 +337,7 @@ task<void> service::remove(const std::string& org_id, const std::string& id_or_n
 
 task<sandbox_view> service::update(const std::string& org_id, const std::string& id_or_name, const update_request& req,
                                      const audit::actor& who) {
-  auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+  auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   auto spec = spec_from_json(rec->spec_json);
   if (req.egress_allowlist) {
@@ -452,7 +347,7 @@ task<sandbox_view> service::update(const std::string& org_id, const std::string&
   if (req.labels) {
     create_request probe;  // the same label rules as at creation
     probe.labels = *req.labels;
-    if (auto r = validate(probe); !r) co_return std::move(r).err();
+    if (auto r = validate_create(cfg_, probe); !r) co_return std::move(r).err();
     spec.labels = *req.labels;
   }
   if (req.idle_timeout_s) {
@@ -470,7 +365,7 @@ task<sandbox_view> service::update(const std::string& org_id, const std::string&
   rec->spec_json = spec_to_json(spec);
   rec->updated_at = format_time(now);
   auto updated = journal_.record_change(
-      {rec->org_id}, who, [&] { return store::sandbox_store(db_).update_sandbox_spec(*rec); },
+      {rec->org_id}, who, [&] { return sandboxes_.update_sandbox_spec(*rec); },
       [&] { return audit::record{"sandbox.update", rec->id, "ok", {{"spec", spec_for_audit(rec->spec_json)}}}; });
   if (!updated) co_return std::move(updated).err();
   spdlog::info("sandbox {} updated", rec->id);
@@ -502,6 +397,10 @@ task<sandbox_metrics> service::metrics(const std::string& org_id, const std::str
   co_return m;
 }
 
+container_site service::site() const {
+  return {db_.instance_id(), net_.info().name, net_.info().gateway, hard_disk_};
+}
+
 sandbox_view service::view_of(const store::sandbox_record& rec) const {
   auto v = to_view(rec);
   v.spec.limits.disk_mb = disk_limit_mb(v.spec.limits, cfg_.disk);
@@ -509,19 +408,39 @@ sandbox_view service::view_of(const store::sandbox_record& rec) const {
   return v;
 }
 
-void service::disconnect(const std::string& sandbox_id) {
-  agent_.forget(sandbox_id);
-  net_.disconnect(sandbox_id);
+// A pooled sandbox's claim (docs/pool.md): its agent gets the caller's environment and working
+// directory, at create and again at each start (a restarted container runs a new agent).
+task<void> service::claim_agent(const store::sandbox_record& rec, const std::string& proxy_secret) {
+  auto spec = spec_from_json(rec.spec_json);
+  auto env = sandbox_environment(rec.id, spec, proxy_secret, net_.info().gateway, cfg_.egress.proxy_port);
+  co_return co_await agent_.claim(agent_address_of(rec), std::move(env), effective_workdir(spec));
 }
 
-asio::awaitable<error> service::explain_unreachable_agent(store::sandbox_record& rec, error e) {
-  auto info = co_await engine_.inspect_container(rec.container_id);
-  if (info && !info->running) {
-    std::string why = container_exit_reason(info->exit_code, info->oom_killed);
-    (void)set_state(rec, "stopped", why);
-    co_return make_error(errc::conflict, "sandbox " + rec.id + " is stopped: " + why);
+task<void> service::provision_pooled(store::sandbox_record& rec, std::string proxy_secret) {
+  auto claimed = co_await claim_agent(rec, proxy_secret);
+  if (claimed) {
+    // Deleted while the agent answered: the delete removed the container with the row.
+    if (!sandboxes_.get_sandbox(rec.org_id, rec.id))
+      co_return make_error(errc::conflict, "sandbox " + rec.id + " was deleted while it was being created");
+    co_return co_await finish_start(rec);
   }
-  co_return e;
+  // The member died waiting (or its agent misbehaves): made cold instead, under the same row.
+  spdlog::warn("sandbox {}: the pool's member did not take the claim ({}); creating it cold", rec.id,
+               claimed.err().message);
+  (void)co_await transitions_.destroy_container(rec);
+  rec.container_id.clear();
+  rec.address.clear();
+  auto spec = spec_from_json(rec.spec_json);
+  spec.pooled = false;
+  rec.spec_json = spec_to_json(spec);
+  {  // both or neither (a full disk may refuse the second)
+    auto tx = db_.begin();
+    if (!tx) co_return std::move(tx).err();
+    if (auto r = sandboxes_.update_sandbox_spec(rec); !r) co_return r;
+    if (auto r = sandboxes_.update_sandbox(rec); !r) co_return r;
+    if (auto r = tx->commit(); !r) co_return r;
+  }
+  co_return co_await provision(rec, std::move(proxy_secret));
 }
 
 task<void> service::ready() {

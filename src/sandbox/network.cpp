@@ -8,7 +8,7 @@
 
 #include "sandfort/docker/messages.hpp"
 #include "sandfort/sandbox/commands.hpp"  // find_started
-#include "sandfort/sandbox/service.hpp"   // labels, agent_address_of, to_view
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 
@@ -45,7 +45,7 @@ bool reachable_by_preview(std::string_view listener, const std::string& containe
 
 network_service::network_service(const config& cfg, store::database& db, docker::engine& engine,
                                  agent_connector& agent, activity_tracker& activity)
-    : cfg_(cfg), db_(db), engine_(engine), agent_(agent), activity_(activity) {}
+    : cfg_(cfg), db_(db), sandboxes_(db), engine_(engine), agent_(agent), activity_(activity) {}
 
 task<docker::network_info> network_service::prepare() {
   const auto& want = cfg_.network;
@@ -103,7 +103,7 @@ std::string network_service::preview_url_template(const std::string& sandbox_id)
 
 result<preview_link> network_service::preview(const std::string& org_id, const std::string& id_or_name, int port) {
   if (port < 1 || port > 65535) return make_error(errc::invalid_argument, "port must be between 1 and 65535");
-  auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+  auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
   if (!rec) return std::move(rec).err();
   preview_link link;
   link.url = replace_all(preview_url_template(rec->id), "{port}", std::to_string(port));

@@ -27,7 +27,7 @@ task<sandbox_view> service::freeze(const std::string& org_id, const std::string&
                                    const audit::actor& who) {
   const std::string from = paused ? "started" : "paused", to = paused ? "paused" : "started";
   const char* verb = paused ? "paused" : "resumed";
-  auto rec = store::sandbox_store(db_).get_sandbox(org_id, id_or_name);
+  auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (rec->state == to) co_return view_of(*rec);
   if (rec->state != from)
@@ -45,7 +45,7 @@ task<sandbox_view> service::freeze(const std::string& org_id, const std::string&
     if (!info || !already(*info, paused)) co_return std::move(done).err();
   }
   // A stop or delete may have run while Docker answered: the row says what became of it.
-  auto cur = store::sandbox_store(db_).get_sandbox(org_id, rec->id);
+  auto cur = sandboxes_.get_sandbox(org_id, rec->id);
   if (!cur) co_return std::move(cur).err();
   if (cur->state != from || cur->container_id != container)
     co_return make_error(errc::conflict, "sandbox " + cur->id + " became " + cur->state + " while it was being " + verb);
@@ -53,7 +53,7 @@ task<sandbox_view> service::freeze(const std::string& org_id, const std::string&
   // resume. Resumed: the time it spent frozen was not use, but it must not be stopped as idle
   // the moment it wakes.
   if (!paused) activity_.touch(cur->id);
-  if (auto r = set_state(*cur, to, {}, who, paused ? "sandbox.pause" : "sandbox.resume"); !r)
+  if (auto r = transitions_.set_state(*cur, to, {}, who, paused ? "sandbox.pause" : "sandbox.resume"); !r)
     co_return std::move(r).err();
   spdlog::info("sandbox {} {}", cur->id, verb);
   co_return view_of(*cur);

@@ -6,7 +6,7 @@
 
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/reconciler.hpp"
-#include "sandfort/sandbox/service.hpp"  // the labels
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 
@@ -125,22 +125,23 @@ task<void> reconcile_storage(store::database& db, docker::engine& engine, std::i
 
 reconciler::reconciler(boost::asio::any_io_executor executor, const config& cfg, store::database& db,
                        docker::engine& engine, const clock& clk, network_service& net, activity_tracker& activity,
-                       warm_pool& pool, hooks h)
+                       warm_pool& pool, transitions& lifecycle)
     : executor_(std::move(executor)),
       cfg_(cfg),
       db_(db),
+      sandboxes_(db),
       engine_(engine),
       clock_(clk),
       net_(net),
       activity_(activity),
       pool_(pool),
-      hooks_(std::move(h)) {}
+      transitions_(lifecycle) {}
 
 task<reconcile_report> reconciler::reconcile() {
   reconcile_report report;
   const std::int64_t started =
       std::chrono::duration_cast<std::chrono::seconds>(clock_.now().time_since_epoch()).count();
-  auto rows = store::sandbox_store(db_).list_live_sandboxes_all_orgs();
+  auto rows = sandboxes_.list_live_sandboxes_all_orgs();
   if (!rows) co_return std::move(rows).err();
   std::set<std::string> live;
   for (const auto& r : *rows) live.insert(r.id);
@@ -172,25 +173,25 @@ task<reconcile_report> reconciler::reconcile() {
       // The daemon died mid-create: nobody will finish it, so undo it.
       if (found != by_sandbox.end()) {
         rec.container_id = found->second.id;
-        (void)co_await hooks_.destroy_container(rec);
+        (void)co_await transitions_.destroy_container(rec);
       }
-      (void)hooks_.set_state(rec, "error", "sandfortd restarted while this sandbox was being created", {});
+      (void)transitions_.set_state(rec, "error", "sandfortd restarted while this sandbox was being created");
       ++report.rows_marked_error;
     } else if (found == by_sandbox.end()) {
       if (rec.state == "error") continue;
-      (void)hooks_.set_state(rec, "error", "the sandbox's container vanished", {});
+      (void)transitions_.set_state(rec, "error", "the sandbox's container vanished");
       ++report.rows_marked_error;
     } else if (!found->second.running && (rec.state == "started" || rec.state == "paused")) {
-      (void)hooks_.set_state(rec, "stopped", "the container was not running when sandfortd started", {});
+      (void)transitions_.set_state(rec, "stopped", "the container was not running when sandfortd started");
       ++report.rows_marked_stopped;
     } else if ((rec.state == "started" || rec.state == "paused") && found->second.paused != (rec.state == "paused")) {
       // Paused or thawed with `docker pause`/`unpause` while sandfortd was down: a paused
       // sandbox stays paused across a restart, and the row says what the container is.
-      (void)hooks_.set_state(rec, found->second.paused ? "paused" : "started", {},
-                             found->second.paused ? "sandbox.pause" : "sandbox.resume");
+      (void)transitions_.set_state(rec, found->second.paused ? "paused" : "started", {}, audit::system_actor(),
+                                   found->second.paused ? "sandbox.pause" : "sandbox.resume");
     } else if ((rec.state == "started" || rec.state == "paused") && rec.address.empty()) {
       // Started by a build without the sandbox network, or the address was never recorded.
-      if (auto r = co_await net_.refresh_address(rec); r) (void)store::sandbox_store(db_).update_sandbox(rec);
+      if (auto r = co_await net_.refresh_address(rec); r) (void)sandboxes_.update_sandbox(rec);
     }
   }
 

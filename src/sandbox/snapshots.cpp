@@ -5,7 +5,7 @@
 #include "sandfort/sandbox/snapshots.hpp"
 
 #include "sandfort/docker/image_archive.hpp"
-#include "sandfort/sandbox/service.hpp"  // labels
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 
@@ -53,14 +53,16 @@ snapshot_view to_snapshot_view(const store::snapshot_record& s) {
 }  // namespace
 
 snapshot_service::snapshot_service(store::database& db, docker::engine& engine, const clock& clk,
-                                   const guardrails_config& limits, event_hold hold_events)
+                                   const guardrails_config& limits, operation_marks& marks)
     : db_(db),
       resources_(db),
+      sandboxes_(db),
+      guardrails_(db),
       engine_(engine),
       clock_(clk),
       limits_(limits),
       journal_(db, clk),
-      hold_events_(std::move(hold_events)) {}
+      marks_(marks) {}
 
 task<snapshot_view> snapshot_service::create(const std::string& org_id, const snapshot_create_request& req,
                                              const audit::actor& who) {
@@ -69,7 +71,7 @@ task<snapshot_view> snapshot_service::create(const std::string& org_id, const sn
                          "name must be 1-63 characters of letters, digits, '-', '_', '.', start with a letter or "
                          "digit, and not start with 'snap-'");
   if (req.sandbox_id.empty()) co_return make_error(errc::invalid_argument, "sandbox_id is required");
-  auto sbx = store::sandbox_store(db_).get_sandbox(org_id, req.sandbox_id);
+  auto sbx = sandboxes_.get_sandbox(org_id, req.sandbox_id);
   if (!sbx) co_return std::move(sbx).err();
   if ((sbx->state != "started" && sbx->state != "paused" && sbx->state != "stopped") || sbx->container_id.empty())
     co_return make_error(errc::conflict, "sandbox " + sbx->id + " is " + sbx->state +
@@ -82,7 +84,7 @@ task<snapshot_view> snapshot_service::create(const std::string& org_id, const sn
   // The quota (docs/guardrails.md), before Docker is asked: the organization's snapshots not
   // deleted and its creates still in flight. From here to the insert (or the failure), this
   // create counts as one of those in flight (see creating_).
-  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
+  auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) co_return std::move(own).err();
   auto rows = resources_.count_live_snapshots(org_id);
   if (!rows) co_return std::move(rows).err();
@@ -115,7 +117,7 @@ task<snapshot_view> snapshot_service::create(const std::string& org_id, const sn
   const std::string no_repo;
   std::string committed_id;
   {
-    auto held = hold_events_(sbx->id);
+    auto marked = marks_.begin_operation(sbx->id);  // its pause and unpause events are ours
     auto committed = co_await engine_.commit_container(sbx->container_id, no_repo, no_repo, commit_labels, no_env);
     if (!committed) co_return std::move(committed).err();
     committed_id = *committed;

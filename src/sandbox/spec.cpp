@@ -1,11 +1,10 @@
-// Validation of create requests and the container spec a sandbox gets. The spec is built
-// from an allowlist of fields: nothing a caller sends reaches Docker's HostConfig directly.
+// Validation of create requests and the container spec a sandbox gets (spec.hpp).
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/image_policy.hpp"
-#include "sandfort/sandbox/service.hpp"
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 namespace {
@@ -100,7 +99,7 @@ std::string new_container_name() { return "sandfort-" + random_hex(8); }
 
 agent_address agent_address_of(const store::sandbox_record& rec) { return {rec.id, rec.container_id}; }
 
-result<sandbox_spec> service::validate(const create_request& req) const {
+result<sandbox_spec> validate_create(const config& cfg, const create_request& req) {
   sandbox_spec spec;
   if (!req.name.empty() && !valid_name(req.name))
     return bad("name must be 1-63 characters of letters, digits, '-', '_', '.', start with a letter or digit, "
@@ -108,7 +107,7 @@ result<sandbox_spec> service::validate(const create_request& req) const {
   if (!req.snapshot.empty() && !valid_image_ref(req.snapshot))
     return bad("snapshot '" + req.snapshot + "' is not a valid image reference");
   // The registry must be allowed before Docker is asked anything (image_policy.hpp says why).
-  if (auto allowed = req.snapshot.empty() ? result<void>{} : image_policy::from_config(cfg_).check(req.snapshot);
+  if (auto allowed = req.snapshot.empty() ? result<void>{} : image_policy::from_config(cfg).check(req.snapshot);
       !allowed)
     return std::move(allowed).err();
   if (req.env.size() > 256) return bad("env has more than 256 variables");
@@ -121,10 +120,10 @@ result<sandbox_spec> service::validate(const create_request& req) const {
     if (!valid_label_key(k)) return bad("label key '" + k + "' must be 1-63 characters of [A-Za-z0-9_.-/]");
     if (v.size() > 255) return bad("label value of " + k + " is longer than 255 characters");
   }
-  const auto& max = cfg_.max_resources;
-  spec.limits.cpus = req.cpus.value_or(cfg_.default_resources.cpus);
-  spec.limits.memory_mb = req.memory_mb.value_or(cfg_.default_resources.memory_mb);
-  spec.limits.pids = req.pids.value_or(cfg_.default_resources.pids);
+  const auto& max = cfg.max_resources;
+  spec.limits.cpus = req.cpus.value_or(cfg.default_resources.cpus);
+  spec.limits.memory_mb = req.memory_mb.value_or(cfg.default_resources.memory_mb);
+  spec.limits.pids = req.pids.value_or(cfg.default_resources.pids);
   if (!(spec.limits.cpus > 0) || spec.limits.cpus > max.cpus)
     return bad("resources.cpus must be > 0 and <= " + json(max.cpus).dump() + " (the configured maximum)");
   if (spec.limits.memory_mb < 64 || spec.limits.memory_mb > max.memory_mb)
@@ -132,9 +131,9 @@ result<sandbox_spec> service::validate(const create_request& req) const {
                " (the configured maximum)");
   if (spec.limits.pids < 16 || spec.limits.pids > max.pids)
     return bad("resources.pids must be between 16 and " + std::to_string(max.pids) + " (the configured maximum)");
-  spec.limits.disk_mb = req.disk_mb.value_or(cfg_.disk.default_mb);
-  if (spec.limits.disk_mb < 16 || spec.limits.disk_mb > cfg_.disk.max_mb)
-    return bad("resources.disk_mb must be between 16 and " + std::to_string(cfg_.disk.max_mb) +
+  spec.limits.disk_mb = req.disk_mb.value_or(cfg.disk.default_mb);
+  if (spec.limits.disk_mb < 16 || spec.limits.disk_mb > cfg.disk.max_mb)
+    return bad("resources.disk_mb must be between 16 and " + std::to_string(cfg.disk.max_mb) +
                " (the configured maximum)");
   if (auto r = validate_allowlist(req.egress_allowlist); !r) return std::move(r).err();
   if (req.ttl_s && (*req.ttl_s <= 0 || *req.ttl_s > 30LL * 24 * 3600))
@@ -150,7 +149,7 @@ result<sandbox_spec> service::validate(const create_request& req) const {
   spec.labels = req.labels;
   spec.egress_allowlist = req.egress_allowlist;
   spec.ttl_s = req.ttl_s;
-  spec.idle_timeout_s = req.idle_timeout_s.value_or(cfg_.guardrails.default_idle_timeout_s);
+  spec.idle_timeout_s = req.idle_timeout_s.value_or(cfg.guardrails.default_idle_timeout_s);
   spec.user = req.user;
   spec.workdir = req.workdir;
   spec.public_preview = req.public_preview;
@@ -172,32 +171,34 @@ std::vector<std::string> proxy_environment(const std::string& sandbox_id, const 
           "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1"};
 }
 
-std::map<std::string, std::string> service::sandbox_environment(const store::sandbox_record& rec,
-                                                                const sandbox_spec& spec,
-                                                                const std::string& proxy_secret) const {
+std::map<std::string, std::string> sandbox_environment(const std::string& sandbox_id, const sandbox_spec& spec,
+                                                       const std::string& proxy_secret, const std::string& gateway,
+                                                       int proxy_port) {
   auto env = spec.env;
   // Last: a caller cannot point a sandbox at another proxy (it would have no route to it anyway).
-  for (const auto& kv : proxy_environment(rec.id, proxy_secret, net_.info().gateway, cfg_.egress.proxy_port)) {
+  for (const auto& kv : proxy_environment(sandbox_id, proxy_secret, gateway, proxy_port)) {
     auto eq = kv.find('=');
     env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return env;
 }
 
-docker::container_spec service::container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
-                                              const std::string& proxy_secret, const docker::image_details& image) const {
+docker::container_spec container_for(const config& cfg, const container_site& site, const store::sandbox_record& rec,
+                                     const sandbox_spec& spec, const std::string& proxy_secret,
+                                     const docker::image_details& image) {
   docker::container_spec c;
   c.name = new_container_name();
   c.image = image.id;  // never a name: the engine would resolve it again, its own way
   // The server-side maxima go to the agent too, which applies them itself (sandfortd enforces them as well).
   c.entrypoint = {"/.sandfort/agent", "--socket", "/run/sandfort/agent.sock",
-                  "--max-timeout-s", std::to_string(cfg_.exec_max_timeout_s),
-                  "--default-timeout-s", std::to_string(cfg_.exec_default_timeout_s),
-                  "--output-cap", std::to_string(cfg_.output_cap_bytes),
-                  "--log-cap", std::to_string(cfg_.guardrails.command_log_cap_bytes),
+                  "--max-timeout-s", std::to_string(cfg.exec_max_timeout_s),
+                  "--default-timeout-s", std::to_string(cfg.exec_default_timeout_s),
+                  "--output-cap", std::to_string(cfg.output_cap_bytes),
+                  "--log-cap", std::to_string(cfg.guardrails.command_log_cap_bytes),
                   "--workdir", effective_workdir(spec)};
-  for (const auto& [k, v] : sandbox_environment(rec, spec, proxy_secret)) c.env.push_back(k + "=" + v);
-  c.labels = {{label_sandbox, rec.id}, {label_org, rec.org_id}, {label_instance, db_.instance_id()}};
+  for (const auto& [k, v] : sandbox_environment(rec.id, spec, proxy_secret, site.gateway, cfg.egress.proxy_port))
+    c.env.push_back(k + "=" + v);
+  c.labels = {{label_sandbox, rec.id}, {label_org, rec.org_id}, {label_instance, site.instance_id}};
   for (const auto& [key, value] : image.labels) c.labels.emplace(key, "");
   // Docker's embedded DNS answers a container's hostname to its neighbours too: one name for
   // all, so none reveals a sandbox id (the sandbox knows its own from its proxy settings).
@@ -206,7 +207,7 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
   // An explicit workdir is also Docker's (made by the engine when missing, whatever the user);
   // the agent enters it, or /work, which it makes itself (--workdir).
   c.workdir = spec.workdir;
-  c.binds = {{cfg_.agent_path, "/.sandfort/agent", true}};
+  c.binds = {{cfg.agent_path, "/.sandfort/agent", true}};
   // The agent's socket lives in a tmpfs of this container's own: nothing the sandbox writes
   // there is on the host (no disk to fill, no set-uid file for a host user), and sandfortd
   // reaches it only through the container's root (agent_socket.hpp). 1777: the agent may run
@@ -217,15 +218,15 @@ docker::container_spec service::container_for(const store::sandbox_record& rec, 
   c.pids_limit = spec.limits.pids;
   // Hard enforcement where the engine's storage can (src/sandbox/disk_guard.cpp decides); the
   // measuring loop watches every sandbox either way (volumes have no size of their own).
-  if (hard_disk_) c.storage_size_mb = disk_limit_mb(spec.limits, cfg_.disk);
+  if (site.hard_disk) c.storage_size_mb = disk_limit_mb(spec.limits, cfg.disk);
   // What package managers need as root; NET_RAW, MKNOD, SYS_CHROOT, SETFCAP, AUDIT_WRITE and
   // the rest of Docker's defaults are dropped.
   c.cap_add = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"};
   c.init = true;
   // The internal sandbox network: its only way out is the egress proxy on the gateway.
-  c.network_mode = net_.info().name;
-  c.runtime = cfg_.runtime;
-  c.stop_timeout_s = cfg_.stop_timeout_s;
+  c.network_mode = site.network;
+  c.runtime = cfg.runtime;
+  c.stop_timeout_s = cfg.stop_timeout_s;
   return c;
 }
 

@@ -1,6 +1,6 @@
 #include "sandfort/sandbox/store_lookups.hpp"
 
-#include "sandfort/sandbox/service.hpp"
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 

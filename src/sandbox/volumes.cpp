@@ -10,7 +10,7 @@
 #include "sandfort/core/ids.hpp"
 #include "sandfort/sandbox/volumes.hpp"
 
-#include "sandfort/sandbox/service.hpp"  // label_instance
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 
@@ -45,7 +45,7 @@ result<void> open_volume_root(const std::string& mountpoint) {
 
 volume_service::volume_service(store::database& db, docker::engine& engine, const clock& clk,
                                const guardrails_config& limits)
-    : db_(db), resources_(db), engine_(engine), clock_(clk), limits_(limits), journal_(db, clk) {}
+    : db_(db), resources_(db), guardrails_(db), engine_(engine), clock_(clk), limits_(limits), journal_(db, clk) {}
 
 task<volume_view> volume_service::create(const std::string& org_id, const volume_create_request& req,
                                          const audit::actor& who) {
@@ -65,7 +65,7 @@ task<volume_view> volume_service::create(const std::string& org_id, const volume
   // The quota (docs/guardrails.md), before Docker is asked: the organization's volumes not
   // deleted and its creates still in flight. From here to the insert (or the failure), this
   // create counts as one of those in flight (see creating_).
-  auto own = store::guardrail_store(db_).get_org_guardrails(org_id);
+  auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) co_return std::move(own).err();
   auto rows = resources_.count_live_volumes(org_id);
   if (!rows) co_return std::move(rows).err();

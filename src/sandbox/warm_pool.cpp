@@ -8,6 +8,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include "sandfort/sandbox/admission.hpp"
+
 namespace sandfort::sandbox {
 
 namespace asio = boost::asio;
@@ -21,15 +23,18 @@ bool same(const resource_limits& a, const resource_limits& b) {
 
 }  // namespace
 
-warm_pool::warm_pool(asio::any_io_executor executor, std::vector<pool_config> pools, hooks h)
-    : executor_(std::move(executor)), hooks_(std::move(h)), wakeup_(std::make_shared<asio::steady_timer>(executor_)) {
-  for (auto& cfg : pools)
-    if (cfg.size > 0 && cfg.resources) pools_.push_back(std::make_shared<pool>(pool{std::move(cfg)}));
+warm_pool::warm_pool(asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
+                     agent_connector& agent, network_service& net, transitions& lifecycle, admission& room)
+    : executor_(std::move(executor)), cfg_(cfg), db_(db), engine_(engine), agent_(agent), net_(net),
+      transitions_(lifecycle), admission_(room), wakeup_(std::make_shared<asio::steady_timer>(executor_)) {
+  for (const auto& p : cfg.pools)
+    if (p.size > 0 && p.resources) pools_.push_back(std::make_shared<pool>(pool{p}));
 }
 
-void warm_pool::start() {
+void warm_pool::start(bool hard_disk) {
   if (started_ || pools_.empty()) return;
   started_ = true;
+  hard_disk_ = hard_disk;
   asio::co_spawn(executor_, fill_forever(), asio::detached);
 }
 
@@ -60,11 +65,11 @@ asio::awaitable<void> warm_pool::fill_forever() {
       continue;
     }
     result<pool_member> made = make_error(errc::internal, "not made");
-    if (auto room = hooks_.may_make ? hooks_.may_make(p->cfg) : result<void>(); !room) {
+    if (auto room = admission_.host_room_for_member(p->cfg); !room) {
       made = std::move(room).err();
     } else {
       p->filling = true;
-      made = co_await hooks_.make(p->cfg);
+      made = co_await make_member(p->cfg);
     }
     p->filling = false;
     if (!made) {
@@ -79,7 +84,7 @@ asio::awaitable<void> warm_pool::fill_forever() {
     p->failures = 0;
     p->last_error.clear();
     if (stopping_) {
-      co_await hooks_.destroy(std::move(*made));
+      co_await destroy(std::move(*made));
       break;
     }
     p->ready.push_back(std::move(*made));
@@ -92,7 +97,7 @@ asio::awaitable<void> warm_pool::drain() {
   for (auto& p : pools_) {
     auto members = std::move(p->ready);
     p->ready.clear();
-    for (auto& m : members) co_await hooks_.destroy(std::move(m));
+    for (auto& m : members) co_await destroy(std::move(m));
   }
 }
 
@@ -139,7 +144,7 @@ std::int64_t warm_pool::memory_mb() const {
   return mb;
 }
 
-std::vector<pool_member> warm_pool::evict(std::int64_t mb) {
+void warm_pool::evict(std::int64_t mb) {
   std::vector<pool_member> out;
   for (auto& p : pools_) {
     bool took = false;
@@ -152,10 +157,10 @@ std::vector<pool_member> warm_pool::evict(std::int64_t mb) {
     // Not made again at once: the room went to a sandbox, and a refill would only be refused.
     if (took) p->retry_at = std::max(p->retry_at, steady_clock::now() + std::chrono::seconds(2));
   }
-  if (out.empty()) return out;
+  if (out.empty()) return;
   spdlog::info("pool: {} waiting member(s) removed to make room on the host", out.size());
+  for (auto& m : out) asio::co_spawn(executor_, destroy(std::move(m)), asio::detached);
   wake();
-  return out;
 }
 
 std::vector<pool_status> warm_pool::status() const {

@@ -6,7 +6,6 @@
 // cannot be recorded does not run. The server-side maxima (timeout, output cap) hold whatever
 // the agent answers.
 
-#include <functional>
 #include <string>
 
 #include "sandfort/audit/journal.hpp"
@@ -14,6 +13,7 @@
 #include "sandfort/core/config.hpp"
 #include "sandfort/sandbox/activity.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
+#include "sandfort/sandbox/transitions.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/store/database.hpp"
 #include "sandfort/store/sandbox_store.hpp"
@@ -33,12 +33,10 @@ result<store::sandbox_record> find_started(store::database& db, activity_tracker
 
 class command_service {
  public:
-  // When the agent cannot be reached: the lifecycle's verdict (a container that stopped marks
-  // the row stopped, and the caller hears why), else the error as it is.
-  using unreachable_agent = std::function<boost::asio::awaitable<error>(store::sandbox_record&, error)>;
-
+  // When the agent cannot be reached, `lifecycle` gives the verdict (a container that stopped
+  // marks the row stopped, and the caller hears why), else the error as it is.
   command_service(const config& cfg, store::database& db, agent_connector& agent, activity_tracker& activity,
-                  const clock& clk, unreachable_agent explain);
+                  const clock& clk, transitions& lifecycle);
 
   task<exec_result> exec(const std::string& org_id, const std::string& id_or_name, exec_request req,
                          const audit::actor& who = audit::system_actor());
@@ -65,11 +63,12 @@ class command_service {
                                byte_sink& sink, const audit::actor& who, audit::record note);
 
   const config& cfg_;
-  store::database& db_;
+  store::database& db_;  // find_started
+  store::sandbox_store sandboxes_;
   agent_connector& agent_;
   activity_tracker& activity_;
   audit::journal journal_;
-  unreachable_agent explain_;
+  transitions& transitions_;
 };
 
 }  // namespace sandfort::sandbox

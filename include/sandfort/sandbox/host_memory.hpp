@@ -1,7 +1,7 @@
 #pragma once
 // The host's memory as sandbox admission sees it (docs/limits.md, "Host memory"): what the host
 // has (the seam: /proc/meminfo in sandfortd, a fake in tests) and what of it sandboxes may hold
-// together. Admission itself is the service's (src/sandbox/host_admission.cpp).
+// together. Admission itself is admission.hpp's (src/sandbox/host_admission.cpp).
 
 #include <cstdint>
 #include <optional>

@@ -49,7 +49,8 @@ class network_service {
 
  private:
   const config& cfg_;
-  store::database& db_;
+  store::database& db_;  // the instance id, find_started
+  store::sandbox_store sandboxes_;
   docker::engine& engine_;
   agent_connector& agent_;
   activity_tracker& activity_;

@@ -1,13 +1,12 @@
 #pragma once
 // Keeping the database and Docker in agreement: start-up reconciliation (src/sandbox/reconcile.cpp)
 // and Docker's event stream afterwards (src/sandbox/container_events.cpp). It changes rows only
-// through the lifecycle's own transitions (hooks, which the sandbox service provides: one path
-// for audit events and woken waiters), and stands aside while the lifecycle works on a sandbox's
-// container (operation marks).
+// through the lifecycle's own transitions (transitions.hpp: one path for audit events and woken
+// waiters), and stands aside while the lifecycle works on a sandbox's container (the operation
+// marks it keeps, operation_marks.hpp).
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -18,6 +17,8 @@
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/activity.hpp"
 #include "sandfort/sandbox/network.hpp"
+#include "sandfort/sandbox/operation_marks.hpp"
+#include "sandfort/sandbox/transitions.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/sandbox/warm_pool.hpp"
 #include "sandfort/store/database.hpp"
@@ -37,26 +38,11 @@ struct reconcile_report {
   int snapshot_rows_missing = 0;    // live snapshot rows whose image is gone (logged only)
 };
 
-class reconciler {
+class reconciler final : public operation_marks {
  public:
-  // The lifecycle transitions the reconciler may take.
-  struct hooks {
-    // The row's new state (and `action` for its audit event: empty for "sandbox.state"), recorded
-    // by the system, waiters woken.
-    std::function<result<void>(store::sandbox_record& rec, const std::string& state, const std::string& message,
-                               const std::string& action)>
-        set_state;
-    // Removes a sandbox's container (by id once known, else by its labels).
-    std::function<task<void>(const store::sandbox_record& rec)> destroy_container;
-    // The sandbox stopped, is gone or lost its address: its agent connection, tunnels and relays close.
-    std::function<void(const std::string& sandbox_id)> disconnect;
-  };
-
   reconciler(boost::asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
-             const clock& clk, network_service& net, activity_tracker& activity, warm_pool& pool, hooks h);
-  reconciler(const reconciler&) = delete;
-  reconciler& operator=(const reconciler&) = delete;
-  ~reconciler() { *alive_ = false; }
+             const clock& clk, network_service& net, activity_tracker& activity, warm_pool& pool,
+             transitions& lifecycle);
 
   // Run once before serving: brings Docker's state and the database into agreement.
   task<reconcile_report> reconcile();
@@ -74,27 +60,15 @@ class reconciler {
 
   // While the lifecycle works on a sandbox's container (stop, delete, pause, a snapshot's commit),
   // the events it causes are its own: the follower leaves that row alone and looks again once the
-  // last mark is gone. Neither copied nor moved (a copy would end the operation twice).
-  class operation_mark {
-   public:
-    operation_mark(reconciler& owner, std::string sandbox_id);
-    operation_mark(const operation_mark&) = delete;
-    operation_mark& operator=(const operation_mark&) = delete;
-    ~operation_mark();
-
-   private:
-    reconciler& owner_;
-    std::string sandbox_id_;
-    // A suspended operation may be destroyed with the io_context after the reconciler is gone.
-    std::shared_ptr<const bool> owner_alive_;
-  };
-  operation_mark begin_operation(const std::string& sandbox_id) { return operation_mark(*this, sandbox_id); }
+  // last mark is gone.
+  using operation_mark = operation_marks::mark;
 
  private:
-  void end_operation(const std::string& sandbox_id);
+  // What arrived while the sandbox was marked is judged now.
+  void operations_ended(const std::string& sandbox_id) override;
   boost::asio::awaitable<void> on_container_event(const docker::engine_event& ev);
   // Inspects the row's container and brings the row in line; events are only the reason to look.
-  // By value: it also runs detached (from end_operation), past the life of its caller's strings.
+  // By value: it also runs detached (from operations_ended), past the life of its caller's strings.
   boost::asio::awaitable<void> recheck_sandbox(std::string sandbox_id);
   // Every started or stopped row: after a lost event or a stream that broke. Runs beside the
   // stream (which goes on meanwhile), one at a time; requests while one runs fold into one more.
@@ -105,17 +79,16 @@ class reconciler {
 
   boost::asio::any_io_executor executor_;
   const config& cfg_;
-  store::database& db_;
+  store::database& db_;  // the instance id, volumes and snapshots
+  store::sandbox_store sandboxes_;
   docker::engine& engine_;
   const clock& clock_;
   network_service& net_;
   activity_tracker& activity_;
   warm_pool& pool_;
-  hooks hooks_;
+  transitions& transitions_;
 
   bool reconciled_ = false;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-  std::map<std::string, int> in_operation_;
   std::set<std::string> deferred_;  // marked rows that events arrived for
   bool rechecking_all_ = false;
   bool recheck_all_again_ = false;

@@ -1,7 +1,8 @@
 #pragma once
 // The sandbox service: the lifecycle (create, get, list, stop, start, delete, pause, PATCH;
-// src/sandbox/lifecycle.cpp, pause.cpp), guardrails and the TTL reaper (admission.cpp). Parts
-// with headers of their own, reached through it: commands (commands.hpp), the network side
+// src/sandbox/lifecycle.cpp, pause.cpp) and disk measurement (disk_guard.cpp). Parts with headers
+// of their own, reached through it: spec building (spec.hpp), state changes (transitions.hpp),
+// guardrails and the TTL reaper (admission.hpp), commands (commands.hpp), the network side
 // (network.hpp), volumes (volumes.hpp), snapshots (snapshots.hpp), the warm pool (warm_pool.hpp)
 // and the reconciler (reconciler.hpp: start-up reconciliation and Docker's events). It knows the
 // store, the engine and the agent connector through their interfaces, and nothing of HTTP.
@@ -24,17 +25,22 @@
 #include "sandfort/core/error.hpp"
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/activity.hpp"
+#include "sandfort/sandbox/admission.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/commands.hpp"
 #include "sandfort/sandbox/host_memory.hpp"
+#include "sandfort/sandbox/image_resolution.hpp"
 #include "sandfort/sandbox/network.hpp"
 #include "sandfort/sandbox/reconciler.hpp"
 #include "sandfort/sandbox/snapshots.hpp"
+#include "sandfort/sandbox/spec.hpp"
+#include "sandfort/sandbox/transitions.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/sandbox/volumes.hpp"
 #include "sandfort/sandbox/warm_pool.hpp"
 #include "sandfort/store/database.hpp"
 #include "sandfort/store/guardrail_store.hpp"
+#include "sandfort/store/resource_store.hpp"
 #include "sandfort/store/sandbox_store.hpp"
 
 namespace sandfort::sandbox {
@@ -42,7 +48,7 @@ namespace sandfort::sandbox {
 struct disk_watch;  // src/sandbox/disk_guard.cpp
 std::shared_ptr<disk_watch> make_disk_watch();
 
-class service {
+class service : private sandbox_stopper {
  public:
   // host: where the host's memory is read (docs/limits.md, "Host memory"); none: /proc/meminfo.
   service(boost::asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
@@ -57,7 +63,8 @@ class service {
   task<list_page> list(const std::string& org_id, const list_request& req);
   task<sandbox_view> stop(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
   task<sandbox_view> start(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
-  task<void> remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
+  task<void> remove(const std::string& org_id, const std::string& id_or_name,
+                    const audit::actor& who = audit::system_actor()) override;
   // Freezes every process of a started sandbox (memory kept) and thaws it again (src/sandbox/pause.cpp).
   // Calls that need it running answer 409 meanwhile; stop and delete work on a paused sandbox.
   task<sandbox_view> pause(const std::string& org_id, const std::string& id_or_name, const audit::actor& who = audit::system_actor());
@@ -84,18 +91,20 @@ class service {
   // once before serving, and Docker's event stream afterwards.
   reconciler& reconciliation() { return reconciler_; }
 
-  // --- Guardrails (src/sandbox/admission.cpp, docs/guardrails.md) -----------------------------
-  // The organization's limits (its own or the configured defaults), its use and its kill switch.
-  result<org_guardrails_view> guardrails(const std::string& org_id);
+  // --- Guardrails (admission.hpp, docs/guardrails.md): the organization's limits, its use and its
+  // kill switch; the reaper the daemon runs periodically.
+  result<org_guardrails_view> guardrails(const std::string& org_id) { return admission_.guardrails(org_id); }
   result<org_guardrails_view> set_limits(const std::string& org_id, const limits_update& update,
-                                         const audit::actor& who);
-  // The kill switch: from now on no sandbox of the organization is created or started, and every
-  // running one is stopped, all at once. Lifted only by the superadmin when the superadmin set it.
-  task<stop_all_report> stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who);
-  result<void> lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who);
-  // Stops sandboxes past their TTL or idle timeout and deletes those whose grace period is over;
-  // the daemon runs it periodically. Returns how many sandboxes it stopped or deleted.
-  boost::asio::awaitable<int> reap();
+                                         const audit::actor& who) {
+    return admission_.set_limits(org_id, update, who);
+  }
+  task<stop_all_report> stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
+    return admission_.stop_all(org_id, by_superadmin, who);
+  }
+  result<void> lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
+    return admission_.lift_stop(org_id, by_superadmin, who);
+  }
+  boost::asio::awaitable<int> reap() { return admission_.reap(); }
   // --- Disk (src/sandbox/disk_guard.cpp, docs/limits.md "Disk") --------------------------------
   // Asks the engine whether its storage enforces a container's size (disk.enforcement auto), once
   // before the first create; hard enforcement then puts disk_mb into every new container.
@@ -109,9 +118,10 @@ class service {
   // Reconciled, Docker and the store reachable; the reason otherwise.
   task<void> ready();
 
-  // --- The warm pool (src/sandbox/pool_members.cpp, warm_pool.hpp, docs/pool.md) ----------------------
-  // Starts filling the configured pools (after reconcile: it removes members of an earlier run).
-  void start_pool() { pool_.start(); }
+  // --- The warm pool (warm_pool.hpp, docs/pool.md) ---------------------------------------------
+  // Starts filling the configured pools (after reconcile: it removes members of an earlier run;
+  // after detect_disk_enforcement: members are made as a create's containers are).
+  void start_pool() { pool_.start(hard_disk_); }
   // Shutdown: no more members, and the waiting ones removed.
   boost::asio::awaitable<void> drain_pool() { return pool_.drain(); }
   std::vector<pool_status> pools() const { return pool_.status(); }
@@ -124,77 +134,28 @@ class service {
   task<void> provision(store::sandbox_record rec, std::string proxy_secret);
   // A created row whose container now runs and answers: started, unless the kill switch went on.
   task<void> finish_start(store::sandbox_record& rec);
-  // The pool (src/sandbox/pool_members.cpp): making and removing members; claiming the agent of a pooled
-  // sandbox (at create, and again at each start: a restarted container runs a new agent).
-  task<pool_member> make_pool_member(const pool_config& pool);
-  boost::asio::awaitable<void> destroy_pool_member(pool_member member);
+  // Claiming the agent of a pooled sandbox (at create, and again at each start: a restarted
+  // container runs a new agent).
   task<void> claim_agent(const store::sandbox_record& rec, const std::string& proxy_secret);
   // create() with a member taken from the pool: the row is inserted; claims it, or falls back
   // to a cold provision when the member does not answer.
   task<void> provision_pooled(store::sandbox_record& rec, std::string proxy_secret);
-  task<void> start_and_wait(store::sandbox_record& rec);
   // /work for a sandbox of a user other than root, made by the engine before the first start.
   task<void> give_default_workdir(const std::string& container_id, const sandbox_spec& spec);
-  task<void> wait_for_agent(const store::sandbox_record& rec);
-  // Removes the sandbox's container: by id once known, else by its labels (mid-create).
-  task<void> destroy_container(const store::sandbox_record& rec);
-  // The row's new state and its audit event (`action`, default "sandbox.state") in one transaction.
-  // A stopped sandbox keeps `deadline` (a guardrail stopped it) or none; other states clear it.
-  result<void> set_state(store::sandbox_record& rec, const std::string& state, const std::string& message = {},
-                         const audit::actor& who = audit::system_actor(), const std::string& action = {},
-                         const std::optional<store::sandbox_deadline>& deadline = std::nullopt);
   // A sandbox's spec as the audit chain keeps it: environment variables by name only (their
   // values are where secrets go), floats as text.
   static nlohmann::json spec_for_audit(const std::string& spec_json);
   result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name) {
     return find_started(db_, activity_, org_id, id_or_name);
   }
-  // The agent cannot be reached: a container that stopped (exit, OOM) marks the row stopped and
-  // the answer says why; anything else is the error as it is.
-  boost::asio::awaitable<error> explain_unreachable_agent(store::sandbox_record& rec, error e);
-  // Whether the organization may have this sandbox running: its kill switch, its image policy
-  // (for a new one) and its quotas. `restarting`: the id of a stopped sandbox being started (it
-  // is counted already). A refusal is recorded in the organization's audit chain.
-  // `own_snapshot`: the image is one of the organization's snapshots, which the policy does not cover.
-  result<void> admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
-                     const std::string& restarting, const audit::actor& who, bool own_snapshot = false);
-  org_limits limits_of(const store::org_guardrails& own) const;
-  // --- Host memory (src/sandbox/host_admission.cpp, docs/limits.md "Host memory") -------------
-  // Whether the host can hold `memory_mb` more beside every organization's sandboxes that hold
-  // memory and the warm pool's members; checked after admit() with nothing awaited before the
-  // row (or the start mark) exists. `may_evict`: waiting pool members are removed to make room.
-  // A refusal is host_full, recorded in the organization's audit chain.
-  result<void> admit_to_host(const std::string& org_id, std::int64_t memory_mb, const std::string& restarting,
-                             const audit::actor& who, bool may_evict);
-  // Memory limits of every organization's sandboxes that run, are paused, are being made or
-  // are being started, in MiB.
-  result<std::int64_t> sandbox_memory_held_mb() const;
-  // The pool's gate: room for one more member of `pool`.
-  result<void> host_room_for_member(const pool_config& pool);
   // pause() and resume(): `from` → `to` through the engine's pause or unpause, recorded as `action`.
   task<sandbox_view> freeze(const std::string& org_id, const std::string& id_or_name, bool paused,
                             const audit::actor& who);
-  // Stops a started (or paused) sandbox's container and records it (`message`: why, when not its caller's
-  // wish; `deadline`: when a guardrail will delete it).
+  // Stops a started (or paused) sandbox's container and records it (admission.hpp).
   task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
-                  const std::optional<store::sandbox_deadline>& deadline);
-  // The sandbox's environment as its processes see it: the caller's variables, then the proxy's.
-  std::map<std::string, std::string> sandbox_environment(const store::sandbox_record& rec, const sandbox_spec& spec,
-                                                         const std::string& proxy_secret) const;
-  // The container of a sandbox, made from `image` by its id. Every label of the image that
-  // sandfortd does not set is set empty: Docker would merge the image's labels into the
-  // container's, and a container's labels are sandfortd's own.
-  docker::container_spec container_for(const store::sandbox_record& rec, const sandbox_spec& spec,
-                                       const std::string& proxy_secret, const docker::image_details& image) const;
-  // The one door for image references (src/sandbox/image_resolution.cpp). `image` is a reference
-  // the policy allowed, or (own_snapshot_id given) that snapshot's image_ref. Returns the image
-  // the name reaches as written; nullopt when a reference is not present (it may be pulled);
-  // not_found for any snapshot image reached by another name, or an own snapshot's missing image.
-  task<std::optional<docker::image_details>> resolve_image(const std::string& image,
-                                                           const std::string& own_snapshot_id);
-  // resolve_image for a sandbox's row (its snapshot name tells an own snapshot).
-  task<std::optional<docker::image_details>> resolve_image_of(const store::sandbox_record& rec);
-  result<sandbox_spec> validate(const create_request& req) const;
+                  const std::optional<store::sandbox_deadline>& deadline) override;
+  // Where this daemon makes containers now (spec.hpp): its instance, network and disk enforcement.
+  container_site site() const;
   sandbox_view view_of(const store::sandbox_record& rec) const;
   // A started sandbox's disk use: its writable layer and read-write volumes, walked off the I/O thread.
   struct disk_measurement {
@@ -205,85 +166,36 @@ class service {
   };
   task<disk_measurement> measure_disk(const store::sandbox_record& rec);
   std::optional<std::int64_t> last_disk_bytes(const std::string& sandbox_id) const;
-  // The sandbox stopped or is gone: its agent connection is stale, its tunnels and relays close.
-  void disconnect(const std::string& sandbox_id);
-
-  // Wakes get(wait_for=...) callers without polling: each waits on a timer that a state
-  // change cancels.
-  void notify(const std::string& sandbox_id);
-  boost::asio::awaitable<void> wait_change(const std::string& sandbox_id, std::chrono::steady_clock::time_point until);
-
   boost::asio::any_io_executor executor_;
   const config& cfg_;
-  store::database& db_;
+  store::database& db_;  // transactions, the instance id, find_started
+  store::sandbox_store sandboxes_;
+  store::guardrail_store guardrails_;
+  store::resource_store resources_;
   docker::engine& engine_;
   agent_connector& agent_;
   const clock& clock_;
   std::unique_ptr<host_memory> own_host_;  // when the caller gave none
   host_memory& host_;
   audit::journal journal_;
-  std::map<std::string, std::vector<std::shared_ptr<boost::asio::steady_timer>>> waiters_;
   std::function<egress_traffic(const std::string&)> egress_meter_;
   activity_tracker activity_;
   network_service net_;
-  // Stopped sandboxes being started: the quotas count them as running (a start checks the quota
-  // before its co_awaits, so two starts must see each other), and a second start of one is a 409.
-  // Shared with the start in flight, which may outlive the service at shutdown.
-  std::shared_ptr<std::set<std::string>> starting_ = std::make_shared<std::set<std::string>>();
+  transitions transitions_;
   bool hard_disk_ = false;
   std::shared_ptr<disk_watch> disk_ = make_disk_watch();
+  // Admission takes the pool before it is made (a reference only), the pool takes admission.
+  admission admission_;
   warm_pool pool_;
+  // Declared after the parts it uses, before those that use it.
+  reconciler reconciler_;
   volume_service volumes_;
   snapshot_service snapshots_;
   command_service commands_;
-
-  // Declared after the parts it uses.
-  reconciler reconciler_;
 };
-
-// A fresh container name that says nothing about the sandbox: Docker's embedded DNS answers
-// every container's name to its neighbours. Labels tie containers back to rows.
-std::string new_container_name();
-// How the agent connector finds a sandbox's agent.
-agent_address agent_address_of(const store::sandbox_record& rec);
-inline constexpr const char* label_sandbox = "io.sandfort.sandbox";
-inline constexpr const char* label_org = "io.sandfort.org";
-inline constexpr const char* label_instance = "io.sandfort.instance";
-inline constexpr const char* label_network = "io.sandfort.network";
-inline constexpr const char* label_pool = "io.sandfort.pool";
-
-// The working directory of a sandbox whose create named none (docs/images.md): the agent makes
-// it, as the sandbox's user, at every start and claim.
-inline constexpr const char* default_workdir = "/work";
-inline std::string effective_workdir(const sandbox_spec& spec) {
-  return spec.workdir.empty() ? default_workdir : spec.workdir;
-}
-
-// Host patterns of an egress allowlist: "host", "*.suffix" or "*".
-result<void> validate_allowlist(const std::vector<std::string>& allowlist);
-// The environment that sends a sandbox's HTTP clients through the egress proxy.
-std::vector<std::string> proxy_environment(const std::string& sandbox_id, const std::string& secret,
-                                           const std::string& gateway, int port);
-
-// A stored row as callers see it.
-sandbox_view to_view(const store::sandbox_record& rec);
-
-// Serialization of the stored spec (the store keeps it as opaque JSON text).
-std::string spec_to_json(const sandbox_spec& spec);
-sandbox_spec spec_from_json(const std::string& text);
-// Why a sandbox's container stopped by itself ("the container exited with code 137 (out of
-// memory)"): the same words whether Docker's events or a failed call noticed it first.
-std::string container_exit_reason(int exit_code, bool oom_killed);
 
 // Whether new containers get Docker's StorageOpt size: disk.enforcement `hard`, or `auto` where
 // the engine's storage supports it (docker::supports_storage_quota; `mounts`: /proc/self/mounts).
 bool hard_disk_enforcement_for(const std::string& mode, const docker::storage_info& storage, std::string_view mounts);
-// The disk_mb a sandbox may hold: its own, or disk.default_mb for rows made before disk_mb was.
-inline std::int64_t disk_limit_mb(const resources& r, const disk_config& d) {
-  return r.disk_mb > 0 ? r.disk_mb : d.default_mb;
-}
-
-// idle_timeout_s, when given: 0 (never) up to 30 days.
-result<void> check_idle_timeout(const std::optional<std::int64_t>& idle_timeout_s);
 
 }  // namespace sandfort::sandbox

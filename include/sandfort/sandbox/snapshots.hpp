@@ -5,7 +5,6 @@
 // snapshot's id. Memory and processes are not part of a snapshot (a commit copies files only).
 // Deleting one that a sandbox not deleted was created from is a conflict.
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,9 +14,12 @@
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/config.hpp"
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/sandbox/operation_marks.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/guardrail_store.hpp"
 #include "sandfort/store/resource_store.hpp"
+#include "sandfort/store/sandbox_store.hpp"
 
 namespace sandfort::sandbox {
 
@@ -26,13 +28,11 @@ inline constexpr const char* snapshot_repository = "sandfort-snap";
 
 class snapshot_service {
  public:
-  // While a sandbox's container is committed, the events the commit causes (pause, unpause) are
-  // the daemon's own: `hold_events(sandbox_id)` says so until the returned handle is released.
-  using event_hold = std::function<std::shared_ptr<void>(const std::string& sandbox_id)>;
-
-  // `limits`: the configured guardrails (max_snapshots), read at each create.
+  // `limits`: the configured guardrails (max_snapshots), read at each create. While a sandbox's
+  // container is committed, the events the commit causes (pause, unpause) are the daemon's own:
+  // the commit holds one of `marks` (the reconciler's) meanwhile.
   snapshot_service(store::database& db, docker::engine& engine, const clock& clk, const guardrails_config& limits,
-                   event_hold hold_events);
+                   operation_marks& marks);
 
   // Refused with 429 quota_exceeded, before Docker is asked, when the organization has
   // max_snapshots snapshots not deleted (creates in flight included).
@@ -49,11 +49,13 @@ class snapshot_service {
  private:
   store::database& db_;  // transactions, the instance id
   store::resource_store resources_;
+  store::sandbox_store sandboxes_;
+  store::guardrail_store guardrails_;
   docker::engine& engine_;
   const clock& clock_;
   const guardrails_config& limits_;
   audit::journal journal_;
-  event_hold hold_events_;
+  operation_marks& marks_;
   // Creates in flight per organization: checked against the quota and not yet rows. The commit
   // runs between the check and the insert, so parallel creates would each count only the rows
   // and all pass; counting these as well, on the one I/O thread, lets no burst overshoot.

@@ -311,12 +311,25 @@ result<void> admit_count(audit::journal& journal, const std::string& org_id, con
 // yet, per organization. Such a create asks Docker between its check and its insert, so the
 // rows alone would let a burst of parallel creates all pass the check.
 using creates_in_flight = std::map<std::string, std::int64_t>;
+// One create admitted by its quota, counted among its organization's creates in flight until it
+// is destroyed: once its row is in, or it failed. Holds the map, not the part that made it: a
+// create suspended at shutdown may be destroyed after that part. Moved, only the new one counts.
+class admitted_create {
+ public:
+  admitted_create(std::shared_ptr<creates_in_flight> creating, std::string org_id);
+  admitted_create(admitted_create&&) noexcept = default;
+  admitted_create& operator=(admitted_create&&) = delete;
+  ~admitted_create();
+
+ private:
+  std::shared_ptr<creates_in_flight> creating_;  // none once moved from
+  std::string org_id_;
+};
 // admit_count() with the organization's creates in flight counted as in use (q.in_use: its rows).
-// Admitted, the create is one of them until the returned hold is released: once its row is in,
-// or it failed. Everything runs on the daemon's one I/O thread: check and count have no co_await
-// between them.
-result<std::shared_ptr<void>> admit_create(audit::journal& journal, const std::string& org_id, const audit::actor& who,
-                                           count_quota q, const std::shared_ptr<creates_in_flight>& creating);
+// Admitted, the create is one of them while the returned admitted_create lives. Everything runs
+// on the daemon's one I/O thread: check and count have no co_await between them.
+result<admitted_create> admit_create(audit::journal& journal, const std::string& org_id, const audit::actor& who,
+                                     count_quota q, const std::shared_ptr<creates_in_flight>& creating);
 
 struct stop_all_report {
   std::vector<std::string> stopped;             // ids

@@ -16,6 +16,7 @@
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/guardrail_store.hpp"
 #include "sandfort/store/resource_store.hpp"
 
 namespace sandfort::sandbox {
@@ -42,6 +43,7 @@ class volume_service {
  private:
   store::database& db_;  // transactions, the instance id
   store::resource_store resources_;
+  store::guardrail_store guardrails_;
   docker::engine& engine_;
   const clock& clock_;
   const guardrails_config& limits_;

@@ -3,12 +3,14 @@
 // already created, started and answering, so that a create asking for exactly that takes one in
 // milliseconds instead of waiting on Docker and the agent's start.
 //
-// The pool knows nothing of containers: the service makes and unmakes members (hooks), and
-// applies what is per request when it claims one (the row, the environment and proxy
-// credential, the working directory). Members belong to no organization — they have no row,
-// count against no organization's quota and are never listed — and each is handed out once: a
-// claimed member is the claimant's sandbox from then on and never returns to the pool. Their
-// memory is the host's all the same: host admission counts them (docs/limits.md, "Host memory").
+// The pool makes and removes its members itself (src/sandbox/pool_members.cpp: through the image
+// door, the spec builder and the sandbox's transitions, as a create does), when host memory
+// admission (admission.hpp) says there is room; the service applies what is per request when it
+// claims one (the row, the environment and proxy credential, the working directory). Members belong
+// to no organization — they have no row, count against no organization's quota and are never listed
+// — and each is handed out once: a claimed member is the claimant's sandbox from then on and never
+// returns to the pool. Their memory is the host's all the same: host admission counts them
+// (docs/limits.md, "Host memory").
 //
 // One member is made at a time across all pools, so refilling never takes more than one
 // Docker create/start and one agent start-up at once away from the traffic it serves.
@@ -18,7 +20,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,8 +27,15 @@
 
 #include "sandfort/core/config.hpp"
 #include "sandfort/core/error.hpp"
+#include "sandfort/docker/engine.hpp"
+#include "sandfort/sandbox/agent_connector.hpp"
+#include "sandfort/sandbox/network.hpp"
+#include "sandfort/sandbox/transitions.hpp"
+#include "sandfort/store/database.hpp"
 
 namespace sandfort::sandbox {
+
+class admission;
 
 // A started sandbox waiting in the pool. Its sandbox id is the claimant's sandbox's id: the
 // container's labels (which Docker cannot change) already name it, and it is random.
@@ -50,20 +58,18 @@ struct pool_status {
 
 class warm_pool {
  public:
-  struct hooks {
-    // Creates, starts and waits for one member's agent.
-    std::function<boost::asio::awaitable<result<pool_member>>(const pool_config&)> make;
-    // Removes a member's container (it was never claimed).
-    std::function<boost::asio::awaitable<void>(pool_member)> destroy;
-    // Whether the host has room for one more member of this pool now (docs/limits.md, "Host
-    // memory"); a refusal backs the pool off like a failed make. Absent: always.
-    std::function<result<void>(const pool_config&)> may_make;
-  };
-
-  warm_pool(boost::asio::any_io_executor executor, std::vector<pool_config> pools, hooks h);
+  // The pools are cfg.pools. `room`: whether the host has room for one more member now
+  // (docs/limits.md, "Host memory"); a refusal backs the pool off like a failed make.
+  warm_pool(boost::asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
+            agent_connector& agent, network_service& net, transitions& lifecycle, admission& room);
+  warm_pool(const warm_pool&) = delete;
+  warm_pool& operator=(const warm_pool&) = delete;
 
   // Starts making members (after start-up reconciliation: it removes any left by a previous run).
-  void start();
+  // `hard_disk`: the engine's storage enforces disk_mb (detected before; spec.hpp's container_site).
+  void start(bool hard_disk);
+  // Removes a member's container (it was never claimed, or its claim was refused).
+  boost::asio::awaitable<void> destroy(pool_member member);
   // Stops making members and removes the waiting ones (shutdown). Idempotent.
   boost::asio::awaitable<void> drain();
 
@@ -80,8 +86,8 @@ class warm_pool {
   // Of the waiting members only: what evict() can give back.
   std::int64_t waiting_memory_mb() const;
   // Takes waiting members out of the pools, the newest first, until their memory adds up to at
-  // least `mb` (or none is left); the caller removes them. Refilling backs off meanwhile.
-  std::vector<pool_member> evict(std::int64_t mb);
+  // least `mb` (or none is left), and removes them in the background. Refilling backs off meanwhile.
+  void evict(std::int64_t mb);
 
  private:
   struct pool {
@@ -95,12 +101,21 @@ class warm_pool {
     std::chrono::steady_clock::time_point retry_at{};
   };
   boost::asio::awaitable<void> fill_forever();
+  // Creates, starts and waits for one member's agent (src/sandbox/pool_members.cpp).
+  boost::asio::awaitable<result<pool_member>> make_member(const pool_config& which);
   pool* most_wanting();
   void wake();
 
   boost::asio::any_io_executor executor_;
   std::vector<std::shared_ptr<pool>> pools_;
-  hooks hooks_;
+  const config& cfg_;
+  store::database& db_;  // the instance id
+  docker::engine& engine_;
+  agent_connector& agent_;
+  network_service& net_;
+  transitions& transitions_;
+  admission& admission_;
+  bool hard_disk_ = false;
   std::shared_ptr<boost::asio::steady_timer> wakeup_;
   bool started_ = false;
   bool stopping_ = false;

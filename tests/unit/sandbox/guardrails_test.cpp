@@ -409,8 +409,7 @@ TEST_CASE("guardrails: parallel volume and snapshot creates cannot overshoot the
   auto box = f.create_started();
   slow_engine slow(f.engine);
   volume_service volumes(*f.db, slow, f.clk, f.cfg.guardrails);
-  snapshot_service snapshots(*f.db, slow, f.clk, f.cfg.guardrails,
-                             [](const std::string&) { return std::shared_ptr<void>(); });
+  snapshot_service snapshots(*f.db, slow, f.clk, f.cfg.guardrails, f.svc->reconciliation());
 
   // Each call keeps its request in its own frame: create() holds it by reference.
   auto made = in_parallel<volume_view>(f, 5, [&](int i) -> asio::awaitable<result<volume_view>> {

@@ -1,0 +1,115 @@
+#pragma once
+// Admission (src/sandbox/admission.cpp, host_admission.cpp; docs/guardrails.md, docs/limits.md):
+// whether an organization may have a sandbox running (its kill switch, image policy and quotas)
+// and whether the host can hold its memory; the organization's limits and their use; the kill
+// switch; the reaper that stops sandboxes past their TTL or idle timeout and deletes them after a
+// grace period. Every decision is in the organization's audit chain. It stops and deletes
+// sandboxes through the lifecycle (sandbox_stopper), and knows nothing else of it.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "sandfort/audit/journal.hpp"
+#include "sandfort/core/clock.hpp"
+#include "sandfort/core/config.hpp"
+#include "sandfort/core/error.hpp"
+#include "sandfort/sandbox/activity.hpp"
+#include "sandfort/sandbox/host_memory.hpp"
+#include "sandfort/sandbox/types.hpp"
+#include "sandfort/sandbox/warm_pool.hpp"
+#include "sandfort/store/database.hpp"
+#include "sandfort/store/guardrail_store.hpp"
+#include "sandfort/store/resource_store.hpp"
+#include "sandfort/store/sandbox_store.hpp"
+
+namespace sandfort::sandbox {
+
+// What admission asks of the lifecycle: the kill switch and the reaper stop sandboxes, the reaper
+// deletes them.
+class sandbox_stopper {
+ public:
+  virtual ~sandbox_stopper() = default;
+  // Stops a started (or paused) sandbox's container and records it (`message`: why, when not its
+  // caller's wish; `deadline`: when a guardrail will delete it).
+  virtual task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
+                          const std::optional<store::sandbox_deadline>& deadline) = 0;
+  virtual task<void> remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) = 0;
+};
+
+class admission {
+ public:
+  admission(boost::asio::any_io_executor executor, const config& cfg, store::database& db, const clock& clk,
+            activity_tracker& activity, host_memory& host, warm_pool& pool, sandbox_stopper& lifecycle);
+  admission(const admission&) = delete;
+  admission& operator=(const admission&) = delete;
+
+  // The organization's limits (its own or the configured defaults), its use and its kill switch.
+  result<org_guardrails_view> guardrails(const std::string& org_id);
+  result<org_guardrails_view> set_limits(const std::string& org_id, const limits_update& update, const audit::actor& who);
+  // The kill switch: from now on no sandbox of the organization is created or started, and every
+  // running one is stopped, all at once. Lifted only by the superadmin when the superadmin set it.
+  task<stop_all_report> stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who);
+  result<void> lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who);
+  // Stops sandboxes past their TTL or idle timeout and deletes those whose grace period is over;
+  // the daemon runs it periodically. Returns how many sandboxes it stopped or deleted.
+  boost::asio::awaitable<int> reap();
+
+  // Whether the organization may have this sandbox running: its kill switch, its image policy
+  // (for a new one) and its quotas. `restarting`: the id of a stopped sandbox being started (it
+  // is counted already). A refusal is recorded in the organization's audit chain.
+  // `own_snapshot`: the image is one of the organization's snapshots, which the policy does not cover.
+  result<void> admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
+                     const std::string& restarting, const audit::actor& who, bool own_snapshot = false);
+  // Whether the host can hold `memory_mb` more beside every organization's sandboxes that hold
+  // memory and the warm pool's members; checked after admit() with nothing awaited before the
+  // row (or the start mark) exists. `may_evict`: waiting pool members are removed to make room.
+  // A refusal is host_full, recorded in the organization's audit chain.
+  result<void> admit_to_host(const std::string& org_id, std::int64_t memory_mb, const std::string& restarting,
+                             const audit::actor& who, bool may_evict);
+  // The pool's gate: room for one more member of `pool`.
+  result<void> host_room_for_member(const pool_config& pool);
+
+  // A stopped sandbox being started: the quotas and the host count it as running from
+  // begin_start() (which follows admit() with no co_await between, so two starts see each other)
+  // until the mark is destroyed, started or not. Holds the set, not admission: a start
+  // suspended at shutdown may be destroyed after it.
+  class start_mark {
+   public:
+    start_mark(std::shared_ptr<std::set<std::string>> starting, std::string sandbox_id);
+    start_mark(const start_mark&) = delete;
+    start_mark& operator=(const start_mark&) = delete;
+    ~start_mark();
+
+   private:
+    std::shared_ptr<std::set<std::string>> starting_;
+    std::string sandbox_id_;
+  };
+  start_mark begin_start(const std::string& sandbox_id) { return start_mark(starting_, sandbox_id); }
+  // Whether a start of the sandbox is under way (a second one is a 409).
+  bool starting(const std::string& sandbox_id) const { return starting_->contains(sandbox_id); }
+
+ private:
+  org_limits limits_of(const store::org_guardrails& own) const;
+  // Memory limits of every organization's sandboxes that run, are paused, are being made or
+  // are being started, in MiB.
+  result<std::int64_t> sandbox_memory_held_mb();
+
+  boost::asio::any_io_executor executor_;
+  const config& cfg_;
+  store::sandbox_store sandboxes_;
+  store::guardrail_store guardrails_;
+  store::resource_store resources_;
+  const clock& clock_;
+  audit::journal journal_;
+  activity_tracker& activity_;
+  host_memory& host_;
+  warm_pool& pool_;
+  sandbox_stopper& lifecycle_;
+  std::shared_ptr<std::set<std::string>> starting_ = std::make_shared<std::set<std::string>>();
+};
+
+}  // namespace sandfort::sandbox

@@ -1,0 +1,87 @@
+#pragma once
+// What a sandbox is made of, apart from the service that runs it (src/sandbox/spec.cpp): a
+// create request checked into a spec, the spec as the store keeps it (JSON), and the container
+// (the Docker fields: limits, mounts, labels, environment) made from a spec. The container is
+// built from an allowlist of fields: nothing a caller sends reaches Docker's HostConfig directly.
+// Labels tie containers, volumes and images back to rows.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sandfort/core/config.hpp"
+#include "sandfort/core/error.hpp"
+#include "sandfort/docker/engine.hpp"
+#include "sandfort/sandbox/agent_connector.hpp"
+#include "sandfort/sandbox/types.hpp"
+#include "sandfort/store/sandbox_store.hpp"
+
+namespace sandfort::sandbox {
+
+inline constexpr const char* label_sandbox = "io.sandfort.sandbox";
+inline constexpr const char* label_org = "io.sandfort.org";
+inline constexpr const char* label_instance = "io.sandfort.instance";
+inline constexpr const char* label_network = "io.sandfort.network";
+inline constexpr const char* label_pool = "io.sandfort.pool";
+
+// A fresh container name that says nothing about the sandbox: Docker's embedded DNS answers
+// every container's name to its neighbours. Labels tie containers back to rows.
+std::string new_container_name();
+// How the agent connector finds a sandbox's agent.
+agent_address agent_address_of(const store::sandbox_record& rec);
+
+// The working directory of a sandbox whose create named none (docs/images.md): the agent makes
+// it, as the sandbox's user, at every start and claim.
+inline constexpr const char* default_workdir = "/work";
+inline std::string effective_workdir(const sandbox_spec& spec) {
+  return spec.workdir.empty() ? default_workdir : spec.workdir;
+}
+
+// A create request checked against the configured maxima and defaults, as the spec it asks for.
+result<sandbox_spec> validate_create(const config& cfg, const create_request& req);
+// Host patterns of an egress allowlist: "host", "*.suffix" or "*".
+result<void> validate_allowlist(const std::vector<std::string>& allowlist);
+// idle_timeout_s, when given: 0 (never) up to 30 days.
+result<void> check_idle_timeout(const std::optional<std::int64_t>& idle_timeout_s);
+
+// The environment that sends a sandbox's HTTP clients through the egress proxy.
+std::vector<std::string> proxy_environment(const std::string& sandbox_id, const std::string& secret,
+                                           const std::string& gateway, int port);
+// The sandbox's environment as its processes see it: the caller's variables, then the proxy's.
+std::map<std::string, std::string> sandbox_environment(const std::string& sandbox_id, const sandbox_spec& spec,
+                                                       const std::string& proxy_secret, const std::string& gateway,
+                                                       int proxy_port);
+
+// Where a container is made: what of it is the daemon's and not the sandbox's.
+struct container_site {
+  std::string instance_id;  // this daemon's (the label_instance of everything it makes)
+  std::string network;      // the sandbox network's name
+  std::string gateway;      // where the egress proxy listens on it
+  bool hard_disk = false;   // the engine's storage enforces disk_mb (src/sandbox/disk_guard.cpp)
+};
+// The container of a sandbox, made from `image` by its id. Every label of the image that
+// sandfortd does not set is set empty: Docker would merge the image's labels into the
+// container's, and a container's labels are sandfortd's own.
+docker::container_spec container_for(const config& cfg, const container_site& site, const store::sandbox_record& rec,
+                                     const sandbox_spec& spec, const std::string& proxy_secret,
+                                     const docker::image_details& image);
+
+// The disk_mb a sandbox may hold: its own, or disk.default_mb for rows made before disk_mb was.
+inline std::int64_t disk_limit_mb(const resources& r, const disk_config& d) {
+  return r.disk_mb > 0 ? r.disk_mb : d.default_mb;
+}
+
+// Serialization of the stored spec (the store keeps it as opaque JSON text).
+std::string spec_to_json(const sandbox_spec& spec);
+sandbox_spec spec_from_json(const std::string& text);
+// A stored row as callers see it.
+sandbox_view to_view(const store::sandbox_record& rec);
+
+// Why a sandbox's container stopped by itself ("the container exited with code 137 (out of
+// memory)"): the same words whether Docker's events or a failed call noticed it first
+// (src/sandbox/container_events.cpp).
+std::string container_exit_reason(int exit_code, bool oom_killed);
+
+}  // namespace sandfort::sandbox
