@@ -207,10 +207,12 @@ class identity_adapter final : public api::identity_backend {
   const backend_parts& p_;
 };
 
-// The chain as one connection reads it: the I/O thread's, or the background reader's own.
-class chain_rows final : public api::audit_reader {
+// The chain as one connection reads it: the I/O thread's (audit_adapter), or the background
+// reader's own (chain_rows).
+template <typename Reader>
+class chain_rows_of : public Reader {
  public:
-  explicit chain_rows(store::database& db) : rows_(db) {}
+  explicit chain_rows_of(store::database& db) : rows_(db) {}
   result<std::vector<audit::event_record>> events(const std::string& org_id, const store::audit_filter& f) override {
     return rows_.list_audit_events(org_id, f);
   }
@@ -226,21 +228,11 @@ class chain_rows final : public api::audit_reader {
  private:
   store::audit_store rows_;
 };
+using chain_rows = chain_rows_of<api::audit_reader>;
 
-class audit_adapter final : public api::audit_backend {
+class audit_adapter final : public chain_rows_of<api::audit_backend> {
  public:
-  explicit audit_adapter(const backend_parts& p) : p_(p), rows_(p.db) {}
-  result<std::vector<audit::event_record>> events(const std::string& org_id, const store::audit_filter& f) override {
-    return rows_.events(org_id, f);
-  }
-  result<void> scan_events(const std::string& org_id, std::int64_t from_seq,
-                           const std::function<bool(const audit::event_record&)>& each) override {
-    return rows_.scan_events(org_id, from_seq, each);
-  }
-  result<std::vector<audit::checkpoint_record>> checkpoints(const std::string& org_id, std::int64_t after,
-                                                            std::size_t limit) override {
-    return rows_.checkpoints(org_id, after, limit);
-  }
+  explicit audit_adapter(const backend_parts& p) : chain_rows_of(p.db), p_(p) {}
   asio::awaitable<result<nlohmann::json>> read_apart(
       std::function<result<nlohmann::json>(api::audit_reader&)> read) override {
     // Named: GCC 12 mishandles temporaries inside co_await expressions.
@@ -269,7 +261,6 @@ class audit_adapter final : public api::audit_backend {
 
  private:
   const backend_parts& p_;
-  chain_rows rows_;
 };
 
 class guardrail_adapter final : public api::guardrail_backend {
