@@ -1,6 +1,6 @@
 #pragma once
 // The REST API: one route registry (method, pattern, permission, kind, handler), its tables kept
-// per resource; each handler parses, calls a service, serializes. Authentication and the role
+// per resource; each handler parses, calls a backend (backends.hpp), serializes. Authentication and the role
 // check happen once, at dispatch, from the permission each route declares.
 
 #include "sandfort/api/backends.hpp"
