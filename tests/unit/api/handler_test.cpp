@@ -158,7 +158,7 @@ TEST_CASE("sandboxes: create, get, list and delete call the backend for the call
   api_server s;
   SECTION("create") {
     auto res = s.call("POST", "/v1/sandboxes", "member",
-                      R"({"name":"web","snapshot":"python:3.12","env":{"K":"V"},"cpus":2,"labels":{"team":"a"}})");
+                      R"({"name":"web","snapshot":"python:3.12","env":{"K":"V"},"resources":{"cpus":2},"labels":{"team":"a"}})");
     REQUIRE(res.status == 201);
     auto body = json::parse(res.body);
     CHECK(keys_of(body) == sandbox_fields);
@@ -177,7 +177,7 @@ TEST_CASE("sandboxes: create, get, list and delete call the backend for the call
     CHECK(req.cpus == 2);
   }
   SECTION("a body that does not parse reaches no backend") {
-    auto res = s.call("POST", "/v1/sandboxes", "member", R"({"cpus":"two"})");
+    auto res = s.call("POST", "/v1/sandboxes", "member", R"({"resources":{"cpus":"two"}})");
     CHECK(res.status == 400);
     CHECK(json::parse(res.body)["error"]["code"] == "invalid_argument");
     CHECK(s.calls().empty());
