@@ -58,7 +58,7 @@ std::optional<error> over_rate_limit(dependencies& deps, const auth::principal& 
   auto decided = deps.limiter.admit(name, limit, "org:" + p.org_id, org_limit);
   if (decided.allowed) return std::nullopt;
   const rate_limit& empty = decided.by_org ? org_limit : limit;
-  deps.rate_refusals.note({p.org_id, name, remote, empty, decided.by_org});
+  deps.gate.note_rate_refusal({p.org_id, name, remote, empty, decided.by_org});
   const std::string whose = decided.by_org ? "organization (all its keys and users together)"
                             : p.via == auth::method::oidc ? "identity"
                                                           : "API key";
@@ -91,9 +91,9 @@ result<void> permits(const api_route& r, const auth::principal& who) {
 asio::awaitable<result<auth::principal>> guard(dependencies& deps, const api_route& r, std::string bearer,
                                                std::string request_id, std::string remote) {
   if (!r.needs) co_return auth::principal{};
-  auto who = co_await deps.authn.authenticate(std::move(bearer), std::move(request_id));
+  auto who = co_await deps.gate.authenticate(std::move(bearer), std::move(request_id));
   if (!who) {
-    if (who.err().code == errc::unauthenticated) deps.auth_failures.note(remote, who.err().message);
+    if (who.err().code == errc::unauthenticated) deps.gate.note_auth_failure(remote, who.err().message);
     co_return who;
   }
   if (auto refused = over_rate_limit(deps, *who, remote)) co_return std::move(*refused);
@@ -107,7 +107,7 @@ result<void> admit_on_state_disk(dependencies& deps, http::verb method, std::str
   if (!acts) return {};
   const bool relieves = method == http::verb::delete_ || route.ends_with("/stop") || route.ends_with("/stop-all") ||
                         route.ends_with("/disable");
-  return deps.db.admit(relieves ? store::write_kind::relief : store::write_kind::change);
+  return deps.gate.admit_write(relieves);
 }
 
 audit::actor actor_of(const auth::principal& p, const std::string& request_id, const std::string& remote) {

@@ -4,7 +4,7 @@
 
 #include "json_body.hpp"
 #include "routes.hpp"
-#include "sandfort/audit/checkpointer.hpp"
+#include "sandfort/audit/checkpoint_file.hpp"
 #include "sandfort/audit/verifier.hpp"
 
 namespace sandfort::api {
@@ -122,18 +122,17 @@ result<void> check_format(const http::context& ctx) {
   return make_error(errc::invalid_argument, "format must be json or jsonl");
 }
 
-// JSON Lines, page by page. X-Next-Cursor is set when more events match than were sent.
-// Runs on the background reader (a long read).
-result<http::response> export_jsonl(store::database& db, const std::string& org, store::audit_filter f,
-                                    std::int64_t limit) {
-  // A page with a time bound reads its whole window (database.hpp): fewer, larger pages then.
+// JSON Lines, page by page: {"body", "next_cursor"}, the cursor set when more events match than
+// were sent. Runs apart from the I/O thread (a long read).
+result<json> export_jsonl(audit_reader& chain, const std::string& org, store::audit_filter f, std::int64_t limit) {
+  // A page with a time bound reads its whole window (audit_store.hpp): fewer, larger pages then.
   const std::size_t page = f.since_ts.empty() && f.until_ts.empty() ? 1000 : 10000;
   std::string body;
   auto remaining = static_cast<std::size_t>(limit);
   bool more = false;
   while (remaining > 0) {
     f.limit = std::min(page, remaining) + 1;  // one beyond: is there more?
-    auto events = store::audit_store(db).list_audit_events(org, f);
+    auto events = chain.events(org, f);
     if (!events) return std::move(events).err();
     more = events->size() == f.limit;
     if (more) events->pop_back();
@@ -145,10 +144,16 @@ result<http::response> export_jsonl(store::database& db, const std::string& org,
     remaining -= events->size();
     if (!more || body.size() >= export_max_bytes) break;
   }
+  json out = {{"next_cursor", more ? json(std::to_string(f.after_seq)) : json(nullptr)}};
+  out["body"] = std::move(body);
+  return out;
+}
+
+http::response jsonl_response(json& exported) {
   http::response res{http::bhttp::status::ok, 11};
   res.set(http::bhttp::field::content_type, "application/x-ndjson");
-  if (more) res.set("X-Next-Cursor", std::to_string(f.after_seq));
-  res.body() = std::move(body);
+  if (exported["next_cursor"].is_string()) res.set("X-Next-Cursor", exported["next_cursor"].get<std::string>());
+  res.body() = std::move(exported["body"].get_ref<std::string&>());
   res.prepare_payload();
   return res;
 }
@@ -165,14 +170,16 @@ awaitable<result<http::response>> list_events(dependencies& deps, const http::co
   if (!limit) co_return std::move(limit).err();
   if (jsonl) {
     // Named: GCC 12 mishandles temporaries inside co_await expressions.
-    auto read = [org = *org, f = std::move(*f), limit = *limit](store::database& db) {
-      return export_jsonl(db, org, f, limit);
+    auto read = [org = *org, f = std::move(*f), limit = *limit](audit_reader& chain) {
+      return export_jsonl(chain, org, f, limit);
     };
-    co_return co_await deps.reader.run(std::move(read));
+    auto exported = co_await deps.audit.read_apart(std::move(read));
+    if (!exported) co_return std::move(exported).err();
+    co_return jsonl_response(*exported);
   }
 
   f->limit = static_cast<std::size_t>(*limit) + 1;
-  auto events = store::audit_store(deps.db).list_audit_events(*org, *f);
+  auto events = deps.audit.events(*org, *f);
   if (!events) co_return std::move(events).err();
   const bool more = events->size() == f->limit;
   if (more) events->pop_back();
@@ -183,10 +190,10 @@ awaitable<result<http::response>> list_events(dependencies& deps, const http::co
 }
 
 // Every checkpoint of org, in pages (a year of 5-minute checkpoints is about 105,000).
-result<std::vector<audit::checkpoint_record>> all_checkpoints(store::database& db, const std::string& org) {
+result<std::vector<audit::checkpoint_record>> all_checkpoints(audit_reader& chain, const std::string& org) {
   std::vector<audit::checkpoint_record> out;
   for (std::int64_t after = std::numeric_limits<std::int64_t>::min();;) {
-    auto page = store::audit_store(db).list_audit_checkpoints(org, after, 10000);
+    auto page = chain.checkpoints(org, after, 10000);
     if (!page) return std::move(page).err();
     if (page->empty()) return out;
     after = page->back().seq;
@@ -194,15 +201,15 @@ result<std::vector<audit::checkpoint_record>> all_checkpoints(store::database& d
   }
 }
 
-// Runs on the background reader (a long read): the chain recomputed against the daemon's key.
-result<json> verify_chain(store::database& db, const std::string& public_key_pem, const std::string& org) {
+// Runs apart from the I/O thread (a long read): the chain recomputed against the daemon's key.
+result<json> verify_chain(audit_reader& chain, const std::string& public_key_pem, const std::string& org) {
   auto pk = audit::public_key::from_pem(public_key_pem);
   if (!pk) return std::move(pk).err();
-  auto checkpoints = all_checkpoints(db, org);
+  auto checkpoints = all_checkpoints(chain, org);
   if (!checkpoints) return std::move(checkpoints).err();
   audit::chain_verifier verifier(org, *checkpoints);
   // From the lowest seq there is, so that a row with an impossible seq is seen too.
-  auto scanned = store::audit_store(db).scan_audit_events(
+  auto scanned = chain.scan_events(
       org, std::numeric_limits<std::int64_t>::min(), [&](const audit::event_record& e) { return verifier.feed(e); });
   if (!scanned) return std::move(scanned).err();
   const auto r = verifier.finish(*checkpoints, *pk);
@@ -222,10 +229,10 @@ result<json> verify_chain(store::database& db, const std::string& public_key_pem
 awaitable<result<http::response>> verify(dependencies& deps, const http::context& ctx, const auth::principal& p) {
   auto org = chain_org(deps, ctx, p);
   if (!org) co_return std::move(org).err();
-  auto read = [org = *org, pem = deps.audit_key.public_key_pem()](store::database& db) {
-    return verify_chain(db, pem, org);
+  auto read = [org = *org, pem = deps.audit_key.public_key_pem()](audit_reader& chain) {
+    return verify_chain(chain, pem, org);
   };
-  auto report = co_await deps.reader.run(std::move(read));
+  auto report = co_await deps.audit.read_apart(std::move(read));
   if (!report) co_return std::move(report).err();
   co_return http::json_response(200, *report);
 }
@@ -240,8 +247,7 @@ awaitable<result<http::response>> list_checkpoints(dependencies& deps, const htt
   if (after && !*after) after = query_int(ctx, "after_seq");
   if (!after) co_return std::move(after).err();
   // Absent: from the very first, a checkpoint of the empty chain (seq 0) included.
-  auto page = store::audit_store(deps.db).list_audit_checkpoints(*org, after->value_or(-1),
-                                                                 static_cast<std::size_t>(*limit) + 1);
+  auto page = deps.audit.checkpoints(*org, after->value_or(-1), static_cast<std::size_t>(*limit) + 1);
   if (!page) co_return std::move(page).err();
   const bool more = page->size() > static_cast<std::size_t>(*limit);
   if (more) page->pop_back();
@@ -251,24 +257,14 @@ awaitable<result<http::response>> list_checkpoints(dependencies& deps, const htt
   co_return http::json_response(200, {{"items", std::move(items)}, {"next_cursor", std::move(next)}});
 }
 
-// 201 with a new checkpoint; 200 with the latest when the head has not moved since. The events
-// since the latest checkpoint are re-hashed on the background reader; signing and storing are quick.
+// 201 with a new checkpoint; 200 with the latest when the head has not moved since.
 awaitable<result<http::response>> checkpoint_now(dependencies& deps, const http::context& ctx,
                                                  const auth::principal& p) {
   auto org = chain_org(deps, ctx, p);
   if (!org) co_return std::move(org).err();
-  auto read = [org = *org, &key = deps.audit_key](store::database& db) { return audit::find_head_to_sign(db, org, key); };
-  auto head = co_await deps.reader.run(std::move(read));
-  if (!head) co_return std::move(head).err();
-  if (*head) {
-    auto made = audit::sign_head(deps.db, **head, deps.audit_key, format_time(deps.clk.now()), deps.cfg.audit.export_path);
-    if (!made) co_return std::move(made).err();
-    if (*made) co_return http::json_response(201, audit::checkpoint_json(**made));
-  }
-  auto latest = store::audit_store(deps.db).latest_audit_checkpoint(*org);
-  if (!latest) co_return std::move(latest).err();
-  if (!*latest) co_return make_error(errc::conflict, "the audit chain of " + *org + " has no events to sign yet");
-  co_return http::json_response(200, audit::checkpoint_json(**latest));
+  auto c = co_await deps.audit.checkpoint_now(*org);
+  if (!c) co_return std::move(c).err();
+  co_return http::json_response(c->made ? 201 : 200, audit::checkpoint_json(c->checkpoint));
 }
 
 // Runs one of the functions above and turns its error into the API's error response.

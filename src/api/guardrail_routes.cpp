@@ -84,7 +84,7 @@ std::vector<api_route> guardrail_routes() {
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto org = org_in_path(deps, ctx, p);
          if (!org) co_return http::error_response(org.err(), ctx.request_id);
-         auto v = deps.sandboxes.guardrails(*org);
+         auto v = deps.guardrails.guardrails(*org);
          if (!v) co_return http::error_response(v.err(), ctx.request_id);
          co_return http::json_response(200, limits_json(*v));
        }},
@@ -95,7 +95,7 @@ std::vector<api_route> guardrail_routes() {
          if (!org) co_return http::error_response(org.err(), ctx.request_id);
          auto u = parse_limits(ctx.req);
          if (!u) co_return http::error_response(u.err(), ctx.request_id);
-         auto v = deps.sandboxes.set_limits(*org, *u, actor_of(p, ctx.request_id, ctx.remote));
+         auto v = deps.guardrails.set_limits(*org, *u, actor_of(p, ctx.request_id, ctx.remote));
          if (!v) co_return http::error_response(v.err(), ctx.request_id);
          co_return http::json_response(200, limits_json(*v));
        }},
@@ -104,7 +104,7 @@ std::vector<api_route> guardrail_routes() {
          auto org = org_in_path(deps, ctx, p);
          if (!org) co_return http::error_response(org.err(), ctx.request_id);
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto report = co_await deps.sandboxes.stop_all(*org, p.superadmin, who);
+         auto report = co_await deps.guardrails.stop_all(*org, p.superadmin, who);
          if (!report) co_return http::error_response(report.err(), ctx.request_id);
          co_return http::json_response(200, {{"org_id", *org}, {"stopped", report->stopped}, {"failed", report->failed}});
        }},
@@ -112,7 +112,7 @@ std::vector<api_route> guardrail_routes() {
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto org = org_in_path(deps, ctx, p);
          if (!org) co_return http::error_response(org.err(), ctx.request_id);
-         if (auto r = deps.sandboxes.lift_stop(*org, p.superadmin, actor_of(p, ctx.request_id, ctx.remote)); !r)
+         if (auto r = deps.guardrails.lift_stop(*org, p.superadmin, actor_of(p, ctx.request_id, ctx.remote)); !r)
            co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);
        }},

@@ -27,7 +27,7 @@ std::vector<api_route> health_routes() {
        }},
       {http::verb::get, "/readyz", std::nullopt,
        [](dependencies& deps, http::context& ctx, const auth::principal&) -> boost::asio::awaitable<http::response> {
-         auto r = co_await deps.sandboxes.ready();
+         auto r = co_await deps.daemon.ready();
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(200, {{"status", "ready"}});
        }},

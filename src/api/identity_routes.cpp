@@ -34,17 +34,6 @@ std::vector<std::string> chains_of(const auth::principal& p, const std::string& 
   return {org_id, p.org_id};
 }
 
-// The organization's cap on keys that work (guardrails.max_api_keys): more keys would multiply
-// its per-key rate limits, and each is a credential to leak. Revoked and expired keys do not
-// count. Checked with no co_await before the insert, so parallel creates cannot overshoot it.
-result<void> admit_key(dependencies& deps, const std::string& org_id, const audit::actor& who) {
-  auto working = store::org_store(deps.db).count_working_api_keys(org_id, format_time(deps.clk.now()));
-  if (!working) return std::move(working).err();
-  return sandbox::admit_count(deps.journal, org_id, who,
-                              {"api_keys", deps.cfg.guardrails.max_api_keys, *working,
-                               "revoked and expired keys do not count; revoke some", {}});
-}
-
 // Shared by POST /v1/api-keys and the superadmin's POST /v1/orgs/{org}/api-keys.
 http::response create_key(dependencies& deps, http::context& ctx, const auth::principal& p, const std::string& org_id) {
   auto body = parse_object(ctx.req);
@@ -58,35 +47,12 @@ http::response create_key(dependencies& deps, http::context& ctx, const auth::pr
   if (!role) return http::error_response(role.err(), ctx.request_id);
   if (expires_in_s && *expires_in_s <= 0)
     return http::error_response(make_error(errc::invalid_argument, "expires_in_s must be positive"), ctx.request_id);
-  if (auto room = admit_key(deps, org_id, actor_of(p, ctx.request_id, ctx.remote)); !room)
-    return http::error_response(room.err(), ctx.request_id);
-  auto issued = deps.journal.record_change(
-      chains_of(p, org_id), actor_of(p, ctx.request_id, ctx.remote),
-      [&] { return auth::issue_key(deps.db, deps.clk, org_id, name, *role, expires_in_s.value_or(0)); },
-      [&](const auth::issued_key& k) {
-        // The key's id only: its secret never reaches the chain.
-        return audit::record{"api_key.create", k.record.id, "ok",
-                             {{"org_id", org_id}, {"name", k.record.name}, {"role", k.record.role},
-                              {"expires_at", k.record.expires_at ? json(*k.record.expires_at) : json(nullptr)}}};
-      });
+  auto issued = deps.identity.issue_key(chains_of(p, org_id), actor_of(p, ctx.request_id, ctx.remote), org_id, name,
+                                       *role, expires_in_s.value_or(0));
   if (!issued) return http::error_response(issued.err(), ctx.request_id);
   json j = key_json(issued->record);
   j["key"] = issued->secret;
   return http::json_response(201, j);
-}
-
-// A new organization: its chain starts with its creation, and the superadmin's chain says so too.
-result<store::org> create_org(dependencies& deps, const audit::actor& who, const std::string& actor_org,
-                              const std::string& name) {
-  auto tx = deps.db.begin();
-  if (!tx) return std::move(tx).err();
-  auto o = store::org_store(deps.db).create_org(name, false, format_time(deps.clk.now()));
-  if (!o) return o;
-  audit::record r{"org.create", o->id, "ok", {{"name", name}}};
-  for (const auto& chain : {o->id, actor_org})
-    if (auto appended = deps.journal.append(chain, who, r); !appended) return std::move(appended).err();
-  if (auto committed = tx->commit(); !committed) return std::move(committed).err();
-  return o;
 }
 
 }  // namespace
@@ -115,7 +81,7 @@ std::vector<api_route> identity_routes() {
          if (name.empty() || name.size() > 100)
            co_return http::error_response(make_error(errc::invalid_argument, "name must be 1-100 characters"),
                                           ctx.request_id);
-         auto o = create_org(deps, actor_of(p, ctx.request_id, ctx.remote), p.org_id, name);
+         auto o = deps.identity.create_org(name, p.org_id, actor_of(p, ctx.request_id, ctx.remote));
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
          co_return http::json_response(201, org_json(*o));
        }},
@@ -123,11 +89,11 @@ std::vector<api_route> identity_routes() {
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          json items = json::array();
          if (p.superadmin) {
-           auto all = store::org_store(deps.db).list_orgs();
+           auto all = deps.identity.list_orgs();
            if (!all) co_return http::error_response(all.err(), ctx.request_id);
            for (const auto& o : *all) items.push_back(org_json(o));
          } else {
-           auto own = store::org_store(deps.db).get_org(p.org_id);
+           auto own = deps.identity.find_org(p.org_id);
            if (!own) co_return http::error_response(own.err(), ctx.request_id);
            items.push_back(org_json(*own));
          }
@@ -135,8 +101,7 @@ std::vector<api_route> identity_routes() {
        }},
       {http::verb::post, "/v1/orgs/{org}/api-keys", permission::superadmin,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto o = store::org_store(deps.db).get_org(ctx.params["org"]);
-         if (!o) o = store::org_store(deps.db).find_org_by_name(ctx.params["org"]);
+         auto o = deps.identity.find_org(ctx.params["org"]);
          if (o && o->state != "active")
            o = make_error(errc::conflict, "organization " + o->name + " is " + o->state);
          if (!o) co_return http::error_response(o.err(), ctx.request_id);
@@ -169,7 +134,7 @@ std::vector<api_route> identity_routes() {
        }},
       {http::verb::get, "/v1/api-keys", permission::manage_org,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto keys = store::org_store(deps.db).list_api_keys(p.org_id);
+         auto keys = deps.identity.list_keys(p.org_id);
          if (!keys) co_return http::error_response(keys.err(), ctx.request_id);
          json items = json::array();
          for (const auto& k : *keys) items.push_back(key_json(k));
@@ -178,10 +143,7 @@ std::vector<api_route> identity_routes() {
       {http::verb::delete_, "/v1/api-keys/{id}", permission::manage_org,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          const std::string key_id = ctx.params["id"];
-         auto r = deps.journal.record_change(
-             {p.org_id}, actor_of(p, ctx.request_id, ctx.remote),
-             [&] { return store::org_store(deps.db).revoke_api_key(p.org_id, key_id, format_time(deps.clk.now())); },
-             [&] { return audit::record{"api_key.revoke", key_id}; });
+         auto r = deps.identity.revoke_key(p.org_id, key_id, actor_of(p, ctx.request_id, ctx.remote));
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);
        }},

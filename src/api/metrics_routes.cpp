@@ -19,9 +19,9 @@ namespace {
 // Every live state, so that one that empties reads 0 instead of vanishing.
 constexpr const char* live_states[] = {"creating", "pulling", "started", "paused", "stopped", "error"};
 
-void update_sandbox_states(store::database& db) {
+void update_sandbox_states(daemon_backend& daemon) {
   auto& by_state = metrics::sandboxes_by_state();
-  auto counts = store::sandbox_store(db).count_live_sandboxes_by_state();
+  auto counts = daemon.sandboxes_by_state();
   by_state.clear();
   if (!counts) {
     // Left out of this scrape rather than failing it: the rest is still worth having.
@@ -33,12 +33,12 @@ void update_sandbox_states(store::database& db) {
 }
 
 // Pools come from the configuration: a handful of series at most.
-void update_pools(const sandbox::service& sandboxes) {
+void update_pools(const daemon_backend& daemon) {
   auto& target = metrics::pool_target_size();
   auto& ready = metrics::pool_ready();
   target.clear();
   ready.clear();
-  for (const auto& p : sandboxes.pools()) {
+  for (const auto& p : daemon.pools()) {
     metrics::label_values pool = {p.image, metrics::format_value(p.resources.cpus),
                                   std::to_string(p.resources.memory_mb), std::to_string(p.resources.pids)};
     target.set(pool, p.size);
@@ -65,8 +65,8 @@ std::vector<api_route> metrics_routes() {
       {http::verb::get, "/metrics", auth::permission::superadmin,
        [](dependencies& deps, http::context& ctx, const auth::principal&) -> awaitable<http::response> {
          metrics::update_process_metrics(metrics::default_registry(), metrics::read_process_stats());
-         update_sandbox_states(deps.db);
-         update_pools(deps.sandboxes);
+         update_sandbox_states(deps.daemon);
+         update_pools(deps.daemon);
          http::response res{http::bhttp::status::ok, ctx.req.version()};
          res.set(http::bhttp::field::content_type, metrics::content_type);
          res.set(http::bhttp::field::cache_control, "no-store");

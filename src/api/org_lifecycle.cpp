@@ -10,8 +10,7 @@ using asio::awaitable;
 namespace {
 
 result<store::org> find_org(dependencies& deps, const std::string& id_or_name) {
-  auto o = store::org_store(deps.db).get_org(id_or_name);
-  if (!o && o.err().code == errc::not_found) o = store::org_store(deps.db).find_org_by_name(id_or_name);
+  auto o = deps.identity.find_org(id_or_name);
   if (o && o->state == "deleted") return make_error(errc::not_found, "organization " + id_or_name + " not found");
   if (o && o->superadmin) return make_error(errc::conflict, "the superadmin organization cannot be disabled or deleted");
   return o;
@@ -52,15 +51,12 @@ result<void> change_state(dependencies& deps, const auth::principal& by, const a
                           const std::string& state, const std::vector<std::string>& from, audit::record r) {
   std::vector<std::string> chains{o.id};
   if (by.org_id != o.id) chains.push_back(by.org_id);
-  return deps.journal.record_change(
-      chains, who,
-      [&] { return store::org_store(deps.db).set_org_state(o.id, state, from, format_time(deps.clk.now())); },
-      [&] { return r; });
+  return deps.identity.set_org_state(chains, who, o.id, state, from, r);
 }
 
 sandbox::task<void> stop_one(dependencies& deps, const audit::actor& who, const std::string& org_id,
                              const std::string& id) {
-  auto r = co_await deps.sandboxes.stop(org_id, id, who);
+  auto r = co_await deps.sandboxes.change_state(sandbox_backend::change::stop, org_id, id, who);
   if (!r && r.err().code != errc::conflict && r.err().code != errc::not_found) co_return std::move(r).err();
   co_return ok_t{};
 }
@@ -72,19 +68,22 @@ sandbox::task<void> remove_one(dependencies& deps, const audit::actor& who, cons
   co_return ok_t{};
 }
 
-// Deletes every volume of the organization; the first failure is returned after the rest were tried.
-awaitable<result<int>> remove_volumes(dependencies& deps, const audit::actor& who, const std::string& org_id) {
+// Deletes every volume (or snapshot) of the organization; the first failure is returned after
+// the rest were tried.
+template <typename View, typename Create, typename Page>
+awaitable<result<int>> remove_all(named_resource_backend<View, Create, Page>& resources, const char* kind,
+                                  const audit::actor& who, const std::string& org_id) {
   int done = 0;
   std::optional<error> first_failure;
-  sandbox::volume_list_request req;
+  sandbox::name_page_request req;
   req.limit = 100;
   while (true) {
-    auto page = deps.sandboxes.volumes().list(org_id, req);
+    auto page = resources.list(org_id, req);
     if (!page) co_return std::move(page).err();
     for (const auto& v : page->items) {
-      auto r = co_await deps.sandboxes.volumes().remove(org_id, v.id, who);
+      auto r = co_await resources.remove(org_id, v.id, who);
       if (!r && r.err().code != errc::not_found) {
-        spdlog::warn("orgs: volume {} of {}: {}", v.id, org_id, r.err().message);
+        spdlog::warn("orgs: {} {} of {}: {}", kind, v.id, org_id, r.err().message);
         if (!first_failure) first_failure = r.err();
       } else {
         ++done;
@@ -92,31 +91,6 @@ awaitable<result<int>> remove_volumes(dependencies& deps, const audit::actor& wh
     }
     if (page->next_cursor.empty()) break;
     req.cursor = page->next_cursor;  // names sort, so a page read afresh would start at the same place
-  }
-  if (first_failure) co_return *first_failure;
-  co_return done;
-}
-
-// Deletes every snapshot of the organization; the first failure is returned after the rest were tried.
-awaitable<result<int>> remove_snapshots(dependencies& deps, const audit::actor& who, const std::string& org_id) {
-  int done = 0;
-  std::optional<error> first_failure;
-  sandbox::snapshot_list_request req;
-  req.limit = 100;
-  while (true) {
-    auto page = deps.sandboxes.snapshots().list(org_id, req);
-    if (!page) co_return std::move(page).err();
-    for (const auto& s : page->items) {
-      auto r = co_await deps.sandboxes.snapshots().remove(org_id, s.id, who);
-      if (!r && r.err().code != errc::not_found) {
-        spdlog::warn("orgs: snapshot {} of {}: {}", s.id, org_id, r.err().message);
-        if (!first_failure) first_failure = r.err();
-      } else {
-        ++done;
-      }
-    }
-    if (page->next_cursor.empty()) break;
-    req.cursor = page->next_cursor;
   }
   if (first_failure) co_return *first_failure;
   co_return done;
@@ -142,7 +116,7 @@ awaitable<result<store::org>> disable_org(dependencies& deps, const auth::princi
     stopped += *n;
   }
   spdlog::info("orgs: {} ({}) disabled; {} sandbox(es) stopped", o->name, o->id, stopped);
-  co_return store::org_store(deps.db).get_org(o->id);
+  co_return deps.identity.find_org(o->id);
 }
 
 awaitable<result<store::org>> enable_org(dependencies& deps, const auth::principal& by, const audit::actor& who,
@@ -153,7 +127,7 @@ awaitable<result<store::org>> enable_org(dependencies& deps, const auth::princip
     if (auto r = change_state(deps, by, who, *o, "active", {"disabled"}, {"org.enable", o->id}); !r) co_return r.err();
     spdlog::info("orgs: {} ({}) enabled", o->name, o->id);
   }
-  co_return store::org_store(deps.db).get_org(o->id);
+  co_return deps.identity.find_org(o->id);
 }
 
 awaitable<result<void>> delete_org(dependencies& deps, const auth::principal& by, const audit::actor& who,
@@ -164,20 +138,16 @@ awaitable<result<void>> delete_org(dependencies& deps, const auth::principal& by
     if (auto r = change_state(deps, by, who, *o, "deleting", {"active", "disabled"}, {"org.delete", o->id, "started"}); !r)
       co_return r;
   // From here on nothing of it authenticates; what is left is cleaning up.
-  auto revoked = deps.journal.record_change(
-      {o->id}, who, [&] { return store::org_store(deps.db).revoke_org_keys(o->id, format_time(deps.clk.now())); },
-      [&](int n) {
-        return audit::record{"api_key.revoke_all", o->id, "ok", {{"revoked", n}}};
-      });
+  auto revoked = deps.identity.revoke_org_keys(o->id, who);
   if (!revoked) co_return std::move(revoked).err();
   auto removed = co_await for_each_sandbox(deps, who, o->id, "", true, &remove_one);
   if (!removed) co_return std::move(removed).err();
   // Volumes after sandboxes: none is mounted any more. A failure leaves the organization
   // `deleting`, and a second DELETE finishes.
-  auto volumes = co_await remove_volumes(deps, who, o->id);
+  auto volumes = co_await remove_all(deps.volumes, "volume", who, o->id);
   if (!volumes) co_return std::move(volumes).err();
   // Snapshots likewise: no sandbox runs from one any more.
-  auto snapshots = co_await remove_snapshots(deps, who, o->id);
+  auto snapshots = co_await remove_all(deps.snapshots, "snapshot", who, o->id);
   if (!snapshots) co_return std::move(snapshots).err();
   // The organization's last event closes its chain.
   if (auto r = change_state(deps, by, who, *o, "deleted", {"deleting"},

@@ -1,6 +1,6 @@
 #pragma once
-// Private to the api module: an organization's life cycle, across the store (its row, its keys)
-// and the sandbox service (its sandboxes). Disabling refuses its keys and tokens at once and
+// Private to the api module: an organization's life cycle, across the identity backend (its row,
+// its keys) and the sandbox backends (its sandboxes, volumes, snapshots). Disabling refuses its keys and tokens at once and
 // stops its sandboxes; deleting also revokes its keys and removes its sandboxes; the row stays
 // (state deleted) so that its name and, later, its audit chain keep meaning one organization.
 

@@ -11,7 +11,7 @@ std::vector<api_route> pool_routes() {
       {http::verb::get, "/v1/pool", auth::permission::superadmin,
        [](dependencies& deps, http::context&, const auth::principal&) -> awaitable<http::response> {
          json pools = json::array();
-         for (const auto& p : deps.sandboxes.pools())
+         for (const auto& p : deps.daemon.pools())
            pools.push_back({{"image", p.image},
                             {"resources",
                              {{"cpus", p.resources.cpus}, {"memory_mb", p.resources.memory_mb}, {"pids", p.resources.pids}}},

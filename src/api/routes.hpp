@@ -88,7 +88,7 @@ struct named_org {
 using org_lookup = std::function<result<named_org>(const std::string& id_or_name)>;
 result<std::string> resolve_target_org(const org_lookup& find, const auth::principal& p, const std::string& named,
                                        deleted_orgs deleted);
-// The same over the store.
+// The same over the identity backend.
 result<std::string> resolve_target_org(dependencies& deps, const auth::principal& p, const std::string& named,
                                        deleted_orgs deleted);
 

@@ -81,14 +81,12 @@ http::response reply(const result<T>& r, const http::context& ctx, unsigned stat
 }
 
 // POST /v1/sandboxes/{id}/stop|start|pause|resume: one state change, answered with the sandbox.
-using state_change = sandbox::task<sandbox::sandbox_view> (sandbox::service::*)(const std::string&, const std::string&,
-                                                                                const audit::actor&);
-api_route state_route(const char* path, state_change change) {
+api_route state_route(const char* path, sandbox_backend::change change) {
   return {http::verb::post, path, auth::permission::use_sandboxes,
           [change](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
             auto id = ctx.params["id"];
             const auto who = actor_of(p, ctx.request_id, ctx.remote);
-            auto r = co_await (deps.sandboxes.*change)(p.org_id, id, who);
+            auto r = co_await deps.sandboxes.change_state(change, p.org_id, id, who);
             co_return reply(r, ctx, 200, sandbox_json);
           }};
 }
@@ -151,7 +149,7 @@ std::vector<api_route> sandbox_routes() {
          const std::string& text = ctx.params["port"];
          auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
          if (ec != std::errc{} || end != text.data() + text.size()) port = 0;
-         auto r = svc.network().preview(p.org_id, id, port);
+         auto r = svc.preview(p.org_id, id, port);
          co_return reply(r, ctx, 200, [](const sandbox::preview_link& l) {
            return json{{"url", l.url},
                        {"token", l.token.empty() ? json(nullptr) : json(l.token)},
@@ -179,7 +177,7 @@ std::vector<api_route> sandbox_routes() {
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto& svc = deps.sandboxes;
          auto id = ctx.params["id"];
-         auto r = co_await svc.network().ports(p.org_id, id);
+         auto r = co_await svc.ports(p.org_id, id);
          co_return reply(r, ctx, 200, [](const std::vector<sandbox::listening_port>& ports) {
            json items = json::array();
            for (const auto& port : ports)
@@ -194,10 +192,10 @@ std::vector<api_route> sandbox_routes() {
            return json{{"items", items}};
          });
        }},
-      state_route("/v1/sandboxes/{id}/stop", &sandbox::service::stop),
-      state_route("/v1/sandboxes/{id}/start", &sandbox::service::start),
-      state_route("/v1/sandboxes/{id}/pause", &sandbox::service::pause),
-      state_route("/v1/sandboxes/{id}/resume", &sandbox::service::resume),
+      state_route("/v1/sandboxes/{id}/stop", sandbox_backend::change::stop),
+      state_route("/v1/sandboxes/{id}/start", sandbox_backend::change::start),
+      state_route("/v1/sandboxes/{id}/pause", sandbox_backend::change::pause),
+      state_route("/v1/sandboxes/{id}/resume", sandbox_backend::change::resume),
       {http::verb::delete_, "/v1/sandboxes/{id}", permission::use_sandboxes,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto& svc = deps.sandboxes;

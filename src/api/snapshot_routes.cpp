@@ -39,20 +39,20 @@ std::vector<api_route> snapshot_routes() {
   return {
       {http::verb::post, "/v1/snapshots", permission::use_sandboxes,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto& svc = deps.sandboxes;
+         auto& svc = deps.snapshots;
          auto req = parse_snapshot_create(ctx.req);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.snapshots().create(p.org_id, *req, who);
+         auto r = co_await svc.create(p.org_id, *req, who);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(201, snapshot_json(*r));
        }},
       {http::verb::get, "/v1/snapshots", permission::read,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto& svc = deps.sandboxes;
+         auto& svc = deps.snapshots;
          auto req = parse_name_page(ctx);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
-         auto r = svc.snapshots().list(p.org_id, *req);
+         auto r = svc.list(p.org_id, *req);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          json items = json::array();
          for (const auto& s : r->items) items.push_back(snapshot_json(s));
@@ -61,17 +61,17 @@ std::vector<api_route> snapshot_routes() {
        }},
       {http::verb::get, "/v1/snapshots/{name}", permission::read,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto& svc = deps.sandboxes;
-         auto r = svc.snapshots().get(p.org_id, ctx.params["name"]);
+         auto& svc = deps.snapshots;
+         auto r = svc.get(p.org_id, ctx.params["name"]);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(200, snapshot_json(*r));
        }},
       {http::verb::delete_, "/v1/snapshots/{name}", permission::use_sandboxes,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto& svc = deps.sandboxes;
+         auto& svc = deps.snapshots;
          auto name = ctx.params["name"];
          const auto who = actor_of(p, ctx.request_id, ctx.remote);
-         auto r = co_await svc.snapshots().remove(p.org_id, name, who);
+         auto r = co_await svc.remove(p.org_id, name, who);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::empty_response(204);
        }},

@@ -131,13 +131,13 @@ asio::awaitable<void> produce(exec_call& call, http::exchange& ex, sse_sink& sin
     if (!req)
       outcome = std::move(req).err();
     else
-      outcome = co_await call.deps.sandboxes.commands().code_run_stream(call.who.org_id, call.sandbox_id, *req, sink, who);
+      outcome = co_await call.deps.commands.code_run_stream(call.who.org_id, call.sandbox_id, *req, sink, who);
   } else {
     auto req = parse_exec(call.body);
     if (!req)
       outcome = std::move(req).err();
     else
-      outcome = co_await call.deps.sandboxes.commands().exec_stream(call.who.org_id, call.sandbox_id, std::move(*req), sink, who);
+      outcome = co_await call.deps.commands.exec_stream(call.who.org_id, call.sandbox_id, std::move(*req), sink, who);
   }
   finished = true;
   boost::beast::error_code ignored;
@@ -146,7 +146,7 @@ asio::awaitable<void> produce(exec_call& call, http::exchange& ex, sse_sink& sin
 
 asio::awaitable<result<sandbox::exec_result>> run_whole(exec_call& call, const http::exchange& ex) {
   const auto who = actor_of(call.who, ex.request_id, call.remote);
-  auto& commands = call.deps.sandboxes.commands();
+  auto& commands = call.deps.commands;
   if (call.code_run) {
     auto req = parse_code_run(call.body);
     if (!req) co_return std::move(req).err();
@@ -225,7 +225,7 @@ asio::awaitable<bool> forward_to_agent(dependencies& deps, http::exchange& ex, s
                            {{"method", std::string(http::bhttp::to_string(method))},
                             {"path", agent_path.substr(0, 1024)}}};
   const auto who = actor_of(p, ex.request_id, ex.remote);
-  auto agent = co_await deps.sandboxes.commands().connect_agent(p.org_id, id, who, acts ? &note : nullptr);
+  auto agent = co_await deps.commands.connect_agent(p.org_id, id, who, acts ? &note : nullptr);
   if (!agent) {
     answer.answered(agent.err());
     co_return co_await http::respond_error(ex, agent.err());

@@ -1,6 +1,5 @@
 // Which organization a request acts on when it names one (resolve_target_org, routes.hpp).
 #include "routes.hpp"
-#include "sandfort/store/org_store.hpp"
 
 namespace sandfort::api {
 
@@ -18,9 +17,7 @@ result<std::string> resolve_target_org(const org_lookup& find, const auth::princ
 result<std::string> resolve_target_org(dependencies& deps, const auth::principal& p, const std::string& named,
                                        deleted_orgs deleted) {
   const org_lookup find = [&deps](const std::string& id_or_name) -> result<named_org> {
-    store::org_store orgs(deps.db);
-    auto o = orgs.get_org(id_or_name);
-    if (!o) o = orgs.find_org_by_name(id_or_name);
+    auto o = deps.identity.find_org(id_or_name);
     if (!o) return std::move(o).err();
     return named_org{o->id, o->state == "deleted"};
   };

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api_backends.hpp"
 #include "audit_verify.hpp"
 #include "checkpoint_loop.hpp"
 #include "history_loop.hpp"
@@ -302,8 +303,9 @@ int serve(const config_flags& f) {
   // total of idle connections, not against one source (docs/security.md).
   auto connection_source = [&clients](const http::peer& from) { return clients.connection_source(from); };
   options.idle_source = connection_source;
-  const api::dependencies api_deps{cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, **reader,
-                                   limiter, rate_refusals, answer_workers};
+  daemon::api_backends backends(
+      {cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, rate_refusals, **reader});
+  const api::dependencies api_deps = backends.dependencies(limiter, answer_workers);
   http::server server(ioc, options, api::make_handler(api_deps));
   server.set_stream_selector(api::make_stream_selector(api_deps));
 

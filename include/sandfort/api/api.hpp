@@ -1,37 +1,33 @@
 #pragma once
 // The REST API: one route registry (method, pattern, permission, kind, handler), its tables kept
-// per resource; each handler parses, calls a service, serializes. Authentication and the role
+// per resource; each handler parses, calls a backend (backends.hpp), serializes. Authentication and the role
 // check happen once, at dispatch, from the permission each route declares.
 
-#include "sandfort/api/background_reader.hpp"
+#include "sandfort/api/backends.hpp"
 #include "sandfort/api/rate_limiter.hpp"
-#include "sandfort/audit/failure_summary.hpp"
-#include "sandfort/audit/journal.hpp"
-#include "sandfort/audit/rate_limit_summary.hpp"
 #include "sandfort/audit/signing.hpp"
-#include "sandfort/auth/oidc.hpp"
-#include "sandfort/core/clock.hpp"
 #include "sandfort/core/config.hpp"
 #include "sandfort/http/router.hpp"
 #include "sandfort/http/stream.hpp"
-#include "sandfort/sandbox/service.hpp"
-#include "sandfort/store/database.hpp"
+#include "sandfort/sandbox/answer_workers.hpp"
 
 namespace sandfort::api {
 
+// What the routes are given: the backends they call (backends.hpp), by role, and the API's own parts.
 struct dependencies {
   const config& cfg;
-  store::database& db;
-  sandbox::service& sandboxes;
-  const clock& clk;
-  auth::authenticator& authn;
-  audit::journal& journal;
+  request_gate& gate;  // authentication, the 401s and 429s counted, the state disk's admission
+  sandbox_backend& sandboxes;
+  command_backend& commands;
+  volume_backend& volumes;
+  snapshot_backend& snapshots;
+  identity_backend& identity;
+  audit_backend& audit;
+  guardrail_backend& guardrails;
+  daemon_backend& daemon;
   const audit::signing_key& audit_key;
-  audit::failure_summary& auth_failures;  // every 401, counted into the audit chain
-  background_reader& reader;              // long reads of the audit log, off the I/O thread
-  rate_limiter& limiter;                  // per-key token buckets, one token per authenticated request
-  audit::rate_limit_summary& rate_refusals;  // every 429 rate_limited, counted into the audit chain
-  sandbox::answer_workers& answer_workers;   // encodes large exec results off the I/O thread
+  rate_limiter& limiter;                    // per-key token buckets, one token per authenticated request
+  sandbox::answer_workers& answer_workers;  // encodes large exec results off the I/O thread
 };
 
 // The handler the HTTP server calls for every request.

@@ -1,16 +1,14 @@
 // The route registry and its one guard, table-driven over every route the API serves: a caller
 // below a route's declared permission is refused (403) and one at it passes. The guard runs for
-// real — API keys of each role in a real store, the real authenticator, rate limiter and state
-// disk check — over a sandbox service on the fake engine, so no Docker is needed.
+// real (its rate limiter too) over fakes of the backends it asks (fake_backends.hpp): the gate
+// that authenticates takes "Bearer <role>" for a key of that role.
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
 
-#include "../sandbox/fakes.hpp"
+#include "fake_backends.hpp"
 #include "routes.hpp"
-#include "sandfort/audit/failure_summary.hpp"
-#include "sandfort/auth/keys.hpp"
-#include "sandfort/sandbox/answer_workers.hpp"
+#include "support/run_coroutine.hpp"
 
 namespace {
 
@@ -31,36 +29,10 @@ int rank_of(auth::permission p) {
   return 99;
 }
 
-rate_limits_config no_rate_limits() {
-  rate_limits_config off;
-  off.viewer = off.member = off.admin = off.superadmin = off.org = rate_limit{0, 0};
-  return off;
-}
-
-// What make_handler and make_stream_selector are given in sandfortd, over the fakes.
 struct guard_fixture {
-  sandbox::test::fixture f;
-  auth::authenticator authn{*f.db, f.clk, nullptr};
-  audit::journal journal{*f.db, f.clk};
-  audit::signing_key key = audit::signing_key::load_or_create(f.dir.file("audit.key")).value();
-  audit::failure_summary auth_failures{*f.db, journal, f.clk};
-  std::unique_ptr<api::background_reader> reader = api::background_reader::open(f.dir.file("sandfort.db"), 1).value();
-  api::rate_limiter limiter{no_rate_limits(), f.clk};
-  audit::rate_limit_summary rate_refusals{*f.db, journal, f.clk};
-  sandbox::answer_workers workers{1};
-  api::dependencies deps{f.cfg, *f.db, *f.svc, f.clk, authn, journal, key, auth_failures, *reader,
-                         limiter, rate_refusals, workers};
-  std::map<std::string, std::string> bearer;  // caller → Authorization header
-
-  guard_fixture() {
-    for (auto [name, role] : {std::pair{"viewer", auth::role::viewer}, std::pair{"member", auth::role::member},
-                              std::pair{"admin", auth::role::admin}})
-      bearer[name] = "Bearer " + auth::issue_key(*f.db, f.clk, f.org_a.id, name, role, 0).value().secret;
-    bearer["superadmin"] = "Bearer " + auth::bootstrap(*f.db, f.clk).value().secret;
-  }
-
+  api::test::fake_backends b;
   result<auth::principal> guard(const api_route& r, const std::string& authorization) {
-    return f.run(api::guard(deps, r, authorization, "req-guard-test", "198.51.100.7"));
+    return testing::run_coroutine(api::guard(b.deps, r, authorization, "req-guard-test", "198.51.100.7"));
   }
 };
 
@@ -117,10 +89,10 @@ TEST_CASE("the guard: below a route's declared permission 403, at or above it th
     CHECK(http_status(nobody.err().code) == 401);
     for (const auto& [caller, rank] : caller_rank) {
       INFO("caller " << caller);
-      auto who = g.guard(r, g.bearer.at(caller));
+      auto who = g.guard(r, "Bearer " + caller);
       if (rank >= rank_of(*r.needs)) {
         REQUIRE(who);
-        if (caller != "superadmin") CHECK(who->org_id == g.f.org_a.id);
+        if (caller != "superadmin") CHECK(who->org_id == api::test::org_a);
         ++passed;
       } else {
         REQUIRE_FALSE(who);
@@ -133,6 +105,14 @@ TEST_CASE("the guard: below a route's declared permission 403, at or above it th
   }
   CHECK(refused >= 50);
   CHECK(passed >= 150);
+  // Every 401 was counted for the audit chain's auth.failures, by client address.
+  std::size_t failures = 0;
+  for (const auto& c : g.b.w.calls)
+    if (c.what == "gate.auth_failure") {
+      CHECK(c.target == "198.51.100.7");
+      ++failures;
+    }
+  CHECK(failures > 50);
 }
 
 TEST_CASE("describe_routes: what `sandfortd routes --json` prints", "[api][routes]") {

@@ -1,0 +1,384 @@
+// The API's handlers over fakes of its backends (fake_backends.hpp), through the real HTTP server,
+// the registry and its guard: parse → call → serialize. Every route, as a caller of organization
+// A naming organization B's resources, is refused and reaches the backends only with A; the main
+// resources' routes call the backend with what the request said and answer in the documented shape.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "../http/support.hpp"
+#include "fake_backends.hpp"
+#include "routes.hpp"
+
+namespace {
+
+using namespace sandfort;
+using api::test::org_a;
+using api::test::org_b;
+using nlohmann::json;
+
+struct api_server {
+  api::test::fake_backends b;
+  http::test::running_server server{http::server_options{}, api::make_handler(b.deps)};
+
+  api_server() {
+    server.on_server_thread([this] { server.srv().set_stream_selector(api::make_stream_selector(b.deps)); });
+  }
+
+  // One request as `who` ("viewer", "member", "admin", "superadmin"; "" sends no credentials).
+  testing::raw_response call(const std::string& method, const std::string& target, const std::string& who,
+                             const std::string& body = "") {
+    std::string req = method + " " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n";
+    if (!who.empty()) req += "Authorization: Bearer " + who + "\r\n";
+    if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH")
+      req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    req += "\r\n" + body;
+    testing::raw_client c;
+    REQUIRE(c.connect(server.port()) == 0);
+    REQUIRE(c.send_all(req));
+    auto res = c.read_response(std::chrono::seconds(10));
+    REQUIRE(res);
+    return *res;
+  }
+  // The calls the backends saw, read on the server's thread.
+  std::vector<api::test::call> calls() {
+    return server.on_server_thread([this] { return b.w.calls; });
+  }
+  void forget_calls() {
+    server.on_server_thread([this] { b.w.calls.clear(); });
+  }
+  template <typename F>
+  auto on_world(F f) {
+    return server.on_server_thread([this, f] { return f(b.w); });
+  }
+};
+
+std::set<std::string> keys_of(const json& j) {
+  std::set<std::string> out;
+  for (const auto& [k, unused] : j.items()) out.insert(k);
+  return out;
+}
+
+const std::set<std::string> sandbox_fields = {
+    "id",      "name",           "state",          "snapshot", "created_at", "updated_at",     "expires_at",
+    "ttl_s",   "idle_timeout_s", "resources",      "egress_allowlist",       "labels",         "env_keys",
+    "user",    "workdir",        "public_preview", "volumes",  "preview_url_template"};
+
+// A route's pattern with every name filled in: organization B's resources wherever one is named.
+std::string naming_org_b(const std::string& pattern) {
+  std::string out;
+  for (std::size_t i = 0; i < pattern.size();) {
+    if (pattern[i] != '{') {
+      out += pattern[i++];
+      continue;
+    }
+    auto end = pattern.find('}', i);
+    const std::string name = pattern.substr(i + 1, end - i - 1);
+    i = end + 1;
+    if (name == "id") out += pattern.starts_with("/v1/api-keys") ? "key-b" : "sbx-b";
+    else if (name == "org") out += org_b;
+    else if (name == "name") out += pattern.starts_with("/v1/volumes") ? "vol-b" : pattern.starts_with("/v1/snapshots") ? "snap-b" : "s1";
+    else if (name == "port") out += "8080";
+    else out += "x";  // {cmd}, {op}: within a sandbox already named
+  }
+  return out;
+}
+
+std::string body_for(const std::string& pattern) {
+  if (pattern.ends_with("/process/exec")) return R"({"command":"true"})";
+  if (pattern.ends_with("/process/code-run")) return R"({"language":"python","code":"1"})";
+  return "{}";
+}
+
+}  // namespace
+
+TEST_CASE("every route: a caller of one organization naming another's resource is refused, and only its own "
+          "organization reaches the backends",
+          "[api][handlers][orgs]") {
+  api_server s;
+  int named = 0, unnamed = 0;
+  for (const auto& r : api::route_registry()) {
+    if (!r.needs) continue;
+    const std::string method(http::bhttp::to_string(r.method));
+    std::string target = naming_org_b(r.pattern);
+    if (r.pattern.starts_with("/v1/audit") && r.pattern != "/v1/audit/public-key") target += "?org=" + org_b;
+    const bool names_b = target != r.pattern && target.find("-b") != std::string::npos;
+    // The least role of organization A that may call it; an organization's admin for the operator's routes.
+    const std::string who = *r.needs == auth::permission::read            ? "viewer"
+                            : *r.needs == auth::permission::use_sandboxes ? "member"
+                                                                          : "admin";
+    INFO(method << " " << target << " as " << who);
+    s.forget_calls();
+    // Forwarded routes get no body: refused before it is read, it would be left unread on the connection.
+    const bool bodyless = r.kind == api::route_kind::forwarded || r.method == http::verb::get ||
+                          r.method == http::verb::delete_;
+    auto res = s.call(method, target, who, bodyless ? "" : body_for(r.pattern));
+    if (*r.needs == auth::permission::superadmin) {
+      CHECK(res.status == 403);
+      CHECK(s.calls().empty());
+      continue;
+    }
+    if (names_b) {
+      ++named;
+      CHECK(res.status == 404);
+      CHECK(json::parse(res.body)["error"]["code"] == "not_found");
+    } else {
+      ++unnamed;
+      CHECK(res.status < 400);
+    }
+    for (const auto& c : s.calls()) {
+      INFO("backend call " << c.what << " for " << c.org_id << " on " << c.target);
+      CHECK(c.org_id != org_b);
+      if (!c.org_id.empty()) CHECK(c.org_id == org_a);
+    }
+  }
+  CHECK(named >= 40);
+  CHECK(unnamed >= 10);
+}
+
+TEST_CASE("the superadmin names another organization in {org}; a deleted one is not found", "[api][handlers][orgs]") {
+  api_server s;
+  auto limits = s.call("GET", "/v1/orgs/beta/limits", "superadmin");
+  REQUIRE(limits.status == 200);
+  CHECK(json::parse(limits.body)["org_id"] == org_b);
+  s.on_world([](api::test::world& w) {
+    w.orgs[2].state = "deleted";
+    return 0;
+  });
+  CHECK(s.call("GET", "/v1/orgs/beta/limits", "superadmin").status == 404);
+  // Its audit chain outlives it: the superadmin still reads it.
+  auto events = s.call("GET", "/v1/audit?org=beta", "superadmin");
+  CHECK(events.status == 200);
+  CHECK(s.calls().back().what == "audit.events");
+  CHECK(s.calls().back().org_id == org_b);
+}
+
+TEST_CASE("sandboxes: create, get, list and delete call the backend for the caller's organization",
+          "[api][handlers][sandboxes]") {
+  api_server s;
+  SECTION("create") {
+    auto res = s.call("POST", "/v1/sandboxes", "member",
+                      R"({"name":"web","snapshot":"python:3.12","env":{"K":"V"},"resources":{"cpus":2},"labels":{"team":"a"}})");
+    REQUIRE(res.status == 201);
+    auto body = json::parse(res.body);
+    CHECK(keys_of(body) == sandbox_fields);
+    CHECK(body["id"] == "sbx-new");
+    CHECK(body["env_keys"] == json::array({"SECRET"}));  // names only: values never leave
+    CHECK(body["resources"] == json{{"cpus", 1}, {"memory_mb", 512}, {"pids", 256}, {"disk_mb", 1024}});
+    auto calls = s.calls();
+    REQUIRE(calls.size() == 1);
+    CHECK(calls[0].what == "sandboxes.create");
+    CHECK(calls[0].org_id == org_a);
+    CHECK(calls[0].actor == "key:key-member");
+    auto req = s.on_world([](api::test::world& w) { return w.last_create; });
+    CHECK(req.name == "web");
+    CHECK(req.snapshot == "python:3.12");
+    CHECK(req.env == std::map<std::string, std::string>{{"K", "V"}});
+    CHECK(req.cpus == 2);
+  }
+  SECTION("a body that does not parse reaches no backend") {
+    auto res = s.call("POST", "/v1/sandboxes", "member", R"({"resources":{"cpus":"two"}})");
+    CHECK(res.status == 400);
+    CHECK(json::parse(res.body)["error"]["code"] == "invalid_argument");
+    CHECK(s.calls().empty());
+  }
+  SECTION("get, waiting for a state") {
+    auto res = s.call("GET", "/v1/sandboxes/sbx-a?wait_for=started&timeout_s=3", "viewer");
+    REQUIRE(res.status == 200);
+    CHECK(keys_of(json::parse(res.body)) == sandbox_fields);
+    auto calls = s.calls();
+    REQUIRE(calls.size() == 1);
+    CHECK(calls[0].what == "sandboxes.get");
+    CHECK(calls[0].org_id == org_a);
+    CHECK(calls[0].target == "sbx-a");
+    CHECK(calls[0].actor == "started");  // the fake notes wait_for there
+  }
+  SECTION("list with filters") {
+    auto res = s.call("GET", "/v1/sandboxes?limit=5&state=started&label=team:a,tier:web", "viewer");
+    REQUIRE(res.status == 200);
+    auto body = json::parse(res.body);
+    CHECK(keys_of(body) == std::set<std::string>{"items", "next_cursor"});
+    REQUIRE(body["items"].size() == 1);
+    CHECK(body["items"][0]["id"] == "sbx-a");
+    CHECK(body["next_cursor"].is_null());
+    auto req = s.on_world([](api::test::world& w) { return w.last_list; });
+    CHECK(req.limit == 5);
+    CHECK(req.state == "started");
+    CHECK(req.labels == std::vector<std::pair<std::string, std::string>>{{"team", "a"}, {"tier", "web"}});
+    CHECK(s.call("GET", "/v1/sandboxes?limit=0", "viewer").status == 400);
+  }
+  SECTION("delete") {
+    auto res = s.call("DELETE", "/v1/sandboxes/sbx-a", "member");
+    CHECK(res.status == 204);
+    CHECK(res.body.empty());
+    auto calls = s.calls();
+    REQUIRE(calls.size() == 1);
+    CHECK(calls[0].what == "sandboxes.remove");
+    CHECK(calls[0].org_id == org_a);
+    CHECK(calls[0].target == "sbx-a");
+    s.forget_calls();
+    CHECK(s.call("DELETE", "/v1/sandboxes/sbx-a", "viewer").status == 403);
+    CHECK(s.calls().empty());
+  }
+  SECTION("a state change") {
+    auto res = s.call("POST", "/v1/sandboxes/sbx-a/pause", "member");
+    REQUIRE(res.status == 200);
+    CHECK(s.calls().at(0).what == "sandboxes.pause");
+  }
+}
+
+TEST_CASE("exec: the command as sent, the result as the documented JSON object", "[api][handlers][exec]") {
+  api_server s;
+  s.on_world([](api::test::world& w) {
+    w.next_exec.exit_code = 3;
+    w.next_exec.stdout_text = "hi\n";
+    w.next_exec.stderr_text = "oops";
+    w.next_exec.duration_ms = 12;
+    return 0;
+  });
+  auto res = s.call("POST", "/v1/sandboxes/sbx-a/process/exec", "member",
+                    R"({"command":"echo hi","cwd":"/tmp","timeout_s":5,"env":{"A":"1"}})");
+  REQUIRE(res.status == 200);
+  CHECK(res.header("content-type") == "application/json");
+  auto body = json::parse(res.body);
+  CHECK(body == json{{"exit_code", 3},    {"stdout", "hi\n"},    {"stderr", "oops"},      {"duration_ms", 12},
+                     {"timed_out", false}, {"truncated", false}, {"oom_killed", false}});
+  auto calls = s.calls();
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].what == "commands.exec");
+  CHECK(calls[0].org_id == org_a);
+  CHECK(calls[0].target == "sbx-a");
+  CHECK(calls[0].actor == "key:key-member");
+  auto req = s.on_world([](api::test::world& w) { return w.last_exec; });
+  CHECK(req.command == "echo hi");
+  CHECK(req.cwd == "/tmp");
+  CHECK(req.timeout_s == 5);
+  CHECK(req.env == std::map<std::string, std::string>{{"A", "1"}});
+  // A viewer may read a sandbox, not run in it.
+  s.forget_calls();
+  CHECK(s.call("POST", "/v1/sandboxes/sbx-a/process/exec", "viewer", R"({"command":"true"})").status == 403);
+  CHECK(s.calls().empty());
+}
+
+TEST_CASE("API keys: created in the caller's organization with the secret shown once, listed, revoked",
+          "[api][handlers][keys]") {
+  api_server s;
+  auto res = s.call("POST", "/v1/api-keys", "admin", R"({"name":"ci","role":"viewer","expires_in_s":60})");
+  REQUIRE(res.status == 201);
+  auto body = json::parse(res.body);
+  CHECK(keys_of(body) == std::set<std::string>{"id", "name", "role", "org_id", "created_at", "expires_at",
+                                               "revoked_at", "last_used_at", "key"});
+  CHECK(body["key"] == "sfk_secret");
+  CHECK(body["org_id"] == org_a);
+  CHECK(body["role"] == "viewer");
+  auto calls = s.calls();
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].what == "identity.issue_key");
+  CHECK(calls[0].org_id == org_a);
+  CHECK(calls[0].target == "ci/1/60");  // name, one chain (its own), expires_in_s
+  CHECK(calls[0].actor == "key:key-admin");
+  CHECK(s.on_world([](api::test::world& w) { return w.last_role; }) == auth::role::viewer);
+
+  s.forget_calls();
+  CHECK(s.call("POST", "/v1/api-keys", "admin", R"({"role":"owner"})").status == 400);
+  CHECK(s.call("POST", "/v1/api-keys", "admin", R"({"expires_in_s":0})").status == 400);
+  CHECK(s.call("POST", "/v1/api-keys", "member", R"({})").status == 403);
+  CHECK(s.calls().empty());
+
+  auto list = json::parse(s.call("GET", "/v1/api-keys", "admin").body);
+  REQUIRE(list["items"].size() == 1);
+  CHECK(list["items"][0]["id"] == "key-a");
+  CHECK_FALSE(list["items"][0].contains("key"));
+  CHECK(list["next_cursor"].is_null());
+
+  CHECK(s.call("DELETE", "/v1/api-keys/key-a", "admin").status == 204);
+  CHECK(s.calls().back().what == "identity.revoke_key");
+  CHECK(s.calls().back().org_id == org_a);
+
+  // The superadmin's key for another organization goes into both chains.
+  s.forget_calls();
+  REQUIRE(s.call("POST", "/v1/orgs/beta/api-keys", "superadmin", R"({"name":"first","role":"admin"})").status == 201);
+  CHECK(s.calls().back().org_id == org_b);
+  CHECK(s.calls().back().target == "first/2/0");
+}
+
+TEST_CASE("audit: a page of the caller's chain with its cursor, and the same as JSON Lines", "[api][handlers][audit]") {
+  api_server s;
+  s.on_world([](api::test::world& w) {
+    for (std::int64_t seq = 1; seq <= 3; ++seq)
+      w.events.push_back({org_a, seq, "2026-01-01T00:00:00.000Z", "key:k", "sandbox.create", "sbx-a", "ok", "req",
+                          "198.51.100.7", R"({"image":"python"})", "prev", "hash"});
+    return 0;
+  });
+  auto res = s.call("GET", "/v1/audit?limit=2&action=sandbox.create", "admin");
+  REQUIRE(res.status == 200);
+  auto body = json::parse(res.body);
+  REQUIRE(body["items"].size() == 2);
+  CHECK(body["next_cursor"] == "2");
+  CHECK(keys_of(body["items"][0]) == std::set<std::string>{"org_id", "seq", "ts", "actor", "action", "target", "outcome",
+                                                           "request_id", "source", "details", "prev_hash", "hash"});
+  CHECK(body["items"][0]["details"] == json{{"image", "python"}});
+  auto f = s.on_world([](api::test::world& w) { return w.last_filter; });
+  CHECK(f.limit == 3);  // one beyond the page: is there more?
+  CHECK(f.action == "sandbox.create");
+  CHECK(s.calls().back().org_id == org_a);
+
+  auto next = json::parse(s.call("GET", "/v1/audit?limit=2&cursor=2", "admin").body);
+  REQUIRE(next["items"].size() == 1);
+  CHECK(next["items"][0]["seq"] == 3);
+  CHECK(next["next_cursor"].is_null());
+
+  auto lines = s.call("GET", "/v1/audit?format=jsonl&limit=2", "admin");
+  REQUIRE(lines.status == 200);
+  CHECK(lines.header("content-type") == "application/x-ndjson");
+  CHECK(lines.header("x-next-cursor") == "2");
+  CHECK(std::count(lines.body.begin(), lines.body.end(), '\n') == 2);
+
+  CHECK(s.call("GET", "/v1/audit?since=yesterday", "admin").status == 400);
+  CHECK(s.call("GET", "/v1/audit", "member").status == 403);
+}
+
+TEST_CASE("limits: read by the organization's admin, set by the operator, in the documented shape",
+          "[api][handlers][guardrails]") {
+  api_server s;
+  auto res = s.call("GET", "/v1/orgs/alpha/limits", "admin");
+  REQUIRE(res.status == 200);
+  auto body = json::parse(res.body);
+  CHECK(keys_of(body) == std::set<std::string>{"org_id", "limits", "own", "usage", "stopped"});
+  CHECK(keys_of(body["limits"]) == std::set<std::string>{"max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images",
+                                                         "max_volumes", "max_snapshots", "max_disk_mb"});
+  CHECK(body["limits"]["max_sandboxes"] == 10);
+  CHECK(body["usage"]["sandboxes"] == 2);
+  CHECK(body["stopped"].is_null());
+  CHECK(s.calls().back().what == "guardrails.get");
+  CHECK(s.calls().back().org_id == org_a);
+
+  CHECK(s.call("PUT", "/v1/orgs/alpha/limits", "admin", R"({"max_sandboxes":3})").status == 403);
+  auto set = s.call("PUT", "/v1/orgs/beta/limits", "superadmin", R"({"max_sandboxes":3,"max_cpus":null})");
+  REQUIRE(set.status == 200);
+  CHECK(json::parse(set.body)["org_id"] == org_b);
+  auto u = s.on_world([](api::test::world& w) { return w.last_limits; });
+  REQUIRE(u);
+  CHECK(u->max_sandboxes.value().value() == 3);
+  REQUIRE(u->max_cpus);
+  CHECK_FALSE(*u->max_cpus);  // null: back to the default
+  CHECK_FALSE(u->max_memory_mb);  // absent: unchanged
+  CHECK(s.call("PUT", "/v1/orgs/beta/limits", "superadmin", R"({"max_gpus":1})").status == 400);
+}
+
+TEST_CASE("deleting an organization: its keys revoked, its sandboxes, volumes and snapshots removed, its chain closed",
+          "[api][handlers][orgs]") {
+  api_server s;
+  REQUIRE(s.call("DELETE", "/v1/orgs/beta", "superadmin").status == 204);
+  std::vector<std::string> seen;
+  for (const auto& c : s.calls())
+    if (c.what != "identity.find_org") {
+      CHECK(c.org_id == org_b);
+      seen.push_back(c.what + (c.what == "identity.set_org_state" || c.what == "sandboxes.remove" ? " " + c.target : ""));
+    }
+  CHECK(seen == std::vector<std::string>{"identity.set_org_state deleting", "identity.revoke_org_keys",
+                                         "sandboxes.list", "sandboxes.remove sbx-b", "volumes.list", "snapshots.list",
+                                         "identity.set_org_state deleted"});
+  // The superadmin's own organization cannot be.
+  CHECK(s.call("DELETE", "/v1/orgs/superadmin", "superadmin").status == 409);
+}
