@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -32,18 +31,11 @@ import urllib.parse
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 from sandfort_harness import IMAGE, Daemon, docker  # noqa: E402
 from foundation import Api  # noqa: E402
+from density import instance_id  # noqa: E402
 
 
 def on_sigterm(*_):
     raise KeyboardInterrupt  # cleans up as Ctrl-C does
-
-
-def instance_id(d):
-    db = sqlite3.connect(os.path.join(d.state_dir, "sandfort.db"))
-    try:
-        return db.execute("SELECT value FROM meta WHERE key = 'instance_id'").fetchone()[0]
-    finally:
-        db.close()
 
 
 def container_of(sandbox_id):
