@@ -52,12 +52,9 @@ std::string preview_link(api_client& client, const std::string& id, int port) {
 void print_json(const json& j) { std::cout << j.dump(2) << "\n"; }
 
 void print_sandbox(const json& s) {
-  for (const char* key : {"id", "name", "state", "snapshot", "created_at", "updated_at", "expires_at", "ttl_s",
-                          "idle_timeout_s", "resources", "egress_allowlist", "labels", "env_keys", "workdir", "volumes",
-                          "preview_url_template", "error_message"}) {
-    if (!s.contains(key)) continue;
-    std::cout << key << ": " << cell(s, key) << "\n";
-  }
+  print_fields(s, {"id", "name", "state", "snapshot", "created_at", "updated_at", "expires_at", "ttl_s",
+                   "idle_timeout_s", "resources", "egress_allowlist", "labels", "env_keys", "workdir", "volumes",
+                   "preview_url_template", "error_message"});
 }
 
 std::string prompt_line(const std::string& prompt, bool secret) {
@@ -322,6 +319,33 @@ json list_all(api_client& client, const std::string& path) {
   return all;
 }
 
+void print_listing(api_client& client, const std::string& path, const std::vector<column>& columns, bool as_json) {
+  json all = list_all(client, path);
+  if (as_json) {
+    print_json(json{{"items", all}});
+    return;
+  }
+  std::vector<std::vector<std::string>> rows(1);
+  for (const auto& c : columns) rows.front().emplace_back(c.header);
+  for (const auto& item : all) {
+    auto& row = rows.emplace_back();
+    for (const auto& c : columns) row.push_back(cell(item, c.key));
+  }
+  print_table(rows);
+}
+
+void print_created(const json& created, bool as_json) {
+  if (as_json)
+    print_json(created);
+  else
+    std::cout << cell(created, "id") << "\n";
+}
+
+void print_fields(const json& v, const std::vector<const char*>& keys) {
+  for (const char* key : keys)
+    if (v.contains(key)) std::cout << key << ": " << cell(v, key) << "\n";
+}
+
 void print_table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> width(rows.front().size(), 0);
   for (const auto& row : rows)
@@ -377,33 +401,22 @@ int cmd_whoami(bool as_json) {
     return 0;
   }
   std::cout << "url: " << client.base_url() << "\n";
-  for (const char* key : {"org", "org_id", "principal", "principal_name", "role", "superadmin", "auth", "issuer"})
-    if (who.contains(key)) std::cout << key << ": " << cell(who, key) << "\n";
+  print_fields(who, {"org", "org_id", "principal", "principal_name", "role", "superadmin", "auth", "issuer"});
   return 0;
 }
 
 int cmd_sandbox_create(const create_options& o) {
   api_client client = connect_api();
   json body = create_body(o);
-  json sbx = client.call(verb::post, "/v1/sandboxes", &body);
-  if (o.json)
-    print_json(sbx);
-  else
-    std::cout << cell(sbx, "id") << "\n";
+  print_created(client.call(verb::post, "/v1/sandboxes", &body), o.json);
   return 0;
 }
 
 int cmd_sandbox_ls(bool as_json) {
   api_client client = connect_api();
-  json all = list_all(client, "/v1/sandboxes");
-  if (as_json) {
-    print_json(json{{"items", all}});
-    return 0;
-  }
-  std::vector<std::vector<std::string>> rows = {{"ID", "NAME", "STATE", "SNAPSHOT", "CREATED"}};
-  for (const auto& s : all)
-    rows.push_back({cell(s, "id"), cell(s, "name"), cell(s, "state"), cell(s, "snapshot"), cell(s, "created_at")});
-  print_table(rows);
+  print_listing(client, "/v1/sandboxes",
+                {{"ID", "id"}, {"NAME", "name"}, {"STATE", "state"}, {"SNAPSHOT", "snapshot"}, {"CREATED", "created_at"}},
+                as_json);
   return 0;
 }
 

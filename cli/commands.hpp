@@ -21,6 +21,33 @@ void print_table(const std::vector<std::vector<std::string>>& rows);
 std::string cell(const nlohmann::json& v, const char* key);
 // Every item of a cursor-paged listing (`path` without a query), following next_cursor to the end.
 nlohmann::json list_all(api_client& client, const std::string& path);
+// A column of an `ls` table: its header and the field it shows.
+struct column {
+  const char* header;
+  const char* key;
+};
+// `ls`: every item at `path` (list_all) as the API's JSON, {"items": […]}, or as a table of `columns`.
+void print_listing(api_client& client, const std::string& path, const std::vector<column>& columns, bool json);
+// `create`: what the API answered as its JSON, or only its id.
+void print_created(const nlohmann::json& created, bool json);
+// `get`: one "key: value" line for each of `keys` the object has, in that order.
+void print_fields(const nlohmann::json& v, const std::vector<const char*>& keys);
+
+// The organization's named resources (volumes, snapshots): one collection of the API whose members
+// are created by POST, listed a page at a time, read and deleted by name or id. Only the create
+// body and the fields shown differ; volume.cpp and snapshot.cpp each describe theirs.
+struct named_resource {
+  const char* collection;           // "/v1/volumes"
+  std::vector<column> columns;      // of `ls`
+  std::vector<const char*> fields;  // of `get`
+};
+extern const named_resource volume_resource;
+extern const named_resource snapshot_resource;
+int cmd_named_create(const named_resource& r, const nlohmann::json& body, bool json);
+int cmd_named_ls(const named_resource& r, bool json);
+int cmd_named_get(const named_resource& r, const std::string& name, bool json);
+// Deletes each in turn ("deleted NAME"); the first refusal ends the command.
+int cmd_named_rm(const named_resource& r, const std::vector<std::string>& names);
 
 struct create_options {
   std::string name;
@@ -121,19 +148,13 @@ int cmd_org_set_limits(const org_limits_options& o);
 int cmd_org_stop_all(const std::string& org, bool json);
 int cmd_org_lift(const std::string& org);
 
-// The organization's named volumes (by name or id).
+// A named volume of the organization; ls, get and rm are cmd_named_* of volume_resource.
 int cmd_volume_create(const std::string& name, bool json);
-int cmd_volume_ls(bool json);
-int cmd_volume_get(const std::string& name, bool json);
-int cmd_volume_rm(const std::vector<std::string>& names);
 // `--volume NAME:/path[:ro]` as an element of the create request's `volumes`; usage error otherwise.
 nlohmann::json volume_mount(const std::string& spec);
 
-// The organization's snapshots (by name or id); create commits a sandbox (id or name).
+// A snapshot of a sandbox (id or name); ls, get and rm are cmd_named_* of snapshot_resource.
 int cmd_snapshot_create(const std::string& sandbox, const std::string& name, bool json);
-int cmd_snapshot_ls(bool json);
-int cmd_snapshot_get(const std::string& name, bool json);
-int cmd_snapshot_rm(const std::vector<std::string>& names);
 
 int cmd_audit_list(const audit_list_options& o);
 // JSON Lines of every matching event, page_size per response, to out_file ("" or "-": stdout).

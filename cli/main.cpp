@@ -1,5 +1,6 @@
 // sandfort: the command-line client of sandfortd. CLI11 parses; commands.cpp does the work.
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <iostream>
 
 #include "commands.hpp"
@@ -171,6 +172,26 @@ void add_org_commands(CLI::App& app, org_args& a, int& status, bool& as_json) {
   lift->callback([&] { status = sc::cmd_org_lift(a.org); });
 }
 
+// ls, get and rm of the organization's named resources (volume, snapshot): the same three commands,
+// with `noun` in their help and `rm_help` saying what a delete removes and when it is refused.
+void add_named_commands(CLI::App* cmd, const sc::named_resource& r, const std::string& noun, const std::string& rm_help,
+                        std::vector<std::string>& names, int& status, bool& as_json) {
+  std::string title = noun;
+  title.front() = static_cast<char>(std::toupper(static_cast<unsigned char>(title.front())));
+  auto* ls = cmd->add_subcommand("ls", "List " + noun + "s");
+  ls->alias("list");
+  ls->add_flag("--json", as_json, "Print the API's JSON");
+  ls->callback([&status, &as_json, res = &r] { status = sc::cmd_named_ls(*res, as_json); });
+  auto* get = cmd->add_subcommand("get", "Show one " + noun);
+  get->add_option("name", names, title + " name or id")->required()->expected(1);
+  get->add_flag("--json", as_json, "Print the API's JSON");
+  get->callback([&status, &as_json, &names, res = &r] { status = sc::cmd_named_get(*res, names.front(), as_json); });
+  auto* rm = cmd->add_subcommand("rm", rm_help);
+  rm->alias("delete");
+  rm->add_option("names", names, title + " names or ids")->required();
+  rm->callback([&status, &names, res = &r] { status = sc::cmd_named_rm(*res, names); });
+}
+
 // volume …: the organization's named volumes (mounted with --volume on `sandbox create` and `new`).
 void add_volume_commands(CLI::App& app, std::vector<std::string>& names, int& status, bool& as_json) {
   auto* volume = app.add_subcommand("volume", "Manage the organization's named volumes");
@@ -179,18 +200,8 @@ void add_volume_commands(CLI::App& app, std::vector<std::string>& names, int& st
   create->add_option("name", names, "Name of the volume")->required()->expected(1);
   create->add_flag("--json", as_json, "Print the API's JSON");
   create->callback([&] { status = sc::cmd_volume_create(names.front(), as_json); });
-  auto* ls = volume->add_subcommand("ls", "List volumes");
-  ls->alias("list");
-  ls->add_flag("--json", as_json, "Print the API's JSON");
-  ls->callback([&] { status = sc::cmd_volume_ls(as_json); });
-  auto* get = volume->add_subcommand("get", "Show one volume");
-  get->add_option("name", names, "Volume name or id")->required()->expected(1);
-  get->add_flag("--json", as_json, "Print the API's JSON");
-  get->callback([&] { status = sc::cmd_volume_get(names.front(), as_json); });
-  auto* rm = volume->add_subcommand("rm", "Delete volumes and their data (refused while a sandbox mounts one)");
-  rm->alias("delete");
-  rm->add_option("names", names, "Volume names or ids")->required();
-  rm->callback([&] { status = sc::cmd_volume_rm(names); });
+  add_named_commands(volume, sc::volume_resource, "volume",
+                     "Delete volumes and their data (refused while a sandbox mounts one)", names, status, as_json);
 }
 
 // snapshot …: the organization's snapshots (created from with --snapshot on `sandbox create` and `new`).
@@ -202,18 +213,8 @@ void add_snapshot_commands(CLI::App& app, std::vector<std::string>& names, int& 
   create->add_option("args", names, "Sandbox id or name, then the snapshot's name")->required()->expected(2);
   create->add_flag("--json", as_json, "Print the API's JSON");
   create->callback([&] { status = sc::cmd_snapshot_create(names[0], names[1], as_json); });
-  auto* ls = snapshot->add_subcommand("ls", "List snapshots");
-  ls->alias("list");
-  ls->add_flag("--json", as_json, "Print the API's JSON");
-  ls->callback([&] { status = sc::cmd_snapshot_ls(as_json); });
-  auto* get = snapshot->add_subcommand("get", "Show one snapshot");
-  get->add_option("name", names, "Snapshot name or id")->required()->expected(1);
-  get->add_flag("--json", as_json, "Print the API's JSON");
-  get->callback([&] { status = sc::cmd_snapshot_get(names.front(), as_json); });
-  auto* rm = snapshot->add_subcommand("rm", "Delete snapshots (refused while a sandbox created from one exists)");
-  rm->alias("delete");
-  rm->add_option("names", names, "Snapshot names or ids")->required();
-  rm->callback([&] { status = sc::cmd_snapshot_rm(names); });
+  add_named_commands(snapshot, sc::snapshot_resource, "snapshot",
+                     "Delete snapshots (refused while a sandbox created from one exists)", names, status, as_json);
 }
 
 }  // namespace
