@@ -43,6 +43,41 @@ class Cli:
     def json(self, *args, **kw):
         return json.loads(self.ok(*args, "--json", **kw).stdout)
 
+    def complete(self, *lines):
+        """What bash completion offers after each of `lines` ("sandfort volume r": the words typed,
+        the last one being completed), a list of words for each, from one bash."""
+        script = (f'eval "$({CLI} completion bash)"; PATH="{os.path.dirname(CLI)}:$PATH"; '
+                  'complete_words() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _sandfort; '
+                  'printf "%s\\n" "${COMPREPLY[@]}"; echo ---; }; '
+                  + "; ".join(f"complete_words {line}" for line in lines))
+        r = subprocess.run(["bash", "-c", script], env=self.env(), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return [part.split() for part in r.stdout.split("---")[:len(lines)]]
+
+
+# `volume` and `snapshot` are one named-resource layer in the CLI (cli/named_resource.cpp): the
+# checks of what they share.
+
+def check_named(cli, kind, rid, name, header):
+    """`kind get` by name (JSON) and by id, `kind ls` as a table with `header` and as JSON all find
+    the resource `rid` called `name`; returns what `get --json` answered."""
+    got = cli.json(kind, "get", name)
+    assert got["id"] == rid and got["name"] == name and got["state"] == "ready"
+    assert f"id: {rid}" in cli.ok(kind, "get", rid).stdout
+    table = cli.ok(kind, "ls").stdout.splitlines()
+    assert table[0].split() == header
+    assert any(line.split()[:2] == [rid, name] for line in table[1:])
+    assert name in [v["name"] for v in cli.json(kind, "ls")["items"]]
+    return got
+
+
+def check_deleted(cli, kind, name):
+    """`kind rm name` says it deleted it; then get and rm of the name fail."""
+    assert cli.ok(kind, "rm", name).stdout == f"deleted {name}\n"
+    r = cli.run(kind, "get", name)
+    assert r.returncode == 1 and "not_found" in r.stderr, r.stderr
+    assert cli.run(kind, "rm", name).returncode == 1
+
 
 @pytest.fixture(scope="session")
 def daemon():

@@ -512,21 +512,12 @@ def test_https_verifies_the_server_and_works_end_to_end(cli, sandbox, tls_proxy)
 
 # --- completion -----------------------------------------------------------------------------------
 
-def _complete(cli, words):
-    script = (f'eval "$({CLI} completion bash)"; PATH="{os.path.dirname(CLI)}:$PATH"; '
-              f'COMP_WORDS=({" ".join(words)}); COMP_CWORD={len(words) - 1}; _sandfort; '
-              'printf "%s\\n" "${COMPREPLY[@]}"')
-    r = subprocess.run(["bash", "-c", script], env=cli.env(), capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.split()
-
-
 def test_bash_completion_offers_commands_and_sandboxes(cli, sandbox):
-    assert {"sandbox", "shell"} <= set(_complete(cli, ["sandfort", "s"]))
-    assert _complete(cli, ["sandfort", "sandbox", "cr"]) == ["create"]
-    assert sandbox in _complete(cli, ["sandfort", "sandbox", "get", "sbx-"])
-    assert _complete(cli, ["sandfort", "sandbox", "p"]) == ["pause"]
-    assert sandbox in _complete(cli, ["sandfort", "sandbox", "resume", "sbx-"])
+    top, create, get, pause, resume = cli.complete("sandfort s", "sandfort sandbox cr", "sandfort sandbox get sbx-",
+                                                   "sandfort sandbox p", "sandfort sandbox resume sbx-")
+    assert {"sandbox", "shell"} <= set(top)
+    assert create == ["create"] and sandbox in get
+    assert pause == ["pause"] and sandbox in resume
     assert cli.run("completion", "fish").returncode == 2
     zsh = cli.ok("completion", "zsh").stdout
     assert "bashcompinit" in zsh and "complete -F _sandfort sandfort" in zsh

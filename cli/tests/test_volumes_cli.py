@@ -1,11 +1,9 @@
 """`sandfort volume …` and `--volume NAME:/path[:ro]` end to end: the real binary against a live
 sandfortd."""
 
-import os
-import subprocess
 import uuid
 
-from conftest import CLI
+from conftest import check_deleted, check_named
 
 
 def test_volume_outlives_the_sandbox_that_wrote_it(cli):
@@ -13,13 +11,7 @@ def test_volume_outlives_the_sandbox_that_wrote_it(cli):
     vid = cli.ok("volume", "create", name).stdout.strip()
     assert vid.startswith("vol-"), vid
     assert cli.run("volume", "create", name).returncode == 1
-    got = cli.json("volume", "get", name)
-    assert got["id"] == vid and got["name"] == name and got["state"] == "ready"
-    assert f"id: {vid}" in cli.ok("volume", "get", vid).stdout
-    table = cli.ok("volume", "ls").stdout.splitlines()
-    assert table[0].split() == ["ID", "NAME", "STATE", "CREATED"]
-    assert any(line.split()[:2] == [vid, name] for line in table[1:])
-    assert name in [v["name"] for v in cli.json("volume", "ls")["items"]]
+    check_named(cli, "volume", vid, name, ["ID", "NAME", "STATE", "CREATED"])
 
     a = cli.ok("sandbox", "create", "--wait", "--volume", f"{name}:/data").stdout.strip()
     try:
@@ -39,10 +31,7 @@ def test_volume_outlives_the_sandbox_that_wrote_it(cli):
     finally:
         cli.ok("rm")
 
-    assert cli.ok("volume", "rm", name).stdout == f"deleted {name}\n"
-    r = cli.run("volume", "get", name)
-    assert r.returncode == 1 and "not_found" in r.stderr, r.stderr
-    assert cli.run("volume", "rm", name).returncode == 1
+    check_deleted(cli, "volume", name)
 
 
 def test_volume_flag_usage_errors_exit_2(cli):
@@ -57,14 +46,8 @@ def test_bash_completion_offers_volume_commands_and_names(cli):
     name = f"cli-vol-{uuid.uuid4().hex[:8]}"
     cli.ok("volume", "create", name)
     try:
-        script = (f'eval "$({CLI} completion bash)"; PATH="{os.path.dirname(CLI)}:$PATH"; '
-                  'complete_words() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _sandfort; '
-                  'printf "%s\\n" "${COMPREPLY[@]}"; echo ---; }; '
-                  'complete_words sandfort vol; complete_words sandfort volume r; '
-                  'complete_words sandfort volume get cli-vol; complete_words sandfort new --vol')
-        r = subprocess.run(["bash", "-c", script], env=cli.env(), capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0, r.stderr
-        top, sub, names, flag = [part.split() for part in r.stdout.split("---")[:4]]
+        top, sub, names, flag = cli.complete("sandfort vol", "sandfort volume r", "sandfort volume get cli-vol",
+                                             "sandfort new --vol")
         assert top == ["volume"] and sub == ["rm"] and name in names and flag == ["--volume"]
     finally:
         cli.ok("volume", "rm", name)

@@ -5,6 +5,7 @@ import uuid
 
 import pytest
 
+from conftest import check_deleted, check_named
 from sandfort_sdk import ConflictError, NotFoundError, Snapshot
 
 
@@ -18,9 +19,7 @@ def test_snapshot_keeps_files(client):
         assert isinstance(snap.size_bytes, int) and snap.size_bytes > 0
         with pytest.raises(ConflictError):
             client.create_snapshot(src.id, name)
-    assert client.get_snapshot(name).id == snap.id
-    assert client.get_snapshot(snap.id).name == name
-    assert name in [s.name for s in client.list_snapshots(limit=1)]
+    check_named(client, "snapshot", snap, name)
 
     with client.create_sandbox(snapshot=name) as copy:
         assert copy.info.snapshot == name
@@ -28,12 +27,7 @@ def test_snapshot_keeps_files(client):
         with pytest.raises(ConflictError):
             client.delete_snapshot(name)
 
-    client.delete_snapshot(name)
-    with pytest.raises(NotFoundError):
-        client.get_snapshot(name)
-    with pytest.raises(NotFoundError):
-        client.delete_snapshot(name)
-    assert name not in [s.name for s in client.list_snapshots()]
+    check_deleted(client, "snapshot", name)
 
 
 def test_snapshot_unknown_names(client):

@@ -5,7 +5,8 @@ import uuid
 
 import pytest
 
-from sandfort_sdk import ConflictError, NotFoundError, Volume
+from conftest import check_deleted, check_named
+from sandfort_sdk import ConflictError, Volume
 
 
 def test_volume_outlives_sandbox(client):
@@ -13,9 +14,7 @@ def test_volume_outlives_sandbox(client):
     vol = client.create_volume(name)
     assert isinstance(vol, Volume) and vol.id.startswith("vol-") and vol.name == name
     assert vol.state == "ready" and vol.size_mb is None and vol.raw["name"] == name
-    assert client.get_volume(name).id == vol.id
-    assert client.get_volume(vol.id).name == name
-    assert name in [v.name for v in client.list_volumes(limit=1)]
+    check_named(client, "volume", vol, name)
     with pytest.raises(ConflictError):
         client.create_volume(name)
 
@@ -29,9 +28,4 @@ def test_volume_outlives_sandbox(client):
         with pytest.raises(ConflictError):
             client.delete_volume(name)
 
-    client.delete_volume(name)
-    with pytest.raises(NotFoundError):
-        client.get_volume(name)
-    with pytest.raises(NotFoundError):
-        client.delete_volume(name)
-    assert name not in [v.name for v in client.list_volumes()]
+    check_deleted(client, "volume", name)
