@@ -3,8 +3,9 @@ helper for the organization's named resources.
 
 Volumes and snapshots are twins on the wire: ``POST /v1/{kind}`` creates one, ``GET /v1/{kind}``
 lists them by name a page at a time, ``GET`` and ``DELETE /v1/{kind}/{name or id}`` read and
-delete one. Only the body of a create and the record differ, so each is a :class:`NamedResources`
-with its own path and record type (``volumes.py``, ``snapshots.py``)."""
+delete one. Only the body of a create and the record's own fields differ, so each is a
+:class:`NamedResources` with its own path and record type (``volumes.py``, ``snapshots.py``); the
+fields every record has are read in one place (``models._named``)."""
 
 from __future__ import annotations
 

@@ -66,6 +66,13 @@ class SandboxInfo:
                    error_message=d.get("error_message"), raw=d)
 
 
+def _named(d: Dict[str, Any]) -> Dict[str, Any]:
+    """The fields every named resource's record has (:class:`Volume`, :class:`Snapshot`;
+    ``_resource.NamedResources`` reads both)."""
+    return {"id": d["id"], "name": d.get("name", ""), "state": d.get("state", ""),
+            "created_at": d.get("created_at"), "updated_at": d.get("updated_at"), "raw": d}
+
+
 @dataclass
 class Volume:
     """A named volume of the organization: what a sandbox writes there outlives the sandbox."""
@@ -79,8 +86,7 @@ class Volume:
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Volume":
-        return cls(id=d["id"], name=d.get("name", ""), state=d.get("state", ""), size_mb=d.get("size_mb"),
-                   created_at=d.get("created_at"), updated_at=d.get("updated_at"), raw=d)
+        return cls(size_mb=d.get("size_mb"), **_named(d))
 
 
 @dataclass
@@ -98,9 +104,7 @@ class Snapshot:
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Snapshot":
-        return cls(id=d["id"], name=d.get("name", ""), state=d.get("state", ""),
-                   size_bytes=d.get("size_bytes"), source_sandbox_id=d.get("source_sandbox_id"),
-                   created_at=d.get("created_at"), updated_at=d.get("updated_at"), raw=d)
+        return cls(size_bytes=d.get("size_bytes"), source_sandbox_id=d.get("source_sandbox_id"), **_named(d))
 
 
 @dataclass

@@ -5,8 +5,9 @@
  *
  * Volumes and snapshots are twins on the wire: `POST /v1/{kind}` creates one, `GET /v1/{kind}`
  * lists them by name a page at a time, `GET` and `DELETE /v1/{kind}/{name or id}` read and delete
- * one. Only the body of a create and the record differ, so each is a `NamedResources` with its own
- * path and converter (volumes.ts, snapshots.ts).
+ * one. Only the body of a create and the record's own fields differ, so each is a `NamedResources`
+ * with its own path and converter of those fields (volumes.ts, snapshots.ts); the fields every
+ * record has (`Named`) are read here.
  */
 import { SandfortError } from "./errors.js";
 import type { Transport } from "./http.js";
@@ -37,15 +38,35 @@ export async function deleted(request: Promise<unknown>): Promise<boolean> {
   }
 }
 
+/** What every named resource's record has. */
+interface Named {
+  id: string;
+  name: string;
+  state: string;
+  createdAt: string;
+  updatedAt: string | null;
+}
+
 /**
- * One collection of the organization's named resources at `path` (`/v1/volumes`), whose records
- * `convert` reads. Stateless: each call is given the client's transport.
+ * One collection of the organization's named resources at `path` (`/v1/volumes`), whose records'
+ * own fields `own` reads (they stand between `name` and `state`). Stateless: each call is given
+ * the client's transport.
  */
-export class NamedResources<T> {
+export class NamedResources<T extends Named> {
   constructor(
     readonly path: string,
-    private readonly convert: (j: Json) => T,
+    private readonly own: (j: Json) => Omit<T, keyof Named>,
   ) {}
+
+  private readonly convert = (j: Json): T =>
+    ({
+      id: j.id,
+      name: j.name,
+      ...this.own(j),
+      state: j.state,
+      createdAt: j.created_at,
+      updatedAt: j.updated_at ?? null,
+    }) as T;
 
   async create(http: Transport, body: Json): Promise<T> {
     return this.convert(await http.json<Json>("POST", this.path, { json: body }));

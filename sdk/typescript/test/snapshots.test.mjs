@@ -3,8 +3,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { SandfortError } from "../dist/esm/index.js";
 import { client } from "../testlib/live.mjs";
+import { checkDeleted, checkInUse, checkNamed } from "../testlib/named.mjs";
 
 test("a sandbox created from a snapshot has the files of its source", async () => {
   const name = `ts-snap-${randomBytes(4).toString("hex")}`;
@@ -22,33 +22,18 @@ test("a sandbox created from a snapshot has the files of its source", async () =
   } finally {
     await src.kill();
   }
-  assert.equal((await client.getSnapshot(name)).id, snap.id);
-  assert.equal((await client.getSnapshot(snap.id)).name, name);
-
-  const names = [];
-  let cursor;
-  do {
-    const page = await client.listSnapshots({ limit: 1, cursor });
-    assert.ok(page.items.length <= 1);
-    names.push(...page.items.map((s) => s.name));
-    cursor = page.nextCursor ?? undefined;
-  } while (cursor);
-  assert.ok(names.includes(name));
+  await checkNamed("Snapshot", snap, name);
 
   const copy = await client.createSandbox({ snapshot: name });
   try {
     assert.equal(copy.info.snapshot, name);
     assert.equal((await copy.commands.run("cat /root/note")).stdout, "kept\n");
-    const err = await client.deleteSnapshot(name).catch((e) => e);
-    assert.ok(err instanceof SandfortError);
-    assert.equal(err.status, 409);
+    await checkInUse("Snapshot", name);
   } finally {
     await copy.kill();
   }
 
-  assert.equal(await client.deleteSnapshot(name), true);
-  await assert.rejects(client.getSnapshot(name), { status: 404, code: "not_found" });
-  assert.equal(await client.deleteSnapshot(name), false);
+  await checkDeleted("Snapshot", name);
 });
 
 test("unknown snapshots and sandboxes are 404", async () => {

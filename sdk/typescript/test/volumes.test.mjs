@@ -3,8 +3,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { SandfortError } from "../dist/esm/index.js";
 import { client } from "../testlib/live.mjs";
+import { checkDeleted, checkInUse, checkNamed } from "../testlib/named.mjs";
 
 test("a volume outlives the sandbox that wrote it", async () => {
   const name = `ts-vol-${randomBytes(4).toString("hex")}`;
@@ -13,19 +13,8 @@ test("a volume outlives the sandbox that wrote it", async () => {
   assert.equal(vol.name, name);
   assert.equal(vol.state, "ready");
   assert.equal(vol.sizeMb, null);
-  assert.equal((await client.getVolume(name)).id, vol.id);
-  assert.equal((await client.getVolume(vol.id)).name, name);
+  await checkNamed("Volume", vol, name);
   await assert.rejects(client.createVolume(name), { status: 409, code: "conflict" });
-
-  const names = [];
-  let cursor;
-  do {
-    const page = await client.listVolumes({ limit: 1, cursor });
-    assert.ok(page.items.length <= 1);
-    names.push(...page.items.map((v) => v.name));
-    cursor = page.nextCursor ?? undefined;
-  } while (cursor);
-  assert.ok(names.includes(name));
 
   const a = await client.createSandbox({ volumes: [{ name, mountPath: "/data" }] });
   try {
@@ -40,14 +29,10 @@ test("a volume outlives the sandbox that wrote it", async () => {
     assert.equal(b.info.volumes[0].readOnly, true);
     assert.equal((await b.commands.run("cat /mnt/v/note")).stdout, "kept\n");
     assert.notEqual((await b.commands.run("touch /mnt/v/other")).exitCode, 0);
-    const err = await client.deleteVolume(name).catch((e) => e);
-    assert.ok(err instanceof SandfortError);
-    assert.equal(err.status, 409);
+    await checkInUse("Volume", name);
   } finally {
     await b.kill();
   }
 
-  assert.equal(await client.deleteVolume(name), true);
-  await assert.rejects(client.getVolume(name), { status: 404, code: "not_found" });
-  assert.equal(await client.deleteVolume(name), false);
+  await checkDeleted("Volume", name);
 });
