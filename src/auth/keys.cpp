@@ -51,9 +51,8 @@ result<std::string> bearer_token(const std::string& authorization) {
 
 bool is_api_key(std::string_view token) { return token.starts_with(secret_prefix); }
 
-result<store::org> active_org(store::database& db, const std::string& org_id_or_name, bool by_name) {
-  auto o =
-      by_name ? store::org_store(db).find_org_by_name(org_id_or_name) : store::org_store(db).get_org(org_id_or_name);
+result<store::org> active_org(store::org_store orgs, const std::string& org_id_or_name, bool by_name) {
+  auto o = by_name ? orgs.find_org_by_name(org_id_or_name) : orgs.get_org(org_id_or_name);
   if (!o) {
     if (o.err().code == errc::not_found) return unauthenticated("organization not found");
     return std::move(o).err();
@@ -93,7 +92,7 @@ bool allows(role r, bool superadmin_org, permission p) {
 
 std::string new_secret() { return std::string(secret_prefix) + random_hex(secret_random_bytes); }
 
-result<issued_key> issue_key(store::database& db, const clock& clk, const std::string& org_id,
+result<issued_key> issue_key(store::org_store orgs, const clock& clk, const std::string& org_id,
                              const std::string& name, role r, long long expires_in_s) {
   if (name.empty() || name.size() > max_key_name)
     return make_error(errc::invalid_argument, "key name must be 1 to 100 characters");
@@ -109,7 +108,7 @@ result<issued_key> issue_key(store::database& db, const clock& clk, const std::s
   out.record.role = to_string(r);
   out.record.created_at = format_time(now);
   if (expires_in_s > 0) out.record.expires_at = format_time(now + std::chrono::seconds(expires_in_s));
-  if (auto stored = store::org_store(db).insert_api_key(out.record, sha256_hex(out.secret)); !stored)
+  if (auto stored = orgs.insert_api_key(out.record, sha256_hex(out.secret)); !stored)
     return std::move(stored).err();
   return out;
 }
@@ -163,18 +162,18 @@ result<principal> authenticate(store::database& db, const clock& clk, const std:
   return p;
 }
 
-result<issued_key> bootstrap(store::database& db, const clock& clk) {
-  auto existing = store::org_store(db).find_org_by_name(store::operator_org_name);
+result<issued_key> bootstrap(store::org_store orgs, const clock& clk) {
+  auto existing = orgs.find_org_by_name(store::operator_org_name);
   if (existing) return make_error(errc::conflict, "already bootstrapped");
   if (existing.err().code != errc::not_found) return std::move(existing).err();
 
-  auto o = store::org_store(db).create_org(store::operator_org_name, true, format_time(clk.now()));
+  auto o = orgs.create_org(store::operator_org_name, true, format_time(clk.now()));
   if (!o) {
     // Another bootstrap won the race.
     if (o.err().code == errc::conflict) return make_error(errc::conflict, "already bootstrapped");
     return std::move(o).err();
   }
-  return issue_key(db, clk, o->id, "bootstrap", role::admin, 0);
+  return issue_key(orgs, clk, o->id, "bootstrap", role::admin, 0);
 }
 
 }  // namespace sandfort::auth

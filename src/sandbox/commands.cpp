@@ -68,9 +68,9 @@ audit::record refusal(audit::record note, std::int64_t asked, int max_s) {
 
 }  // namespace
 
-result<store::sandbox_record> find_started(store::database& db, activity_tracker& activity, const std::string& org_id,
-                                           const std::string& id_or_name) {
-  auto rec = store::sandbox_store(db).get_sandbox(org_id, id_or_name);
+result<store::sandbox_record> find_started(store::sandbox_store sandboxes, activity_tracker& activity,
+                                           const std::string& org_id, const std::string& id_or_name) {
+  auto rec = sandboxes.get_sandbox(org_id, id_or_name);
   if (!rec) return rec;
   if (rec->state == "paused")
     return make_error(errc::conflict, "sandbox " + rec->id + " is paused; resume it first");
@@ -82,7 +82,7 @@ result<store::sandbox_record> find_started(store::database& db, activity_tracker
 
 command_service::command_service(const config& cfg, store::database& db, agent_connector& agent,
                                  activity_tracker& activity, const clock& clk, transitions& lifecycle)
-    : cfg_(cfg), db_(db), sandboxes_(db), agent_(agent), activity_(activity), journal_(db, clk),
+    : cfg_(cfg), sandboxes_(db), agent_(agent), activity_(activity), journal_(db, clk),
       transitions_(lifecycle) {}
 
 result<agent_exec> command_service::prepare_exec(exec_request req) const {
@@ -114,7 +114,7 @@ task<exec_result> command_service::exec_noted(const std::string& org_id, const s
   }
   auto call = prepare_exec(std::move(req));
   if (!call) co_return std::move(call).err();
-  auto rec = find_started(db_, activity_, org_id, id_or_name);
+  auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   note.details["timeout_s"] = std::chrono::duration_cast<std::chrono::seconds>(call->timeout).count();
   if (auto noted = note_action(*rec, who, std::move(note)); !noted) co_return std::move(noted).err();
@@ -140,7 +140,7 @@ task<void> command_service::exec_stream_noted(const std::string& org_id, const s
   }
   auto call = prepare_exec(std::move(req));
   if (!call) co_return std::move(call).err();
-  auto rec = find_started(db_, activity_, org_id, id_or_name);
+  auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   note.details["timeout_s"] = std::chrono::duration_cast<std::chrono::seconds>(call->timeout).count();
   if (auto noted = note_action(*rec, who, std::move(note)); !noted) co_return std::move(noted).err();
@@ -176,7 +176,7 @@ task<void> command_service::exec_stream(const std::string& org_id, const std::st
 
 task<agent_session> command_service::connect_agent(const std::string& org_id, const std::string& id_or_name,
                                            const audit::actor& who, const audit::record* note) {
-  auto rec = find_started(db_, activity_, org_id, id_or_name);
+  auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (note)
     if (auto noted = note_action(*rec, who, *note); !noted) co_return std::move(noted).err();

@@ -1,17 +1,19 @@
-// disk_mb (docs/limits.md, "Disk"): hard where the engine's storage enforces a container's size,
-// and everywhere a loop that measures each started sandbox's writable layer and read-write
-// volumes on the host and stops the sandbox that holds more than its disk_mb.
+#include "sandfort/sandbox/disk_guard.hpp"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "sandfort/docker/messages.hpp"
 #include "sandfort/sandbox/disk_usage.hpp"
-#include "sandfort/sandbox/service.hpp"
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::sandbox {
 
@@ -20,7 +22,7 @@ namespace asio = boost::asio;
 // The walker's one thread (walks never run on the I/O thread, nor two at once) and, per started
 // sandbox, where its writes land: asked of Docker once per container, forgotten when the sandbox
 // is no longer started, so the cost follows the started sandboxes only.
-struct disk_watch {
+struct disk_guard::watch {
   struct entry {
     std::string container_id;
     std::vector<std::string> roots;  // the writable layer first, then read-write volumes
@@ -29,8 +31,6 @@ struct disk_watch {
   asio::thread_pool walker{1};
   std::map<std::string, entry> sandboxes;  // by sandbox id
 };
-
-std::shared_ptr<disk_watch> make_disk_watch() { return std::make_shared<disk_watch>(); }
 
 namespace {
 
@@ -59,25 +59,30 @@ bool hard_disk_enforcement_for(const std::string& mode, const docker::storage_in
   return mode == "auto" && docker::supports_storage_quota(storage, mounts);
 }
 
-task<void> service::detect_disk_enforcement() {
+disk_guard::disk_guard(const config& cfg, store::database& db, docker::engine& engine, const clock& clk,
+                       sandbox_stopper& lifecycle)
+    : cfg_(cfg), sandboxes_(db), engine_(engine), journal_(db, clk), lifecycle_(lifecycle),
+      watch_(std::make_shared<watch>()) {}
+
+task<void> disk_guard::detect_enforcement() {
   const auto& mode = cfg_.disk.enforcement;
   if (mode == "measured") {
-    hard_disk_ = false;
+    hard_ = false;
     spdlog::info("disk: disk_mb measured every {} s and enforced by stopping (disk.enforcement measured)",
                  cfg_.disk.check_interval_s);
     co_return ok_t{};
   }
   if (mode == "hard") {
     // The operator's word: where the storage cannot, Docker refuses every create, saying why.
-    hard_disk_ = true;
+    hard_ = true;
     spdlog::info("disk: disk_mb enforced by Docker (StorageOpt size, disk.enforcement hard), and measured every {} s",
                  cfg_.disk.check_interval_s);
     co_return ok_t{};
   }
   auto storage = co_await engine_.storage();
   if (!storage) co_return std::move(storage).err();
-  hard_disk_ = hard_disk_enforcement_for(mode, *storage, read_proc_mounts());
-  if (hard_disk_)
+  hard_ = hard_disk_enforcement_for(mode, *storage, read_proc_mounts());
+  if (hard_)
     spdlog::info("disk: disk_mb enforced by Docker (StorageOpt size; {} on {}), and measured every {} s",
                  storage->driver, storage->backing_filesystem, cfg_.disk.check_interval_s);
   else
@@ -87,28 +92,28 @@ task<void> service::detect_disk_enforcement() {
   co_return ok_t{};
 }
 
-task<service::disk_measurement> service::measure_disk(const store::sandbox_record& rec) {
-  auto watch = disk_;  // the walker outlives this call, whatever happens to the service meanwhile
-  auto it = watch->sandboxes.find(rec.id);
-  if (it == watch->sandboxes.end() || it->second.container_id != rec.container_id) {
+task<disk_guard::measurement> disk_guard::measure(const store::sandbox_record& rec) {
+  auto watched = watch_;  // the walker outlives this call, whatever happens to the guard meanwhile
+  auto it = watched->sandboxes.find(rec.id);
+  if (it == watched->sandboxes.end() || it->second.container_id != rec.container_id) {
     auto info = co_await engine_.inspect_container(rec.container_id);
     if (!info) co_return std::move(info).err();
     if (info->upper_dir.empty() || info->upper_dir.front() != '/')
       co_return make_error(errc::unavailable, "the writable layer of sandbox " + rec.id +
                                                   " cannot be measured (the storage driver is not overlay2)");
-    disk_watch::entry e{rec.container_id, {info->upper_dir}, std::nullopt};
+    watch::entry e{rec.container_id, {info->upper_dir}, std::nullopt};
     for (const auto& v : info->writable_volume_dirs)
       if (!v.empty() && v.front() == '/') e.roots.push_back(v);
-    it = watch->sandboxes.insert_or_assign(rec.id, std::move(e)).first;
+    it = watched->sandboxes.insert_or_assign(rec.id, std::move(e)).first;
   }
   const walk_limits limits{static_cast<std::uint64_t>(cfg_.disk.max_walk_entries), cfg_.disk.max_walk_depth};
-  auto usage = co_await asio::co_spawn(watch->walker, walk_trees(it->second.roots, limits), asio::use_awaitable);
-  it = watch->sandboxes.find(rec.id);
+  auto usage = co_await asio::co_spawn(watched->walker, walk_trees(it->second.roots, limits), asio::use_awaitable);
+  it = watched->sandboxes.find(rec.id);
   if (usage.outcome == walk_outcome::unreadable) {
-    if (it != watch->sandboxes.end()) watch->sandboxes.erase(it);  // asked of Docker again next time
+    if (it != watched->sandboxes.end()) watched->sandboxes.erase(it);  // asked of Docker again next time
     co_return make_error(errc::unavailable, "disk use of sandbox " + rec.id + ": " + usage.detail);
   }
-  disk_measurement m;
+  measurement m;
   m.bytes = static_cast<std::int64_t>(usage.bytes);
   m.layer_bytes = static_cast<std::int64_t>(usage.bytes_per_root.front());
   m.volume_bytes = m.bytes - m.layer_bytes;
@@ -118,17 +123,17 @@ task<service::disk_measurement> service::measure_disk(const store::sandbox_recor
   else if (usage.outcome == walk_outcome::too_deep)
     m.over_bounds = "directories nested deeper than " + std::to_string(cfg_.disk.max_walk_depth) +
                     " (disk.max_walk_depth): its disk use cannot be measured";
-  if (it != watch->sandboxes.end()) it->second.last_bytes = m.bytes;
+  if (it != watched->sandboxes.end()) it->second.last_bytes = m.bytes;
   co_return m;
 }
 
-std::optional<std::int64_t> service::last_disk_bytes(const std::string& sandbox_id) const {
-  auto it = disk_->sandboxes.find(sandbox_id);
-  if (it == disk_->sandboxes.end()) return std::nullopt;
+std::optional<std::int64_t> disk_guard::last_bytes(const std::string& sandbox_id) const {
+  auto it = watch_->sandboxes.find(sandbox_id);
+  if (it == watch_->sandboxes.end()) return std::nullopt;
   return it->second.last_bytes;
 }
 
-asio::awaitable<int> service::check_disk() {
+asio::awaitable<int> disk_guard::check() {
   auto rows = sandboxes_.list_live_sandboxes_all_orgs();
   if (!rows) co_return 0;
   std::set<std::string> started;
@@ -136,7 +141,7 @@ asio::awaitable<int> service::check_disk() {
   for (const auto& rec : *rows) {
     if (rec.state != "started" || rec.container_id.empty()) continue;
     started.insert(rec.id);
-    auto m = co_await measure_disk(rec);
+    auto m = co_await measure(rec);
     if (!m) {
       spdlog::debug("{}", m.err().message);
       continue;
@@ -159,7 +164,7 @@ asio::awaitable<int> service::check_disk() {
     // Recorded first; the stop is a sandbox.stop by system with the same words.
     (void)journal_.record_event(rec.org_id, audit::system_actor(),
                                 {"guardrail.disk_exceeded", rec.id, "denied", std::move(details)});
-    auto r = co_await halt(*cur, "stopped: " + why + "; delete files (or the sandbox) to get under it",
+    auto r = co_await lifecycle_.halt(*cur, "stopped: " + why + "; delete files (or the sandbox) to get under it",
                            audit::system_actor(), std::nullopt);
     if (r) {
       spdlog::warn("sandbox {} stopped: {}", rec.id, why);
@@ -168,7 +173,7 @@ asio::awaitable<int> service::check_disk() {
       spdlog::warn("sandbox {} is over its disk_mb but did not stop: {}", rec.id, r.err().message);
     }
   }
-  std::erase_if(disk_->sandboxes, [&](const auto& kv) { return !started.contains(kv.first); });
+  std::erase_if(watch_->sandboxes, [&](const auto& kv) { return !started.contains(kv.first); });
   co_return stopped;
 }
 

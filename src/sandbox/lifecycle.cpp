@@ -26,6 +26,7 @@ service::service(asio::any_io_executor executor, const config& cfg, store::datab
       activity_(clk),
       net_(cfg, db, engine, agent, activity_),
       transitions_(executor_, cfg, db, engine, agent, net_, clk),
+      disk_(cfg, db, engine, clk, *this),
       admission_(executor_, cfg, db, clk, activity_, host_, pool_, *this),
       pool_(executor_, cfg, db, engine, agent, net_, transitions_, admission_),
       reconciler_(executor_, cfg, db, engine, clk, net_, activity_, pool_, transitions_),
@@ -391,14 +392,14 @@ task<sandbox_metrics> service::metrics(const std::string& org_id, const std::str
     m.egress_denied = t.denied;
   }
   // The measuring loop's last figure; measured now when it has none yet (a sandbox just started).
-  m.disk_bytes = last_disk_bytes(id);
+  m.disk_bytes = disk_.last_bytes(id);
   if (!m.disk_bytes)
-    if (auto d = co_await measure_disk(*rec)) m.disk_bytes = d->bytes;
+    if (auto d = co_await disk_.measure(*rec)) m.disk_bytes = d->bytes;
   co_return m;
 }
 
 container_site service::site() const {
-  return {db_.instance_id(), net_.info().name, net_.info().gateway, hard_disk_};
+  return {db_.instance_id(), net_.info().name, net_.info().gateway, disk_.hard_enforcement()};
 }
 
 sandbox_view service::view_of(const store::sandbox_record& rec) const {

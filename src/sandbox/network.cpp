@@ -114,7 +114,7 @@ result<preview_link> network_service::preview(const std::string& org_id, const s
 }
 
 task<std::vector<listening_port>> network_service::ports(const std::string& org_id, const std::string& id_or_name) {
-  auto rec = find_started(db_, activity_, org_id, id_or_name);
+  auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   auto found = co_await agent_.ports(agent_address_of(*rec));
   if (!found) co_return std::move(found).err();

@@ -43,14 +43,15 @@ std::set<std::string> ids_of(const std::vector<Record>& rows) {
 task<void> reconcile_storage(store::database& db, docker::engine& engine, std::int64_t started,
                              reconcile_report& report) {
   const std::string instance = std::string(label_instance) + "=" + db.instance_id();
+  store::resource_store resources(db);
 
   // --- volumes ---
-  auto volume_rows = store::resource_store(db).list_live_volumes_all_orgs();
+  auto volume_rows = resources.list_live_volumes_all_orgs();
   if (!volume_rows) co_return std::move(volume_rows).err();
   const std::vector<std::string> our_volumes = {instance, label_volume};
   auto volumes = co_await engine.list_volumes(our_volumes);
   if (!volumes) co_return std::move(volumes).err();
-  auto volume_rows_now = store::resource_store(db).list_live_volumes_all_orgs();
+  auto volume_rows_now = resources.list_live_volumes_all_orgs();
   if (!volume_rows_now) co_return std::move(volume_rows_now).err();
   const auto volume_ids = ids_of(*volume_rows_now);
   std::set<std::string> present_volume_ids, present_volume_names;
@@ -81,12 +82,12 @@ task<void> reconcile_storage(store::database& db, docker::engine& engine, std::i
   }
 
   // --- snapshot images ---
-  auto snapshot_rows = store::resource_store(db).list_live_snapshots_all_orgs();
+  auto snapshot_rows = resources.list_live_snapshots_all_orgs();
   if (!snapshot_rows) co_return std::move(snapshot_rows).err();
   const std::vector<std::string> our_images = {instance, label_snapshot};
   auto images = co_await engine.list_images(our_images);
   if (!images) co_return std::move(images).err();
-  auto snapshot_rows_now = store::resource_store(db).list_live_snapshots_all_orgs();
+  auto snapshot_rows_now = resources.list_live_snapshots_all_orgs();
   if (!snapshot_rows_now) co_return std::move(snapshot_rows_now).err();
   const auto snapshot_ids = ids_of(*snapshot_rows_now);
   std::set<std::string> present_snapshot_ids, present_refs;

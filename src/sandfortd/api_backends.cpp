@@ -133,19 +133,18 @@ using snapshot_adapter = named_resources<sandbox::snapshot_service, sandbox::sna
 
 class identity_adapter final : public api::identity_backend {
  public:
-  explicit identity_adapter(const backend_parts& p) : p_(p) {}
+  explicit identity_adapter(const backend_parts& p) : p_(p), orgs_(p.db) {}
   result<store::org> find_org(const std::string& id_or_name) override {
-    store::org_store orgs(p_.db);
-    auto o = orgs.get_org(id_or_name);
-    if (!o && o.err().code == errc::not_found) o = orgs.find_org_by_name(id_or_name);
+    auto o = orgs_.get_org(id_or_name);
+    if (!o && o.err().code == errc::not_found) o = orgs_.find_org_by_name(id_or_name);
     return o;
   }
-  result<std::vector<store::org>> list_orgs() override { return store::org_store(p_.db).list_orgs(); }
+  result<std::vector<store::org>> list_orgs() override { return orgs_.list_orgs(); }
   result<store::org> create_org(const std::string& name, const std::string& actor_org,
                                 const audit::actor& who) override {
     auto tx = p_.db.begin();
     if (!tx) return std::move(tx).err();
-    auto o = store::org_store(p_.db).create_org(name, false, format_time(p_.clk.now()));
+    auto o = orgs_.create_org(name, false, format_time(p_.clk.now()));
     if (!o) return o;
     audit::record r{"org.create", o->id, "ok", {{"name", name}}};
     for (const auto& chain : {o->id, actor_org})
@@ -158,7 +157,7 @@ class identity_adapter final : public api::identity_backend {
                              const audit::record& event) override {
     return p_.journal.record_change(
         chains, who,
-        [&] { return store::org_store(p_.db).set_org_state(org_id, state, from, format_time(p_.clk.now())); },
+        [&] { return orgs_.set_org_state(org_id, state, from, format_time(p_.clk.now())); },
         [&] { return event; });
   }
   result<issued_key> issue_key(const std::vector<std::string>& chains, const audit::actor& who,
@@ -167,7 +166,7 @@ class identity_adapter final : public api::identity_backend {
     // The organization's cap on keys that work (guardrails.max_api_keys): more keys would multiply
     // its per-key rate limits, and each is a credential to leak. Revoked and expired keys do not
     // count. Checked with no co_await before the insert, so parallel creates cannot overshoot it.
-    auto working = store::org_store(p_.db).count_working_api_keys(org_id, format_time(p_.clk.now()));
+    auto working = orgs_.count_working_api_keys(org_id, format_time(p_.clk.now()));
     if (!working) return std::move(working).err();
     if (auto room = sandbox::admit_count(p_.journal, org_id, who,
                                          {"api_keys", p_.cfg.guardrails.max_api_keys, *working,
@@ -175,7 +174,7 @@ class identity_adapter final : public api::identity_backend {
         !room)
       return std::move(room).err();
     auto issued = p_.journal.record_change(
-        chains, who, [&] { return auth::issue_key(p_.db, p_.clk, org_id, name, role, expires_in_s); },
+        chains, who, [&] { return auth::issue_key(orgs_, p_.clk, org_id, name, role, expires_in_s); },
         [&](const auth::issued_key& k) {
           // The key's id only: its secret never reaches the chain.
           return audit::record{"api_key.create", k.record.id, "ok",
@@ -187,24 +186,25 @@ class identity_adapter final : public api::identity_backend {
     return issued_key{std::move(issued->record), std::move(issued->secret)};
   }
   result<std::vector<store::api_key>> list_keys(const std::string& org_id) override {
-    return store::org_store(p_.db).list_api_keys(org_id);
+    return orgs_.list_api_keys(org_id);
   }
   result<void> revoke_key(const std::string& org_id, const std::string& key_id, const audit::actor& who) override {
     return p_.journal.record_change(
         {org_id}, who,
-        [&] { return store::org_store(p_.db).revoke_api_key(org_id, key_id, format_time(p_.clk.now())); },
+        [&] { return orgs_.revoke_api_key(org_id, key_id, format_time(p_.clk.now())); },
         [&] { return audit::record{"api_key.revoke", key_id}; });
   }
   result<int> revoke_org_keys(const std::string& org_id, const audit::actor& who) override {
     return p_.journal.record_change(
-        {org_id}, who, [&] { return store::org_store(p_.db).revoke_org_keys(org_id, format_time(p_.clk.now())); },
+        {org_id}, who, [&] { return orgs_.revoke_org_keys(org_id, format_time(p_.clk.now())); },
         [&](int n) {
           return audit::record{"api_key.revoke_all", org_id, "ok", {{"revoked", n}}};
         });
   }
 
  private:
-  const backend_parts& p_;
+  const backend_parts& p_;  // the database for transactions
+  store::org_store orgs_;
 };
 
 // The chain as one connection reads it: the I/O thread's (audit_adapter), or the background
@@ -265,36 +265,36 @@ class audit_adapter final : public chain_rows_of<api::audit_backend> {
 
 class guardrail_adapter final : public api::guardrail_backend {
  public:
-  explicit guardrail_adapter(sandbox::service& s) : s_(s) {}
-  result<sandbox::org_guardrails_view> guardrails(const std::string& org_id) override { return s_.guardrails(org_id); }
+  explicit guardrail_adapter(sandbox::admission& a) : a_(a) {}
+  result<sandbox::org_guardrails_view> guardrails(const std::string& org_id) override { return a_.guardrails(org_id); }
   result<sandbox::org_guardrails_view> set_limits(const std::string& org_id, const sandbox::limits_update& u,
                                                   const audit::actor& who) override {
-    return s_.set_limits(org_id, u, who);
+    return a_.set_limits(org_id, u, who);
   }
   task<sandbox::stop_all_report> stop_all(const std::string& org_id, bool by_superadmin,
                                           const audit::actor& who) override {
-    return s_.stop_all(org_id, by_superadmin, who);
+    return a_.stop_all(org_id, by_superadmin, who);
   }
   result<void> lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) override {
-    return s_.lift_stop(org_id, by_superadmin, who);
+    return a_.lift_stop(org_id, by_superadmin, who);
   }
 
  private:
-  sandbox::service& s_;
+  sandbox::admission& a_;
 };
 
 class daemon_adapter final : public api::daemon_backend {
  public:
-  daemon_adapter(sandbox::service& s, store::database& db) : s_(s), db_(db) {}
+  daemon_adapter(sandbox::service& s, store::sandbox_store sandboxes) : s_(s), sandboxes_(sandboxes) {}
   task<void> ready() override { return s_.ready(); }
   std::vector<sandbox::pool_status> pools() const override { return s_.pools(); }
   result<std::vector<std::pair<std::string, std::int64_t>>> sandboxes_by_state() override {
-    return store::sandbox_store(db_).count_live_sandboxes_by_state();
+    return sandboxes_.count_live_sandboxes_by_state();
   }
 
  private:
   sandbox::service& s_;
-  store::database& db_;
+  store::sandbox_store sandboxes_;
 };
 
 }  // namespace
@@ -308,7 +308,7 @@ api_backends::api_backends(backend_parts parts)
       snapshots_(std::make_unique<snapshot_adapter>(parts_.sandboxes.snapshots())),
       identity_(std::make_unique<identity_adapter>(parts_)),
       audit_(std::make_unique<audit_adapter>(parts_)),
-      guardrails_(std::make_unique<guardrail_adapter>(parts_.sandboxes)),
+      guardrails_(std::make_unique<guardrail_adapter>(parts_.sandboxes.admission())),
       daemon_(std::make_unique<daemon_adapter>(parts_.sandboxes, parts_.db)) {}
 
 api_backends::~api_backends() = default;

@@ -73,11 +73,11 @@ T must(result<T> r) {
 }
 
 // Every checkpoint of org: the database's, then the file's that the database lacks.
-std::vector<audit::checkpoint_record> checkpoints_of(store::database& db, const std::string& org,
+std::vector<audit::checkpoint_record> checkpoints_of(store::audit_store audits, const std::string& org,
                                                      const std::vector<audit::checkpoint_record>& from_file) {
   std::vector<audit::checkpoint_record> out;
   for (std::int64_t after = std::numeric_limits<std::int64_t>::min();;) {
-    auto page = must(store::audit_store(db).list_audit_checkpoints(org, after, 10000));
+    auto page = must(audits.list_audit_checkpoints(org, after, 10000));
     if (page.empty()) break;
     after = page.back().seq;
     out.insert(out.end(), page.begin(), page.end());
@@ -98,28 +98,29 @@ std::vector<audit::checkpoint_record> checkpoints_of(store::database& db, const 
 // The organizations to verify, id → name (empty when the orgs table does not know it).
 std::map<std::string, std::string> orgs_to_verify(store::database& db, const std::string& wanted,
                                                   const std::vector<audit::checkpoint_record>& from_file) {
+  store::org_store orgs(db);
   std::map<std::string, std::string> all;
-  for (const auto& o : must(store::org_store(db).list_orgs())) all[o.id] = o.name;
+  for (const auto& o : must(orgs.list_orgs())) all[o.id] = o.name;
   for (const auto& id : must(store::audit_store(db).audit_org_ids())) all.emplace(id, "");
   for (const auto& c : from_file) all.emplace(c.org_id, "");
   for (auto& [id, name] : all)
     if (name.empty())
-      if (auto o = store::org_store(db).get_org(id); o) name = o->name;  // a deleted organization keeps its row
+      if (auto o = orgs.get_org(id); o) name = o->name;  // a deleted organization keeps its row
   if (wanted.empty()) return all;
-  if (auto o = store::org_store(db).get_org(wanted); o) return {{o->id, o->name}};
-  if (auto o = store::org_store(db).find_org_by_name(wanted); o) return {{o->id, o->name}};
+  if (auto o = orgs.get_org(wanted); o) return {{o->id, o->name}};
+  if (auto o = orgs.find_org_by_name(wanted); o) return {{o->id, o->name}};
   if (auto it = all.find(wanted); it != all.end()) return {*it};
   throw usage_error{"no organization " + wanted + " in the database or the checkpoint file"};
 }
 
-bool verify_org(store::database& db, const std::string& org, const std::string& name,
+bool verify_org(store::audit_store audits, const std::string& org, const std::string& name,
                 const std::vector<audit::checkpoint_record>& from_file, const audit::public_key& pk, bool quiet,
                 std::ostream& out) {
-  const auto cps = checkpoints_of(db, org, from_file);
+  const auto cps = checkpoints_of(audits, org, from_file);
   audit::chain_verifier verifier(org, cps);
   // From the lowest seq there is, so that a row with an impossible seq is seen too.
-  if (auto r = store::audit_store(db).scan_audit_events(org, std::numeric_limits<std::int64_t>::min(),
-                                                        [&](const audit::event_record& e) { return verifier.feed(e); });
+  if (auto r = audits.scan_audit_events(org, std::numeric_limits<std::int64_t>::min(),
+                                        [&](const audit::event_record& e) { return verifier.feed(e); });
       !r)
     throw usage_error{r.err().message};
   const auto report = verifier.finish(cps, pk);

@@ -178,22 +178,22 @@ result<proxy::proxy_options> egress_options(const config& cfg) {
   return o;
 }
 
-asio::awaitable<void> reap_forever(sandbox::service& svc, bool& stopping) {
+asio::awaitable<void> reap_forever(sandbox::admission& admission, bool& stopping) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   while (!stopping) {
     timer.expires_after(std::chrono::seconds(5));
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (!stopping) co_await svc.reap();
+    if (!stopping) co_await admission.reap();
   }
 }
 
-asio::awaitable<void> check_disk_forever(sandbox::service& svc, int interval_s, bool& stopping) {
+asio::awaitable<void> check_disk_forever(sandbox::disk_guard& disk, int interval_s, bool& stopping) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   while (!stopping) {
     // From the end of one round: a round slower than the interval never overlaps the next.
     timer.expires_after(std::chrono::seconds(interval_s));
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (!stopping) co_await svc.check_disk();
+    if (!stopping) co_await disk.check();
   }
 }
 
@@ -388,7 +388,7 @@ int serve(const config_flags& f) {
       }
       spdlog::info("egress proxy listening on {}:{}", net->gateway, *bound);
       // Before any create (creates wait for reconciliation): hard disk enforcement or measured.
-      if (auto d = co_await sandboxes.detect_disk_enforcement(); !d)
+      if (auto d = co_await sandboxes.disk().detect_enforcement(); !d)
         spdlog::warn("disk: could not ask Docker about its storage ({}); disk_mb measured and enforced by stopping",
                      d.err().message);
       co_await reconcile_until_done(sandboxes);
@@ -443,8 +443,8 @@ int serve(const config_flags& f) {
     spdlog::info("listening on {} (port {})", cfg.listen, *port);
     spdlog::info("preview listener on {} (port {}, *.{})", cfg.preview.listen, *preview_port, cfg.preview.domain);
   }
-  asio::co_spawn(ioc, reap_forever(sandboxes, stopping), asio::detached);
-  asio::co_spawn(ioc, check_disk_forever(sandboxes, cfg.disk.check_interval_s, stopping), asio::detached);
+  asio::co_spawn(ioc, reap_forever(sandboxes.admission(), stopping), asio::detached);
+  asio::co_spawn(ioc, check_disk_forever(sandboxes.disk(), cfg.disk.check_interval_s, stopping), asio::detached);
   asio::co_spawn(ioc, daemon::checkpoint_forever(*db, **reader, *audit_key, clk, cfg.audit, stopping), asio::detached);
   asio::co_spawn(ioc, daemon::keep_history_bounded(*db, clk, cfg.store, stopping), asio::detached);
   const daemon::summaries counted{auth_failures, egress_decisions, rate_refusals};

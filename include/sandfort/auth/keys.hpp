@@ -20,7 +20,7 @@ struct issued_key {
 };
 
 // Creates a key in org_id. expires_in_s <= 0 means never.
-result<issued_key> issue_key(store::database& db, const clock& clk, const std::string& org_id,
+result<issued_key> issue_key(store::org_store orgs, const clock& clk, const std::string& org_id,
                              const std::string& name, role r, long long expires_in_s);
 
 // The token of an Authorization header's value ("Bearer <token>"), or unauthenticated.
@@ -34,10 +34,10 @@ result<principal> authenticate(store::database& db, const clock& clk, const std:
 
 // The organization a principal belongs to, if it may act now: unauthenticated when it is
 // gone (deleting/deleted), permission_denied while disabled.
-result<store::org> active_org(store::database& db, const std::string& org_id_or_name, bool by_name);
+result<store::org> active_org(store::org_store orgs, const std::string& org_id_or_name, bool by_name);
 
 // `sandfortd admin bootstrap`: creates the superadmin organization and its first admin key.
 // conflict when it already exists.
-result<issued_key> bootstrap(store::database& db, const clock& clk);
+result<issued_key> bootstrap(store::org_store orgs, const clock& clk);
 
 }  // namespace sandfort::auth

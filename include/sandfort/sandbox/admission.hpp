@@ -19,6 +19,7 @@
 #include "sandfort/core/error.hpp"
 #include "sandfort/sandbox/activity.hpp"
 #include "sandfort/sandbox/host_memory.hpp"
+#include "sandfort/sandbox/sandbox_stopper.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/sandbox/warm_pool.hpp"
 #include "sandfort/store/database.hpp"
@@ -28,18 +29,6 @@
 
 namespace sandfort::sandbox {
 
-// What admission asks of the lifecycle: the kill switch and the reaper stop sandboxes, the reaper
-// deletes them.
-class sandbox_stopper {
- public:
-  virtual ~sandbox_stopper() = default;
-  // Stops a started (or paused) sandbox's container and records it (`message`: why, when not its
-  // caller's wish; `deadline`: when a guardrail will delete it).
-  virtual task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
-                          const std::optional<store::sandbox_deadline>& deadline) = 0;
-  virtual task<void> remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) = 0;
-};
-
 class admission {
  public:
   admission(boost::asio::any_io_executor executor, const config& cfg, store::database& db, const clock& clk,
@@ -47,6 +36,7 @@ class admission {
   admission(const admission&) = delete;
   admission& operator=(const admission&) = delete;
 
+  // --- What the organization's administrators (through the API) and the daemon ask. ---
   // The organization's limits (its own or the configured defaults), its use and its kill switch.
   result<org_guardrails_view> guardrails(const std::string& org_id);
   result<org_guardrails_view> set_limits(const std::string& org_id, const limits_update& update, const audit::actor& who);
@@ -58,6 +48,7 @@ class admission {
   // the daemon runs it periodically. Returns how many sandboxes it stopped or deleted.
   boost::asio::awaitable<int> reap();
 
+  // --- What the lifecycle and the warm pool ask before a sandbox or a member holds anything. ---
   // Whether the organization may have this sandbox running: its kill switch, its image policy
   // (for a new one) and its quotas. `restarting`: the id of a stopped sandbox being started (it
   // is counted already). A refusal is recorded in the organization's audit chain.

@@ -28,8 +28,8 @@ struct agent_session {
 
 // The row of a sandbox for a call that needs it running: conflict when it is not started
 // ("resume it first" when paused). Finding it is use of it (the idle timeout).
-result<store::sandbox_record> find_started(store::database& db, activity_tracker& activity, const std::string& org_id,
-                                           const std::string& id_or_name);
+result<store::sandbox_record> find_started(store::sandbox_store sandboxes, activity_tracker& activity,
+                                           const std::string& org_id, const std::string& id_or_name);
 
 class command_service {
  public:
@@ -63,7 +63,6 @@ class command_service {
                                byte_sink& sink, const audit::actor& who, audit::record note);
 
   const config& cfg_;
-  store::database& db_;  // find_started
   store::sandbox_store sandboxes_;
   agent_connector& agent_;
   activity_tracker& activity_;

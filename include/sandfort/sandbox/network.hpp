@@ -49,7 +49,7 @@ class network_service {
 
  private:
   const config& cfg_;
-  store::database& db_;  // the instance id, find_started
+  store::database& db_;  // the instance id
   store::sandbox_store sandboxes_;
   docker::engine& engine_;
   agent_connector& agent_;

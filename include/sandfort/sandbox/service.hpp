@@ -1,8 +1,8 @@
 #pragma once
 // The sandbox service: the lifecycle (create, get, list, stop, start, delete, pause, PATCH;
-// src/sandbox/lifecycle.cpp, pause.cpp) and disk measurement (disk_guard.cpp). Parts with headers
-// of their own, reached through it: spec building (spec.hpp), state changes (transitions.hpp),
-// guardrails and the TTL reaper (admission.hpp), commands (commands.hpp), the network side
+// src/sandbox/lifecycle.cpp, pause.cpp). Parts with headers of their own, reached through it: spec
+// building (spec.hpp), state changes (transitions.hpp), guardrails and the TTL reaper
+// (admission.hpp), disk measurement (disk_guard.hpp), commands (commands.hpp), the network side
 // (network.hpp), volumes (volumes.hpp), snapshots (snapshots.hpp), the warm pool (warm_pool.hpp)
 // and the reconciler (reconciler.hpp: start-up reconciliation and Docker's events). It knows the
 // store, the engine and the agent connector through their interfaces, and nothing of HTTP.
@@ -28,6 +28,7 @@
 #include "sandfort/sandbox/admission.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/commands.hpp"
+#include "sandfort/sandbox/disk_guard.hpp"
 #include "sandfort/sandbox/host_memory.hpp"
 #include "sandfort/sandbox/image_resolution.hpp"
 #include "sandfort/sandbox/network.hpp"
@@ -44,9 +45,6 @@
 #include "sandfort/store/sandbox_store.hpp"
 
 namespace sandfort::sandbox {
-
-struct disk_watch;  // src/sandbox/disk_guard.cpp
-std::shared_ptr<disk_watch> make_disk_watch();
 
 class service : private sandbox_stopper {
  public:
@@ -91,28 +89,13 @@ class service : private sandbox_stopper {
   // once before serving, and Docker's event stream afterwards.
   reconciler& reconciliation() { return reconciler_; }
 
-  // --- Guardrails (admission.hpp, docs/guardrails.md): the organization's limits, its use and its
-  // kill switch; the reaper the daemon runs periodically.
-  result<org_guardrails_view> guardrails(const std::string& org_id) { return admission_.guardrails(org_id); }
-  result<org_guardrails_view> set_limits(const std::string& org_id, const limits_update& update,
-                                         const audit::actor& who) {
-    return admission_.set_limits(org_id, update, who);
-  }
-  task<stop_all_report> stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
-    return admission_.stop_all(org_id, by_superadmin, who);
-  }
-  result<void> lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
-    return admission_.lift_stop(org_id, by_superadmin, who);
-  }
-  boost::asio::awaitable<int> reap() { return admission_.reap(); }
-  // --- Disk (src/sandbox/disk_guard.cpp, docs/limits.md "Disk") --------------------------------
-  // Asks the engine whether its storage enforces a container's size (disk.enforcement auto), once
-  // before the first create; hard enforcement then puts disk_mb into every new container.
-  task<void> detect_disk_enforcement();
-  bool hard_disk_enforcement() const { return hard_disk_; }
-  // Measures every started sandbox's writable layer and read-write volumes and stops the ones
-  // over their disk_mb; the daemon runs it every disk.check_interval_s. Returns how many it stopped.
-  boost::asio::awaitable<int> check_disk();
+  // Guardrails (admission.hpp, docs/guardrails.md): the organization's limits, its use and its
+  // kill switch, which the API reaches through the daemon's guardrail adapter; the reaper the
+  // daemon runs periodically.
+  sandbox::admission& admission() { return admission_; }
+  // Disk (disk_guard.hpp, docs/limits.md "Disk"): the enforcement the daemon detects before the
+  // first create, and the measuring loop it runs every disk.check_interval_s.
+  disk_guard& disk() { return disk_; }
   // Where calls and previews mark a sandbox as used (the idle timeout).
   activity_tracker& activity() { return activity_; }
   // Reconciled, Docker and the store reachable; the reason otherwise.
@@ -120,8 +103,8 @@ class service : private sandbox_stopper {
 
   // --- The warm pool (warm_pool.hpp, docs/pool.md) ---------------------------------------------
   // Starts filling the configured pools (after reconcile: it removes members of an earlier run;
-  // after detect_disk_enforcement: members are made as a create's containers are).
-  void start_pool() { pool_.start(hard_disk_); }
+  // after disk().detect_enforcement(): members are made as a create's containers are).
+  void start_pool() { pool_.start(disk_.hard_enforcement()); }
   // Shutdown: no more members, and the waiting ones removed.
   boost::asio::awaitable<void> drain_pool() { return pool_.drain(); }
   std::vector<pool_status> pools() const { return pool_.status(); }
@@ -146,29 +129,20 @@ class service : private sandbox_stopper {
   // values are where secrets go), floats as text.
   static nlohmann::json spec_for_audit(const std::string& spec_json);
   result<store::sandbox_record> require_started(const std::string& org_id, const std::string& id_or_name) {
-    return find_started(db_, activity_, org_id, id_or_name);
+    return find_started(sandboxes_, activity_, org_id, id_or_name);
   }
   // pause() and resume(): `from` → `to` through the engine's pause or unpause, recorded as `action`.
   task<sandbox_view> freeze(const std::string& org_id, const std::string& id_or_name, bool paused,
                             const audit::actor& who);
-  // Stops a started (or paused) sandbox's container and records it (admission.hpp).
+  // Stops a started (or paused) sandbox's container and records it (sandbox_stopper.hpp).
   task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
                   const std::optional<store::sandbox_deadline>& deadline) override;
   // Where this daemon makes containers now (spec.hpp): its instance, network and disk enforcement.
   container_site site() const;
   sandbox_view view_of(const store::sandbox_record& rec) const;
-  // A started sandbox's disk use: its writable layer and read-write volumes, walked off the I/O thread.
-  struct disk_measurement {
-    std::int64_t bytes = 0;
-    std::int64_t layer_bytes = 0;
-    std::int64_t volume_bytes = 0;
-    std::string over_bounds;  // not measurable within disk.max_walk_*: why (counts as over the limit)
-  };
-  task<disk_measurement> measure_disk(const store::sandbox_record& rec);
-  std::optional<std::int64_t> last_disk_bytes(const std::string& sandbox_id) const;
   boost::asio::any_io_executor executor_;
   const config& cfg_;
-  store::database& db_;  // transactions, the instance id, find_started
+  store::database& db_;  // transactions, the instance id
   store::sandbox_store sandboxes_;
   store::guardrail_store guardrails_;
   store::resource_store resources_;
@@ -182,10 +156,9 @@ class service : private sandbox_stopper {
   activity_tracker activity_;
   network_service net_;
   transitions transitions_;
-  bool hard_disk_ = false;
-  std::shared_ptr<disk_watch> disk_ = make_disk_watch();
+  disk_guard disk_;
   // Admission takes the pool before it is made (a reference only), the pool takes admission.
-  admission admission_;
+  sandbox::admission admission_;
   warm_pool pool_;
   // Declared after the parts it uses, before those that use it.
   reconciler reconciler_;
@@ -193,9 +166,5 @@ class service : private sandbox_stopper {
   snapshot_service snapshots_;
   command_service commands_;
 };
-
-// Whether new containers get Docker's StorageOpt size: disk.enforcement `hard`, or `auto` where
-// the engine's storage supports it (docker::supports_storage_quota; `mounts`: /proc/self/mounts).
-bool hard_disk_enforcement_for(const std::string& mode, const docker::storage_info& storage, std::string_view mounts);
 
 }  // namespace sandfort::sandbox

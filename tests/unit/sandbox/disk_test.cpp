@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "fakes.hpp"
+#include "sandfort/sandbox/disk_guard.hpp"
 #include "sandfort/sandbox/disk_usage.hpp"
 #include "sandfort/docker/messages.hpp"
 
@@ -151,7 +152,7 @@ TEST_CASE("disk: the loop stops a sandbox over its disk_mb, says why and records
   allocate_file(layers.path() / "over" / "fill", 20 << 20);
   allocate_file(layers.path() / "under" / "fill", 20 << 20);
 
-  CHECK(f.run(f.svc->check_disk()) == 1);
+  CHECK(f.run(f.svc->disk().check()) == 1);
   auto stopped = f.get(f.org_a.id, over.id);
   REQUIRE(stopped);
   CHECK(stopped->state == "stopped");
@@ -177,7 +178,7 @@ TEST_CASE("disk: the loop stops a sandbox over its disk_mb, says why and records
   REQUIRE(m);
   REQUIRE(m->disk_bytes);
   CHECK(*m->disk_bytes >= 20 << 20);
-  CHECK(f.run(f.svc->check_disk()) == 0);  // nothing more to stop
+  CHECK(f.run(f.svc->disk().check()) == 0);  // nothing more to stop
 }
 
 TEST_CASE("disk: read-write volumes count toward disk_mb", "[sandbox][disk]") {
@@ -186,7 +187,7 @@ TEST_CASE("disk: read-write volumes count toward disk_mb", "[sandbox][disk]") {
   fs::create_directories(dirs.path() / "volume");
   allocate_file(dirs.path() / "volume" / "fill", 20 << 20);
   auto v = started_with_layer(f, dirs.path() / "layer", 16, {(dirs.path() / "volume").string()});
-  CHECK(f.run(f.svc->check_disk()) == 1);
+  CHECK(f.run(f.svc->disk().check()) == 1);
   auto stopped = f.get(f.org_a.id, v.id);
   REQUIRE(stopped);
   CHECK(stopped->state == "stopped");
@@ -199,7 +200,7 @@ TEST_CASE("disk: a tree too large to measure counts as over the limit", "[sandbo
   sandfort::testing::temp_dir layers;
   auto v = started_with_layer(f, layers.path() / "layer", 64);
   for (int i = 0; i < 1100; ++i) std::ofstream(layers.path() / "layer" / std::to_string(i)) << "";
-  CHECK(f.run(f.svc->check_disk()) == 1);
+  CHECK(f.run(f.svc->disk().check()) == 1);
   auto stopped = f.get(f.org_a.id, v.id);
   REQUIRE(stopped);
   CHECK_THAT(stopped->error_message, Catch::Contains("more than 1000 files"));
@@ -208,8 +209,8 @@ TEST_CASE("disk: a tree too large to measure counts as over the limit", "[sandbo
 TEST_CASE("disk: hard enforcement puts disk_mb into Docker's StorageOpt, and only then", "[sandbox][disk]") {
   SECTION("auto on ext4: measured, no StorageOpt") {
     fixture f;
-    REQUIRE(f.run(f.svc->detect_disk_enforcement()));
-    CHECK_FALSE(f.svc->hard_disk_enforcement());
+    REQUIRE(f.run(f.svc->disk().detect_enforcement()));
+    CHECK_FALSE(f.svc->disk().hard_enforcement());
     create_request req;
     req.disk_mb = 64;
     f.create_started(req);
@@ -221,8 +222,8 @@ TEST_CASE("disk: hard enforcement puts disk_mb into Docker's StorageOpt, and onl
     fixture f;
     f.cfg.disk.enforcement = "hard";
     f.cfg.disk.default_mb = 2048;
-    REQUIRE(f.run(f.svc->detect_disk_enforcement()));
-    CHECK(f.svc->hard_disk_enforcement());
+    REQUIRE(f.run(f.svc->disk().detect_enforcement()));
+    CHECK(f.svc->disk().hard_enforcement());
     create_request req;
     req.disk_mb = 64;
     f.create_started(req);
@@ -235,8 +236,8 @@ TEST_CASE("disk: hard enforcement puts disk_mb into Docker's StorageOpt, and onl
     fixture f;
     f.cfg.disk.enforcement = "measured";
     f.engine.storage_answer = {"overlay2", "xfs", "/var/lib/docker"};
-    REQUIRE(f.run(f.svc->detect_disk_enforcement()));
-    CHECK_FALSE(f.svc->hard_disk_enforcement());
+    REQUIRE(f.run(f.svc->disk().detect_enforcement()));
+    CHECK_FALSE(f.svc->disk().hard_enforcement());
   }
 }
 
@@ -294,7 +295,7 @@ TEST_CASE("disk: the organization's disk quota bounds the disk_mb of its sandbox
   // The organization's own quota overrides the default.
   limits_update u;
   u.max_disk_mb = std::optional<std::int64_t>(1000);
-  auto g = f.svc->set_limits(f.org_a.id, u, audit::system_actor());
+  auto g = f.svc->admission().set_limits(f.org_a.id, u, audit::system_actor());
   REQUIRE(g);
   CHECK(g->limits.max_disk_mb == 1000);
   CHECK(g->usage.disk_mb == 100);

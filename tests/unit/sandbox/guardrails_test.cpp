@@ -159,33 +159,33 @@ TEST_CASE("guardrails: an organization's own limits override the defaults; null 
   limits_update u;
   u.max_sandboxes = std::optional<std::int64_t>(3);
   u.allowed_images = std::optional<std::vector<std::string>>(std::vector<std::string>{"sandfort/*", "python:3.12-*"});
-  auto set = f.svc->set_limits(f.org_a.id, u, audit::system_actor());
+  auto set = f.svc->admission().set_limits(f.org_a.id, u, audit::system_actor());
   REQUIRE(set);
   CHECK(set->limits.max_sandboxes == 3);
   CHECK(set->own_fields == std::vector<std::string>{"max_sandboxes", "allowed_images"});
   f.create_started();
   f.create_started();
-  CHECK(f.svc->guardrails(f.org_a.id)->usage.sandboxes == 2);
-  CHECK(f.svc->guardrails(f.org_b.id)->limits.max_sandboxes == 1);  // others keep the default
+  CHECK(f.svc->admission().guardrails(f.org_a.id)->usage.sandboxes == 2);
+  CHECK(f.svc->admission().guardrails(f.org_b.id)->limits.max_sandboxes == 1);  // others keep the default
   REQUIRE(events(f, f.org_a.id, "org.limits").size() == 1);
 
   limits_update back;
   back.max_sandboxes = std::optional<std::int64_t>();
-  auto reset = f.svc->set_limits(f.org_a.id, back, audit::system_actor());
+  auto reset = f.svc->admission().set_limits(f.org_a.id, back, audit::system_actor());
   REQUIRE(reset);
   CHECK(reset->limits.max_sandboxes == 1);
   CHECK(reset->limits.allowed_images.size() == 2);  // unchanged: not in the update
 
   limits_update bad;
   bad.allowed_images = std::optional<std::vector<std::string>>(std::vector<std::string>{"has space"});
-  CHECK(f.svc->set_limits(f.org_a.id, bad, audit::system_actor()).err().code == errc::invalid_argument);
+  CHECK(f.svc->admission().set_limits(f.org_a.id, bad, audit::system_actor()).err().code == errc::invalid_argument);
 }
 
 TEST_CASE("guardrails: images outside the organization's patterns are refused with image_not_allowed", "[sandbox][guardrails]") {
   fixture f;
   limits_update u;
   u.allowed_images = std::optional<std::vector<std::string>>(std::vector<std::string>{"sandfort/*", "python:3.12*"});
-  REQUIRE(f.svc->set_limits(f.org_a.id, u, audit::system_actor()));
+  REQUIRE(f.svc->admission().set_limits(f.org_a.id, u, audit::system_actor()));
   create_request python;
   python.snapshot = "python:3.12-slim";
   CHECK(f.run(f.svc->create(f.org_a.id, python)));
@@ -209,7 +209,7 @@ TEST_CASE("guardrails: the kill switch stops every running sandbox and refuses n
   auto a = f.create_started();
   auto b = f.create_started();
   auto other = f.run(f.svc->create(f.org_b.id, {}));
-  auto report = f.run(f.svc->stop_all(f.org_a.id, true, audit::system_actor()));
+  auto report = f.run(f.svc->admission().stop_all(f.org_a.id, true, audit::system_actor()));
   REQUIRE(report);
   CHECK(report->stopped.size() == 2);
   CHECK(f.get(f.org_a.id, a.id)->state == "stopped");
@@ -220,8 +220,8 @@ TEST_CASE("guardrails: the kill switch stops every running sandbox and refuses n
   CHECK(f.run(f.svc->start(f.org_a.id, a.id)).err().code == errc::conflict);
   CHECK(f.run(f.svc->create(f.org_b.id, {})));
   // Set by the operator: the organization's admin cannot lift it.
-  CHECK(f.svc->lift_stop(f.org_a.id, false, audit::system_actor()).err().code == errc::permission_denied);
-  REQUIRE(f.svc->lift_stop(f.org_a.id, true, audit::system_actor()));
+  CHECK(f.svc->admission().lift_stop(f.org_a.id, false, audit::system_actor()).err().code == errc::permission_denied);
+  REQUIRE(f.svc->admission().lift_stop(f.org_a.id, true, audit::system_actor()));
   CHECK(f.run(f.svc->start(f.org_a.id, a.id)));
   CHECK(events(f, f.org_a.id, "org.stop_all").size() == 1);
   CHECK(events(f, f.org_a.id, "org.stop_all_lifted").size() == 1);
@@ -237,10 +237,10 @@ TEST_CASE("guardrails: TTL stops, then deletes after the grace period", "[sandbo
   create_request long_ttl;
   long_ttl.ttl_s = 3600;
   auto b = f.create_started(long_ttl);
-  CHECK(f.run(f.svc->reap()) == 0);
+  CHECK(f.run(f.svc->admission().reap()) == 0);
 
   f.clk.t += std::chrono::seconds(61);
-  CHECK(f.run(f.svc->reap()) == 1);
+  CHECK(f.run(f.svc->admission().reap()) == 1);
   auto stopped = f.get(f.org_a.id, a.id);
   REQUIRE(stopped);
   CHECK(stopped->state == "stopped");
@@ -248,7 +248,7 @@ TEST_CASE("guardrails: TTL stops, then deletes after the grace period", "[sandbo
   CHECK(f.get(f.org_a.id, b.id)->state == "started");
 
   f.clk.t += std::chrono::seconds(600);
-  CHECK(f.run(f.svc->reap()) >= 1);
+  CHECK(f.run(f.svc->admission().reap()) >= 1);
   CHECK(f.get(f.org_a.id, a.id).err().code == errc::not_found);
   CHECK_FALSE(f.engine.of_sandbox(a.id));
   CHECK(f.engine.of_sandbox(b.id));
@@ -264,7 +264,7 @@ TEST_CASE("guardrails: an idle sandbox is stopped; used ones are not; started ag
   create_request never;
   never.idle_timeout_s = 0;
   auto c = f.create_started(never);
-  CHECK(f.run(f.svc->reap()) == 0);  // first look: counts from now
+  CHECK(f.run(f.svc->admission().reap()) == 0);  // first look: counts from now
 
   f.clk.t += std::chrono::seconds(20);
   f.svc->activity().touch(b.id);  // b is used
@@ -272,7 +272,7 @@ TEST_CASE("guardrails: an idle sandbox is stopped; used ones are not; started ag
     auto busy = f.svc->activity().busy(c.id);  // held: never idle while held
   }
   f.clk.t += std::chrono::seconds(15);
-  CHECK(f.run(f.svc->reap()) == 1);
+  CHECK(f.run(f.svc->admission().reap()) == 1);
   CHECK(f.get(f.org_a.id, a.id)->state == "stopped");
   CHECK_THAT(f.get(f.org_a.id, a.id)->error_message, Catch::Contains("idle for 35 s"));
   CHECK(f.get(f.org_a.id, b.id)->state == "started");
@@ -284,11 +284,11 @@ TEST_CASE("guardrails: an idle sandbox is stopped; used ones are not; started ag
 
   // b goes idle too, is stopped, and is started again within the grace: kept.
   f.clk.t += std::chrono::seconds(30);
-  CHECK(f.run(f.svc->reap()) == 1);
+  CHECK(f.run(f.svc->admission().reap()) == 1);
   REQUIRE(f.get(f.org_a.id, b.id)->state == "stopped");
   REQUIRE(f.run(f.svc->start(f.org_a.id, b.id)));
   f.clk.t += std::chrono::seconds(101);  // a's grace is over; b was started again
-  f.run(f.svc->reap());
+  f.run(f.svc->admission().reap());
   CHECK(f.get(f.org_a.id, a.id).err().code == errc::not_found);
   CHECK(f.get(f.org_a.id, b.id));
   CHECK(f.get(f.org_a.id, c.id)->state == "started");
@@ -296,7 +296,7 @@ TEST_CASE("guardrails: an idle sandbox is stopped; used ones are not; started ag
 
 TEST_CASE("guardrails: volumes over the organization's quota are refused before Docker is asked", "[sandbox][guardrails][volumes]") {
   fixture f;
-  CHECK(f.svc->guardrails(f.org_a.id)->limits.max_volumes == 20);  // the default
+  CHECK(f.svc->admission().guardrails(f.org_a.id)->limits.max_volumes == 20);  // the default
   f.cfg.guardrails.max_volumes = 2;
   REQUIRE(make_volume(f, f.org_a.id, "one"));
   REQUIRE(make_volume(f, f.org_a.id, "two"));
@@ -316,14 +316,14 @@ TEST_CASE("guardrails: volumes over the organization's quota are refused before 
   CHECK(details["in_use"] == 2);
   CHECK(make_volume(f, f.org_b.id, "three"));  // another organization is not affected
 
-  auto view = f.svc->guardrails(f.org_a.id);
+  auto view = f.svc->admission().guardrails(f.org_a.id);
   REQUIRE(view);
   CHECK(view->usage.volumes == 2);
   CHECK(view->limits.max_volumes == 2);
   // A delete makes room; a refused create left nothing behind, not even its name.
   REQUIRE(f.run(f.svc->volumes().remove(f.org_a.id, "one", audit::system_actor())));
   REQUIRE(make_volume(f, f.org_a.id, "three"));
-  CHECK(f.svc->guardrails(f.org_a.id)->usage.volumes == 2);
+  CHECK(f.svc->admission().guardrails(f.org_a.id)->usage.volumes == 2);
 
   // A create that fails in Docker gives its place back.
   f.cfg.guardrails.max_volumes = 3;
@@ -336,7 +336,7 @@ TEST_CASE("guardrails: volumes over the organization's quota are refused before 
 
 TEST_CASE("guardrails: snapshots over the organization's quota are refused before the commit", "[sandbox][guardrails][snapshots]") {
   fixture f;
-  CHECK(f.svc->guardrails(f.org_a.id)->limits.max_snapshots == 20);  // the default
+  CHECK(f.svc->admission().guardrails(f.org_a.id)->limits.max_snapshots == 20);  // the default
   f.cfg.guardrails.max_snapshots = 1;
   auto box = f.create_started();
   REQUIRE(make_snapshot(f, f.org_a.id, box.id, "first"));
@@ -352,10 +352,10 @@ TEST_CASE("guardrails: snapshots over the organization's quota are refused befor
   CHECK(details["quota"] == "snapshots");
   CHECK(details["limit"] == 1);
   CHECK(details["in_use"] == 1);
-  CHECK(f.svc->guardrails(f.org_a.id)->usage.snapshots == 1);
+  CHECK(f.svc->admission().guardrails(f.org_a.id)->usage.snapshots == 1);
 
   REQUIRE(f.run(f.svc->snapshots().remove(f.org_a.id, "first", audit::system_actor())));
-  CHECK(f.svc->guardrails(f.org_a.id)->usage.snapshots == 0);
+  CHECK(f.svc->admission().guardrails(f.org_a.id)->usage.snapshots == 0);
   REQUIRE(make_snapshot(f, f.org_a.id, box.id, "second"));
 }
 
@@ -365,7 +365,7 @@ TEST_CASE("guardrails: an organization's own volume and snapshot quotas override
   limits_update u;
   u.max_volumes = std::optional<std::int64_t>(1);
   u.max_snapshots = std::optional<std::int64_t>(0);
-  auto set = f.svc->set_limits(f.org_a.id, u, audit::system_actor());
+  auto set = f.svc->admission().set_limits(f.org_a.id, u, audit::system_actor());
   REQUIRE(set);
   CHECK(set->limits.max_volumes == 1);
   CHECK(set->limits.max_snapshots == 0);
@@ -384,7 +384,7 @@ TEST_CASE("guardrails: an organization's own volume and snapshot quotas override
 
   limits_update back;
   back.max_volumes = std::optional<std::int64_t>();
-  auto reset = f.svc->set_limits(f.org_a.id, back, audit::system_actor());
+  auto reset = f.svc->admission().set_limits(f.org_a.id, back, audit::system_actor());
   REQUIRE(reset);
   CHECK(reset->limits.max_volumes == 20);
   CHECK(reset->limits.max_snapshots == 0);  // unchanged: not in the update
@@ -394,7 +394,7 @@ TEST_CASE("guardrails: an organization's own volume and snapshot quotas override
   for (std::int64_t bad : {std::int64_t{-1}, std::int64_t{1'000'001}}) {
     limits_update wrong;
     wrong.max_snapshots = std::optional<std::int64_t>(bad);
-    auto r = f.svc->set_limits(f.org_a.id, wrong, audit::system_actor());
+    auto r = f.svc->admission().set_limits(f.org_a.id, wrong, audit::system_actor());
     REQUIRE_FALSE(r);
     CHECK(r.err().code == errc::invalid_argument);
     CHECK_THAT(r.err().message, Catch::Contains("max_snapshots"));

@@ -138,17 +138,17 @@ TEST_CASE("pause: a paused sandbox counts for the quotas, is not idle, but its T
   auto b = f.create_started(short_ttl);
   REQUIRE(f.run(f.svc->pause(f.org_a.id, a.id)));
   REQUIRE(f.run(f.svc->pause(f.org_a.id, b.id)));
-  CHECK(f.svc->guardrails(f.org_a.id)->usage.running == 2);
+  CHECK(f.svc->admission().guardrails(f.org_a.id)->usage.running == 2);
   auto refused = f.run(f.svc->create(f.org_a.id, {}));  // it still holds its memory and CPUs
   REQUIRE_FALSE(refused);
   CHECK(refused.err().code == errc::quota_exceeded);
 
-  CHECK(f.run(f.svc->reap()) == 0);
+  CHECK(f.run(f.svc->admission().reap()) == 0);
   f.clk.t += std::chrono::seconds(35);
-  CHECK(f.run(f.svc->reap()) == 0);  // a: idle for 35 s, but paused on purpose
+  CHECK(f.run(f.svc->admission().reap()) == 0);  // a: idle for 35 s, but paused on purpose
   CHECK(f.get(f.org_a.id, a.id)->state == "paused");
   f.clk.t += std::chrono::seconds(30);
-  CHECK(f.run(f.svc->reap()) == 1);  // b: past its TTL
+  CHECK(f.run(f.svc->admission().reap()) == 1);  // b: past its TTL
   auto expired = f.get(f.org_a.id, b.id);
   CHECK(expired->state == "stopped");
   CHECK_THAT(expired->error_message, Catch::Contains("TTL reached"));
@@ -156,10 +156,10 @@ TEST_CASE("pause: a paused sandbox counts for the quotas, is not idle, but its T
 
   // Resumed, the idle timeout counts from now.
   REQUIRE(f.run(f.svc->resume(f.org_a.id, a.id)));
-  CHECK(f.run(f.svc->reap()) == 0);
+  CHECK(f.run(f.svc->admission().reap()) == 0);
   REQUIRE(f.run(f.svc->pause(f.org_a.id, a.id)));
 
-  auto report = f.run(f.svc->stop_all(f.org_a.id, false, audit::system_actor()));
+  auto report = f.run(f.svc->admission().stop_all(f.org_a.id, false, audit::system_actor()));
   REQUIRE(report);
   CHECK(report->stopped == std::vector<std::string>{a.id});
   CHECK(f.get(f.org_a.id, a.id)->state == "stopped");

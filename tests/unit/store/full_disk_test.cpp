@@ -7,7 +7,7 @@
 #include <string>
 
 #include "open_db.hpp"
-#include "sandfort/core/ids.hpp"
+#include "rows.hpp"
 #include "sandfort/store/audit_store.hpp"
 #include "sandfort/store/database.hpp"
 #include "sandfort/store/org_store.hpp"
@@ -23,17 +23,6 @@ namespace {
 std::int64_t size_of(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
-}
-
-sandbox_record small_sandbox(const std::string& org_id) {
-  sandbox_record s;
-  s.id = new_id("sbx-");
-  s.org_id = org_id;
-  s.state = "started";
-  s.snapshot = "img";
-  s.spec_json = "{}";
-  s.created_at = s.updated_at = t0;
-  return s;
 }
 
 audit::event_record big_event(const std::string& org_id) {
@@ -63,7 +52,7 @@ TEST_CASE("full disk: a write the database has no room for is insufficient_stora
   REQUIRE(db->set_max_page_count(*pages + 4));
 
   const auto full_before = db->stats().disk_full;
-  const auto row = small_sandbox(o->id);
+  const auto row = sandbox(o->id);
   {
     auto tx = db->begin();
     REQUIRE(tx);
@@ -123,7 +112,7 @@ TEST_CASE("full disk: below the floor a change is refused before it starts; reli
   const auto wal_size = size_of(path + "-wal");
   int commits = 0;
   while (db->admit(write_kind::relief) && commits < 10000) {
-    REQUIRE(sandbox_store(*db).insert_sandbox(small_sandbox(o->id)));
+    REQUIRE(sandbox_store(*db).insert_sandbox(sandbox(o->id)));
     ++commits;
   }
   CHECK(commits > 10);
@@ -142,7 +131,7 @@ TEST_CASE("full disk: below the floor a change is refused before it starts; reli
   CHECK_FALSE(done->busy);
   CHECK(db->reserve_frames_left() >= left);
   CHECK(db->admit(write_kind::change));
-  REQUIRE(sandbox_store(*db).insert_sandbox(small_sandbox(o->id)));
+  REQUIRE(sandbox_store(*db).insert_sandbox(sandbox(o->id)));
   CHECK(size_of(path + "-wal") == wal_size);
 
   // The zeros past the last frame are no frames: a fresh connection reads every row.

@@ -10,6 +10,7 @@
 #include "sandfort/store/sandbox_store.hpp"
 #include "temp_dir.hpp"
 #include "open_db.hpp"
+#include "rows.hpp"
 
 using namespace sandfort;
 using namespace sandfort::testing;
@@ -35,13 +36,14 @@ volume_record volume(const std::string& org_id, const std::string& name) {
   return v;
 }
 
-sandbox_record sandbox(const std::string& org_id) {
-  sandbox_record s;
-  s.id = new_id("sbx-");
+snapshot_record snapshot(const std::string& org_id, const std::string& name) {
+  snapshot_record s;
+  s.id = new_id("snap-");
   s.org_id = org_id;
-  s.state = "started";
-  s.snapshot = "img";
-  s.spec_json = "{}";
+  s.name = name;
+  s.image_ref = "sandfort-snap/" + random_hex(8) + ":latest";
+  s.source_sandbox_id = "sbx-0000000000000001";
+  s.state = "ready";
   s.created_at = s.updated_at = t0;
   return s;
 }
@@ -135,14 +137,7 @@ TEST_CASE("reconciliation reads the live volumes and snapshots of every organiza
   CHECK(ids == std::set<std::string>{a.id, b.id});
 
   auto snap = [&](const std::string& org_id, const std::string& name) {
-    snapshot_record s;
-    s.id = new_id("snap-");
-    s.org_id = org_id;
-    s.name = name;
-    s.image_ref = "sandfort-snap/" + random_hex(8) + ":latest";
-    s.source_sandbox_id = "sbx-0000000000000001";
-    s.state = "ready";
-    s.created_at = s.updated_at = t0;
+    auto s = snapshot(org_id, name);
     REQUIRE(resource_store(*f.db).insert_snapshot(s));
     return s;
   };
@@ -174,14 +169,7 @@ TEST_CASE("reconciliation reads the live volumes and snapshots of every organiza
 TEST_CASE("the volume and snapshot quotas count live rows of one organization, whatever its history") {
   store_fixture f;
   auto snap = [&](const std::string& org_id, const std::string& name) {
-    snapshot_record s;
-    s.id = new_id("snap-");
-    s.org_id = org_id;
-    s.name = name;
-    s.image_ref = "sandfort-snap/" + random_hex(8) + ":latest";
-    s.source_sandbox_id = "sbx-0000000000000001";
-    s.state = "ready";
-    s.created_at = s.updated_at = t0;
+    auto s = snapshot(org_id, name);
     REQUIRE(resource_store(*f.db).insert_snapshot(s));
     return s;
   };
@@ -228,14 +216,8 @@ TEST_CASE("the volume and snapshot quotas count live rows of one organization, w
       auto v = volume(f.org_a, "old-" + std::to_string(i));
       v.state = "deleted";
       REQUIRE(resource_store(*f.db).insert_volume(v));
-      snapshot_record s;
-      s.id = new_id("snap-");
-      s.org_id = f.org_a;
-      s.name = "old-" + std::to_string(i);
-      s.image_ref = "sandfort-snap/" + random_hex(8) + ":latest";
-      s.source_sandbox_id = "sbx-0000000000000001";
+      auto s = snapshot(f.org_a, "old-" + std::to_string(i));
       s.state = "deleted";
-      s.created_at = s.updated_at = t0;
       REQUIRE(resource_store(*f.db).insert_snapshot(s));
     }
     REQUIRE(tx->commit());

@@ -20,7 +20,8 @@ inline store::org make_org(store::database& db, const std::string& name) {
   return *o;
 }
 
-inline store::sandbox_record sandbox(const std::string& org_id, const std::string& name,
+// Unnamed unless given a name; started unless given a state.
+inline store::sandbox_record sandbox(const std::string& org_id, const std::string& name = {},
                                      const std::string& state = "started") {
   store::sandbox_record s;
   s.id = new_id("sbx-");
