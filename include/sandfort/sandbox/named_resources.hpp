@@ -9,7 +9,6 @@
 // (resource_kind); how one is made (a Docker volume, a container committed) and what a create
 // asks of it (mounts, an image) stay with each service.
 
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
