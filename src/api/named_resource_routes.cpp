@@ -69,7 +69,10 @@ nlohmann::json resource_json(const View& v) {
 // A create's body: an object of the kind's fields only, each read into the request; of several
 // wrongly typed fields, the first the kind lists is named.
 template <typename Kind>
-auto parse_resource_create(const http::request& req) -> result<decltype(struct_of(std::get<0>(Kind::body)))> {
+using create_of = decltype(struct_of(std::get<0>(Kind::body)));  // the kind's create request
+
+template <typename Kind>
+result<create_of<Kind>> parse_resource_create(const http::request& req) {
   auto body = parse_object(req);
   if (!body) return std::move(body).err();
   std::string known;
@@ -78,7 +81,7 @@ auto parse_resource_create(const http::request& req) -> result<decltype(struct_o
   for (const auto& [key, unused] : body->items())
     if (!std::apply([&](const auto&... f) { return ((key == f.key) || ...); }, Kind::body))
       return make_error(errc::invalid_argument, "field '" + key + "' is not known (" + known + ")");
-  decltype(struct_of(std::get<0>(Kind::body))) c;
+  create_of<Kind> c;
   result<void> read_all;  // each field in turn, up to the first wrongly typed one
   std::apply([&](const auto&... f) { (void)(... && (read_all = read(*body, f.key, c.*f.member)).ok()); }, Kind::body);
   if (!read_all) return std::move(read_all).err();
