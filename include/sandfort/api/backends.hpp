@@ -87,7 +87,7 @@ class command_backend {
 };
 
 // An organization's named resources kept apart from any sandbox: volumes and snapshots
-// (volume_routes.cpp, snapshot_routes.cpp, org_lifecycle.cpp). The same four calls for both.
+// (named_resource_routes.cpp, org_lifecycle.cpp). The same four calls for both.
 template <typename View, typename Create, typename Page>
 class named_resource_backend {
  public:

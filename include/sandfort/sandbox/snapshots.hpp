@@ -5,20 +5,11 @@
 // snapshot's id. Memory and processes are not part of a snapshot (a commit copies files only).
 // Deleting one that a sandbox not deleted was created from is a conflict.
 
-#include <map>
-#include <memory>
 #include <optional>
 #include <string>
 
-#include "sandfort/audit/journal.hpp"
-#include "sandfort/core/clock.hpp"
-#include "sandfort/core/config.hpp"
-#include "sandfort/docker/engine.hpp"
+#include "sandfort/sandbox/named_resources.hpp"
 #include "sandfort/sandbox/operation_marks.hpp"
-#include "sandfort/sandbox/types.hpp"
-#include "sandfort/store/database.hpp"
-#include "sandfort/store/guardrail_store.hpp"
-#include "sandfort/store/resource_store.hpp"
 #include "sandfort/store/sandbox_store.hpp"
 
 namespace sandfort::sandbox {
@@ -26,7 +17,8 @@ namespace sandfort::sandbox {
 inline constexpr const char* label_snapshot = "io.sandfort.snapshot";
 inline constexpr const char* snapshot_repository = "sandfort-snap";
 
-class snapshot_service {
+// List, get and remove are the named-resource service's (named_resources.hpp).
+class snapshot_service : public named_resource_service<store::snapshot_record, snapshot_view, snapshot_page> {
  public:
   // `limits`: the configured guardrails (max_snapshots), read at each create. While a sandbox's
   // container is committed, the events the commit causes (pause, unpause) are the daemon's own:
@@ -37,9 +29,6 @@ class snapshot_service {
   // Refused with 429 quota_exceeded, before Docker is asked, when the organization has
   // max_snapshots snapshots not deleted (creates in flight included).
   task<snapshot_view> create(const std::string& org_id, const snapshot_create_request& req, const audit::actor& who);
-  result<snapshot_page> list(const std::string& org_id, const snapshot_list_request& req);
-  result<snapshot_view> get(const std::string& org_id, const std::string& id_or_name);
-  task<void> remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who);
 
   // For a create's `snapshot`: the organization's ready snapshot of that name or id; nullopt when
   // the value is an image reference instead; not_found for a snapshot image's own name (they
@@ -47,21 +36,8 @@ class snapshot_service {
   result<std::optional<store::snapshot_record>> resolve(const std::string& org_id, const std::string& value);
 
  private:
-  store::database& db_;  // transactions, the instance id
-  store::resource_store resources_;
   store::sandbox_store sandboxes_;
-  store::guardrail_store guardrails_;
-  docker::engine& engine_;
-  const clock& clock_;
-  const guardrails_config& limits_;
-  audit::journal journal_;
   operation_marks& marks_;
-  // Creates in flight per organization: checked against the quota and not yet rows. The commit
-  // runs between the check and the insert, so parallel creates would each count only the rows
-  // and all pass; counting these as well, on the one I/O thread, lets no burst overshoot.
-  // Shared with the creates, which may outlive the service at shutdown.
-  std::shared_ptr<std::map<std::string, std::int64_t>> creating_ =
-      std::make_shared<std::map<std::string, std::int64_t>>();
 };
 
 }  // namespace sandfort::sandbox

@@ -382,3 +382,61 @@ TEST_CASE("deleting an organization: its keys revoked, its sandboxes, volumes an
   // The superadmin's own organization cannot be.
   CHECK(s.call("DELETE", "/v1/orgs/superadmin", "superadmin").status == 409);
 }
+
+TEST_CASE("volumes and snapshots: the named-resource routes read each kind's create body and answer in its shape",
+          "[api][handlers][volumes][snapshots]") {
+  api_server s;
+  struct kind {
+    std::string collection, backend, good_body, unknown_message, mistyped_body, mistyped_field;
+    std::set<std::string> fields;
+  };
+  const std::set<std::string> shared = {"id", "name", "state", "created_at", "updated_at"};
+  auto with = [&](std::set<std::string> own) {
+    own.insert(shared.begin(), shared.end());
+    return own;
+  };
+  for (const auto& k : {kind{"/v1/volumes", "volumes", R"({"name":"cache","size_mb":null})",
+                             "field 'other' is not known (name, size_mb)", R"({"name":1,"size_mb":"x"})", "name",
+                             with({"size_mb"})},
+                        kind{"/v1/snapshots", "snapshots", R"({"sandbox_id":"sbx-a","name":"cache"})",
+                             "field 'other' is not known (sandbox_id, name)", R"({"name":1,"sandbox_id":2})",
+                             "sandbox_id", with({"size_bytes", "source_sandbox_id"})}}) {
+    INFO(k.collection);
+    s.forget_calls();
+    auto made = s.call("POST", k.collection, "member", k.good_body);
+    REQUIRE(made.status == 201);
+    CHECK(keys_of(json::parse(made.body)) == k.fields);
+    auto calls = s.calls();
+    REQUIRE(calls.size() == 1);
+    CHECK(calls[0].what == k.backend + ".create");
+    CHECK(calls[0].org_id == org_a);
+    CHECK(calls[0].target == "cache");
+    CHECK(calls[0].actor == "key:key-member");
+
+    // A body the kind does not take reaches no backend: an unknown field names the known ones in
+    // the kind's order; of two wrongly typed ones, the first the kind reads is named.
+    s.forget_calls();
+    auto unknown = s.call("POST", k.collection, "member", R"({"name":"cache","other":1})");
+    CHECK(unknown.status == 400);
+    CHECK(json::parse(unknown.body)["error"]["message"] == k.unknown_message);
+    auto mistyped = s.call("POST", k.collection, "member", k.mistyped_body);
+    CHECK(mistyped.status == 400);
+    CHECK(json::parse(mistyped.body)["error"]["message"].get<std::string>().starts_with("field '" + k.mistyped_field + "'"));
+    CHECK(s.calls().empty());
+    CHECK(s.call("POST", k.collection, "viewer", k.good_body).status == 403);
+
+    auto listed = s.call("GET", k.collection + "?limit=5", "viewer");
+    REQUIRE(listed.status == 200);
+    CHECK(json::parse(listed.body) == json{{"items", json::array()}, {"next_cursor", nullptr}});
+    const std::string own = k.backend == "volumes" ? "vol-a" : "snap-a";
+    auto got = s.call("GET", k.collection + "/" + own, "viewer");
+    REQUIRE(got.status == 200);
+    CHECK(keys_of(json::parse(got.body)) == k.fields);
+    CHECK(json::parse(got.body)["name"] == own);
+    s.forget_calls();
+    CHECK(s.call("DELETE", k.collection + "/" + own, "member").status == 204);
+    REQUIRE(s.calls().size() == 1);
+    CHECK(s.calls()[0].what == k.backend + ".remove");
+    CHECK(s.calls()[0].target == own);
+  }
+}
