@@ -27,10 +27,25 @@ IMAGE = "sandfort/base:bookworm"
 DOCKER_SOCK = "/var/run/docker.sock"
 
 
+# Below the kernel's ephemeral range (32768-60999 by default): a port the kernel hands out for
+# bind(0) is also what it hands out to outgoing connections and to the next suite's bind(0), so
+# a daemon started a moment later could find it taken. Drawn at random, checked free.
+LISTEN_PORTS = range(20000, 32768)
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    while True:
+        port = random.choice(LISTEN_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+
+
+class PortTaken(RuntimeError):
+    """The daemon could not listen: a port free_port() chose was taken before it bound it."""
 
 
 class Response:
@@ -317,17 +332,39 @@ class Daemon:
         assert self.admin_key.startswith("sfk_"), out
 
     def start(self, wait_ready=True):
+        # Suites run in parallel: between free_port() and the daemon's bind another process may
+        # take a port. Then the daemon exits at once naming it, and starts again on fresh ones.
+        for _ in range(4):
+            try:
+                return self._start(wait_ready)
+            except PortTaken:
+                self.port, self.preview_port = free_port(), free_port()
+                self.config["listen"] = f"127.0.0.1:{self.port}"
+                self.config.setdefault("preview", {})["listen"] = f"127.0.0.1:{self.preview_port}"
+                with open(self.config_path, "w") as f:
+                    json.dump(self.config, f)
+        return self._start(wait_ready)
+
+    def _start(self, wait_ready):
         log = open(self.log_path, "a")
+        begun = log.tell()  # where this start's lines begin
         self.proc = subprocess.Popen([SANDFORTD, "serve", "--config", self.config_path],
                                      stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:
+                with open(self.log_path) as f:
+                    f.seek(begun)
+                    if "Address already in use" in f.read():
+                        raise PortTaken(self.log())
                 raise RuntimeError("sandfortd exited at start:\n" + self.log())
             try:
-                r = self.client().get("/healthz")
-                if r.status == 200:
-                    if not wait_ready or self.client().get("/readyz").status == 200:
+                # A short timeout: what holds the port may be another process that never answers
+                # (the daemon then exits, above).
+                probe = self.client()
+                probe.timeout = 5
+                if probe.get("/healthz").status == 200:
+                    if not wait_ready or probe.get("/readyz").status == 200:
                         return self
             except OSError:
                 pass

@@ -1,17 +1,19 @@
 """The harness on a machine that is also used: a network left by ./scripts/run's daemon (the default
 10.213.0.0/16 stays after it stops) does not stop the test daemons, and what the daemons of a killed
-test process left behind is swept by the next one, while a live run's daemon is left alone."""
+test process left behind is swept by the next one, while a live run's daemon is left alone; a port taken between choosing it and the daemon's bind
+(suites run in parallel) is chosen again."""
 
 import ipaddress
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
 import urllib.parse
 import uuid
 
-from sandfort_harness import Daemon, docker, firewall_rules, process_identity
+from sandfort_harness import LISTEN_PORTS, Daemon, docker, firewall_rules, process_identity
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SUBNET = ipaddress.ip_network("10.213.0.0/16")  # core/config.hpp, docs/configuration.md
@@ -145,3 +147,19 @@ def test_the_leftovers_of_a_killed_test_process_are_swept_and_a_live_ones_are_no
             p.kill()
             p.wait()
         sweep_in_a_new_process()
+
+
+def test_a_port_taken_before_the_daemon_binds_it_is_chosen_again():
+    d = Daemon()
+    taken = d.port
+    with socket.socket() as squatter:  # what another suite's daemon does in that moment
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        try:
+            d.start()
+            assert d.port != taken and d.port in LISTEN_PORTS
+            assert d.client().get("/healthz").status == 200
+            with open(d.config_path) as f:
+                assert json.load(f)["listen"] == f"127.0.0.1:{d.port}"
+        finally:
+            d.cleanup()
