@@ -14,20 +14,44 @@ from sandfort_harness import SANDFORTD, Daemon
 ROUNDS = 12
 
 
-def burst(daemon, org_admin_key, stop):
+class Progress:
+    """What the bursts of one round have done: key changes made, sandbox creates answered."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.changes = 0
+        self.sandboxes = 0
+
+    def reached(self, changes, sandboxes):
+        with self.lock:
+            return self.changes >= changes and self.sandboxes >= sandboxes
+
+
+def burst(daemon, org_admin_key, stop, progress):
     """Mutating calls as fast as one client goes, until stop is set or the daemon dies."""
     client = daemon.client(org_admin_key)
-    n = 0
     while not stop.is_set():
         try:
             r = client.post("/v1/api-keys", {"name": "burst", "role": "viewer"})
-            if r.status == 201:
-                client.delete(f"/v1/api-keys/{r.json()['id']}")
-            n += 1
-            if n % 8 == 0:  # fewer sandboxes: each is a container for Docker to make
+            if r.status != 201:
+                continue
+            client.delete(f"/v1/api-keys/{r.json()['id']}")
+            with progress.lock:
+                progress.changes += 1
+                sandbox_turn = progress.changes % 8 == 1  # fewer sandboxes: each is a container to make
+            if sandbox_turn:
                 client.post("/v1/sandboxes", {"wait": False})
+                with progress.lock:
+                    progress.sandboxes += 1
         except OSError:
             return
+
+
+def wait_for(progress, changes, sandboxes, seconds=60):
+    """Until the round has done that much (a loaded machine is slow to), or the time is up."""
+    deadline = time.monotonic() + seconds
+    while not progress.reached(changes, sandboxes) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def test_sigkill_mid_request_never_splits_a_change_from_its_event():
@@ -38,11 +62,15 @@ def test_sigkill_mid_request_never_splits_a_change_from_its_event():
         org = admin.post("/v1/orgs", {"name": "killed"}).json()
         key = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": "a", "role": "admin"}).json()["key"]
         rng = random.Random(7)
-        for _ in range(ROUNDS):
+        for round_ in range(ROUNDS):
             stop = threading.Event()
-            threads = [threading.Thread(target=burst, args=(d, key, stop)) for _ in range(3)]
+            progress = Progress()
+            threads = [threading.Thread(target=burst, args=(d, key, stop, progress)) for _ in range(3)]
             for t in threads:
                 t.start()
+            # Each round makes keys before the kill, and the first a sandbox too, then the kill
+            # lands at a random moment of what follows.
+            wait_for(progress, 2, 1 if round_ == 0 else 0)
             time.sleep(rng.uniform(0.05, 0.4))
             d.kill()
             stop.set()
