@@ -22,6 +22,9 @@ struct resource_field {
   const char* key;
   T Struct::*member;
 };
+// Spelled out: Clang 14 (Debian's) deduces no aggregate's template arguments.
+template <typename Struct, typename T>
+resource_field(const char*, T Struct::*) -> resource_field<Struct, T>;
 template <typename Struct, typename T>
 Struct struct_of(const resource_field<Struct, T>&);  // declared only: the type a field belongs to
 
@@ -78,9 +81,11 @@ result<create_of<Kind>> parse_resource_create(const http::request& req) {
   std::string known;
   std::apply([&](const auto&... f) { ((known += (known.empty() ? "" : ", ") + std::string(f.key)), ...); },
              Kind::body);
-  for (const auto& [key, unused] : body->items())
+  for (const auto& item : body->items()) {
+    const std::string& key = item.key();  // not a structured binding: Clang 14 cannot capture one
     if (!std::apply([&](const auto&... f) { return ((key == f.key) || ...); }, Kind::body))
       return make_error(errc::invalid_argument, "field '" + key + "' is not known (" + known + ")");
+  }
   create_of<Kind> c;
   result<void> read_all;  // each field in turn, up to the first wrongly typed one
   std::apply([&](const auto&... f) { (void)(... && (read_all = read(*body, f.key, c.*f.member)).ok()); }, Kind::body);
