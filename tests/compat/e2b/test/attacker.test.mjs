@@ -1,0 +1,38 @@
+// Another organization's key and a forged or another sandbox's access token must not reach a
+// sandbox: the control plane answers not found, the sandbox plane 401, whatever the id.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Sandbox, NotFoundError } from "e2b";
+import { OTHER_API_KEY, sandbox, sandboxPlane } from "../lib/live.mjs";
+
+test("another organization's key finds nothing of this one", async () => {
+  const sbx = await sandbox({ metadata: { owner: "a" } });
+  const theirs = { apiKey: OTHER_API_KEY };
+  await assert.rejects(Sandbox.getInfo(sbx.sandboxId, theirs), NotFoundError);
+  assert.equal(await Sandbox.kill(sbx.sandboxId, theirs), false);
+  await assert.rejects(Sandbox.setTimeout(sbx.sandboxId, 10_000, theirs), NotFoundError);
+  await assert.rejects(Sandbox.pause(sbx.sandboxId, theirs), NotFoundError);
+  await assert.rejects(Sandbox.connect(sbx.sandboxId, theirs), NotFoundError);
+  const listed = await Sandbox.list({ ...theirs, query: { metadata: { owner: "a" } } }).nextItems();
+  assert.deepEqual(listed, []);
+  assert.equal((await sbx.getInfo()).state, "running", "untouched");
+});
+
+test("a forged token, another sandbox's token or none opens no sandbox", async () => {
+  const a = await sandbox();
+  const b = await sandbox();
+  const ok = await sandboxPlane("/health", { sandboxId: a.sandboxId, token: a.envdAccessToken });
+  assert.equal(ok.status, 204);
+  for (const [what, token] of [
+    ["b's token", b.envdAccessToken],
+    ["a forged one", "sfe2b_" + "0".repeat(64)],
+    ["none", undefined],
+    ["an API key", process.env.E2B_API_KEY],
+  ]) {
+    const r = await sandboxPlane("/health", { sandboxId: a.sandboxId, token });
+    assert.equal(r.status, 401, what);
+    assert.equal((await r.json()).code, "unauthenticated", what);
+    const rpc = await sandboxPlane("/process.Process/List", { sandboxId: a.sandboxId, token, method: "POST", body: "{}" });
+    assert.equal(rpc.status, 401, `${what}: process.Process/List`);
+  }
+});

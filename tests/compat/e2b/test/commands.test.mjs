@@ -1,0 +1,37 @@
+// process.Process/Start through commands.run: output streamed as produced, the exit code, and
+// CommandExitError on a non-zero exit.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { CommandExitError } from "e2b";
+import { sandbox } from "../lib/live.mjs";
+
+test("commands.run: stdout, stderr, exit code, envs and cwd", async () => {
+  const sbx = await sandbox({ envs: { FROM_CREATE: "made" } });
+  const r = await sbx.commands.run("echo out; echo err >&2; echo $FROM_CREATE $EXTRA; pwd", {
+    envs: { EXTRA: "given" },
+    cwd: "/tmp",
+  });
+  assert.equal(r.exitCode, 0);
+  assert.equal(r.stdout, "out\nmade given\n/tmp\n");
+  assert.equal(r.stderr, "err\n");
+});
+
+test("commands.run: a non-zero exit is CommandExitError with its output", async () => {
+  const sbx = await sandbox();
+  const err = await sbx.commands.run("echo partial; exit 3").catch((e) => e);
+  assert.ok(err instanceof CommandExitError, String(err));
+  assert.equal(err.exitCode, 3);
+  assert.equal(err.stdout, "partial\n");
+});
+
+test("commands.run: onStdout sees output before the command ends", async () => {
+  const sbx = await sandbox();
+  const seen = [];
+  const started = Date.now();
+  const r = await sbx.commands.run("echo first; sleep 2; echo second", {
+    onStdout: (line) => seen.push([line, Date.now() - started]),
+  });
+  assert.equal(r.stdout, "first\nsecond\n");
+  assert.equal(seen.length, 2, JSON.stringify(seen));
+  assert.ok(seen[1][1] - seen[0][1] >= 1500, `streamed as produced: ${JSON.stringify(seen)}`);
+});
