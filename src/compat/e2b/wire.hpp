@@ -60,6 +60,7 @@ http::response interpreter_not_served();
 // The control plane's and the sandbox plane's tables (control_plane.cpp, sandbox_plane.cpp).
 std::vector<api::api_route> control_routes();
 std::vector<api::api_route> sandbox_plane_routes();
-std::vector<api::api_route> process_routes();  // process.cpp
+std::vector<api::api_route> process_routes();     // process.cpp
+std::vector<api::api_route> filesystem_routes();  // filesystem.cpp
 
 }  // namespace sandfort::compat::e2b

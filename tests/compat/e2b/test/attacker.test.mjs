@@ -34,5 +34,13 @@ test("a forged token, another sandbox's token or none opens no sandbox", async (
     assert.equal((await r.json()).code, "unauthenticated", what);
     const rpc = await sandboxPlane("/process.Process/List", { sandboxId: a.sandboxId, token, method: "POST", body: "{}" });
     assert.equal(rpc.status, 401, `${what}: process.Process/List`);
+    const stat = await sandboxPlane("/filesystem.Filesystem/Stat", {
+      sandboxId: a.sandboxId, token, method: "POST", body: JSON.stringify({ path: "/etc/hostname" }),
+    });
+    assert.equal(stat.status, 401, `${what}: filesystem.Filesystem/Stat`);
+    const file = await sandboxPlane("/files?path=%2Fetc%2Fhostname", { sandboxId: a.sandboxId, token });
+    assert.equal(file.status, 401, `${what}: GET /files`);
   }
+  const own = await sandboxPlane("/files?path=%2Fetc%2Fhostname", { sandboxId: a.sandboxId, token: a.envdAccessToken });
+  assert.equal(own.status, 200, "its own token reads its own file");
 });
