@@ -52,3 +52,25 @@ test("read: text, bytes and a stream, the bytes as they are", async () => {
   assert.equal(hash.digest("hex"), sum);
   await assert.rejects(sbx.files.read("/tmp/no-such-file"), FileNotFoundError);
 });
+
+test("write: one file, several (multipart), octet-stream; directories made; read back", async () => {
+  const sbx = await sandbox();
+  const one = await sbx.files.write("/tmp/up/new/dir/one.txt", "first\n");
+  assert.equal(one.path, "/tmp/up/new/dir/one.txt");
+  assert.equal(one.name, "one.txt");
+  assert.equal(await sbx.files.read("/tmp/up/new/dir/one.txt"), "first\n");
+
+  const many = await sbx.files.write([
+    { path: "/tmp/up/a.txt", data: "alpha" },
+    { path: "/tmp/up/b.bin", data: new Uint8Array([0, 1, 2, 255]).buffer },
+  ]);
+  assert.deepEqual(many.map((f) => f.path), ["/tmp/up/a.txt", "/tmp/up/b.bin"]);
+  assert.equal(await sbx.files.read("/tmp/up/a.txt"), "alpha");
+  assert.deepEqual([...(await sbx.files.read("/tmp/up/b.bin", { format: "bytes" }))], [0, 1, 2, 255]);
+
+  const raw = await sbx.files.write("/tmp/up/raw.txt", "octets\r\n--x--\r\n", { useOctetStream: true });
+  assert.equal(raw.path, "/tmp/up/raw.txt");
+  assert.equal(await sbx.files.read("/tmp/up/raw.txt"), "octets\r\n--x--\r\n");
+  const out = await sbx.commands.run("cat /tmp/up/a.txt /tmp/up/raw.txt");
+  assert.equal(out.stdout, "alphaoctets\r\n--x--\r\n");
+});
