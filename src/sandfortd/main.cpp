@@ -503,6 +503,7 @@ int serve(const config_flags& f) {
 // `sandfortd routes`: the registry the API serves, read from the code and nothing else (no
 // configuration, no database, no Docker).
 int print_routes(bool as_json) {
+  compat::e2b::register_routes(nullptr);  // listed whatever e2b.enabled says: the code's registry
   const auto routes = api::describe_routes();
   if (as_json) {
     std::cout << routes.dump(2) << "\n";

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Runs a command against a live sandfortd served over HTTPS, as the E2B SDKs reach it: makes a
 test CA and a certificate for localhost, starts a daemon (its own state, network and port, like
-the other suites), makes two organizations with a member's key each, exports
+the other suites), makes two organizations with keys, exports
 
   E2B_API_URL=https://localhost:<port>/e2b   E2B_SANDBOX_URL=https://localhost:<port>/e2b-sandbox
-  E2B_API_KEY=<org A's key>   E2B_OTHER_API_KEY=<org B's key>   NODE_EXTRA_CA_CERTS=<the CA>
+  E2B_API_KEY=<org A's member key>   E2B_VIEWER_API_KEY=<org A's viewer key>
+  E2B_OTHER_API_KEY=<org B's member key>   NODE_EXTRA_CA_CERTS=<the CA>
   SANDFORT_BASE_URL, SANDFORT_ADMIN_KEY (the operator's, for what the E2B wire does not do)
 
 runs the command, then stops the daemon and removes everything it made. Exits with the
@@ -43,12 +44,16 @@ def make_pki(directory):
         "key": os.path.join(directory, "server.key")}
 
 
-def member_key(admin, org_name):
+def org_keys(admin, org_name, *roles):
+    """A new organization and a key of each role asked, in that order."""
     r = admin.post("/v1/orgs", {"name": org_name})
     assert r.status == 201, r
-    r = admin.post(f"/v1/orgs/{r.json()['id']}/api-keys", {"name": "e2b", "role": "member"})
-    assert r.status == 201, r
-    return r.json()["key"]
+    org_id, keys = r.json()["id"], []
+    for role in roles:
+        r = admin.post(f"/v1/orgs/{org_id}/api-keys", {"name": f"e2b-{role}", "role": role})
+        assert r.status == 201, r
+        keys.append(r.json()["key"])
+    return keys
 
 
 def main(argv):
@@ -65,8 +70,10 @@ def main(argv):
         try:
             admin = daemon.admin()
             base = f"https://localhost:{daemon.port}"
+            member, viewer = org_keys(admin, "e2b-a", "member", "viewer")
+            (other,) = org_keys(admin, "e2b-b", "member")
             env = dict(os.environ, E2B_API_URL=f"{base}/e2b", E2B_SANDBOX_URL=f"{base}/e2b-sandbox",
-                       E2B_API_KEY=member_key(admin, "e2b-a"), E2B_OTHER_API_KEY=member_key(admin, "e2b-b"),
+                       E2B_API_KEY=member, E2B_VIEWER_API_KEY=viewer, E2B_OTHER_API_KEY=other,
                        NODE_EXTRA_CA_CERTS=pki["ca"], SANDFORT_BASE_URL=base, SANDFORT_ADMIN_KEY=daemon.admin_key)
             status = subprocess.run(command, env=env).returncode
             if status != 0:

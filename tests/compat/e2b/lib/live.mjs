@@ -3,12 +3,13 @@
 import { after } from "node:test";
 import { Sandbox } from "e2b";
 
-for (const name of ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY", "E2B_OTHER_API_KEY"]) {
+for (const name of ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY", "E2B_VIEWER_API_KEY", "E2B_OTHER_API_KEY"]) {
   if (!process.env[name]) {
     throw new Error(`${name} must be set: run through tests/compat/e2b/with_e2b_daemon.py -- node --test test/`);
   }
 }
 export const OTHER_API_KEY = process.env.E2B_OTHER_API_KEY;
+export const VIEWER_API_KEY = process.env.E2B_VIEWER_API_KEY;
 
 const made = [];
 /** A sandbox made through the SDK (the default template), killed after the file's tests. */

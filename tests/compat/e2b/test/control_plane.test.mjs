@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Sandbox, NotFoundError, AuthenticationError } from "e2b";
-import { sandbox } from "../lib/live.mjs";
+import { VIEWER_API_KEY, sandbox } from "../lib/live.mjs";
 
 test("create answers what the SDK reads, getInfo and isRunning agree", async () => {
   const sbx = await sandbox({ metadata: { suite: "e2b", case: "create" }, envs: { GREETING: "hi" } });
@@ -65,4 +65,16 @@ test("a wrong key is AuthenticationError; an unknown template is refused", async
   await assert.rejects(Sandbox.create({ apiKey: "sfk_not_a_real_key" }), AuthenticationError);
   await assert.rejects(Sandbox.list({ apiKey: "sfk_not_a_real_key" }).nextItems(), AuthenticationError);
   await assert.rejects(Sandbox.create("sandfort/no-such-image:never", { timeoutMs: 60_000 }));
+});
+
+test("a viewer's key reads but does not act (the route's role, as on the native API)", async () => {
+  const sbx = await sandbox({ metadata: { role: "viewer-test" } });
+  const viewer = { apiKey: VIEWER_API_KEY };
+  assert.equal((await Sandbox.getInfo(sbx.sandboxId, viewer)).sandboxId, sbx.sandboxId);
+  const listed = await Sandbox.list({ ...viewer, query: { metadata: { role: "viewer-test" } } }).nextItems();
+  assert.deepEqual(listed.map((s) => s.sandboxId), [sbx.sandboxId]);
+  await assert.rejects(Sandbox.create({ ...viewer, timeoutMs: 60_000 }), (e) => e.statusCode === 403);
+  await assert.rejects(Sandbox.kill(sbx.sandboxId, viewer), (e) => e.statusCode === 403);
+  await assert.rejects(Sandbox.setTimeout(sbx.sandboxId, 60_000, viewer), (e) => e.statusCode === 403);
+  assert.equal((await sbx.getInfo()).state, "running");
 });
