@@ -27,40 +27,9 @@ constexpr std::size_t max_agent_answer_bytes = 8u << 20;
 constexpr std::size_t max_listed_entries = 10000;
 constexpr auto agent_call_timeout = std::chrono::seconds(30);
 
-struct agent_answer {
-  unsigned status = 0;
-  json body;
-};
+}  // namespace
 
-// One request to the sandbox's agent over a connection of its own, its answer bounded in size and time.
-// `raw`, when given, is the body as it is (a file's bytes) instead of `body`'s JSON.
-awaitable<result<agent_answer>> call_agent(dependencies& deps, const sandbox_call& call, http::verb method,
-                                           std::string target, const json* body, const audit::actor& who,
-                                           const std::string_view* raw = nullptr) {
-  auto agent = co_await deps.commands.connect_agent(call.org_id, call.sandbox_id, who, nullptr);
-  if (!agent) co_return agent.err();
-  http::request req = http::make_request(method, std::move(target), body);
-  if (raw) {
-    req.body() = std::string(*raw);
-    req.set(http::bhttp::field::content_type, "application/octet-stream");
-  }
-  req.set(http::bhttp::field::host, "agent");
-  req.prepare_payload();
-  agent->stream.lowest().expires_after(agent_call_timeout);
-  auto [wec, wn] = co_await beast::http::async_write(agent->stream, req, asio::as_tuple(asio::use_awaitable));
-  (void)wn;
-  if (wec) co_return make_error(errc::unavailable, "the sandbox's agent did not take the request: " + wec.message());
-  beast::flat_buffer buffer = http::bounded_read_buffer();
-  beast::http::response_parser<beast::http::string_body> parser;
-  parser.body_limit(max_agent_answer_bytes);
-  auto [rec, rn] = co_await beast::http::async_read(agent->stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
-  (void)rn;
-  if (rec) co_return make_error(errc::unavailable, "the sandbox's agent did not answer: " + rec.message());
-  agent_answer out{parser.get().result_int(), json::parse(parser.get().body(), nullptr, false)};
-  co_return out;
-}
-
-std::string query_path(const std::string& path) {
+std::string query_escape(const std::string& path) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : path) {
@@ -74,6 +43,8 @@ std::string query_path(const std::string& path) {
   }
   return out;
 }
+
+namespace {
 
 // The agent's refusal as Connect's: its class, its message.
 http::response agent_refusal(const agent_answer& a, const std::string& request_id) {
@@ -121,7 +92,7 @@ awaitable<http::response> answer_rpc(dependencies& deps, const sandbox_call& cal
   if (method == "Stat") {
     auto path = string_field(message, "path");
     if (!path) co_return bad(path.err());
-    auto a = co_await call_agent(deps, call, http::verb::get, "/files/stat?path=" + query_path(*path), nullptr, who);
+    auto a = co_await call_agent(deps, call, http::verb::get, "/files/stat?path=" + query_escape(*path), nullptr, who);
     if (!a) co_return bad(a.err());
     if (a->status != 200) co_return agent_refusal(*a, request_id);
     co_return ok({{"entry", entry_info(a->body)}});
@@ -135,7 +106,7 @@ awaitable<http::response> answer_rpc(dependencies& deps, const sandbox_call& cal
     while (!todo.empty()) {
       auto [dir, level] = todo.back();
       todo.pop_back();
-      auto a = co_await call_agent(deps, call, http::verb::get, "/files/list?path=" + query_path(dir), nullptr, who);
+      auto a = co_await call_agent(deps, call, http::verb::get, "/files/list?path=" + query_escape(dir), nullptr, who);
       if (!a) co_return bad(a.err());
       if (a->status != 200) {
         if (level == 1) co_return agent_refusal(*a, request_id);
@@ -175,7 +146,7 @@ awaitable<http::response> answer_rpc(dependencies& deps, const sandbox_call& cal
     auto path = string_field(message, "path");
     if (!path) co_return bad(path.err());
     auto a = co_await call_agent(deps, call, http::verb::delete_,
-                                 "/files?recursive=true&path=" + query_path(*path), nullptr, who);
+                                 "/files?recursive=true&path=" + query_escape(*path), nullptr, who);
     if (!a) co_return bad(a.err());
     if (a->status != 204) co_return agent_refusal(*a, request_id);
     co_return ok(json::object());
@@ -215,7 +186,7 @@ awaitable<bool> download(dependencies& deps, http::exchange& ex, api::stream_cal
   auto& h = ex.parser.get();
   h.erase("X-Access-Token");
   h.erase(http::bhttp::field::authorization);
-  http::forward_options target{"/files?path=" + query_path(path->second)};
+  http::forward_options target{"/files?path=" + query_escape(path->second)};
   target.answer_timeout = std::chrono::seconds(deps.cfg.agent_idle_timeout_s);
   target.idle_timeout = std::chrono::seconds(deps.cfg.agent_idle_timeout_s);
   co_return co_await http::forward(ex, agent->stream, std::move(target));
@@ -297,7 +268,7 @@ awaitable<http::response> upload(dependencies& deps, http::context& ctx, const a
     const json dir = {{"path", parent_of(part.path)}, {"parents", true}};
     auto made = co_await call_agent(deps, *call, http::verb::post, "/files/mkdir", &dir, who);
     if (!made) co_return bad(made.err());
-    auto a = co_await call_agent(deps, *call, http::verb::put, "/files?path=" + query_path(part.path), nullptr, who,
+    auto a = co_await call_agent(deps, *call, http::verb::put, "/files?path=" + query_escape(part.path), nullptr, who,
                                  &part.bytes);
     if (!a) co_return bad(a.err());
     if (a->status != 201) co_return agent_refusal(*a, ctx.request_id);
@@ -307,6 +278,34 @@ awaitable<http::response> upload(dependencies& deps, http::context& ctx, const a
 }
 
 }  // namespace
+
+// One request to the sandbox's agent over a connection of its own, its answer bounded in size and time.
+// `raw`, when given, is the body as it is (a file's bytes) instead of `body`'s JSON.
+awaitable<result<agent_answer>> call_agent(dependencies& deps, const sandbox_call& call, http::verb method,
+                                           std::string target, const json* body, const audit::actor& who,
+                                           const std::string_view* raw) {
+  auto agent = co_await deps.commands.connect_agent(call.org_id, call.sandbox_id, who, nullptr);
+  if (!agent) co_return agent.err();
+  http::request req = http::make_request(method, std::move(target), body);
+  if (raw) {
+    req.body() = std::string(*raw);
+    req.set(http::bhttp::field::content_type, "application/octet-stream");
+  }
+  req.set(http::bhttp::field::host, "agent");
+  req.prepare_payload();
+  agent->stream.lowest().expires_after(agent_call_timeout);
+  auto [wec, wn] = co_await beast::http::async_write(agent->stream, req, asio::as_tuple(asio::use_awaitable));
+  (void)wn;
+  if (wec) co_return make_error(errc::unavailable, "the sandbox's agent did not take the request: " + wec.message());
+  beast::flat_buffer buffer = http::bounded_read_buffer();
+  beast::http::response_parser<beast::http::string_body> parser;
+  parser.body_limit(max_agent_answer_bytes);
+  auto [rec, rn] = co_await beast::http::async_read(agent->stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+  (void)rn;
+  if (rec) co_return make_error(errc::unavailable, "the sandbox's agent did not answer: " + rec.message());
+  agent_answer out{parser.get().result_int(), json::parse(parser.get().body(), nullptr, false)};
+  co_return out;
+}
 
 std::vector<api::api_route> filesystem_routes() {
   // No API key: each handler authorizes the sandbox's access token first.

@@ -57,6 +57,19 @@ audit::actor token_actor(const sandbox_call& call, const std::string& request_id
 // The code interpreter's door (port 49999): its routes are another part's to serve.
 http::response interpreter_not_served();
 
+// One request to the sandbox's agent over a connection of its own, its answer bounded in size
+// (8 MiB) and time (30 s) (filesystem.cpp). `raw`, when given, is the body as it is.
+struct agent_answer {
+  unsigned status = 0;
+  nlohmann::json body;
+};
+boost::asio::awaitable<result<agent_answer>> call_agent(api::dependencies& deps, const sandbox_call& call,
+                                                        http::verb method, std::string target,
+                                                        const nlohmann::json* body, const audit::actor& who,
+                                                        const std::string_view* raw = nullptr);
+// A query parameter's value, percent-encoded.
+std::string query_escape(const std::string& value);
+
 // The control plane's and the sandbox plane's tables (control_plane.cpp, sandbox_plane.cpp).
 std::vector<api::api_route> control_routes();
 std::vector<api::api_route> sandbox_plane_routes();

@@ -35,3 +35,26 @@ test("commands.run: onStdout sees output before the command ends", async () => {
   assert.equal(seen.length, 2, JSON.stringify(seen));
   assert.ok(seen[1][1] - seen[0][1] >= 1500, `streamed as produced: ${JSON.stringify(seen)}`);
 });
+
+test("background: list, sendStdin, wait; connect from elsewhere; kill", async () => {
+  const sbx = await sandbox();
+  const cat = await sbx.commands.run("cat", { background: true, stdin: true });
+  assert.ok(cat.pid > 0);
+  const listed = await sbx.commands.list();
+  assert.ok(listed.some((p) => p.pid === cat.pid), JSON.stringify(listed));
+  await sbx.commands.sendStdin(cat.pid, "fed in\n");
+  await sbx.commands.closeStdin(cat.pid);
+  const done = await cat.wait();
+  assert.equal(done.exitCode, 0);
+  assert.equal(done.stdout, "fed in\n");
+
+  const sleeper = await sbx.commands.run("sleep 30", { background: true });
+  await sleeper.disconnect();
+  const again = await sbx.commands.connect(sleeper.pid);
+  assert.equal(again.pid, sleeper.pid);
+  assert.equal(await sbx.commands.kill(sleeper.pid), true);
+  const ended = await again.wait().catch((e) => e);
+  assert.ok(ended instanceof CommandExitError, String(ended));
+  assert.equal((await sbx.commands.list()).some((p) => p.pid === sleeper.pid), false);
+  assert.equal(await sbx.commands.kill(sleeper.pid), false, "gone: not found");
+});
