@@ -8,10 +8,6 @@
 
 namespace sandfort::compat::e2b {
 
-using boost::asio::awaitable;
-using nlohmann::json;
-using api::dependencies;
-
 namespace {
 
 // The SDK's default template; Sandfort's default image stands for it.

@@ -15,11 +15,7 @@
 
 namespace sandfort::compat::e2b {
 
-namespace asio = boost::asio;
 namespace beast = boost::beast;
-using asio::awaitable;
-using api::dependencies;
-using nlohmann::json;
 
 namespace {
 

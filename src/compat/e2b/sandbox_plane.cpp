@@ -9,9 +9,6 @@
 
 namespace sandfort::compat::e2b {
 
-using boost::asio::awaitable;
-using api::dependencies;
-
 // The code interpreter's door (port 49999): the seam where its /execute and /contexts are to be
 // dispatched; until then a clear JSON error.
 http::response interpreter_not_served() {

@@ -12,6 +12,11 @@
 
 namespace sandfort::compat::e2b {
 
+namespace asio = boost::asio;
+using asio::awaitable;
+using api::dependencies;
+using nlohmann::json;
+
 // The envd version the sandboxes announce: what the SDK gates features on (docs/e2b.md).
 inline constexpr const char* envd_version = "0.5.7";
 
