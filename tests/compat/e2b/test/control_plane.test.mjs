@@ -78,3 +78,17 @@ test("a viewer's key reads but does not act (the route's role, as on the native 
   await assert.rejects(Sandbox.setTimeout(sbx.sandboxId, 60_000, viewer), (e) => e.statusCode === 403);
   assert.equal((await sbx.getInfo()).state, "running");
 });
+
+test("the audit chain records E2B calls as the native ones, under the key that made them", async () => {
+  const sbx = await sandbox();
+  await sbx.files.makeDir("/tmp/audited");
+  await sbx.commands.run("true");
+  await sbx.kill();
+  const res = await fetch(`${process.env.SANDFORT_BASE_URL}/v1/audit?target=${sbx.sandboxId}&limit=100`, {
+    headers: { Authorization: `Bearer ${process.env.SANDFORT_ORG_ADMIN_KEY}` },
+  });
+  assert.equal(res.status, 200);
+  const actions = (await res.json()).items.map((e) => e.action);
+  for (const must of ["sandbox.create", "sandbox.files.mkdir", "sandbox.commands", "sandbox.delete"])
+    assert.ok(actions.includes(must), `${must} in ${actions}`);
+});
