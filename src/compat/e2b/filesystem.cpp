@@ -154,7 +154,7 @@ awaitable<http::response> answer_rpc(dependencies& deps, const sandbox_call& cal
 
 // POST /filesystem.Filesystem/{method} (unary: a JSON body, a JSON answer).
 awaitable<http::response> filesystem_rpc(dependencies& deps, http::context& ctx, const auth::principal&) {
-  auto call = authorize(ctx.req);
+  auto call = authorize(deps, ctx.req);
   if (!call) co_return refuse_call(call.err(), ctx.request_id);
   if (call->port == interpreter_port) co_return interpreter_not_served();
   auto message = json::parse(ctx.req.body().empty() ? std::string("{}") : ctx.req.body(), nullptr, false);
@@ -166,7 +166,7 @@ awaitable<http::response> filesystem_rpc(dependencies& deps, http::context& ctx,
 
 // GET /files?path=: the file's bytes as the agent streams them (never whole in memory).
 awaitable<bool> download(dependencies& deps, http::exchange& ex, api::stream_call& sc) {
-  auto call = authorize(ex.parser.get());
+  auto call = authorize(deps, ex.parser.get());
   if (!call) {
     sc.answered(call.err());
     co_return co_await http::respond(ex, refuse_call(call.err(), ex.request_id));
@@ -244,7 +244,7 @@ std::string base_of(const std::string& path) { return path.substr(path.find_last
 // agent through a temporary file renamed into place, its directories made first. The body is
 // held whole, up to max_body_bytes (not streamed yet).
 awaitable<http::response> upload(dependencies& deps, http::context& ctx, const auth::principal&) {
-  auto call = authorize(ctx.req);
+  auto call = authorize(deps, ctx.req);
   if (!call) co_return refuse_call(call.err(), ctx.request_id);
   auto bad = [&](const error& e) { return connect_error(e, ctx.request_id); };
   const std::string query_path_param = ctx.query.count("path") ? ctx.query["path"] : std::string();

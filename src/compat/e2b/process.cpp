@@ -250,7 +250,7 @@ awaitable<result<json>> streaming_message(http::exchange& ex) {
 
 // POST /process.Process/Start: the command started in the background, then followed.
 awaitable<bool> start_process(dependencies& deps, http::exchange& ex, api::stream_call& sc) {
-  auto call = authorize(ex.parser.get());
+  auto call = authorize(deps, ex.parser.get());
   if (!call) {
     sc.answered(call.err());
     co_return co_await http::respond(ex, refuse_call(call.err(), ex.request_id));
@@ -273,7 +273,7 @@ awaitable<bool> start_process(dependencies& deps, http::exchange& ex, api::strea
 
 // POST /process.Process/Connect: a running command's output followed again.
 awaitable<bool> connect_process(dependencies& deps, http::exchange& ex, api::stream_call& sc) {
-  auto call = authorize(ex.parser.get());
+  auto call = authorize(deps, ex.parser.get());
   if (!call) {
     sc.answered(call.err());
     co_return co_await http::respond(ex, refuse_call(call.err(), ex.request_id));
@@ -296,7 +296,7 @@ std::string signal_name(const json& message) {
 
 // The unary ones: List, SendSignal, SendInput, CloseStdin.
 awaitable<http::response> process_rpc(dependencies& deps, http::context& ctx, const auth::principal&) {
-  auto call = authorize(ctx.req);
+  auto call = authorize(deps, ctx.req);
   if (!call) co_return refuse_call(call.err(), ctx.request_id);
   if (call->port == interpreter_port) co_return interpreter_not_served();
   auto bad = [&](const error& e) { return connect_error(e, ctx.request_id); };

@@ -26,7 +26,7 @@ http::response wrong_port(const sandbox_call& call) {
 
 // GET /health: 204 while the sandbox runs, 502 otherwise (the SDK's "not running").
 awaitable<http::response> health(dependencies& deps, http::context& ctx, const auth::principal&) {
-  auto call = authorize(ctx.req);
+  auto call = authorize(deps, ctx.req);
   if (!call) co_return refuse_call(call.err(), ctx.request_id);
   if (call->port == interpreter_port) co_return interpreter_not_served();
   if (call->port != envd_port) co_return wrong_port(*call);
@@ -37,8 +37,8 @@ awaitable<http::response> health(dependencies& deps, http::context& ctx, const a
 }
 
 // Connect RPCs (process.Process, filesystem.Filesystem) not served yet: Connect's unimplemented.
-awaitable<http::response> rpc_not_served(dependencies&, http::context& ctx, const auth::principal&) {
-  auto call = authorize(ctx.req);
+awaitable<http::response> rpc_not_served(dependencies& deps, http::context& ctx, const auth::principal&) {
+  auto call = authorize(deps, ctx.req);
   if (!call) co_return refuse_call(call.err(), ctx.request_id);
   if (call->port == interpreter_port) co_return interpreter_not_served();
   co_return http::json_response(501, {{"code", "unimplemented"},

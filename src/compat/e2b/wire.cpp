@@ -35,6 +35,7 @@ http::response connect_error(const error& e, const std::string& request_id) {
   auto res = http::json_response(static_cast<unsigned>(http_status(e.code)),
                                  {{"code", connect_code(e.code)}, {"message", e.message}});
   res.set("X-Request-Id", request_id);
+  if (e.retry_after_s) res.set(http::bhttp::field::retry_after, std::to_string(e.retry_after_s));
   return res;
 }
 
@@ -67,7 +68,7 @@ std::string header(const http::bhttp::fields& h, std::string_view name) {
 }
 }  // namespace
 
-result<sandbox_call> authorize(const http::bhttp::fields& h) {
+result<sandbox_call> authorize(dependencies& deps, const http::bhttp::fields& h) {
   sandbox_call call{"", header(h, "E2b-Sandbox-Id"), header(h, "E2b-Sandbox-Port")};
   const std::string token = header(h, "X-Access-Token");
   const auto denied = make_error(errc::unauthenticated, "a valid X-Access-Token for this sandbox is required");
@@ -78,7 +79,19 @@ result<sandbox_call> authorize(const http::bhttp::fields& h) {
   if (grant->deleted) return make_error(errc::conflict, gone_message);
   call.org_id = std::move(grant->org_id);
   if (call.port.empty()) call.port = envd_port;
-  return call;
+  auth::principal holder;
+  holder.org_id = call.org_id;
+  holder.id = "e2b-token:" + call.sandbox_id;
+  holder.granted = auth::role::member;
+  const auto& limit = deps.limiter.limit_for(holder);
+  const auto& org_limit = deps.limiter.org_limit_for(holder);
+  if (limit.rate_per_s <= 0 && org_limit.rate_per_s <= 0) return call;
+  auto decided = deps.limiter.admit(holder.id, limit, "org:" + call.org_id, org_limit);
+  if (decided.allowed) return call;
+  error e = make_error(errc::rate_limited, decided.by_org ? "rate limit of this organization exceeded"
+                                                          : "rate limit of this sandbox's access token exceeded");
+  e.retry_after_s = decided.retry_after_s;
+  return e;
 }
 
 bool is_gone(const error& e) { return e.code == errc::conflict && e.message == gone_message; }

@@ -51,8 +51,10 @@ struct sandbox_call {
   std::string port;  // E2b-Sandbox-Port; envd's when absent
 };
 // unauthenticated (401) for a missing or wrong token, or another sandbox's; for the token of a
-// sandbox since deleted, gone (the SDK's "not running": a 502 answered by not_running()).
-result<sandbox_call> authorize(const http::bhttp::fields& h);
+// sandbox since deleted, gone (the SDK's "not running": a 502 answered by not_running()). Then
+// the rate limits: a member key's bucket per sandbox token, and its organization's bucket (the
+// one all its keys share), as the guard takes them on the native API.
+result<sandbox_call> authorize(dependencies& deps, const http::bhttp::fields& h);
 bool is_gone(const error& e);
 http::response not_running(const std::string& why);
 // The refusal of authorize() as the sandbox plane answers it.

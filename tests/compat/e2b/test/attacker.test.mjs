@@ -44,3 +44,22 @@ test("a forged token, another sandbox's token or none opens no sandbox", async (
   const own = await sandboxPlane("/files?path=%2Fetc%2Fhostname", { sandboxId: a.sandboxId, token: a.envdAccessToken });
   assert.equal(own.status, 200, "its own token reads its own file");
 });
+
+test("a flood through one sandbox's token is rate limited like a member key", async () => {
+  const sbx = await sandbox();
+  const statuses = [];
+  for (let round = 0; round < 6 && !statuses.includes(429); round++) {
+    const batch = await Promise.all(
+      Array.from({ length: 60 }, () => sandboxPlane("/health", { sandboxId: sbx.sandboxId, token: sbx.envdAccessToken })),
+    );
+    for (const r of batch) {
+      statuses.push(r.status);
+      if (r.status === 429) {
+        assert.ok(Number(r.headers.get("retry-after")) >= 1);
+        assert.equal((await r.json()).code, "resource_exhausted");
+      } else await r.arrayBuffer();
+    }
+  }
+  assert.ok(statuses.includes(429), `no 429 in ${statuses.length} requests`);
+  assert.ok(statuses.filter((s) => s === 204).length >= 150, "the member burst (200) was served first");
+});
