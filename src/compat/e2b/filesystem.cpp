@@ -249,6 +249,8 @@ awaitable<http::response> upload(dependencies& deps, http::context& ctx, const a
   auto bad = [&](const error& e) { return connect_error(e, ctx.request_id); };
   const std::string query_path_param = ctx.query.count("path") ? ctx.query["path"] : std::string();
   const std::string type(ctx.req[http::bhttp::field::content_type]);
+  if (const auto coding = ctx.req[http::bhttp::field::content_encoding]; !coding.empty() && coding != "identity")
+    co_return bad(make_error(errc::invalid_argument, "compressed uploads (gzip) are not served yet"));
   std::vector<upload_part> parts;
   if (type.starts_with("multipart/form-data")) {
     auto parsed = parse_multipart(ctx.req.body(), header_param(type, "boundary"), query_path_param);

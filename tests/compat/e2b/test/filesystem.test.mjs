@@ -74,3 +74,9 @@ test("write: one file, several (multipart), octet-stream; directories made; read
   const out = await sbx.commands.run("cat /tmp/up/a.txt /tmp/up/raw.txt");
   assert.equal(out.stdout, "alphaoctets\r\n--x--\r\n");
 });
+
+test("write: a gzip upload is refused, not stored compressed", async () => {
+  const sbx = await sandbox();
+  await assert.rejects(sbx.files.write("/tmp/zipped.txt", "text", { gzip: true }));
+  assert.equal(await sbx.files.exists("/tmp/zipped.txt"), false);
+});
