@@ -115,6 +115,10 @@ void register_metrics();
 // make a series per sandbox), method and status. `status` 0: relayed from the agent unread.
 void observe_request(const std::string& route, http::verb method, unsigned status, double seconds);
 
+// What a forwarded request that acts is called in the audit chain: "sandbox.files.put",
+// "sandbox.sessions.exec", "sandbox.pty" (the agent path's words, ids and names left out).
+std::string forwarded_action(http::verb method, const std::string& agent_path);
+
 // How the audit chain names the caller of a request.
 audit::actor actor_of(const auth::principal& p, const std::string& request_id, const std::string& remote);
 

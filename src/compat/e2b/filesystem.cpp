@@ -279,30 +279,11 @@ awaitable<http::response> upload(dependencies& deps, http::context& ctx, const a
 
 // One request to the sandbox's agent over a connection of its own, its answer bounded in size and time.
 // `raw`, when given, is the body as it is (a file's bytes) instead of `body`'s JSON.
-// What an acting call is named in the audit chain, as the native forwarded routes name it:
-// "sandbox.files.mkdir", "sandbox.files.put", "sandbox.commands.kill" (ids and query left out).
-std::string agent_action(http::verb method, const std::string& target) {
-  std::string path = target.substr(0, target.find('?'));
-  std::string action = "sandbox";
-  std::size_t start = 1, part = 0;
-  while (start <= path.size()) {
-    auto slash = std::min(path.find('/', start), path.size());
-    std::string word = path.substr(start, slash - start);
-    const bool is_id = part == 1 && path.starts_with("/commands/");
-    if (!word.empty() && !is_id) action += "." + word;
-    if (!word.empty()) ++part;
-    start = slash + 1;
-  }
-  if (method == http::verb::put) action += ".put";
-  if (method == http::verb::delete_) action += ".delete";
-  return action;
-}
-
 awaitable<result<agent_answer>> call_agent(dependencies& deps, const sandbox_call& call, http::verb method,
                                            std::string target, const json* body, const audit::actor& who,
                                            const std::string_view* raw) {
   // An action (not a read) is recorded in the audit chain before it happens, as on the native API.
-  const audit::record note{agent_action(method, target), "", "accepted",
+  const audit::record note{api::forwarded_action(method, target), "", "accepted",
                            json{{"method", std::string(http::bhttp::to_string(method))},
                                 {"path", target.substr(0, 1024)}, {"via", "e2b"}}};
   const bool acts = method != http::verb::get;
