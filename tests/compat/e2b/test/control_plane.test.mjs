@@ -79,7 +79,7 @@ test("a viewer's key reads but does not act (the route's role, as on the native 
   assert.equal((await sbx.getInfo()).state, "running");
 });
 
-test("the audit chain records E2B calls as the native ones, under the key that made them", async () => {
+test("the audit chain records E2B calls as the native ones (the sandbox plane under the token: e2b-token:<id>)", async () => {
   const sbx = await sandbox();
   await sbx.files.makeDir("/tmp/audited");
   await sbx.commands.run("true");
