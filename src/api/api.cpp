@@ -20,10 +20,25 @@ std::string to_string(route_kind k) {
   return "?";
 }
 
+namespace {
+std::vector<std::vector<api_route> (*)()>& added_tables() {
+  static std::vector<std::vector<api_route> (*)()> tables;
+  return tables;
+}
+}  // namespace
+
+void add_route_table(std::vector<api_route> (*table)()) {
+  for (auto t : added_tables())
+    if (t == table) return;
+  added_tables().push_back(table);
+}
+
 std::vector<api_route> route_registry() {
   std::vector<api_route> all;
   for (auto table : {health_routes, identity_routes, sandbox_routes, stream_routes, audit_routes, guardrail_routes,
                      volume_routes, snapshot_routes, pool_routes, metrics_routes})
+    for (auto& r : table()) all.push_back(std::move(r));
+  for (auto table : added_tables())
     for (auto& r : table()) all.push_back(std::move(r));
   return all;
 }
@@ -122,12 +137,20 @@ std::string field(const http::bhttp::fields& h, http::bhttp::field f) {
   return it == h.end() ? std::string() : std::string(it->value());
 }
 
+// The Authorization value the guard is given: the header itself, or a dialect's key header as a bearer.
+std::string credential_of(const http::bhttp::fields& h, const api_route& r) {
+  if (!r.dialect || r.dialect->key_header.empty()) return field(h, http::bhttp::field::authorization);
+  auto it = h.find(r.dialect->key_header);
+  return it == h.end() ? std::string() : "Bearer " + std::string(it->value());
+}
+
 // A buffered route behind the guard.
 http::handler buffered(std::shared_ptr<dependencies> deps, api_route r) {
   return [deps, r = std::move(r)](http::context& ctx) -> asio::awaitable<http::response> {
     ctx.attributes["route"] = r.pattern;  // the request metrics' label
-    auto who = co_await guard(*deps, r, field(ctx.req, http::bhttp::field::authorization), ctx.request_id, ctx.remote);
+    auto who = co_await guard(*deps, r, credential_of(ctx.req, r), ctx.request_id, ctx.remote);
     if (!who) {
+      if (r.dialect) co_return r.dialect->refuse(who.err(), ctx.request_id);
       auto res = http::error_response(who.err(), ctx.request_id);
       if (who.err().code == errc::unauthenticated) res.set(http::bhttp::field::www_authenticate, "Bearer");
       co_return res;
@@ -181,10 +204,12 @@ http::stream_handler streamed(std::shared_ptr<dependencies> deps, api_route r) {
       }
     } on_end{r};
     auto [bearer, subprotocol] = credentials(ex);
+    if (r.dialect) bearer = credential_of(ex.parser.get(), r);
     auto who = co_await guard(*deps, r, bearer, ex.request_id, ex.remote);
     if (!who) {
       on_end.status = static_cast<unsigned>(http_status(who.err().code));
       log_exchange(ex, "", on_end.status, on_end.started);
+      if (r.dialect) co_return co_await http::respond(ex, r.dialect->refuse(who.err(), ex.request_id));
       co_return co_await http::respond_error(ex, who.err());
     }
     stream_call call{*who, subprotocol, on_end.status};

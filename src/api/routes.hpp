@@ -5,6 +5,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -30,6 +31,15 @@ struct stream_call {
   void answered(const error& e) { status = static_cast<unsigned>(http_status(e.code)); }
 };
 
+// How a route's caller and its refusals are spelled on the wire: the native API's when a route
+// names none; a compatibility layer (src/compat/e2b) names its own. The guard is the same.
+struct route_dialect {
+  // Empty: `Authorization: Bearer <key>`. Else the header whose whole value is the key (X-API-KEY).
+  std::string key_header;
+  // The refusal's body and status (a guard's 401/403/429, a handler's error).
+  std::function<http::response(const error&, const std::string& request_id)> refuse;
+};
+
 using buffered_handler =
     std::function<boost::asio::awaitable<http::response>(dependencies&, http::context&, const auth::principal&)>;
 using streamed_handler = std::function<boost::asio::awaitable<bool>(dependencies&, http::exchange&, stream_call&)>;
@@ -38,8 +48,9 @@ struct api_route {
   // A buffered route; `needs` nullopt: no authentication at all.
   api_route(http::verb m, std::string p, std::optional<auth::permission> n, buffered_handler h)
       : method(m), pattern(std::move(p)), needs(n), kind(route_kind::buffered), answer(std::move(h)) {}
-  // A streamed or forwarded route: always authenticated.
-  api_route(http::verb m, std::string p, auth::permission n, route_kind k, streamed_handler h)
+  // A streamed or forwarded route: authenticated by the guard; `needs` nullopt only where the
+  // handler checks a credential of its own first (the E2B sandbox plane's access token).
+  api_route(http::verb m, std::string p, std::optional<auth::permission> n, route_kind k, streamed_handler h)
       : method(m), pattern(std::move(p)), needs(n), kind(k), stream(std::move(h)) {}
 
   http::verb method;
@@ -48,11 +59,15 @@ struct api_route {
   route_kind kind;
   buffered_handler answer;  // kind buffered
   streamed_handler stream;  // kind streamed or forwarded
+  std::shared_ptr<const route_dialect> dialect;  // null: the native API's
 };
 
 // Every route, in the order they are matched. Needs no dependencies: handlers are given them
 // when called, so the registry can be listed (`sandfortd routes`) and tested without a daemon.
 std::vector<api_route> route_registry();
+// A table added by a module outside api (src/compat/e2b), read after the native ones: registered
+// once at start, before the registry is first read, by the daemon.
+void add_route_table(std::vector<api_route> (*table)());
 
 std::vector<api_route> health_routes();
 std::vector<api_route> identity_routes();
@@ -99,6 +114,10 @@ void register_metrics();
 // sandfort_http_request_duration_seconds, labelled by route pattern (never the path: ids would
 // make a series per sandbox), method and status. `status` 0: relayed from the agent unread.
 void observe_request(const std::string& route, http::verb method, unsigned status, double seconds);
+
+// What a forwarded request that acts is called in the audit chain: "sandbox.files.put",
+// "sandbox.sessions.exec", "sandbox.pty" (the agent path's words, ids and names left out).
+std::string forwarded_action(http::verb method, const std::string& agent_path);
 
 // How the audit chain names the caller of a request.
 audit::actor actor_of(const auth::principal& p, const std::string& request_id, const std::string& remote);

@@ -16,10 +16,6 @@ namespace sandfort::api {
 
 namespace asio = boost::asio;
 
-namespace {
-
-// What a forwarded request that acts is called in the audit chain: "sandbox.files.put",
-// "sandbox.sessions.exec", "sandbox.pty" (the route's words, ids and names left out).
 std::string forwarded_action(http::verb method, const std::string& agent_path) {
   std::string action = "sandbox";
   std::string path = agent_path.substr(0, agent_path.find('?'));
@@ -39,6 +35,8 @@ std::string forwarded_action(http::verb method, const std::string& agent_path) {
   if (method == http::verb::delete_) action += ".delete";
   return action;
 }
+
+namespace {
 
 // The agent's path for a public one: what follows /v1/sandboxes/{id}, with the query string
 // (less any access_token, which is ours, not the agent's).

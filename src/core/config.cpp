@@ -77,6 +77,7 @@ json to_json_tree(const config& c) {
                 {"max_idle_connections_per_source", c.preview.max_idle_connections_per_source},
                 {"max_idle_connections", c.preview.max_idle_connections}}},
               {"images", {{"allowed_registries", c.images.allowed_registries}}},
+              {"e2b", {{"enabled", c.e2b.enabled}}},
               {"oidc",
                {{"issuers", json::array()},  // read by read_issuers(): a list of objects
                 {"leeway_s", c.oidc.leeway_s},
@@ -267,6 +268,7 @@ config from_json_tree(const json& j) {
   c.preview.max_idle_connections_per_source = p.at("max_idle_connections_per_source").get<int>();
   c.preview.max_idle_connections = p.at("max_idle_connections").get<int>();
   c.images.allowed_registries = j.at("images").at("allowed_registries").get<std::vector<std::string>>();
+  c.e2b.enabled = j.at("e2b").at("enabled").get<bool>();
   const json& o = j.at("oidc");
   c.oidc.leeway_s = o.at("leeway_s").get<int>();
   c.oidc.max_token_bytes = o.at("max_token_bytes").get<int>();

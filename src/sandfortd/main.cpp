@@ -24,6 +24,7 @@
 #include "api_backends.hpp"
 #include "audit_verify.hpp"
 #include "checkpoint_loop.hpp"
+#include "e2b_tokens.hpp"
 #include "history_loop.hpp"
 #include "logging.hpp"
 #include "storage_backup.hpp"
@@ -32,6 +33,7 @@
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/signing.hpp"
 #include "sandfort/auth/keys.hpp"
+#include "sandfort/compat/e2b/e2b.hpp"
 #include "sandfort/docker/unix_engine.hpp"
 #include "sandfort/firewall/host_firewall.hpp"
 #include "sandfort/http/server.hpp"
@@ -305,6 +307,9 @@ int serve(const config_flags& f) {
   options.idle_source = connection_source;
   daemon::api_backends backends(
       {cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, rate_refusals, **reader});
+  // The E2B-compatible endpoints (docs/e2b.md): their routes join the registry before it is read.
+  daemon::e2b_tokens e2b_access_tokens(*db, clk);
+  if (cfg.e2b.enabled) compat::e2b::register_routes(&e2b_access_tokens);
   const api::dependencies api_deps = backends.dependencies(limiter, answer_workers);
   http::server server(ioc, options, api::make_handler(api_deps));
   server.set_stream_selector(api::make_stream_selector(api_deps));
@@ -498,6 +503,7 @@ int serve(const config_flags& f) {
 // `sandfortd routes`: the registry the API serves, read from the code and nothing else (no
 // configuration, no database, no Docker).
 int print_routes(bool as_json) {
+  compat::e2b::register_routes(nullptr);  // listed whatever e2b.enabled says: the code's registry
   const auto routes = api::describe_routes();
   if (as_json) {
     std::cout << routes.dump(2) << "\n";

@@ -260,6 +260,19 @@ constexpr const char* v10_sql = R"sql(
 ALTER TABLE org_guardrails ADD COLUMN max_disk_mb INTEGER;
 )sql";
 
+// The E2B-compatible sandbox plane's credentials (docs/e2b.md): access tokens minted when a
+// sandbox is made or connected to through /e2b, each shown once; only their SHA-256 is kept. They
+// go with their sandbox's row (prune) and open nothing once it is deleted (the lookup joins live
+// sandboxes only).
+constexpr const char* v11_sql = R"sql(
+CREATE TABLE e2b_access_tokens (
+  token_sha256 TEXT PRIMARY KEY,
+  sandbox_id   TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+  created_at   TEXT NOT NULL
+);
+CREATE INDEX e2b_access_tokens_by_sandbox ON e2b_access_tokens (sandbox_id, created_at);
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -281,6 +294,7 @@ const std::vector<migration>& migrations() {
       {8, v8_sql},
       {9, v9_sql},
       {10, v10_sql},
+      {11, v11_sql},
   };
   return all;
 }

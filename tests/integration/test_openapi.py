@@ -64,12 +64,19 @@ def normalise(path):
     return re.sub(r"\{[^}]+\}", "{}", path)
 
 
+# E2B's wire (/e2b, /e2b-sandbox): E2B's contract, not Sandfort's; docs/e2b.md documents it and
+# tests/compat/e2b tests it through E2B's own SDK (roles, keys and access tokens included).
+E2B_PREFIXES = ("/e2b/", "/e2b-sandbox/")
+
+
 def served_routes():
-    """{(METHOD, normalised path): (role, kind)} with /git/{op} spelled out per operation, as the
-    document does (each operation has its own request schema)."""
+    """{(METHOD, normalised path): (role, kind)} of the native API, with /git/{op} spelled out per
+    operation, as the document does (each operation has its own request schema)."""
     out = {}
     for r in registry():
         path = r["pattern"]
+        if path.startswith(E2B_PREFIXES):
+            continue
         paths = [path.replace("{op}", op) for op in git_ops()] if path.endswith("/git/{op}") else [path]
         for p in paths:
             key = (r["method"], normalise(p))
@@ -102,6 +109,13 @@ def test_the_registry_lists_every_family():
     assert served[("GET", "/v1/sandboxes/{}/pty")] == ("member", "forwarded")
     assert served[("POST", "/v1/sandboxes/{}/process/exec")] == ("member", "streamed")
     assert served[("GET", "/v1/sandboxes/{}")] == ("viewer", "buffered")
+    # E2B's wire is in the same registry, behind the same guard (docs/e2b.md).
+    e2b = {(r["method"], r["pattern"]): (r["role"], r["kind"]) for r in registry()
+           if r["pattern"].startswith(E2B_PREFIXES)}
+    assert e2b[("POST", "/e2b/v2/sandboxes")] == ("member", "buffered")
+    assert e2b[("GET", "/e2b/sandboxes/{id}")] == ("viewer", "buffered")
+    assert e2b[("POST", "/e2b-sandbox/process.Process/Start")] == ("none", "streamed")
+    assert e2b[("GET", "/e2b-sandbox/files")] == ("none", "forwarded")
 
 
 def test_the_registry_is_printed_without_starting_anything():
@@ -119,7 +133,9 @@ def test_the_registry_is_printed_without_starting_anything():
         assert set(r) == {"method", "pattern", "permission", "role", "kind"}, r
         assert r["method"] in {m.upper() for m in METHODS} and r["pattern"].startswith("/"), r
         assert r["kind"] in KINDS and ROLE_OF[r["permission"]] == r["role"], r
-        assert r["permission"] is not None or r["kind"] == "buffered", f"{r}: whatever streams is authenticated"
+        # E2B's sandbox plane takes no key: its handlers check the sandbox's access token first.
+        assert r["permission"] is not None or r["kind"] == "buffered" or r["pattern"].startswith("/e2b-sandbox/"), \
+            f"{r}: whatever streams is authenticated"
     text = subprocess.run([SANDFORTD, "routes"], capture_output=True, text=True, timeout=30, check=True).stdout
     assert len(text.splitlines()) == len(routes) and "/v1/sandboxes/{id}/pty" in text
 

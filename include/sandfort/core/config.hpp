@@ -184,6 +184,11 @@ struct pool_config {
   int size = 0;                       // sandboxes kept started and unclaimed
 };
 
+// The E2B-compatible endpoints under /e2b and /e2b-sandbox (docs/e2b.md).
+struct e2b_config {
+  bool enabled = true;
+};
+
 struct config {
   std::string listen = "127.0.0.1:8080";
   std::string state_dir = "./var";
@@ -235,6 +240,7 @@ struct config {
   disk_config disk{};
   host_config host{};
   store_config store{};
+  e2b_config e2b{};
   std::vector<pool_config> pools;  // "pools" in the file: a list of objects (file only)
 };
 

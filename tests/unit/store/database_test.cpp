@@ -19,7 +19,7 @@ using namespace sandfort::store;
 
 namespace {
 
-constexpr int migration_count = 10;
+constexpr int migration_count = 11;
 
 }  // namespace
 
@@ -116,7 +116,7 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
                          "DROP TRIGGER sandbox_labels_on_insert; DROP TRIGGER sandbox_labels_on_update; "
                          "DROP TRIGGER sandbox_labels_on_delete; DROP TRIGGER sandbox_deadlines_on_delete; "
                          "DROP TABLE sandbox_labels; DROP INDEX sandboxes_live_by_org; "
-                         "DROP INDEX sandboxes_deleted_at; PRAGMA user_version = 3",
+                         "DROP INDEX sandboxes_deleted_at; DROP TABLE e2b_access_tokens; PRAGMA user_version = 3",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
@@ -151,7 +151,7 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
     REQUIRE(sqlite3_exec(raw,
                          "ALTER TABLE org_guardrails DROP COLUMN max_volumes; "
                          "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; "
-                         "ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; PRAGMA user_version = 8",
+                         "ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; DROP TABLE e2b_access_tokens; PRAGMA user_version = 8",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }

@@ -1,0 +1,133 @@
+#include "wire.hpp"
+
+#include "sandfort/core/clock.hpp"
+#include "sandfort/core/ids.hpp"
+#include "sandfort/crypto/digest.hpp"
+
+namespace sandfort::compat::e2b {
+
+namespace {
+token_backend* the_tokens = nullptr;
+
+const char* connect_code(errc c) {
+  switch (c) {
+    case errc::not_found: return "not_found";
+    case errc::unauthenticated: return "unauthenticated";
+    case errc::permission_denied: return "permission_denied";
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::conflict: return "failed_precondition";
+    case errc::rate_limited: return "resource_exhausted";
+    case errc::unavailable: return "unavailable";
+    default: return "internal";
+  }
+}
+}  // namespace
+
+http::response rest_error(const error& e, const std::string& request_id) {
+  const auto status = static_cast<unsigned>(http_status(e.code));
+  auto res = http::json_response(status, {{"code", status}, {"message", e.message}});
+  res.set("X-Request-Id", request_id);
+  if (e.retry_after_s) res.set(http::bhttp::field::retry_after, std::to_string(e.retry_after_s));
+  return res;
+}
+
+http::response connect_error(const error& e, const std::string& request_id) {
+  auto res = http::json_response(static_cast<unsigned>(http_status(e.code)),
+                                 {{"code", connect_code(e.code)}, {"message", e.message}});
+  res.set("X-Request-Id", request_id);
+  if (e.retry_after_s) res.set(http::bhttp::field::retry_after, std::to_string(e.retry_after_s));
+  return res;
+}
+
+std::shared_ptr<const api::route_dialect> rest_dialect() {
+  static const auto d = std::make_shared<const api::route_dialect>(api::route_dialect{"X-API-KEY", rest_error});
+  return d;
+}
+
+std::shared_ptr<const api::route_dialect> sandbox_dialect() {
+  static const auto d = std::make_shared<const api::route_dialect>(api::route_dialect{"", connect_error});
+  return d;
+}
+
+token_backend* tokens() { return the_tokens; }
+void set_tokens(token_backend* t) { the_tokens = t; }
+
+result<std::string> mint_token(const std::string& sandbox_id) {
+  if (!the_tokens) return make_error(errc::internal, "the E2B access tokens are not served");
+  std::string token = "sfe2b_" + random_hex(32);
+  if (auto r = the_tokens->add(sandbox_id, sha256_hex(token)); !r) return std::move(r).err();
+  return token;
+}
+
+namespace {
+constexpr const char* gone_message = "the sandbox is deleted";
+
+std::string header(const http::bhttp::fields& h, std::string_view name) {
+  auto it = h.find(name);
+  return it == h.end() ? std::string() : std::string(it->value());
+}
+}  // namespace
+
+result<sandbox_call> authorize(dependencies& deps, const http::bhttp::fields& h) {
+  sandbox_call call{"", header(h, "E2b-Sandbox-Id"), header(h, "E2b-Sandbox-Port")};
+  const std::string token = header(h, "X-Access-Token");
+  const auto denied = make_error(errc::unauthenticated, "a valid X-Access-Token for this sandbox is required");
+  if (call.sandbox_id.empty() || token.empty() || call.sandbox_id.size() > 128 || token.size() > 256) return denied;
+  if (!the_tokens) return make_error(errc::unavailable, "the E2B sandbox plane is not served");
+  auto grant = the_tokens->grant_of(call.sandbox_id, sha256_hex(token));
+  if (!grant) return grant.err().code == errc::not_found ? denied : std::move(grant).err();
+  if (grant->deleted) return make_error(errc::conflict, gone_message);
+  call.org_id = std::move(grant->org_id);
+  if (call.port.empty()) call.port = envd_port;
+  auth::principal holder;
+  holder.org_id = call.org_id;
+  holder.id = "e2b-token:" + call.sandbox_id;
+  holder.granted = auth::role::member;
+  const auto& limit = deps.limiter.limit_for(holder);
+  const auto& org_limit = deps.limiter.org_limit_for(holder);
+  if (limit.rate_per_s <= 0 && org_limit.rate_per_s <= 0) return call;
+  auto decided = deps.limiter.admit(holder.id, limit, "org:" + call.org_id, org_limit);
+  if (decided.allowed) return call;
+  error e = make_error(errc::rate_limited, decided.by_org ? "rate limit of this organization exceeded"
+                                                          : "rate limit of this sandbox's access token exceeded");
+  e.retry_after_s = decided.retry_after_s;
+  return e;
+}
+
+bool is_gone(const error& e) { return e.code == errc::conflict && e.message == gone_message; }
+
+http::response not_running(const std::string& why) { return http::json_response(502, {{"code", 502}, {"message", why}}); }
+
+http::response refuse_call(const error& e, const std::string& request_id) {
+  return is_gone(e) ? not_running(e.message) : connect_error(e, request_id);
+}
+
+audit::actor token_actor(const sandbox_call& call, const std::string& request_id, const std::string& remote) {
+  return {"e2b-token:" + call.sandbox_id, request_id, remote};
+}
+
+std::string e2b_state(const std::string& state) {
+  if (state == "started" || state == "creating" || state == "pulling") return "running";
+  return state;
+}
+
+nlohmann::json sandbox_json(const sandbox::sandbox_view& v) {
+  using nlohmann::json;
+  const std::string& template_id = v.spec.snapshot_name.empty() ? v.snapshot : v.spec.snapshot_name;
+  return {{"sandboxID", v.id},
+          {"templateID", template_id},
+          {"alias", v.name.empty() ? json(nullptr) : json(v.name)},
+          {"clientID", "sandfort"},
+          {"startedAt", v.created_at},
+          {"endAt", v.expires_at ? json(*v.expires_at) : json(nullptr)},
+          {"cpuCount", v.spec.limits.cpus},
+          {"memoryMB", v.spec.limits.memory_mb},
+          {"diskSizeMB", v.spec.limits.disk_mb},
+          {"metadata", v.spec.labels},
+          {"state", e2b_state(v.state)},
+          {"envdVersion", envd_version},
+          {"domain", nullptr},
+          {"volumeMounts", json::array()}};
+}
+
+}  // namespace sandfort::compat::e2b

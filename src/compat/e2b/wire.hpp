@@ -1,0 +1,86 @@
+#pragma once
+// What the E2B tables share: the dialect (X-API-KEY, E2B's error bodies), the access tokens, and
+// how a sandbox looks on E2B's wire.
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "routes.hpp"
+#include "sandfort/compat/e2b/e2b.hpp"
+#include "sandfort/sandbox/types.hpp"
+
+namespace sandfort::compat::e2b {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using api::dependencies;
+using nlohmann::json;
+
+// The envd version the sandboxes announce: what the SDK gates features on (docs/e2b.md).
+inline constexpr const char* envd_version = "0.5.7";
+
+
+
+// The control plane's: X-API-KEY, errors as {code: <HTTP status>, message}.
+std::shared_ptr<const api::route_dialect> rest_dialect();
+http::response rest_error(const error& e, const std::string& request_id);
+// The sandbox plane's: Connect's {code: "not_found", message} with its HTTP status.
+http::response connect_error(const error& e, const std::string& request_id);
+std::shared_ptr<const api::route_dialect> sandbox_dialect();
+
+// The daemon's token store (register_routes); null while the routes are only listed.
+token_backend* tokens();
+void set_tokens(token_backend* t);
+
+// A fresh token, recorded hashed for the sandbox; the token itself is returned once.
+result<std::string> mint_token(const std::string& sandbox_id);
+
+// A sandbox as GET /sandboxes/{id} and the list answer it; `token` only in create/connect answers.
+nlohmann::json sandbox_json(const sandbox::sandbox_view& v);
+// The E2B state of a Sandfort state: running | paused (stopped, error and the rest: as named).
+std::string e2b_state(const std::string& state);
+
+inline constexpr const char* envd_port = "49983";
+inline constexpr const char* interpreter_port = "49999";
+
+// A sandbox plane request whose access token opened the sandbox it names.
+struct sandbox_call {
+  std::string org_id;
+  std::string sandbox_id;
+  std::string port;  // E2b-Sandbox-Port; envd's when absent
+};
+// unauthenticated (401) for a missing or wrong token, or another sandbox's; for the token of a
+// sandbox since deleted, gone (the SDK's "not running": a 502 answered by not_running()). Then
+// the rate limits: a member key's bucket per sandbox token, and its organization's bucket (the
+// one all its keys share), as the guard takes them on the native API.
+result<sandbox_call> authorize(dependencies& deps, const http::bhttp::fields& h);
+bool is_gone(const error& e);
+http::response not_running(const std::string& why);
+// The refusal of authorize() as the sandbox plane answers it.
+http::response refuse_call(const error& e, const std::string& request_id);
+// How the audit chain names a sandbox plane caller: the sandbox's token, not a key.
+audit::actor token_actor(const sandbox_call& call, const std::string& request_id, const std::string& remote);
+// The code interpreter's door (port 49999): its routes are another part's to serve.
+http::response interpreter_not_served();
+
+// One request to the sandbox's agent over a connection of its own, its answer bounded in size
+// (8 MiB) and time (30 s) (filesystem.cpp). `raw`, when given, is the body as it is.
+struct agent_answer {
+  unsigned status = 0;
+  nlohmann::json body;
+};
+boost::asio::awaitable<result<agent_answer>> call_agent(api::dependencies& deps, const sandbox_call& call,
+                                                        http::verb method, std::string target,
+                                                        const nlohmann::json* body, const audit::actor& who,
+                                                        const std::string_view* raw = nullptr);
+// A query parameter's value, percent-encoded.
+std::string query_escape(const std::string& value);
+
+// The control plane's and the sandbox plane's tables (control_plane.cpp, sandbox_plane.cpp).
+std::vector<api::api_route> control_routes();
+std::vector<api::api_route> sandbox_plane_routes();
+std::vector<api::api_route> process_routes();     // process.cpp
+std::vector<api::api_route> filesystem_routes();  // filesystem.cpp
+
+}  // namespace sandfort::compat::e2b
