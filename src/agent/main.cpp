@@ -26,6 +26,7 @@
 #include "claim/workdir.hpp"
 #include "commands/commands.hpp"
 #include "git/credentials.hpp"
+#include "interpreter/contexts.hpp"
 #include "sandfort/version.hpp"
 #include "process/oom.hpp"
 #include "routes.hpp"
@@ -183,6 +184,11 @@ void apply_limits(const options& opts) {
   agent::commands::limits c = agent::commands::current_limits();
   if (opts.log_cap) c.log_cap = static_cast<std::size_t>(*opts.log_cap);
   agent::commands::configure(c);
+  agent::interpreter::limits i = agent::interpreter::current_limits();
+  i.max_timeout = s.max_timeout;
+  i.default_timeout = std::min(i.default_timeout, i.max_timeout);
+  i.output_cap = s.output_cap;
+  agent::interpreter::configure(i);
 }
 
 // Started with 0/1/2 closed, the first pipes of a command would land on them.
