@@ -21,6 +21,7 @@
 #include "interpreter/kernels.hpp"
 #include "process/async.hpp"
 #include "process/child.hpp"
+#include "process/private_files.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
@@ -36,26 +37,6 @@ constexpr std::size_t read_chunk = 64 * 1024;
 constexpr std::size_t startup_note_cap = 4096;  // stderr of a kernel that failed to start, kept for the error
 
 limits configured;
-
-// A new file each time (see session.cpp: rewriting one in place costs a write-back per run).
-bool write_fresh_file(const std::string& path, std::string_view text) {
-  ::unlink(path.c_str());
-  unique_fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (fd.get() < 0) return false;
-  while (!text.empty()) {
-    ssize_t n = ::write(fd.get(), text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
-
-std::string shell_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 bool shell_name(const std::string& name) {
   if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
@@ -300,7 +281,7 @@ result<program_choice> choose_program(language lang, const std::string& dir, con
   if (lang == language::bash) return program_choice{found.path, {"bash", "--noprofile", "--norc"}};
   std::string file = dir + (lang == language::python ? "/kernel.py" : "/kernel.js");
   auto source = lang == language::python ? python_kernel() : js_kernel();
-  if (!write_fresh_file(file, source))
+  if (!write_new_file(file, source))
     return make_error(errc::unavailable, "cannot write " + file + ": " + errno_text(errno));
   return program_choice{found.path, {name, file}};
 }
@@ -390,7 +371,7 @@ std::string env_prefix(const std::map<std::string, std::string>& env, std::strin
   int i = 0;
   for (const auto& [key, value] : env) {
     std::string flag = "__sandfort_e" + std::to_string(i), saved = "__sandfort_v" + std::to_string(i);
-    set += flag + "=${" + key + "+x} " + saved + "=${" + key + "-}; export " + key + "=" + shell_quoted(value) + "; ";
+    set += flag + "=${" + key + "+x} " + saved + "=${" + key + "-}; export " + key + "=" + shell_quote(value) + "; ";
     restore += "if [ -n \"$" + flag + "\" ]; then " + key + "=$" + saved + "; else unset " + key + "; fi; unset " + flag +
                " " + saved + "; ";
     ++i;
@@ -402,10 +383,10 @@ std::string env_prefix(const std::map<std::string, std::string>& env, std::strin
 result<std::string> request_line(const context_t& c, const run_params& p) {
   if (c.lang != language::bash) return json{{"code", p.code}, {"env", p.env}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
   std::string cell = c.dir + "/cell";
-  if (!write_fresh_file(cell, p.code)) return make_error(errc::unavailable, "cannot write " + cell + ": " + errno_text(errno));
+  if (!write_new_file(cell, p.code)) return make_error(errc::unavailable, "cannot write " + cell + ": " + errno_text(errno));
   std::string restore;
   std::string prefix = env_prefix(p.env, restore);
-  return "{ " + prefix + ". " + shell_quoted(cell) + "; } </dev/null 4>&-; __sandfort_s=$?; " + restore +
+  return "{ " + prefix + ". " + shell_quote(cell) + "; } </dev/null 4>&-; __sandfort_s=$?; " + restore +
          "builtin printf '{\"type\":\"done\",\"status\":%d}\\n' \"$__sandfort_s\" >&4\n";
 }
 
@@ -585,25 +566,12 @@ registry& registry::of(const asio::any_io_executor& ex) {
 }
 
 result<std::string> registry::root_dir() {
-  if (!root_.empty()) return root_;
-  std::vector<std::string> bases;
-  if (!configured.runtime_dir.empty())
-    bases.push_back(configured.runtime_dir);
-  else
-    bases = {"/dev/shm", "/tmp", "/run/sandfort"};
-  int last_error = 0;
-  for (const auto& base : bases) {
-    std::error_code ignored;
-    std::filesystem::create_directories(base, ignored);
-    std::string tmpl = base + "/.sandfort-code-XXXXXX";
-    if (::mkdtemp(tmpl.data())) {
-      root_ = tmpl;
-      return root_;
-    }
-    last_error = errno;
+  if (root_.empty()) {
+    auto made = make_private_dir(configured.runtime_dir, ".sandfort-code-");
+    if (!made) return std::move(made).err();
+    root_ = std::move(*made);
   }
-  return make_error(errc::unavailable, "no writable place for the kernels (" + bases.front() + ": " +
-                                           errno_text(last_error) + ")");
+  return root_;
 }
 
 std::shared_ptr<registry::context> registry::find(const std::string& wanted) const {
