@@ -42,24 +42,32 @@ result<std::string> optional_string(const json& j, const char* field) {
   return j[field].get<std::string>();
 }
 
+// `language` and `env`, the fields a context's create and a run share.
+result<void> parse_shared(const json& j, std::optional<language>& lang, std::map<std::string, std::string>& env) {
+  auto name = optional_string(j, "language");
+  if (!name) return std::move(name).err();
+  if (!name->empty()) {
+    auto parsed = parse_language(*name);
+    if (!parsed) return std::move(parsed).err();
+    lang = *parsed;
+  }
+  auto parsed_env = parse_env(j);
+  if (!parsed_env) return std::move(parsed_env).err();
+  env = std::move(*parsed_env);
+  return {};
+}
+
 result<create_params> parse_create(std::string_view body) {
   auto j = parse_object(body.empty() ? std::string_view("{}") : body);
   if (!j) return std::move(j).err();
   if (auto known = check_fields(*j, {"language", "cwd", "env"}); !known) return std::move(known).err();
   create_params p;
-  auto lang = optional_string(*j, "language");
-  if (!lang) return std::move(lang).err();
-  if (!lang->empty()) {
-    auto parsed = parse_language(*lang);
-    if (!parsed) return std::move(parsed).err();
-    p.lang = *parsed;
-  }
+  std::optional<language> lang;
+  if (auto shared = parse_shared(*j, lang, p.env); !shared) return std::move(shared).err();
+  p.lang = lang.value_or(language::python);
   auto cwd = optional_string(*j, "cwd");
   if (!cwd) return std::move(cwd).err();
   p.cwd = *cwd;
-  auto env = parse_env(*j);
-  if (!env) return std::move(env).err();
-  p.env = std::move(*env);
   return p;
 }
 
@@ -81,19 +89,10 @@ result<run_params> parse_run(std::string_view body) {
   run_params p;
   if (!j->contains("code") || !(*j)["code"].is_string()) return invalid_argument("code must be a string");
   p.code = (*j)["code"].get<std::string>();
-  auto lang = optional_string(*j, "language");
-  if (!lang) return std::move(lang).err();
-  if (!lang->empty()) {
-    auto parsed = parse_language(*lang);
-    if (!parsed) return std::move(parsed).err();
-    p.lang = *parsed;
-  }
+  if (auto shared = parse_shared(*j, p.lang, p.env); !shared) return std::move(shared).err();
   auto ctx = optional_string(*j, "context_id");
   if (!ctx) return std::move(ctx).err();
   p.context_id = *ctx;
-  auto env = parse_env(*j);
-  if (!env) return std::move(env).err();
-  p.env = std::move(*env);
   auto timeout = parse_timeout(*j);
   if (!timeout) return std::move(timeout).err();
   p.timeout = *timeout;
