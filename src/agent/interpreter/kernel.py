@@ -216,7 +216,13 @@ def _error(exc):
 def main():
     _send({"type": "ready", "pid": os.getpid()})
     number = 0
-    for line in _requests:
+    while True:
+        try:
+            line = _requests.readline()
+        except KeyboardInterrupt:  # an interrupt that came after the run it was meant for
+            continue
+        if not line:
+            return
         request = json.loads(line)
         number += 1
         saved = {}
