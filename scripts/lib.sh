@@ -13,6 +13,10 @@ SF_BASE_IMAGE=sandfort/base:bookworm # the default sandbox image
 # Raised whenever build-base-image changes what goes in, so setup rebuilds older images.
 SF_BASE_IMAGE_LABEL=io.sandfort.base-image-version
 SF_BASE_IMAGE_VERSION=4
+# shellcheck disable=SC2034 # used by the scripts that source this file
+SF_CODE_IMAGE=sandfort/code-interpreter:bookworm # the code-interpreter template (docs/images.md)
+SF_CODE_IMAGE_LABEL=io.sandfort.code-interpreter-image-version
+SF_CODE_IMAGE_VERSION=1
 
 # sf_log PREFIX MESSAGE... — one short progress line on stdout, "PREFIX: MESSAGE".
 sf_log() {

@@ -26,6 +26,7 @@
 #include "claim/workdir.hpp"
 #include "commands/commands.hpp"
 #include "git/credentials.hpp"
+#include "interpreter/contexts.hpp"
 #include "sandfort/version.hpp"
 #include "process/oom.hpp"
 #include "routes.hpp"
@@ -60,11 +61,12 @@ constexpr const char* usage =
     "  --socket-mode OCTAL  chmod the socket after binding (default: as the umask leaves it)\n"
     "  --cgroup-root PATH   where the sandbox's cgroup is mounted, to tell OOM kills apart\n"
     "                       (default /sys/fs/cgroup)\n"
-    "  --max-timeout-s N    the longest any command may run; a session exec asking more is\n"
+    "  --max-timeout-s N    the longest any command or code run may run; a session exec asking more is\n"
     "                       refused, a one-shot exec is held to it (default 3600)\n"
     "  --default-timeout-s N  a session exec's timeout when it names none (default 60, at most\n"
     "                       --max-timeout-s)\n"
-    "  --output-cap BYTES   output kept per stream of an exec; the rest is cut (default 10485760)\n"
+    "  --output-cap BYTES   output kept per stream of an exec, and per code run (output and\n"
+    "                       results); the rest is cut (default 10485760)\n"
     "  --log-cap BYTES      a background command's log per stream: the newest bytes are kept\n"
     "                       (default 1048576)\n"
     "  --workdir PATH       the directory to work in, made (as this user) if missing; every\n"
@@ -183,6 +185,11 @@ void apply_limits(const options& opts) {
   agent::commands::limits c = agent::commands::current_limits();
   if (opts.log_cap) c.log_cap = static_cast<std::size_t>(*opts.log_cap);
   agent::commands::configure(c);
+  agent::interpreter::limits i = agent::interpreter::current_limits();
+  i.max_timeout = s.max_timeout;
+  i.default_timeout = std::min(i.default_timeout, i.max_timeout);
+  i.output_cap = s.output_cap;
+  agent::interpreter::configure(i);
 }
 
 // Started with 0/1/2 closed, the first pipes of a command would land on them.

@@ -6,6 +6,7 @@
 #include "sandfort/version.hpp"
 #include "fs/routes.hpp"
 #include "git/routes.hpp"
+#include "interpreter/routes.hpp"
 #include "ports/routes.hpp"
 #include "commands/routes.hpp"
 #include "process/exec_json.hpp"
@@ -49,6 +50,7 @@ std::vector<http::route> routes() {
   for (auto& r : ports::routes()) all.push_back(std::move(r));
   for (auto& r : git::routes()) all.push_back(std::move(r));
   for (auto& r : claim::routes()) all.push_back(std::move(r));
+  for (auto& r : interpreter::routes()) all.push_back(std::move(r));
   return all;
 }
 
@@ -60,6 +62,7 @@ std::vector<stream_route> stream_routes() {
   for (auto& r : command_stream_routes()) all.push_back(std::move(r));
   for (auto& r : fs::stream_routes()) all.push_back(std::move(r));
   for (auto& r : pty::stream_routes()) all.push_back(std::move(r));
+  for (auto& r : interpreter::stream_routes()) all.push_back(std::move(r));
   return all;
 }
 

@@ -16,6 +16,9 @@ namespace sandfort::api {
 
 namespace asio = boost::asio;
 
+// What a forwarded request that acts is called in the audit chain: "sandbox.files.put",
+// "sandbox.sessions.exec", "sandbox.pty", "sandbox.code.run", "sandbox.code.contexts.restart"
+// (the route's words, ids and names left out; `code` is a namespace, not a resource).
 std::string forwarded_action(http::verb method, const std::string& agent_path) {
   std::string action = "sandbox";
   std::string path = agent_path.substr(0, agent_path.find('?'));
@@ -28,7 +31,7 @@ std::string forwarded_action(http::verb method, const std::string& agent_path) {
     bool is_name = part % 2 == 1 && word != "mkdir" && word != "move" && word != "archive" && word != "list" &&
                    word != "stat" && !(part == 1 && path.starts_with("/git/"));
     if (!word.empty() && !is_name) action += "." + word;
-    if (!word.empty()) ++part;
+    if (!word.empty() && !(part == 0 && word == "code")) ++part;
     start = slash + 1;
   }
   if (method == http::verb::put) action += ".put";
@@ -102,11 +105,12 @@ asio::awaitable<void> watch_client(http::exchange& ex, sse_sink& sink, const boo
 }
 
 // A session's exec answers when its command is done, which may take up to exec_max_timeout_s;
-// so does a git operation (a clone or push of a large repository over a slow link).
+// so does a git operation (a clone or push of a large repository over a slow link), and a code
+// run, whose events start once the runs queued before it in its context are done.
 bool runs_command(const http::exchange& ex, const std::string& agent_path) {
   if (ex.parser.get().method() != http::verb::post) return false;
   return (ex.path.size() >= 5 && ex.path.compare(ex.path.size() - 5, 5, "/exec") == 0) ||
-         agent_path.starts_with("/git/");
+         agent_path.starts_with("/git/") || agent_path.starts_with("/code/");
 }
 
 // A terminal acts although it arrives as a GET.
@@ -272,6 +276,14 @@ std::vector<api_route> stream_routes() {
       {verb::put, "/v1/sandboxes/{id}/files/archive", permission::use_sandboxes, forwarded, forward_to_agent},
       {verb::get, "/v1/sandboxes/{id}/files/archive", permission::read, forwarded, forward_to_agent},
       {verb::post, "/v1/sandboxes/{id}/git/{op}", permission::use_sandboxes, forwarded, forward_to_agent},
+      // Code contexts: stateful interpreters in the agent; a run answers server-sent events.
+      {verb::post, "/v1/sandboxes/{id}/code/run", permission::use_sandboxes, forwarded, forward_to_agent},
+      {verb::post, "/v1/sandboxes/{id}/code/contexts", permission::use_sandboxes, forwarded, forward_to_agent},
+      {verb::get, "/v1/sandboxes/{id}/code/contexts", permission::read, forwarded, forward_to_agent},
+      {verb::get, "/v1/sandboxes/{id}/code/contexts/{ctx}", permission::read, forwarded, forward_to_agent},
+      {verb::delete_, "/v1/sandboxes/{id}/code/contexts/{ctx}", permission::use_sandboxes, forwarded, forward_to_agent},
+      {verb::post, "/v1/sandboxes/{id}/code/contexts/{ctx}/restart", permission::use_sandboxes, forwarded,
+       forward_to_agent},
       // An interactive terminal acts, though it arrives as a GET.
       {verb::get, "/v1/sandboxes/{id}/pty", permission::use_sandboxes, forwarded, forward_to_agent},
   };

@@ -606,6 +606,31 @@ def test_processes_sessions_and_commands(daemon, checker, org, sandbox):
                   member.post(f"{base}/commands/{sleeper}/kill", {"signal": "BOOM"}), 400)
 
 
+def test_code_contexts(daemon, checker, org, sandbox):
+    member, viewer = org["member"], org["viewer"]
+    base = f"/v1/sandboxes/{sandbox['id']}/code"
+    CODE = "/v1/sandboxes/{id}/code"
+    ctx = checker.check("POST", CODE + "/contexts",
+                        member.post(base + "/contexts", {"language": "python", "cwd": "/tmp", "env": {"A": "1"}}), 201)
+    checker.check("POST", CODE + "/contexts", member.post(base + "/contexts", {"language": "cobol"}), 400)
+    checker.check("GET", CODE + "/contexts", viewer.get(base + "/contexts"), 200)
+    checker.check("GET", CODE + "/contexts/{ctx}", viewer.get(f"{base}/contexts/{ctx['id']}"), 200)
+    checker.check("GET", CODE + "/contexts/{ctx}", viewer.get(f"{base}/contexts/ctx-0000000000000000"), 404)
+    events = checker.check("POST", CODE + "/run",
+                           member.post(base + "/run", {"code": "x = 20\nprint(x)\nx + 1", "context_id": ctx["id"]}),
+                           200, content_type="text/event-stream")
+    assert [name for name, _ in events] == ["stdout", "result", "end"], events
+    events = checker.check("POST", CODE + "/run", member.post(base + "/run", {"code": "1/0\n", "language": "python"}),
+                           200, content_type="text/event-stream")
+    assert events[0][0] == "error" and events[0][1]["name"] == "ZeroDivisionError", events
+    checker.check("POST", CODE + "/run", member.post(base + "/run", {"code": 1}), 400)
+    checker.check("POST", CODE + "/run", member.post(base + "/run", {"code": "1", "context_id": "ctx-0000000000000000"}), 404)
+    checker.check("POST", CODE + "/contexts/{ctx}/restart", member.post(f"{base}/contexts/{ctx['id']}/restart", {}), 200)
+    checker.check("DELETE", CODE + "/contexts/{ctx}", member.delete(f"{base}/contexts/{ctx['id']}"), 204)
+    checker.check("DELETE", CODE + "/contexts/{ctx}", member.delete(f"{base}/contexts/{ctx['id']}"), 404)
+    checker.check("POST", CODE + "/contexts/{ctx}/restart", member.post(f"{base}/contexts/{ctx['id']}/restart", {}), 404)
+
+
 def test_files_git_and_terminal(daemon, checker, org, sandbox):
     member, viewer = org["member"], org["viewer"]
     base = f"/v1/sandboxes/{sandbox['id']}"

@@ -10,6 +10,7 @@
 from .audit import (Audit, AuditCheckpoint, AuditEvent, AuditEventPage, AuditPublicKey, AuditVerifyReport,
                     verify_chain)
 from .client import Client
+from .code import Code, CodeEvent, CodeRunStream
 from .commands import Command
 from .errors import (APIConnectionError, APIError, AuthenticationError, ConfigurationError, ConflictError,
                      ImageNotAllowedError, InsufficientStorageError, InternalServerError, InvalidArgumentError,
@@ -21,6 +22,7 @@ from .files import FileSystem
 from .git import Git
 from .guardrails import Limits, LimitsUsage, OrgLimits, OrgStop, StopAllReport
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, GitBranch,
+                     CodeContext, CodeError, CodeResult, Execution,
                      GitBranches, GitFileStatus, GitResult, GitStatus, Metrics,
                      Organization, PortInfo, PreviewLink, Resources, SandboxInfo, SessionInfo, Snapshot,
                      StreamEvent, UploadResult, Volume, WhoAmI)
@@ -33,7 +35,8 @@ from .sessions import Session
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Sandbox", "SandboxPage", "Process", "Session", "Command", "FileSystem", "Git", "ExecStream", "PtySession",
+    "Client", "Code", "CodeEvent", "CodeRunStream", "CodeContext", "CodeResult", "CodeError", "Execution",
+    "Sandbox", "SandboxPage", "Process", "Session", "Command", "FileSystem", "Git", "ExecStream", "PtySession",
     "TokenProvider",
     "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError", "SessionRestartedWarning",
     "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",

@@ -452,3 +452,92 @@ class GitBranches(GitResult):
         return cls(**{**base.__dict__, "current": d.get("current"),
                       "branches": [GitBranch.from_json(b) for b in d.get("branches") or []],
                       "remote_branches": list(d.get("remote_branches") or [])})
+
+
+@dataclass
+class CodeContext:
+    """A stateful code context: one long-lived interpreter (``python``, ``js`` or ``bash``)."""
+    id: str
+    language: str
+    cwd: Optional[str] = None
+    default: bool = False
+    created_at: Optional[str] = None
+    pid: Optional[int] = None
+    busy: Optional[bool] = None
+    execution_count: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "CodeContext":
+        return cls(id=d["id"], language=d["language"], cwd=d.get("cwd"), default=bool(d.get("default")),
+                   created_at=d.get("created_at"), pid=d.get("pid"), busy=d.get("busy"),
+                   execution_count=int(d.get("execution_count") or 0), raw=d)
+
+
+_RESULT_FORMATS = ("html", "markdown", "svg", "png", "jpeg", "pdf", "latex", "json", "javascript")
+
+
+@dataclass
+class CodeResult:
+    """A value a run showed: ``text`` always, the other representations when the object has them
+    (``png``/``jpeg``/``pdf`` are base64 text; :attr:`png_bytes` decodes)."""
+    text: Optional[str] = None
+    html: Optional[str] = None
+    markdown: Optional[str] = None
+    svg: Optional[str] = None
+    png: Optional[str] = None
+    jpeg: Optional[str] = None
+    pdf: Optional[str] = None
+    latex: Optional[str] = None
+    json: Any = None
+    javascript: Optional[str] = None
+    is_main_result: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "CodeResult":
+        return cls(text=d.get("text"), is_main_result=bool(d.get("is_main_result")), raw=d,
+                   **{k: d.get(k) for k in _RESULT_FORMATS})
+
+    def formats(self) -> List[str]:
+        """The representations present besides ``text``."""
+        return [k for k in _RESULT_FORMATS if getattr(self, k) is not None]
+
+    @property
+    def png_bytes(self) -> Optional[bytes]:
+        return _b64(self.png)
+
+
+@dataclass
+class CodeError:
+    """What a run raised: the exception's ``name`` and ``value`` and its ``traceback`` as text."""
+    name: str
+    value: str
+    traceback: str = ""
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "CodeError":
+        return cls(name=str(d.get("name", "")), value=str(d.get("value", "")), traceback=str(d.get("traceback", "")))
+
+
+@dataclass
+class Execution:
+    """A finished run: its results, its output, the error it raised (a value, never an exception)."""
+    results: List[CodeResult] = field(default_factory=list)
+    stdout: List[str] = field(default_factory=list)
+    stderr: List[str] = field(default_factory=list)
+    error: Optional[CodeError] = None
+    context_id: Optional[str] = None
+    execution_count: Optional[int] = None
+    timed_out: bool = False
+    truncated: bool = False
+    restarted: bool = False
+    duration_ms: Optional[int] = None
+
+    @property
+    def text(self) -> Optional[str]:
+        """The text of the main result (the value of the last expression), if any."""
+        for r in self.results:
+            if r.is_main_result:
+                return r.text
+        return None

@@ -12,6 +12,7 @@ from ._resource import clean, seg
 from ._transport import Transport, socket_timeout_for
 from .errors import NotFoundError
 from .files import FileSystem
+from .code import Code
 from .git import Git
 from .models import ExecResult, Metrics, PortInfo, PreviewLink, SandboxInfo
 from .processes import Process
@@ -133,6 +134,7 @@ class Sandbox:
         self.process = Process(self)
         self.fs = FileSystem(self)
         self.git = Git(self)
+        self.code = Code(self)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, state={self.state!r})"

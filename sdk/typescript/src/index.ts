@@ -7,6 +7,17 @@ export type { SessionRunOptions } from "./sessions.js";
 export { Files } from "./files.js";
 export type { WriteData } from "./files.js";
 export { Git } from "./git.js";
+export { Code } from "./code.js";
+export type {
+  CodeContext,
+  CodeContextLanguage,
+  CodeError,
+  CodeEvent,
+  CodeResult,
+  CreateCodeContextOptions,
+  Execution,
+  RunCodeOptions,
+} from "./code.js";
 export type { TokenProvider } from "./http.js";
 export { SandfortError } from "./errors.js";
 export type { ErrorCode } from "./errors.js";

@@ -9,6 +9,7 @@ import { Commands } from "./commands.js";
 import { splitOptions, type ClientOptions } from "./config.js";
 import { SandfortError } from "./errors.js";
 import { Files } from "./files.js";
+import { Code } from "./code.js";
 import { Git } from "./git.js";
 import type { RequestOptions, Transport } from "./http.js";
 import { codeRun, codeStream } from "./processes.js";
@@ -133,6 +134,8 @@ export class Sandbox {
   readonly pty: PtyApi;
   /** Git in the sandbox: clone, pull, push, add, commit, checkout, branches, status. */
   readonly git: Git;
+  /** Stateful code contexts (python, js, bash) and runs with rich results. */
+  readonly code: Code;
 
   /** @internal use SandfortClient.createSandbox / Sandbox.create / Sandbox.connect */
   constructor(client: SandfortClient, info: SandboxInfo) {
@@ -142,6 +145,7 @@ export class Sandbox {
     this.files = new Files(this);
     this.sessions = new Sessions(this);
     this.git = new Git(this);
+    this.code = new Code(this);
     this.pty = new PtyApi(client.http, `/v1/sandboxes/${enc(info.id)}/pty`);
   }
 

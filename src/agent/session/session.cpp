@@ -22,6 +22,7 @@
 
 #include "process/async.hpp"
 #include "process/child.hpp"
+#include "process/private_files.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::agent::sessions {
@@ -34,32 +35,6 @@ using steady = std::chrono::steady_clock;
 constexpr std::size_t read_chunk = 64 * 1024;
 
 limits configured;
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
-}
-
-// A new file each time: truncating and rewriting one makes ext4 (auto_da_alloc) write it
-// back on close, which costs milliseconds per command.
-bool write_new_file(const std::string& path, std::string_view text) {
-  ::unlink(path.c_str());
-  unique_fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (fd.get() < 0) return false;
-  while (!text.empty()) {
-    ssize_t n = ::write(fd.get(), text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    text.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
-}
 
 // Reads and drops everything until the last writer (a background job) closes the FIFO, so
 // that the job never blocks on a full pipe nor dies of SIGPIPE.
@@ -508,25 +483,12 @@ registry& registry::of(const asio::any_io_executor& ex) {
 }
 
 result<std::string> registry::root_dir() {
-  if (!root_.empty()) return root_;
-  std::vector<std::string> bases;
-  if (!configured.runtime_dir.empty())
-    bases.push_back(configured.runtime_dir);
-  else
-    bases = {"/dev/shm", "/tmp", "/run/sandfort"};  // memory first: a command is a file write
-  int last_error = 0;
-  for (const auto& base : bases) {
-    std::error_code ignored;
-    std::filesystem::create_directories(base, ignored);
-    std::string tmpl = base + "/.sandfort-XXXXXX";
-    if (::mkdtemp(tmpl.data())) {
-      root_ = tmpl;
-      return root_;
-    }
-    last_error = errno;
+  if (root_.empty()) {
+    auto made = make_private_dir(configured.runtime_dir, ".sandfort-");
+    if (!made) return std::move(made).err();
+    root_ = std::move(*made);
   }
-  return make_error(errc::unavailable, "no writable place for session files (" + bases.front() + ": " +
-                                           errno_text(last_error) + ")");
+  return root_;
 }
 
 namespace {

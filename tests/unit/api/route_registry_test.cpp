@@ -69,6 +69,9 @@ TEST_CASE("route registry: one entry per method and pattern, each with its handl
   CHECK(needs(http::verb::get, "/v1/sandboxes/{id}/pty") == auth::permission::use_sandboxes);
   CHECK(needs(http::verb::get, "/v1/sandboxes/{id}/files") == auth::permission::read);
   CHECK(needs(http::verb::post, "/v1/sandboxes/{id}/process/code-run") == auth::permission::use_sandboxes);
+  CHECK(needs(http::verb::post, "/v1/sandboxes/{id}/code/run") == auth::permission::use_sandboxes);
+  CHECK(needs(http::verb::get, "/v1/sandboxes/{id}/code/contexts") == auth::permission::read);
+  CHECK(needs(http::verb::post, "/v1/sandboxes/{id}/code/contexts/{ctx}/restart") == auth::permission::use_sandboxes);
   CHECK(needs(http::verb::get, "/metrics") == auth::permission::superadmin);
   CHECK(needs(http::verb::get, "/healthz") == std::nullopt);
 }
