@@ -479,38 +479,44 @@ asio::awaitable<void> relay_watch(watch::watcher& w, sse_writer& events, bool in
   }
 }
 
+struct watch_request {
+  std::string path;
+  bool recursive = false;
+  bool include_entry = false;
+};
+
+result<watch_request> parse_watch(const std::map<std::string, std::string>& query) {
+  auto path = query_path(query);
+  if (!path) return path.err();
+  auto recursive = query_bool(query, "recursive");
+  if (!recursive) return recursive.err();
+  auto include_entry = query_bool(query, "include_entry");
+  if (!include_entry) return include_entry.err();
+  return watch_request{std::move(*path), *recursive, *include_entry};
+}
+
 // GET /files/watch?path=&recursive=&include_entry=: server-sent events as the directory
 // changes — `start` once the watch is in place, then create/write/remove/rename/chmod (and
 // overflow, limit), and `end` when the directory itself goes away. Ends when the client leaves.
 asio::awaitable<bool> watch_dir(exchange& ex) {
-  auto path = query_path(ex.query);
-  if (!path) {
-    error e = path.err();
-    co_return co_await fail(ex, e);
-  }
-  auto recursive = query_bool(ex.query, "recursive");
-  if (!recursive) {
-    error e = recursive.err();
-    co_return co_await fail(ex, e);
-  }
-  auto include_entry = query_bool(ex.query, "include_entry");
-  if (!include_entry) {
-    error e = include_entry.err();
+  auto req = parse_watch(ex.query);
+  if (!req) {
+    error e = req.err();
     co_return co_await fail(ex, e);
   }
   if (!ex.parser.is_done() && !co_await drain_body(ex, drain_limit)) co_return false;
   auto executor = ex.stream.get_executor();
-  auto opened = watch::hub::of(executor).open(executor, *path, *recursive);
+  auto opened = watch::hub::of(executor).open(executor, req->path, req->recursive);
   if (!opened) {
     error e = opened.err();
     co_return co_await fail(ex, e);
   }
   std::unique_ptr<watch::watcher> w = std::move(*opened);
   sse_writer events(ex);
-  json start = {{"type", "start"}, {"path", *path}, {"recursive", *recursive}, {"directories", w->directories()}};
+  json start = {{"type", "start"}, {"path", req->path}, {"recursive", req->recursive}, {"directories", w->directories()}};
   if (!co_await events.send("start", start)) co_return false;
   using namespace asio::experimental::awaitable_operators;
-  co_await (relay_watch(*w, events, *include_entry) || events.wait_gone());
+  co_await (relay_watch(*w, events, req->include_entry) || events.wait_gone());
   w.reset();  // the watch ends before the answer does
   if (events.failed()) co_return false;
   co_return co_await events.finish();

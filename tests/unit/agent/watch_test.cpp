@@ -26,11 +26,30 @@ namespace stdfs = std::filesystem;
 
 namespace {
 
-// Restores the default bounds after a test that narrowed them.
-struct bounds_guard {
-  watch::limits saved = watch::current_limits();
-  ~bounds_guard() { watch::configure(saved); }
+// Narrows the bounds for one test and restores them after it.
+class narrowed_bounds {
+ public:
+  template <typename Change>
+  explicit narrowed_bounds(Change change) {
+    watch::limits l = saved_;
+    change(l);
+    watch::configure(l);
+  }
+  ~narrowed_bounds() { watch::configure(saved_); }
+  narrowed_bounds(const narrowed_bounds&) = delete;
+  narrowed_bounds& operator=(const narrowed_bounds&) = delete;
+
+ private:
+  watch::limits saved_ = watch::current_limits();
 };
+
+// A refused open: its class, and words its message must have.
+template <typename Result>
+void check_refused(const Result& r, errc code, const std::string& words) {
+  REQUIRE_FALSE(r);
+  CHECK(r.err().code == code);
+  CHECK(r.err().message.find(words) != std::string::npos);
+}
 
 // Runs the io_context until `want` events arrived (or the watch ended, or 3 s passed).
 std::vector<watch::event> collect(asio::io_context& ioc, watch::watcher& w, std::size_t want) {
@@ -140,22 +159,14 @@ TEST_CASE("the watched path must exist and be a directory") {
   write_file(dir.path() + "/file", "x");
   asio::io_context ioc;
   auto& hub = watch::hub::of(ioc.get_executor());
-  auto missing = hub.open(ioc.get_executor(), dir.path() + "/nope", false);
-  REQUIRE_FALSE(missing);
-  CHECK(missing.err().code == errc::not_found);
-  auto file = hub.open(ioc.get_executor(), dir.path() + "/file", false);
-  REQUIRE_FALSE(file);
-  CHECK(file.err().code == errc::invalid_argument);
-  CHECK(file.err().message.find("not a directory") != std::string::npos);
+  check_refused(hub.open(ioc.get_executor(), dir.path() + "/nope", false), errc::not_found, "no such directory");
+  check_refused(hub.open(ioc.get_executor(), dir.path() + "/file", false), errc::invalid_argument, "not a directory");
   CHECK(hub.watches() == 0);
   CHECK_FALSE(hub.instance_open());
 }
 
 TEST_CASE("watches per sandbox are bounded, and one instance serves them all while any is open") {
-  bounds_guard restore;
-  auto l = watch::current_limits();
-  l.max_watches = 2;
-  watch::configure(l);
+  narrowed_bounds restore([](watch::limits& l) { l.max_watches = 2; });
   temp_dir dir;
   asio::io_context ioc;
   auto& hub = watch::hub::of(ioc.get_executor());
@@ -164,10 +175,7 @@ TEST_CASE("watches per sandbox are bounded, and one instance serves them all whi
   REQUIRE(a);
   REQUIRE(b);
   CHECK(hub.instance_open());
-  auto c = hub.open(ioc.get_executor(), dir.path(), false);
-  REQUIRE_FALSE(c);
-  CHECK(c.err().code == errc::quota_exceeded);
-  CHECK(c.err().message.find("directory watches") != std::string::npos);
+  check_refused(hub.open(ioc.get_executor(), dir.path(), false), errc::quota_exceeded, "directory watches");
   // Two watches of one directory share the kernel's watch: each still hears every event.
   write_file(dir.path() + "/x", "1");
   CHECK(in_order(collect(ioc, **a, 1), {{"create", "x"}}));
@@ -184,18 +192,12 @@ TEST_CASE("watches per sandbox are bounded, and one instance serves them all whi
 }
 
 TEST_CASE("directories under a recursive watch are bounded: an error at the start, a limit event later") {
-  bounds_guard restore;
-  auto l = watch::current_limits();
-  l.max_directories = 3;
-  watch::configure(l);
+  narrowed_bounds restore([](watch::limits& l) { l.max_directories = 3; });
   temp_dir dir;
   stdfs::create_directories(dir.path() + "/a/b/c");
   asio::io_context ioc;
   auto& hub = watch::hub::of(ioc.get_executor());
-  auto too_big = hub.open(ioc.get_executor(), dir.path(), true);
-  REQUIRE_FALSE(too_big);
-  CHECK(too_big.err().code == errc::quota_exceeded);
-  CHECK(too_big.err().message.find("at most 3 directories") != std::string::npos);
+  check_refused(hub.open(ioc.get_executor(), dir.path(), true), errc::quota_exceeded, "at most 3 directories");
   CHECK(hub.watches() == 0);
 
   auto w = hub.open(ioc.get_executor(), dir.path() + "/a", true);  // a, b, c: exactly the bound
@@ -208,10 +210,7 @@ TEST_CASE("directories under a recursive watch are bounded: an error at the star
 }
 
 TEST_CASE("a reader that falls behind gets one overflow event, never a growing queue") {
-  bounds_guard restore;
-  auto l = watch::current_limits();
-  l.backlog = 8;
-  watch::configure(l);
+  narrowed_bounds restore([](watch::limits& l) { l.backlog = 8; });
   temp_dir dir;
   asio::io_context ioc;
   auto w = watch::hub::of(ioc.get_executor()).open(ioc.get_executor(), dir.path(), false);
