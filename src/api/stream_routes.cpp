@@ -275,6 +275,9 @@ std::vector<api_route> stream_routes() {
       {verb::post, "/v1/sandboxes/{id}/files/move", permission::use_sandboxes, forwarded, forward_to_agent},
       {verb::put, "/v1/sandboxes/{id}/files/archive", permission::use_sandboxes, forwarded, forward_to_agent},
       {verb::get, "/v1/sandboxes/{id}/files/archive", permission::read, forwarded, forward_to_agent},
+      // Server-sent events while a directory changes: reading, though it holds a watch in the
+      // agent (bounded per sandbox there) for as long as the client stays.
+      {verb::get, "/v1/sandboxes/{id}/files/watch", permission::read, forwarded, forward_to_agent},
       {verb::post, "/v1/sandboxes/{id}/git/{op}", permission::use_sandboxes, forwarded, forward_to_agent},
       // Code contexts: stateful interpreters in the agent; a run answers server-sent events.
       {verb::post, "/v1/sandboxes/{id}/code/run", permission::use_sandboxes, forwarded, forward_to_agent},

@@ -5,6 +5,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
+#include <sys/socket.h>
 
 namespace sandfort::http {
 
@@ -92,6 +93,19 @@ asio::awaitable<bool> continue_if_expected(exchange& ex) {
   co_return !ec;
 }
 
+// A client reading an event stream sends nothing, so its socket turning readable means it left.
+// Bytes of a pipelined request (or a TLS record) are no departure: then this waits until
+// cancelled, and the next write tells.
+asio::awaitable<void> until_client_leaves(exchange& ex) {
+  auto [ec] = co_await ex.stream.async_wait_readable(use_tuple);
+  if (ec) co_return;
+  char c = 0;
+  if (::recv(ex.stream.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+    asio::steady_timer forever(ex.stream.get_executor(), asio::steady_timer::time_point::max());
+    auto [wec] = co_await forever.async_wait(use_tuple);
+  }
+}
+
 relay_result ended(bool keep_alive) {
   relay_result r;
   r.keep_alive = keep_alive;
@@ -166,8 +180,16 @@ asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_op
       idle();
   };
   bhttp::response_serializer<bhttp::buffer_body> res_sr{res};
-  relayed answered = co_await relay_body(upstream, up_buffer, res_parser, ex.stream, res_sr, arm);
-  co_return ended(answered == relayed::whole && res.keep_alive());
+  if (!events) {
+    relayed answered = co_await relay_body(upstream, up_buffer, res_parser, ex.stream, res_sr, arm);
+    co_return ended(answered == relayed::whole && res.keep_alive());
+  }
+  // A quiet stream (a directory watch, a command's log) would otherwise learn that its client
+  // left only at its next event: the upstream is dropped at once instead, ending its producer.
+  using namespace asio::experimental::awaitable_operators;
+  auto which = co_await (relay_body(upstream, up_buffer, res_parser, ex.stream, res_sr, arm) || until_client_leaves(ex));
+  if (which.index() == 1) co_return ended(false);
+  co_return ended(std::get<0>(which) == relayed::whole && res.keep_alive());
 }
 
 asio::awaitable<bool> forward(exchange& ex, any_stream& upstream, forward_options target) {

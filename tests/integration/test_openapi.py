@@ -27,7 +27,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator, FormatChecker
 
-from sandfort_harness import SANDFORTD, read_sse
+from sandfort_harness import SANDFORTD, Response, read_sse
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = os.path.join(REPO, "docs", "openapi.yaml")
@@ -672,6 +672,27 @@ def test_files_git_and_terminal(daemon, checker, org, sandbox):
     checker.check("DELETE", SBX + "/files", member.delete(base + "/files?path=/tmp/oa/d"), 409)  # not empty
     checker.check("DELETE", SBX + "/files", member.delete(base + "/files?path=/tmp/oa&recursive=true"), 204)
     checker.check("DELETE", SBX + "/files", member.delete(base + "/files?path=/tmp/oa"), 404)
+
+    # a directory watch: its events until the directory itself goes, which ends the stream
+    member.post(base + "/process/exec", {"command": "mkdir -p /tmp/ow"})
+    conn = viewer.connection()
+    conn.request("GET", base + "/files/watch?path=/tmp/ow&include_entry=true",
+                 headers={"Authorization": "Bearer " + org["keys"]["viewer"], "Accept": "text/event-stream"})
+    resp = conn.getresponse()
+    started = b""
+    while not started.endswith(b"\n\n"):  # the start event: the watch is in place
+        line = resp.readline()
+        assert line, started
+        started += line
+    member.post(base + "/process/exec", {"command": "cd /tmp/ow && echo 1 > f && chmod 600 f && mv f g && rm g && "
+                                                    "cd / && rmdir /tmp/ow"})
+    r = Response(resp.status, dict(resp.getheaders()), started + resp.read())
+    conn.close()
+    events = checker.check("GET", SBX + "/files/watch", r, 200, content_type="text/event-stream")
+    assert [n for n, _ in events][0] == "start" and [n for n, _ in events][-1] == "end", events
+    assert {"create", "write", "chmod", "rename", "remove"} <= {n for n, _ in events}, events
+    checker.check("GET", SBX + "/files/watch", viewer.get(base + "/files/watch?path=/tmp/none"), 404)
+    checker.check("GET", SBX + "/files/watch", viewer.get(base + "/files/watch?path=tmp"), 400)
 
     # git: the image has no git, so each call runs and answers 127 — the shape is what counts here
     bodies = {"clone": {"path": "/tmp/oa-clone", "url": "https://example.com/r.git", "depth": 1},

@@ -18,14 +18,14 @@ from .errors import (APIConnectionError, APIError, AuthenticationError, Configur
                      PayloadTooLargeError,
                      PermissionDeniedError, QuotaExceededError, RateLimitedError, SandfortError,
                      SessionRestartedWarning, StreamError, UnavailableError, HostFullError)
-from .files import FileSystem
+from .files import DirectoryWatch, FileSystem
 from .git import Git
 from .guardrails import Limits, LimitsUsage, OrgLimits, OrgStop, StopAllReport
 from .models import (ApiKey, ArchiveResult, CommandInfo, CommandLogs, ExecResult, FileInfo, GitBranch,
                      CodeContext, CodeError, CodeResult, Execution,
                      GitBranches, GitFileStatus, GitResult, GitStatus, Metrics,
                      Organization, PortInfo, PreviewLink, Resources, SandboxInfo, SessionInfo, Snapshot,
-                     StreamEvent, UploadResult, Volume, WhoAmI)
+                     StreamEvent, UploadResult, Volume, WatchEvent, WhoAmI)
 from ._transport import ExecStream, TokenProvider
 from .processes import Process
 from .pty import PtySession
@@ -36,7 +36,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Code", "CodeEvent", "CodeRunStream", "CodeContext", "CodeResult", "CodeError", "Execution",
-    "Sandbox", "SandboxPage", "Process", "Session", "Command", "FileSystem", "Git", "ExecStream", "PtySession",
+    "Sandbox", "SandboxPage", "Process", "Session", "Command", "FileSystem", "DirectoryWatch", "WatchEvent", "Git", "ExecStream", "PtySession",
     "TokenProvider",
     "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError", "SessionRestartedWarning",
     "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import socket
 import ssl
 from typing import Any, BinaryIO, Callable, Dict, Iterable, Iterator, Mapping, Optional, Tuple, Union
 from urllib.parse import quote, urlencode, urlsplit
@@ -62,6 +63,15 @@ class Response:
             self.raw.close()
         finally:
             self._conn.close()
+
+    def shutdown(self) -> None:
+        """Ends the connection under a read another thread is blocked in (it sees the end)."""
+        sock = getattr(self._conn, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self) -> "Response":
         return self

@@ -1,22 +1,24 @@
 """``sandbox.fs``: files inside the sandbox (absolute paths): whole files and tars streamed both
-ways, listing, stat, mkdir, move and remove."""
+ways, listing, stat, mkdir, move and remove, and watching a directory."""
 
 from __future__ import annotations
 
+import json
 import os
 import tarfile
 import tempfile
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, List, Optional, Union
+import threading
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, List, Optional, Union
 
 from ._resource import clean
-from ._transport import Transport
-from .errors import NotFoundError, SandfortError
-from .models import ArchiveResult, FileInfo, UploadResult
+from ._transport import Response, Transport, iter_sse
+from .errors import NotFoundError, SandfortError, StreamError
+from .models import ArchiveResult, FileInfo, UploadResult, WatchEvent
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sandboxes import Sandbox
 
-__all__ = ["FileSystem", "FileData", "PathLike"]
+__all__ = ["FileSystem", "FileData", "PathLike", "DirectoryWatch"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 FileData = Union[bytes, bytearray, memoryview, str, BinaryIO, "os.PathLike[str]"]
@@ -128,6 +130,23 @@ class FileSystem:
             dest.write(chunk)
         return None
 
+    def watch(self, path: str, *, recursive: bool = False, include_entry: bool = False,
+              on_event: Optional[Callable[[WatchEvent], None]] = None) -> "DirectoryWatch":
+        """Watches the directory ``path``: returns once the watch is in place (a change made
+        after that is seen) a :class:`DirectoryWatch`, an iterator of :class:`WatchEvent` that
+        ends with the watch. With ``on_event``, a thread calls it for every event instead.
+        ``recursive`` watches the whole tree (new subdirectories included); ``include_entry``
+        adds the file's :class:`FileInfo` to create/write/chmod events. ``stop()`` (or leaving a
+        ``with`` block) ends it. A missing path raises :class:`NotFoundError`, a file
+        :class:`InvalidArgumentError`, too many watches in the sandbox
+        :class:`QuotaExceededError`."""
+        q = clean({"path": path, "recursive": "true" if recursive else None,
+                   "include_entry": "true" if include_entry else None})
+        # No read deadline: a quiet watch sends a keep-alive every 15 s, and lasts until stopped.
+        resp = self._t.open("GET", f"{self._base}/watch", query=q, headers={"Accept": "text/event-stream"},
+                            timeout=None)
+        return DirectoryWatch(resp, on_event)
+
     def upload_dir(self, local_dir: PathLike, remote_dir: str) -> ArchiveResult:
         """Sends the contents of ``local_dir`` into ``remote_dir`` as one tar (spooled to disk
         past 32 MiB, so big trees are not held in memory)."""
@@ -162,6 +181,92 @@ class FileSystem:
                 else:  # pragma: no cover - Python < 3.11.4 without extraction filters
                     tar.extractall(local, members=members)
         return names
+
+
+class DirectoryWatch:
+    """A running directory watch (``sandbox.fs.watch``): iterate it for :class:`WatchEvent`
+    objects, or give ``on_event`` and let its thread call you. ``stop()`` ends it (from any
+    thread); so does leaving a ``with`` block. ``path``, ``recursive`` and ``directories`` (how
+    many are watched) come from the daemon's ``start`` event."""
+
+    def __init__(self, resp: Response, on_event: Optional[Callable[[WatchEvent], None]] = None) -> None:
+        self._resp = resp
+        self._events = iter_sse(resp)
+        self._stopped = False
+        self.request_id = resp.request_id
+        name, data = self._next_raw()
+        if name != "start":
+            self._resp.close()
+            raise StreamError(f"the watch began with {name!r}, not a start event")
+        start = json.loads(data)
+        self.path: str = start.get("path", "")
+        self.recursive: bool = bool(start.get("recursive", False))
+        self.directories: int = int(start.get("directories") or 0)
+        self._thread: Optional[threading.Thread] = None
+        self.error: Optional[BaseException] = None
+        if on_event is not None:
+            self._thread = threading.Thread(target=self._run, args=(on_event,), daemon=True,
+                                            name=f"sandfort-watch {self.path}")
+            self._thread.start()
+
+    def _next_raw(self) -> "tuple[str, str]":
+        try:
+            return next(self._events)
+        except StopIteration:
+            raise StreamError("the watch's stream ended before it started") from None
+
+    def _run(self, on_event: Callable[[WatchEvent], None]) -> None:
+        try:
+            for e in self:
+                on_event(e)
+        except BaseException as e:  # reported through .error; a stop() is not an error
+            if not self._stopped:
+                self.error = e
+
+    def __iter__(self) -> "DirectoryWatch":
+        return self
+
+    def __next__(self) -> WatchEvent:
+        while True:
+            if self._stopped:
+                raise StopIteration
+            try:
+                name, data = next(self._events)
+            except StopIteration:
+                self._stopped = True
+                raise
+            except Exception:
+                if self._stopped:  # stop() ended the connection under the read
+                    raise StopIteration from None
+                raise
+            try:
+                payload = json.loads(data) if data else {}
+            except ValueError:
+                continue
+            if not isinstance(payload, dict):
+                continue
+            payload.setdefault("type", name)
+            event = WatchEvent.from_json(payload)
+            if event.type == "end":
+                self._stopped = True
+                self._resp.close()
+            return event
+
+    def stop(self) -> None:
+        """Ends the watch: the daemon and the sandbox's agent let it go at once."""
+        self._stopped = True
+        self._resp.shutdown()  # wakes a read blocked in another thread
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._resp.close()
+
+    close = stop
+
+    def __enter__(self) -> "DirectoryWatch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
 
 
 def _limited(resp: Any, max_bytes: Optional[int]) -> Iterator[bytes]:

@@ -229,6 +229,29 @@ class FileInfo:
 
 
 @dataclass
+class WatchEvent:
+    """One event of a directory watch (``sandbox.fs.watch``). ``type`` is ``create``, ``write``,
+    ``remove``, ``rename``, ``chmod``, ``overflow`` (events were dropped: ``dropped`` of them,
+    0 when the kernel's queue overflowed; re-list the directory), ``limit`` (a new subdirectory
+    beyond the bounds is not watched) or ``end`` (the directory itself went; nothing follows).
+    ``name`` is relative to the watched directory; ``entry`` is there with ``include_entry``."""
+    type: str
+    name: str = ""
+    is_dir: bool = False
+    entry: Optional[FileInfo] = None
+    dropped: int = 0
+    message: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "WatchEvent":
+        entry = d.get("entry")
+        return cls(type=str(d.get("type", "")), name=str(d.get("name", "")), is_dir=bool(d.get("is_dir", False)),
+                   entry=FileInfo.from_json(entry) if isinstance(entry, dict) else None,
+                   dropped=int(d.get("dropped") or 0), message=str(d.get("message", "")), raw=d)
+
+
+@dataclass
 class UploadResult:
     path: str
     size: int

@@ -97,3 +97,52 @@ def test_directory_round_trip_via_tar(client, tmp_path):
         assert os.stat(root / "run.sh").st_mode & 0o111
         tar = sbx.fs.download_archive("/work/proj")
         assert tar[257:262] == b"ustar"
+
+
+def _in_order(events, want):
+    i = 0
+    for e in events:
+        if i < len(want) and (e.type, e.name) == want[i]:
+            i += 1
+    return i == len(want)
+
+
+def test_watch_reports_changes_in_order_and_follows_new_subdirectories(client):
+    with client.create_sandbox() as sbx:
+        sbx.fs.mkdir("/work/w", parents=True)
+        with sbx.fs.watch("/work/w", recursive=True, include_entry=True) as w:
+            assert (w.path, w.recursive, w.directories) == ("/work/w", True, 1)
+            sbx.process.exec("cd /work/w && echo hi > a.txt && mv a.txt b.txt && chmod 600 b.txt && "
+                             "mkdir sub && sleep 0.3 && echo x > sub/c.txt && rm b.txt")
+            seen = []
+            for e in w:
+                seen.append(e)
+                if (e.type, e.name) == ("remove", "b.txt"):
+                    break
+        want = [("create", "a.txt"), ("write", "a.txt"), ("rename", "a.txt"), ("create", "b.txt"),
+                ("chmod", "b.txt"), ("create", "sub"), ("create", "sub/c.txt"), ("remove", "b.txt")]
+        assert _in_order(seen, want), [(e.type, e.name) for e in seen]
+        sub = next(e for e in seen if e.name == "sub")
+        assert sub.is_dir and sub.entry is not None and sub.entry.type == "dir"
+
+
+def test_watch_with_a_callback_stops_and_refuses_what_is_not_a_directory(client):
+    import threading
+    with client.create_sandbox() as sbx:
+        sbx.fs.mkdir("/work/cb", parents=True)
+        got, arrived = [], threading.Event()
+
+        def on_event(e):
+            got.append(e)
+            if (e.type, e.name) == ("create", "x.txt"):
+                arrived.set()
+
+        w = sbx.fs.watch("/work/cb", on_event=on_event)
+        sbx.fs.upload_file("/work/cb/x.txt", "1")
+        assert arrived.wait(10), [(e.type, e.name) for e in got]
+        w.stop()
+        assert w.error is None
+        with pytest.raises(NotFoundError):
+            sbx.fs.watch("/work/nope")
+        with pytest.raises(InvalidArgumentError):
+            sbx.fs.watch("/work/cb/x.txt")

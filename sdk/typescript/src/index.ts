@@ -4,8 +4,8 @@ export { Sandbox } from "./sandboxes.js";
 export { Commands, CommandHandle } from "./commands.js";
 export { Sessions, Session } from "./sessions.js";
 export type { SessionRunOptions } from "./sessions.js";
-export { Files } from "./files.js";
-export type { WriteData } from "./files.js";
+export { Files, WatchHandle } from "./files.js";
+export type { WriteData, WatchOptions } from "./files.js";
 export { Git } from "./git.js";
 export { Code } from "./code.js";
 export type {

@@ -203,6 +203,24 @@ export interface FileInfo {
   target?: string;
 }
 
+/** One event of a directory watch (`sandbox.files.watch`). */
+export interface WatchEvent {
+  /**
+   * `create` (made, or a rename's new name), `write`, `remove`, `rename` (a rename's old name),
+   * `chmod`; `overflow` (events were dropped: `dropped` of them, 0 when the kernel's queue
+   * overflowed; list the directory again), `limit` (a new subdirectory beyond the bounds is not
+   * watched), `end` (the directory itself went; nothing follows).
+   */
+  type: "create" | "write" | "remove" | "rename" | "chmod" | "overflow" | "limit" | "end";
+  /** Relative to the watched directory ("src/a.ts"); empty for overflow and end. */
+  name: string;
+  isDir: boolean;
+  /** With `includeEntry`: the entry as `stat` gives it when the event was sent. */
+  entry?: FileInfo;
+  dropped?: number;
+  message?: string;
+}
+
 export interface WriteInfo {
   path: string;
   size: number;

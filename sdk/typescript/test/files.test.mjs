@@ -91,3 +91,52 @@ test("archive round trip: download a tar, extract it elsewhere", async () => {
   const r = await sbx.commands.run("find /work/copy -name main.py -exec python3 {} \\;");
   assert.equal(r.stdout, "hi\n");
 });
+
+// Events in order, by name relative to the directory; a rename is its old name then its new one.
+function inOrder(events, want) {
+  let i = 0;
+  for (const e of events) if (i < want.length && e.type === want[i][0] && e.name === want[i][1]) i++;
+  return i === want.length;
+}
+
+test("watch: create, write, rename, chmod and remove arrive in order, recursive takes new subdirectories", async () => {
+  await sbx.files.mkdir("/work/watched");
+  const w = await sbx.files.watch("/work/watched", { recursive: true, includeEntry: true });
+  assert.equal(w.path, "/work/watched");
+  assert.equal(w.recursive, true);
+  assert.equal(w.directories, 1);
+  await sbx.commands.run(
+    "cd /work/watched && echo hi > a.txt && mv a.txt b.txt && chmod 600 b.txt && mkdir sub && sleep 0.3 && echo x > sub/c.txt && rm b.txt",
+  );
+  const seen = [];
+  for await (const e of w) {
+    seen.push(e);
+    if (e.type === "remove" && e.name === "b.txt") break;
+  }
+  w.stop();
+  await w.done;
+  const want = [["create", "a.txt"], ["write", "a.txt"], ["rename", "a.txt"], ["create", "b.txt"], ["chmod", "b.txt"],
+    ["create", "sub"], ["create", "sub/c.txt"], ["remove", "b.txt"]];
+  assert.ok(inOrder(seen, want), JSON.stringify(seen.map((e) => [e.type, e.name])));
+  const sub = seen.find((e) => e.name === "sub");
+  assert.equal(sub.isDir, true);
+  assert.equal(sub.entry?.type, "dir");
+});
+
+test("watch with onEvent, stopped; errors for a missing path and a file", async () => {
+  await sbx.files.mkdir("/work/cb");
+  const got = [];
+  let exited = false;
+  const w = await sbx.files.watch("/work/cb", { onEvent: (e) => got.push(e), onExit: () => (exited = true) });
+  await sbx.files.write("/work/cb/x.txt", "1");
+  for (let i = 0; i < 100 && !got.some((e) => e.type === "create" && e.name === "x.txt"); i++) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(got.some((e) => e.type === "create" && e.name === "x.txt"), JSON.stringify(got));
+  w.stop();
+  await w.done;
+  for (let i = 0; i < 100 && !exited; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.ok(exited);
+  await assert.rejects(sbx.files.watch("/work/nope"), (e) => e instanceof SandfortError && e.status === 404);
+  await assert.rejects(sbx.files.watch("/work/cb/x.txt"), (e) => e instanceof SandfortError && e.status === 400);
+});

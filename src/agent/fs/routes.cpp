@@ -1,5 +1,7 @@
 #include "fs/routes.hpp"
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
 #include <algorithm>
@@ -11,7 +13,9 @@
 #include "fs/operations.hpp"
 #include "fs/tar.hpp"
 #include "fs/transfer.hpp"
+#include "process/sse.hpp"
 #include "sandfort/http/use_tuple.hpp"
+#include "watch/watcher.hpp"
 
 // Every co_await below takes named locals only: GCC 12 destroys temporaries of a co_await
 // full-expression twice in some coroutines.
@@ -421,6 +425,103 @@ asio::awaitable<bool> archive(exchange& ex) {
   co_return keep;
 }
 
+
+// ---- directory watching -----------------------------------------------------------------
+
+// A quiet watch says it lives this often: proxies keep the stream open, and a relay whose
+// client left finds out by writing it (the watch then ends here too).
+constexpr std::chrono::seconds watch_keep_alive{15};
+
+json watch_event_json(const watch::event& e, const std::string& root, bool include_entry) {
+  json j = {{"type", std::string(watch::to_string(e.type))}};
+  switch (e.type) {
+    case watch::event_type::overflow:
+      j["dropped"] = e.dropped;
+      j["message"] = e.message;
+      return j;
+    case watch::event_type::end:
+      j["message"] = e.message;
+      return j;
+    case watch::event_type::limit:
+      j["name"] = e.name;
+      j["message"] = e.message;
+      return j;
+    default:
+      break;
+  }
+  j["name"] = e.name;
+  j["is_dir"] = e.is_dir;
+  if (include_entry && e.type != watch::event_type::remove && e.type != watch::event_type::rename) {
+    // As it is when the event is sent: it may have changed again, or be gone (then no entry).
+    if (auto found = fs::stat_entry(fs::join_path(root, e.name))) j["entry"] = to_json(*found);
+  }
+  return j;
+}
+
+// Sends events as they come, a keep-alive when there are none; returns once the watch ended
+// (its `end` event sent) or the client left.
+asio::awaitable<void> relay_watch(watch::watcher& w, sse_writer& events, bool include_entry) {
+  asio::steady_timer quiet(co_await asio::this_coro::executor);
+  using namespace asio::experimental::awaitable_operators;
+  for (;;) {
+    quiet.expires_after(watch_keep_alive);
+    auto woke = co_await (w.next() || quiet.async_wait(use_tuple));
+    if (woke.index() == 1) {
+      if (!co_await events.keep_alive()) co_return;
+      continue;
+    }
+    auto batch = std::get<0>(std::move(woke));
+    if (batch.empty()) co_return;
+    for (const auto& e : batch) {
+      json data = watch_event_json(e, w.path(), include_entry);
+      if (!co_await events.send(watch::to_string(e.type), data)) co_return;
+    }
+  }
+}
+
+struct watch_request {
+  std::string path;
+  bool recursive = false;
+  bool include_entry = false;
+};
+
+result<watch_request> parse_watch(const std::map<std::string, std::string>& query) {
+  auto path = query_path(query);
+  if (!path) return path.err();
+  auto recursive = query_bool(query, "recursive");
+  if (!recursive) return recursive.err();
+  auto include_entry = query_bool(query, "include_entry");
+  if (!include_entry) return include_entry.err();
+  return watch_request{std::move(*path), *recursive, *include_entry};
+}
+
+// GET /files/watch?path=&recursive=&include_entry=: server-sent events as the directory
+// changes — `start` once the watch is in place, then create/write/remove/rename/chmod (and
+// overflow, limit), and `end` when the directory itself goes away. Ends when the client leaves.
+asio::awaitable<bool> watch_dir(exchange& ex) {
+  auto req = parse_watch(ex.query);
+  if (!req) {
+    error e = req.err();
+    co_return co_await fail(ex, e);
+  }
+  if (!ex.parser.is_done() && !co_await drain_body(ex, drain_limit)) co_return false;
+  auto executor = ex.stream.get_executor();
+  auto opened = watch::hub::of(executor).open(executor, req->path, req->recursive);
+  if (!opened) {
+    error e = opened.err();
+    co_return co_await fail(ex, e);
+  }
+  std::unique_ptr<watch::watcher> w = std::move(*opened);
+  sse_writer events(ex);
+  json start = {{"type", "start"}, {"path", req->path}, {"recursive", req->recursive}, {"directories", w->directories()}};
+  if (!co_await events.send("start", start)) co_return false;
+  using namespace asio::experimental::awaitable_operators;
+  co_await (relay_watch(*w, events, req->include_entry) || events.wait_gone());
+  w.reset();  // the watch ends before the answer does
+  if (events.failed()) co_return false;
+  co_return co_await events.finish();
+}
+
 }  // namespace
 
 namespace fs {
@@ -436,7 +537,7 @@ std::vector<http::route> routes() {
 }
 
 std::vector<http::stream_route> stream_routes() {
-  std::vector<http::stream_route> all(4);
+  std::vector<http::stream_route> all(5);
   // Member by member: GCC 12 crashes on aggregate initialization of stream_route that leaves
   // `when` to its default member initializer.
   auto set = [](http::stream_route& r, http::verb method, const char* pattern,
@@ -449,6 +550,7 @@ std::vector<http::stream_route> stream_routes() {
   set(all[1], http::verb::get, "/files", &download);
   set(all[2], http::verb::put, "/files/archive", &extract);
   set(all[3], http::verb::get, "/files/archive", &archive);
+  set(all[4], http::verb::get, "/files/watch", &watch_dir);
   return all;
 }
 

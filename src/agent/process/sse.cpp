@@ -26,6 +26,11 @@ asio::awaitable<bool> sse_writer::send(std::string_view event, const nlohmann::j
   co_return co_await send_frame(std::move(frame));
 }
 
+asio::awaitable<bool> sse_writer::keep_alive() {
+  std::string frame = ": keep-alive\n\n";
+  co_return co_await send_frame(std::move(frame));
+}
+
 asio::awaitable<void> sse_writer::start_locked() {
   if (started_ || failed_) co_return;
   started_ = true;

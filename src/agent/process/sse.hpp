@@ -33,6 +33,9 @@ class sse_writer final : public output_sink {
   boost::asio::awaitable<bool> begin();
   // Any event with a JSON payload. False once the client is gone.
   boost::asio::awaitable<bool> send(std::string_view event, const nlohmann::json& data);
+  // A comment line (": keep-alive"): ignored by readers, it tells a quiet stream's proxies and
+  // relays that the stream lives, and a relay whose client left finds out by writing it.
+  boost::asio::awaitable<bool> keep_alive();
   // Ends the response (starting it first if nothing was sent). Returns whether the connection
   // may serve another request.
   boost::asio::awaitable<bool> finish();
