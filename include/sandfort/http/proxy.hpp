@@ -47,6 +47,12 @@ struct relay_result {
 // relays the answer. Expect: 100-continue is answered here. The upstream must be connected.
 boost::asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_options options);
 
+// Completes when the client of an event stream left: a client reading one sends nothing, so its
+// socket turning readable means it went. Bytes of a pipelined request (or a TLS record) are no
+// departure: then this waits until cancelled, and the next write tells. Race it (||) with the
+// producer.
+boost::asio::awaitable<void> until_client_leaves(exchange& ex);
+
 struct forward_options {
   std::string target;  // path and query on the upstream
   // When the caller authenticated through Sec-WebSocket-Protocol: not forwarded (it carries

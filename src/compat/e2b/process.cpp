@@ -2,7 +2,7 @@
 // background commands (the native /v1/sandboxes/{id}/commands routes' own): Start starts one and
 // follows its output as it is produced, so a command outlives its stream as envd's do (background
 // commands, disconnect); Connect follows one again; List, SendInput, CloseStdin and SendSignal
-// reach it by its pid. Update (a PTY's size) is not served: Connect's unimplemented.
+// reach it by its pid. A Start with `pty` and the calls naming a PTY's pid are pty.cpp's.
 #include <atomic>
 #include <chrono>
 
@@ -24,6 +24,8 @@ constexpr std::size_t max_request_bytes = 1u << 20;
 // One event of the agent's stream, as it is held until its end is seen.
 constexpr std::size_t max_event_bytes = 4u << 20;
 
+}  // namespace
+
 // A Connect envelope: flags, the length big-endian, the JSON message.
 std::string envelope(std::uint8_t flags, const json& message) {
   const std::string body = message.dump();
@@ -34,7 +36,6 @@ std::string envelope(std::uint8_t flags, const json& message) {
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xff));
   return out + body;
 }
-constexpr std::uint8_t end_stream = 0x02;
 
 json connect_error_json(const error& e) {
   auto res = connect_error(e, "");
@@ -93,6 +94,15 @@ result<std::int64_t> selected_pid(const json& message) {
     return make_error(errc::invalid_argument, "process.pid is required (tags are not kept)");
   return process["pid"].get<std::int64_t>();
 }
+
+// The enveloped message of a server-streaming call, once its token opened the sandbox.
+awaitable<result<json>> streaming_message(http::exchange& ex) {
+  auto body = co_await http::read_small_body(ex, max_request_bytes);
+  if (!body) co_return body.err();
+  co_return read_enveloped(*body);
+}
+
+namespace {
 
 // The agent's server-sent events (stdout, stderr, exit, error) as envd's process events. The
 // frames are made apart from the coroutines (GCC 12 miscompiles braced JSON inside them).
@@ -165,17 +175,18 @@ std::pair<std::string, std::string> closing_frames(const result<void>& ran, cons
     if (sink.outcome->value("timed_out", false)) end["error"] = "the command timed out";
     end_frame = envelope(0, json{{"event", json{{"end", end}}}});
   }
-  return {end_frame, envelope(end_stream, trailer)};
+  return {end_frame, envelope(end_stream_flag, trailer)};
 }
 
 // The agent's running commands as envd's ProcessInfo list (their config is the shell line).
-json process_list(const json& listed) {
+json process_list(const json& listed, const std::string& sandbox_id) {
   json processes = json::array();
   for (const auto& c : listed.value("items", json::array()))
     if (c.value("state", std::string()) == "running")
       processes.push_back(json{{"pid", c.value("pid", std::int64_t{0})},
                                {"config", json{{"cmd", "/bin/sh"},
                                                {"args", json::array({"-c", c.value("command", std::string())})}}}});
+  list_ptys(sandbox_id, processes);
   return json{{"processes", processes}};
 }
 
@@ -241,13 +252,6 @@ awaitable<bool> stream_events(dependencies& deps, http::exchange& ex, const sand
   co_return co_await out.finish();
 }
 
-// The enveloped message of a server-streaming call, once its token opened the sandbox.
-awaitable<result<json>> streaming_message(http::exchange& ex) {
-  auto body = co_await http::read_small_body(ex, max_request_bytes);
-  if (!body) co_return body.err();
-  co_return read_enveloped(*body);
-}
-
 // POST /process.Process/Start: the command started in the background, then followed.
 awaitable<bool> start_process(dependencies& deps, http::exchange& ex, api::stream_call& sc) {
   auto call = authorize(deps, ex.parser.get());
@@ -258,6 +262,8 @@ awaitable<bool> start_process(dependencies& deps, http::exchange& ex, api::strea
   if (call->port == interpreter_port) co_return co_await http::respond(ex, interpreter_not_served());
   auto message = co_await streaming_message(ex);
   if (!message) co_return co_await http::respond(ex, connect_error(message.err(), ex.request_id));
+  if (auto pty = message->find("pty"); pty != message->end() && !pty->is_null())
+    co_return co_await start_pty(deps, ex, sc, *call, *message);  // pty.cpp
   auto req = parse_start(*message);
   if (!req) co_return co_await http::respond(ex, connect_error(req.err(), ex.request_id));
   const auto who = token_actor(*call, ex.request_id, ex.remote);
@@ -282,6 +288,7 @@ awaitable<bool> connect_process(dependencies& deps, http::exchange& ex, api::str
   if (!message) co_return co_await http::respond(ex, connect_error(message.err(), ex.request_id));
   auto pid = selected_pid(*message);
   if (!pid) co_return co_await http::respond(ex, connect_error(pid.err(), ex.request_id));
+  if (is_pty(call->sandbox_id, *pid)) co_return co_await connect_pty(ex, sc, *call, *pid);  // pty.cpp
   auto id = co_await command_of(deps, *call, *pid, token_actor(*call, ex.request_id, ex.remote));
   if (!id) co_return co_await http::respond(ex, connect_error(id.err(), ex.request_id));
   sc.answered(200u);
@@ -307,8 +314,9 @@ awaitable<http::response> process_rpc(dependencies& deps, http::context& ctx, co
   if (method == "List") {
     auto listed = co_await call_agent(deps, *call, http::verb::get, "/commands", nullptr, who);
     if (!listed) co_return bad(listed.err());
-    co_return http::json_response(200, process_list(listed->body));
+    co_return http::json_response(200, process_list(listed->body, call->sandbox_id));
   }
+  if (auto answered = pty_rpc(*call, method, message, ctx.request_id)) co_return std::move(*answered);  // pty.cpp
   if (method != "SendSignal" && method != "SendInput" && method != "CloseStdin")
     co_return http::json_response(501, json{{"code", "unimplemented"},
                                             {"message", "process.Process/" + method +

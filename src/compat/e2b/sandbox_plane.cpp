@@ -67,6 +67,7 @@ namespace {
 std::vector<api::api_route> all_routes() {
   auto all = control_routes();
   for (auto& r : process_routes()) all.push_back(std::move(r));
+  for (auto& r : watch_routes()) all.push_back(std::move(r));  // before filesystem's {method}
   for (auto& r : filesystem_routes()) all.push_back(std::move(r));
   for (auto& r : sandbox_plane_routes()) all.push_back(std::move(r));
   return all;

@@ -17,6 +17,7 @@ const char* connect_code(errc c) {
     case errc::invalid_argument: return "invalid_argument";
     case errc::conflict: return "failed_precondition";
     case errc::rate_limited: return "resource_exhausted";
+    case errc::quota_exceeded: return "resource_exhausted";
     case errc::unavailable: return "unavailable";
     default: return "internal";
   }

@@ -2,7 +2,10 @@
 // What the E2B tables share: the dialect (X-API-KEY, E2B's error bodies), the access tokens, and
 // how a sandbox looks on E2B's wire.
 
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -82,5 +85,33 @@ std::vector<api::api_route> control_routes();
 std::vector<api::api_route> sandbox_plane_routes();
 std::vector<api::api_route> process_routes();     // process.cpp
 std::vector<api::api_route> filesystem_routes();  // filesystem.cpp
+
+// Connect's server streams (process.cpp): an envelope is the flags, the length big-endian and
+// the JSON message; the last one has end_stream_flag and carries {} or {"error": …}.
+inline constexpr std::uint8_t end_stream_flag = 0x02;
+std::string envelope(std::uint8_t flags, const nlohmann::json& message);
+nlohmann::json connect_error_json(const error& e);
+// The one enveloped message of a server-streaming request (at most 1 MiB).
+boost::asio::awaitable<result<nlohmann::json>> streaming_message(http::exchange& ex);
+std::string shell_quote(const std::string& word);
+// envd's ProcessConfig as the agent's start request: {command: "exec 'cmd' 'args'…", env, cwd}.
+result<nlohmann::json> parse_start(const nlohmann::json& message);
+// The pid a ProcessSelector names.
+result<std::int64_t> selected_pid(const nlohmann::json& message);
+
+// filesystem.Filesystem/WatchDir, a server stream over the agent's directory watch (watch.cpp).
+std::vector<api::api_route> watch_routes();
+
+// PTYs (pty.cpp): process.Process's Start with `pty`, and the calls that name a PTY's pid.
+boost::asio::awaitable<bool> start_pty(api::dependencies& deps, http::exchange& ex, api::stream_call& sc,
+                                       const sandbox_call& call, const nlohmann::json& message);
+bool is_pty(const std::string& sandbox_id, std::int64_t pid);
+boost::asio::awaitable<bool> connect_pty(http::exchange& ex, api::stream_call& sc, const sandbox_call& call,
+                                         std::int64_t pid);
+// Update (any pid), and SendInput, SendSignal, CloseStdin for a PTY's pid; nullopt for the others.
+std::optional<http::response> pty_rpc(const sandbox_call& call, const std::string& method,
+                                      const nlohmann::json& message, const std::string& request_id);
+// The sandbox's PTYs as envd's ProcessInfo, appended to `processes`.
+void list_ptys(const std::string& sandbox_id, nlohmann::json& processes);
 
 }  // namespace sandfort::compat::e2b
