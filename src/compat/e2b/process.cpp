@@ -261,15 +261,15 @@ awaitable<bool> start_process(dependencies& deps, http::exchange& ex, api::strea
   }
   if (call->port == interpreter_port) co_return co_await http::respond(ex, interpreter_not_served());
   auto message = co_await streaming_message(ex);
-  if (!message) co_return co_await http::respond(ex, connect_error(message.err(), ex.request_id));
+  if (!message) co_return co_await http::respond(ex, stream_error(message.err(), ex.request_id));
   if (auto pty = message->find("pty"); pty != message->end() && !pty->is_null())
     co_return co_await start_pty(deps, ex, sc, *call, *message);  // pty.cpp
   auto req = parse_start(*message);
-  if (!req) co_return co_await http::respond(ex, connect_error(req.err(), ex.request_id));
+  if (!req) co_return co_await http::respond(ex, stream_error(req.err(), ex.request_id));
   const auto who = token_actor(*call, ex.request_id, ex.remote);
   auto started = co_await call_agent(deps, *call, http::verb::post, "/commands", &*req, who);
-  if (!started) co_return co_await http::respond(ex, connect_error(started.err(), ex.request_id));
-  if (started->status != 201) co_return co_await http::respond(ex, connect_error(make_error(errc::invalid_argument,
+  if (!started) co_return co_await http::respond(ex, stream_error(started.err(), ex.request_id));
+  if (started->status != 201) co_return co_await http::respond(ex, stream_error(make_error(errc::invalid_argument,
       started->body.is_object() ? started->body.value("error", json::object()).value("message", std::string("refused"))
                                 : std::string("refused")), ex.request_id));
   sc.answered(200u);
@@ -285,12 +285,12 @@ awaitable<bool> connect_process(dependencies& deps, http::exchange& ex, api::str
     co_return co_await http::respond(ex, refuse_call(call.err(), ex.request_id));
   }
   auto message = co_await streaming_message(ex);
-  if (!message) co_return co_await http::respond(ex, connect_error(message.err(), ex.request_id));
+  if (!message) co_return co_await http::respond(ex, stream_error(message.err(), ex.request_id));
   auto pid = selected_pid(*message);
-  if (!pid) co_return co_await http::respond(ex, connect_error(pid.err(), ex.request_id));
+  if (!pid) co_return co_await http::respond(ex, stream_error(pid.err(), ex.request_id));
   if (is_pty(call->sandbox_id, *pid)) co_return co_await connect_pty(ex, sc, *call, *pid);  // pty.cpp
   auto id = co_await command_of(deps, *call, *pid, token_actor(*call, ex.request_id, ex.remote));
-  if (!id) co_return co_await http::respond(ex, connect_error(id.err(), ex.request_id));
+  if (!id) co_return co_await http::respond(ex, stream_error(id.err(), ex.request_id));
   sc.answered(200u);
   co_return co_await stream_events(deps, ex, *call, *id, *pid);
 }

@@ -343,7 +343,7 @@ awaitable<bool> start_pty(dependencies& deps, http::exchange& ex, api::stream_ca
   auto s = co_await pty_wire::open_pty(deps, call, message, token_actor(call, ex.request_id, ex.remote));
   if (!s) {
     sc.answered(s.err());
-    co_return co_await http::respond(ex, connect_error(s.err(), ex.request_id));
+    co_return co_await http::respond(ex, stream_error(s.err(), ex.request_id));
   }
   sc.answered(200u);
   co_return co_await pty_wire::follow_pty(ex, std::move(*s));
@@ -356,7 +356,7 @@ awaitable<bool> connect_pty(http::exchange& ex, api::stream_call& sc, const sand
   if (!s) {
     const auto gone = make_error(errc::not_found, "process with pid " + std::to_string(pid) + " not found");
     sc.answered(gone);
-    co_return co_await http::respond(ex, connect_error(gone, ex.request_id));
+    co_return co_await http::respond(ex, stream_error(gone, ex.request_id));
   }
   sc.answered(200u);
   co_return co_await pty_wire::follow_pty(ex, std::move(s));

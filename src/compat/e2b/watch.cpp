@@ -119,6 +119,7 @@ error watch_refusal(unsigned status, const std::string& body) {
   if (status == 404) return make_error(errc::not_found, message);
   if (status == 400) return make_error(errc::invalid_argument, message);
   if (status == 409) return make_error(errc::conflict, message);
+  if (status == 403) return make_error(errc::permission_denied, message);
   return make_error(errc::unavailable, message);
 }
 
@@ -183,12 +184,12 @@ awaitable<bool> watch_dir(dependencies& deps, http::exchange& ex, api::stream_ca
   }
   if (call->port == interpreter_port) co_return co_await http::respond(ex, interpreter_not_served());
   auto message = co_await streaming_message(ex);
-  if (!message) co_return co_await http::respond(ex, connect_error(message.err(), ex.request_id));
+  if (!message) co_return co_await http::respond(ex, stream_error(message.err(), ex.request_id));
   auto w = parse_watch(*message);
-  if (!w) co_return co_await http::respond(ex, connect_error(w.err(), ex.request_id));
+  if (!w) co_return co_await http::respond(ex, stream_error(w.err(), ex.request_id));
   auto agent = co_await deps.commands.connect_agent(call->org_id, call->sandbox_id,
                                                     token_actor(*call, ex.request_id, ex.remote), nullptr);
-  if (!agent) co_return co_await http::respond(ex, connect_error(agent.err(), ex.request_id));
+  if (!agent) co_return co_await http::respond(ex, stream_error(agent.err(), ex.request_id));
   http::request req{http::verb::get, watch_target(*w), 11};
   req.set(http::bhttp::field::host, "agent");
   req.set(http::bhttp::field::accept, "text/event-stream");
@@ -196,14 +197,14 @@ awaitable<bool> watch_dir(dependencies& deps, http::exchange& ex, api::stream_ca
   auto [wec, wn] = co_await beast::http::async_write(agent->stream, req, asio::as_tuple(asio::use_awaitable));
   (void)wn;
   const auto unavailable = make_error(errc::unavailable, "the sandbox's agent did not answer");
-  if (wec) co_return co_await http::respond(ex, connect_error(unavailable, ex.request_id));
+  if (wec) co_return co_await http::respond(ex, stream_error(unavailable, ex.request_id));
   beast::flat_buffer buffer = http::bounded_read_buffer();
   beast::http::response_parser<beast::http::buffer_body> parser;
   parser.body_limit(boost::none);
   auto [hec, hn] = co_await beast::http::async_read_header(agent->stream, buffer, parser,
                                                            asio::as_tuple(asio::use_awaitable));
   (void)hn;
-  if (hec) co_return co_await http::respond(ex, connect_error(unavailable, ex.request_id));
+  if (hec) co_return co_await http::respond(ex, stream_error(unavailable, ex.request_id));
   if (const unsigned status = parser.get().result_int(); status != 200) {
     std::string body;
     auto piece = std::make_unique<char[]>(4096);
@@ -218,7 +219,7 @@ awaitable<bool> watch_dir(dependencies& deps, http::exchange& ex, api::stream_ca
     }
     const error refused = watch_refusal(status, body);
     sc.answered(refused);
-    co_return co_await http::respond(ex, connect_error(refused, ex.request_id));
+    co_return co_await http::respond(ex, stream_error(refused, ex.request_id));
   }
   sc.answered(200u);
   http::chunked_writer out(ex);

@@ -40,6 +40,15 @@ http::response connect_error(const error& e, const std::string& request_id) {
   return res;
 }
 
+http::response stream_error(const error& e, const std::string& request_id) {
+  http::response res{http::bhttp::status::ok, 11};
+  res.set(http::bhttp::field::content_type, "application/connect+json");
+  res.set("X-Request-Id", request_id);
+  res.body() = envelope(end_stream_flag, json{{"error", json{{"code", connect_code(e.code)}, {"message", e.message}}}});
+  res.prepare_payload();
+  return res;
+}
+
 std::shared_ptr<const api::route_dialect> rest_dialect() {
   static const auto d = std::make_shared<const api::route_dialect>(api::route_dialect{"X-API-KEY", rest_error});
   return d;

@@ -31,6 +31,10 @@ http::response rest_error(const error& e, const std::string& request_id);
 // The sandbox plane's: Connect's {code: "not_found", message} with its HTTP status.
 http::response connect_error(const error& e, const std::string& request_id);
 std::shared_ptr<const api::route_dialect> sandbox_dialect();
+// A server stream's refusal (process.Process/Start, Connect, WatchDir): Connect's clients read a
+// stream's error from its end-of-stream message only (any other status is told by its HTTP
+// code alone), so it is a 200 whose one envelope carries {"error": {code, message}}.
+http::response stream_error(const error& e, const std::string& request_id);
 
 // The daemon's token store (register_routes); null while the routes are only listed.
 token_backend* tokens();

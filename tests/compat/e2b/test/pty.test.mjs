@@ -1,0 +1,121 @@
+// PTYs through sbx.pty: process.Process/Start with `pty` over the agent's PTY WebSocket, which
+// sandfortd holds so the terminal outlives its stream; sendInput (SendInput's `pty` bytes),
+// resize (Update), kill (SendSignal), connect (Connect), and the bytes exact both ways.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { CommandExitError, NotFoundError } from "e2b";
+import { sandbox, sandboxPlane } from "../lib/live.mjs";
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const enc = (s) => new TextEncoder().encode(s);
+
+async function until(what, predicate, ms = 15_000) {
+  const deadline = Date.now() + ms;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** What a terminal wrote, as bytes and as text. */
+function screen() {
+  const s = { bytes: [], text: "" };
+  s.onData = (d) => {
+    s.bytes.push(...d);
+    s.text = Buffer.from(s.bytes).toString("latin1");
+  };
+  return s;
+}
+
+function contains(haystack, needle) {
+  outer: for (let i = 0; i + needle.length <= haystack.length; i++) {
+    for (let j = 0; j < needle.length; j++) if (haystack[i + j] !== needle[j]) continue outer;
+    return true;
+  }
+  return false;
+}
+
+test("pty: create with envs and cwd, input echoed back, resize, list, kill", async () => {
+  const sbx = await sandbox();
+  const out = screen();
+  const pty = await sbx.pty.create({
+    cols: 80, rows: 24, onData: out.onData, envs: { GREETING: "hello-env" }, cwd: "/tmp", timeoutMs: 0,
+  });
+  assert.ok(pty.pid > 0);
+  await sbx.pty.sendInput(pty.pid, enc("echo hi; echo $GREETING-$TERM; pwd\n"));
+  await until("the echo", () => out.text.includes("hi\r\n") && out.text.includes("hello-env-xterm-256color"));
+  assert.ok(out.text.includes("/tmp\r\n"), out.text);
+  await sbx.pty.sendInput(pty.pid, enc("stty size\n"));
+  await until("the first size", () => out.text.includes("24 80"));
+  await sbx.pty.resize(pty.pid, { cols: 100, rows: 40 });
+  await sbx.pty.sendInput(pty.pid, enc("stty size\n"));
+  await until("the new size", () => out.text.includes("40 100"));
+
+  const listed = await sbx.commands.list();
+  assert.ok(listed.some((p) => p.pid === pty.pid && p.cmd === "/bin/bash"), JSON.stringify(listed));
+
+  assert.equal(await sbx.pty.kill(pty.pid), true);
+  const ended = await pty.wait().catch((e) => e);
+  assert.ok(ended instanceof CommandExitError, String(ended));
+  assert.equal(ended.exitCode, -1);
+  assert.equal(await sbx.pty.kill(pty.pid), false, "gone once killed");
+  const after = await sbx.commands.list();
+  assert.ok(!after.some((p) => p.pid === pty.pid), JSON.stringify(after));
+});
+
+test("pty: output bytes exact; the shell's own exit ends the stream with its code", async () => {
+  const sbx = await sandbox();
+  const out = screen();
+  const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: out.onData, timeoutMs: 0 });
+  await sbx.pty.sendInput(pty.pid, enc("printf '\\303\\251\\377\\001A'; echo\n"));
+  await until("the bytes", () => contains(out.bytes, [0xc3, 0xa9, 0xff, 0x01, 0x41]));
+  await sbx.pty.sendInput(pty.pid, enc("exit 3\n"));
+  const ended = await pty.wait().catch((e) => e);
+  assert.ok(ended instanceof CommandExitError, String(ended));
+  assert.equal(ended.exitCode, 3);
+});
+
+test("pty: disconnect, the terminal lives on; connect follows it again", async () => {
+  const sbx = await sandbox();
+  const first = screen();
+  const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: first.onData, timeoutMs: 0 });
+  await pty.disconnect();
+  await sbx.pty.sendInput(pty.pid, enc("export MARK=kept\n"));
+  const second = screen();
+  const again = await sbx.pty.connect(pty.pid, { onData: second.onData, timeoutMs: 0 });
+  assert.equal(again.pid, pty.pid);
+  await sbx.pty.sendInput(pty.pid, enc("echo still-$MARK\n"));
+  await until("output on the new stream", () => second.text.includes("still-kept\r\n"));
+  await sbx.pty.sendInput(pty.pid, enc("exit\n"));
+  const r = await again.wait();
+  assert.equal(r.exitCode, 0);
+});
+
+test("attacker: another sandbox's token can neither drive this PTY nor watch this sandbox", async () => {
+  const a = await sandbox();
+  const b = await sandbox();
+  const out = screen();
+  const pty = await a.pty.create({ cols: 80, rows: 24, onData: out.onData, timeoutMs: 0 });
+  // Through b's own plane: a's pid means nothing there.
+  await assert.rejects(b.pty.sendInput(pty.pid, enc("echo pwned-by-b\n")), NotFoundError);
+  await assert.rejects(b.pty.resize(pty.pid, { cols: 10, rows: 10 }), NotFoundError);
+  assert.equal(await b.pty.kill(pty.pid), false);
+  await assert.rejects(b.pty.connect(pty.pid, { onData: () => {} }), NotFoundError);
+  // b's token naming a's sandbox: refused before anything is looked up.
+  const input = JSON.stringify({ process: { pid: pty.pid }, input: { pty: Buffer.from("echo pwned\n").toString("base64") } });
+  for (const [path, body] of [
+    ["/process.Process/SendInput", input],
+    ["/process.Process/Update", JSON.stringify({ process: { pid: pty.pid }, pty: { size: { cols: 5, rows: 5 } } })],
+    ["/process.Process/SendSignal", JSON.stringify({ process: { pid: pty.pid }, signal: "SIGNAL_SIGKILL" })],
+    ["/filesystem.Filesystem/WatchDir", JSON.stringify({ path: "/tmp" })],
+  ]) {
+    const r = await sandboxPlane(path, { sandboxId: a.sandboxId, token: b.envdAccessToken, method: "POST", body });
+    assert.equal(r.status, 401, path);
+    assert.equal((await r.json()).code, "unauthenticated", path);
+  }
+  // a's terminal saw none of it and still answers its owner.
+  await a.pty.sendInput(pty.pid, enc("echo owner-$((6*7))\n"));
+  await until("the owner's echo", () => out.text.includes("owner-42"));
+  assert.ok(!out.text.includes("pwned"), out.text);
+  assert.equal(await a.pty.kill(pty.pid), true);
+});
