@@ -5,6 +5,11 @@
 // comments are keepalive events. What E2B has no event for ends the stream: `end` (the watched
 // directory went) normally, `overflow` and `limit` with resource_exhausted (docs/e2b.md).
 #include <chrono>
+#include <deque>
+#include <map>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/http/buffer_body.hpp>
@@ -12,6 +17,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "sandfort/core/ids.hpp"
 #include "sandfort/http/proxy.hpp"
 #include "wire.hpp"
 
@@ -45,8 +51,9 @@ std::string text_of(const json& j, const char* key) {
 // The agent's server-sent events as WatchDirResponse envelopes.
 class watch_translator {
  public:
-  // Adds the envelopes for `bytes` to `frames`; false once the stream is to end (see ending).
-  bool feed(std::string_view bytes, std::vector<std::string>& frames) {
+  // Adds the WatchDirResponse messages of `bytes` to `frames`; false once the stream is to end
+  // (see ending).
+  bool feed(std::string_view bytes, std::vector<json>& frames) {
     pending_.append(bytes);
     for (auto end = pending_.find("\n\n"); end != std::string::npos; end = pending_.find("\n\n")) {
       const std::string event = pending_.substr(0, end);
@@ -65,7 +72,7 @@ class watch_translator {
   bool ended = false;
 
  private:
-  bool translate(const std::string& event, std::vector<std::string>& frames) {
+  bool translate(const std::string& event, std::vector<json>& frames) {
     std::string name, data;
     bool comment = false;
     for (std::size_t start = 0; start < event.size();) {
@@ -77,17 +84,17 @@ class watch_translator {
       start = nl + 1;
     }
     if (name.empty()) {
-      if (comment) frames.push_back(envelope(0, json{{"keepalive", json::object()}}));
+      if (comment) frames.push_back(json{{"keepalive", json::object()}});
       return true;
     }
     const auto j = json::parse(data, nullptr, false);
     const json fields = j.is_object() ? j : json::object();
     if (name == "start") {
-      frames.push_back(envelope(0, json{{"start", json::object()}}));
+      frames.push_back(json{{"start", json::object()}});
       return true;
     }
     if (const char* type = event_type(name)) {
-      frames.push_back(envelope(0, json{{"filesystem", json{{"name", text_of(fields, "name")}, {"type", type}}}}));
+      frames.push_back(json{{"filesystem", json{{"name", text_of(fields, "name")}, {"type", type}}}});
       return true;
     }
     if (name == "end") {
@@ -148,31 +155,87 @@ std::string watch_trailer(const watch_translator& t, const result<void>& relayed
   return envelope(end_stream_flag, trailer);
 }
 
-// The agent's events into the client's stream until either ends.
-awaitable<result<void>> relay_watch(http::any_stream& agent, beast::flat_buffer& buffer,
-                                    beast::http::response_parser<beast::http::buffer_body>& parser,
-                                    http::chunked_writer& out, watch_translator& t, bool& client_left) {
-  auto piece = std::make_unique<char[]>(16 * 1024);
-  std::vector<std::string> frames;
-  while (!parser.is_done()) {
-    parser.get().body().data = piece.get();
-    parser.get().body().size = 16 * 1024;
-    agent.lowest().expires_after(agent_silence);
-    auto [ec, n] = co_await beast::http::async_read_some(agent, buffer, parser, asio::as_tuple(asio::use_awaitable));
+json watcher_created(const std::string& id) { return json{{"watcherId", id}}; }
+
+json fetched_events(std::deque<json>& events) {
+  json out = json::array();
+  for (auto& e : events) out.push_back(std::move(e));
+  events.clear();
+  return json{{"events", out}};
+}
+
+// The agent's watch, its answer's header read (200): its events follow in parser's body.
+struct agent_watch {
+  explicit agent_watch(sandbox::agent_session a) : agent(std::move(a)) { parser.body_limit(boost::none); }
+  sandbox::agent_session agent;
+  beast::flat_buffer buffer = http::bounded_read_buffer();
+  beast::http::response_parser<beast::http::buffer_body> parser;
+  char piece[16 * 1024];
+};
+
+// A watch of the sandbox's agent, or the agent's refusal of it (429 quota_exceeded: the bounds).
+awaitable<result<std::unique_ptr<agent_watch>>> open_watch(dependencies& deps, const sandbox_call& call,
+                                                           const watch_request& wr, const audit::actor& who) {
+  auto agent = co_await deps.commands.connect_agent(call.org_id, call.sandbox_id, who, nullptr);
+  if (!agent) co_return agent.err();
+  auto w = std::make_unique<agent_watch>(std::move(*agent));
+  http::request req{http::verb::get, watch_target(wr), 11};
+  req.set(http::bhttp::field::host, "agent");
+  req.set(http::bhttp::field::accept, "text/event-stream");
+  auto& stream = w->agent.stream;
+  stream.lowest().expires_after(std::chrono::seconds(30));
+  auto [wec, wn] = co_await beast::http::async_write(stream, req, asio::as_tuple(asio::use_awaitable));
+  (void)wn;
+  if (wec) co_return make_error(errc::unavailable, "the sandbox's agent did not take the watch");
+  auto [hec, hn] = co_await beast::http::async_read_header(stream, w->buffer, w->parser,
+                                                           asio::as_tuple(asio::use_awaitable));
+  (void)hn;
+  if (hec) co_return make_error(errc::unavailable, "the sandbox's agent did not answer the watch");
+  const unsigned status = w->parser.get().result_int();
+  if (status == 200) co_return w;
+  std::string body;
+  while (!w->parser.is_done() && body.size() < max_watch_refusal_bytes) {
+    w->parser.get().body().data = w->piece;
+    w->parser.get().body().size = sizeof w->piece;
+    auto [ec, n] = co_await beast::http::async_read_some(stream, w->buffer, w->parser,
+                                                         asio::as_tuple(asio::use_awaitable));
     (void)n;
-    if (ec && ec != beast::http::error::need_buffer)
-      co_return make_error(errc::unavailable, "the agent's watch broke: " + ec.message());
-    const std::size_t got = 16 * 1024 - parser.get().body().size;
-    frames.clear();
-    const bool more = t.feed(std::string_view(piece.get(), got), frames);
-    for (const auto& frame : frames) {
+    body.append(w->piece, sizeof w->piece - w->parser.get().body().size);
+    if (ec && ec != beast::http::error::need_buffer) break;
+  }
+  co_return watch_refusal(status, body);
+}
+
+// The next messages of the watch into `messages`: false once it ended (t says why).
+awaitable<result<bool>> next_messages(agent_watch& w, watch_translator& t, std::vector<json>& messages) {
+  if (w.parser.is_done()) co_return false;
+  w.parser.get().body().data = w.piece;
+  w.parser.get().body().size = sizeof w.piece;
+  w.agent.stream.lowest().expires_after(agent_silence);
+  auto [ec, n] = co_await beast::http::async_read_some(w.agent.stream, w.buffer, w.parser,
+                                                       asio::as_tuple(asio::use_awaitable));
+  (void)n;
+  if (ec && ec != beast::http::error::need_buffer)
+    co_return make_error(errc::unavailable, "the agent's watch broke: " + ec.message());
+  const std::size_t got = sizeof w.piece - w.parser.get().body().size;
+  co_return t.feed(std::string_view(w.piece, got), messages);
+}
+
+// The agent's events into the client's stream until either ends.
+awaitable<result<void>> relay_watch(agent_watch& w, http::chunked_writer& out, watch_translator& t, bool& client_left) {
+  std::vector<json> messages;
+  for (;;) {
+    messages.clear();
+    auto more = co_await next_messages(w, t, messages);
+    if (!more) co_return more.err();
+    for (const auto& m : messages) {
+      const std::string frame = envelope(0, m);
       if (co_await out.write(frame)) continue;
       client_left = true;
       co_return result<void>{};
     }
-    if (!more) co_return result<void>{};
+    if (!*more) co_return result<void>{};
   }
-  co_return result<void>{};
 }
 
 // POST /filesystem.Filesystem/WatchDir.
@@ -185,41 +248,12 @@ awaitable<bool> watch_dir(dependencies& deps, http::exchange& ex, api::stream_ca
   if (call->port == interpreter_port) co_return co_await http::respond(ex, interpreter_not_served());
   auto message = co_await streaming_message(ex);
   if (!message) co_return co_await http::respond(ex, stream_error(message.err(), ex.request_id));
-  auto w = parse_watch(*message);
-  if (!w) co_return co_await http::respond(ex, stream_error(w.err(), ex.request_id));
-  auto agent = co_await deps.commands.connect_agent(call->org_id, call->sandbox_id,
-                                                    token_actor(*call, ex.request_id, ex.remote), nullptr);
-  if (!agent) co_return co_await http::respond(ex, stream_error(agent.err(), ex.request_id));
-  http::request req{http::verb::get, watch_target(*w), 11};
-  req.set(http::bhttp::field::host, "agent");
-  req.set(http::bhttp::field::accept, "text/event-stream");
-  agent->stream.lowest().expires_after(std::chrono::seconds(30));
-  auto [wec, wn] = co_await beast::http::async_write(agent->stream, req, asio::as_tuple(asio::use_awaitable));
-  (void)wn;
-  const auto unavailable = make_error(errc::unavailable, "the sandbox's agent did not answer");
-  if (wec) co_return co_await http::respond(ex, stream_error(unavailable, ex.request_id));
-  beast::flat_buffer buffer = http::bounded_read_buffer();
-  beast::http::response_parser<beast::http::buffer_body> parser;
-  parser.body_limit(boost::none);
-  auto [hec, hn] = co_await beast::http::async_read_header(agent->stream, buffer, parser,
-                                                           asio::as_tuple(asio::use_awaitable));
-  (void)hn;
-  if (hec) co_return co_await http::respond(ex, stream_error(unavailable, ex.request_id));
-  if (const unsigned status = parser.get().result_int(); status != 200) {
-    std::string body;
-    auto piece = std::make_unique<char[]>(4096);
-    while (!parser.is_done() && body.size() < max_watch_refusal_bytes) {
-      parser.get().body().data = piece.get();
-      parser.get().body().size = 4096;
-      auto [ec, n] = co_await beast::http::async_read_some(agent->stream, buffer, parser,
-                                                           asio::as_tuple(asio::use_awaitable));
-      (void)n;
-      body.append(piece.get(), 4096 - parser.get().body().size);
-      if (ec && ec != beast::http::error::need_buffer) break;
-    }
-    const error refused = watch_refusal(status, body);
-    sc.answered(refused);
-    co_return co_await http::respond(ex, stream_error(refused, ex.request_id));
+  auto wr = parse_watch(*message);
+  if (!wr) co_return co_await http::respond(ex, stream_error(wr.err(), ex.request_id));
+  auto w = co_await open_watch(deps, *call, *wr, token_actor(*call, ex.request_id, ex.remote));
+  if (!w) {
+    sc.answered(w.err());
+    co_return co_await http::respond(ex, stream_error(w.err(), ex.request_id));
   }
   sc.answered(200u);
   http::chunked_writer out(ex);
@@ -228,12 +262,117 @@ awaitable<bool> watch_dir(dependencies& deps, http::exchange& ex, api::stream_ca
   bool client_left = false;
   using namespace asio::experimental::awaitable_operators;
   // A client that leaves while the directory is quiet ends the agent's watch at once.
-  auto first = co_await (relay_watch(agent->stream, buffer, parser, out, t, client_left) ||
-                         http::until_client_leaves(ex));
+  auto first = co_await (relay_watch(**w, out, t, client_left) || http::until_client_leaves(ex));
   if (first.index() == 1 || client_left) co_return false;
   const std::string trailer = watch_trailer(t, std::get<0>(first));
   if (!co_await out.write(trailer)) co_return false;
   co_return co_await out.finish();
+}
+
+// The poll form (CreateWatcher, GetWatcherEvents, RemoveWatcher: what E2B's Python SDK uses): a
+// watch held here, its events queued until fetched. Bounded like a stream's: the agent's 32
+// watches per sandbox (streams and polled ones together), 1024 unfetched events per watcher
+// (beyond, the watcher ends: fetching tells why), and a watcher not fetched for 10 minutes ends.
+constexpr std::size_t max_polled_events = 1024;
+constexpr std::size_t max_poll_watchers = 1024;
+constexpr auto poll_idle = std::chrono::minutes(10);
+
+struct poll_watcher {
+  std::string sandbox_id;
+  std::string id;
+  std::unique_ptr<agent_watch> watch;
+  std::deque<json> events;
+  std::optional<error> ended;
+  std::chrono::steady_clock::time_point fetched = std::chrono::steady_clock::now();
+  bool removed = false;
+};
+
+std::map<std::pair<std::string, std::string>, std::shared_ptr<poll_watcher>>& poll_watchers() {
+  static std::map<std::pair<std::string, std::string>, std::shared_ptr<poll_watcher>> all;
+  return all;
+}
+
+// What ended a watcher, once its events are fetched.
+error poll_ending(const watch_translator& t, const result<bool>& more, bool overflowed, bool idle) {
+  if (overflowed)
+    return make_error(errc::quota_exceeded, "watch ended: more than 1024 events were not fetched; list the "
+                                            "directory again and watch it anew");
+  if (idle) return make_error(errc::not_found, "watch ended: not fetched for 10 minutes");
+  if (!more) return more.err();
+  if (t.ending) return *t.ending;
+  return make_error(errc::not_found, "watch ended: the watched directory was removed or moved");
+}
+
+awaitable<void> fill_watcher(std::shared_ptr<poll_watcher> p) {
+  watch_translator t;
+  std::vector<json> messages;
+  for (;;) {
+    messages.clear();
+    auto more = co_await next_messages(*p->watch, t, messages);
+    if (p->removed) break;
+    bool overflowed = false;
+    for (auto& m : messages)
+      if (m.contains("filesystem")) {
+        overflowed = overflowed || p->events.size() >= max_polled_events;
+        if (!overflowed) p->events.push_back(std::move(m["filesystem"]));
+      }
+    const bool idle = std::chrono::steady_clock::now() - p->fetched > poll_idle;
+    if (!more || !*more || overflowed || idle) {
+      p->ended = poll_ending(t, more, overflowed, idle);
+      if (idle) poll_watchers().erase({p->sandbox_id, p->id});
+      break;
+    }
+  }
+  p->watch.reset();  // the agent's watch ends with its connection
+}
+
+std::string watcher_id_of(const json& message) {
+  std::string id = text_of(message, "watcherId");
+  return id.empty() ? text_of(message, "watcher_id") : id;
+}
+
+awaitable<http::response> poll_rpc(dependencies& deps, http::context& ctx, const auth::principal&) {
+  auto call = authorize(deps, ctx.req);
+  if (!call) co_return refuse_call(call.err(), ctx.request_id);
+  if (call->port == interpreter_port) co_return interpreter_not_served();
+  const auto message = json::parse(ctx.req.body().empty() ? std::string("{}") : ctx.req.body(), nullptr, false);
+  if (!message.is_object())
+    co_return connect_error(make_error(errc::invalid_argument, "the message is not a JSON object"), ctx.request_id);
+  const std::string method = ctx.path.substr(ctx.path.find_last_of('/') + 1);
+  if (method == "CreateWatcher") {
+    auto wr = parse_watch(message);
+    if (!wr) co_return connect_error(wr.err(), ctx.request_id);
+    if (poll_watchers().size() >= max_poll_watchers)
+      co_return connect_error(make_error(errc::quota_exceeded, "this server holds 1024 watchers: remove one first"),
+                              ctx.request_id);
+    auto w = co_await open_watch(deps, *call, *wr, token_actor(*call, ctx.request_id, ctx.remote));
+    if (!w) co_return connect_error(w.err(), ctx.request_id);
+    auto p = std::make_shared<poll_watcher>();
+    p->sandbox_id = call->sandbox_id;
+    p->id = random_hex(16);
+    p->watch = std::move(*w);
+    poll_watchers()[{p->sandbox_id, p->id}] = p;
+    asio::co_spawn(p->watch->agent.stream.get_executor(), fill_watcher(p), asio::detached);
+    co_return http::json_response(200, watcher_created(p->id));
+  }
+  const std::string id = watcher_id_of(message);
+  auto it = poll_watchers().find({call->sandbox_id, id});
+  if (it == poll_watchers().end())
+    co_return connect_error(make_error(errc::not_found, "no watcher " + id.substr(0, 64) + " in this sandbox"),
+                            ctx.request_id);
+  auto p = it->second;
+  if (method == "RemoveWatcher") {
+    poll_watchers().erase(it);
+    p->removed = true;
+    if (p->watch) p->watch->agent.stream.cancel();  // fill_watcher drops it
+    co_return http::json_response(200, json::object());
+  }
+  p->fetched = std::chrono::steady_clock::now();
+  if (p->events.empty() && p->ended) {
+    poll_watchers().erase(it);
+    co_return connect_error(*p->ended, ctx.request_id);
+  }
+  co_return http::json_response(200, fetched_events(p->events));
 }
 
 }  // namespace watch_wire
@@ -245,6 +384,12 @@ std::vector<api::api_route> watch_routes() {
   watch.dialect = sandbox_dialect();
   std::vector<api::api_route> all;
   all.push_back(std::move(watch));
+  for (const char* method : {"CreateWatcher", "GetWatcherEvents", "RemoveWatcher"}) {
+    api::api_route poll{http::verb::post, std::string("/e2b-sandbox/filesystem.Filesystem/") + method, std::nullopt,
+                        watch_wire::poll_rpc};
+    poll.dialect = sandbox_dialect();
+    all.push_back(std::move(poll));
+  }
   return all;
 }
 

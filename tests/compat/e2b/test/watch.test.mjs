@@ -1,10 +1,12 @@
 // filesystem.Filesystem/WatchDir through files.watchDir: the agent's directory watch (inotify)
 // as E2B's FilesystemEvents, recursive and not; handle.stop() ends it (and frees its place);
 // the per-sandbox bound of watches is refused clearly; the directory's removal ends the stream.
+// The poll form (CreateWatcher, GetWatcherEvents, RemoveWatcher: E2B's Python SDK's) over raw
+// Connect calls, as that SDK sends them.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { RateLimitError, NotFoundError } from "e2b";
-import { sandbox } from "../lib/live.mjs";
+import { sandbox, sandboxPlane } from "../lib/live.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -90,4 +92,41 @@ test("watchDir: a missing directory is NotFoundError; the 33rd watch of a sandbo
   }
   assert.ok(again, "a watch could be made again once one was stopped");
   for (const h of [...handles, again]) await h.stop();
+});
+
+test("the poll form: CreateWatcher, GetWatcherEvents, RemoveWatcher; another sandbox's token finds no watcher", async () => {
+  const sbx = await sandbox();
+  const other = await sandbox();
+  await sbx.files.makeDir("/tmp/poll");
+  const rpc = async (box, method, message) => {
+    const r = await sandboxPlane(`/filesystem.Filesystem/${method}`, {
+      sandboxId: box.sandboxId, token: box.envdAccessToken, method: "POST", body: JSON.stringify(message),
+    });
+    return { status: r.status, body: await r.json() };
+  };
+  const created = await rpc(sbx, "CreateWatcher", { path: "/tmp/poll", recursive: false });
+  assert.equal(created.status, 200, JSON.stringify(created.body));
+  const watcherId = created.body.watcherId;
+  assert.match(watcherId, /^[0-9a-f]{32}$/);
+  await sbx.commands.run("echo x > /tmp/poll/p.txt && rm /tmp/poll/p.txt");
+  const events = [];
+  for (let i = 0; i < 100 && !events.some((e) => e.type === "EVENT_TYPE_REMOVE"); i++) {
+    const got = await rpc(sbx, "GetWatcherEvents", { watcherId });
+    assert.equal(got.status, 200, JSON.stringify(got.body));
+    events.push(...got.body.events);
+    await sleep(100);
+  }
+  assert.ok(events.some((e) => e.type === "EVENT_TYPE_CREATE" && e.name === "p.txt"), JSON.stringify(events));
+  assert.ok(events.some((e) => e.type === "EVENT_TYPE_REMOVE" && e.name === "p.txt"), JSON.stringify(events));
+
+  // The watcher is this sandbox's: another sandbox's token finds nothing by its id.
+  const theirs = await rpc(other, "GetWatcherEvents", { watcherId });
+  assert.equal(theirs.status, 404);
+  assert.equal(theirs.body.code, "not_found");
+  assert.equal((await rpc(other, "RemoveWatcher", { watcherId })).status, 404);
+
+  assert.equal((await rpc(sbx, "RemoveWatcher", { watcherId })).status, 200);
+  const gone = await rpc(sbx, "GetWatcherEvents", { watcherId });
+  assert.equal(gone.status, 404);
+  assert.equal((await rpc(sbx, "GetWatcherEvents", { watcher_id: "nope" })).status, 404);
 });
