@@ -74,6 +74,31 @@ test("watchDir: the watched directory removed ends the stream (onExit without an
   assert.equal(exited.err, undefined, String(exited.err));
 });
 
+test("watchDir: a reader that falls behind a flood from inside gets the overflow in onExit", async () => {
+  const sbx = await sandbox();
+  await sbx.files.makeDir("/tmp/flood");
+  let release;
+  const gate = new Promise((r) => (release = r));
+  let seen = 0;
+  let exited;
+  await sbx.files.watchDir(
+    "/tmp/flood",
+    async () => {
+      if (seen++ === 0) await gate; // the SDK reads no further while onEvent waits
+    },
+    { timeoutMs: 0, onExit: (err) => (exited = { err }) },
+  );
+  // ~50000 files with long names: megabytes of events, more than the buffers in between hold.
+  await sbx.commands.run("cd /tmp/flood && seq -f '%0200g' 1 50000 | xargs touch", { timeoutMs: 120_000 });
+  release();
+  await until("onExit", () => exited !== undefined, 60_000);
+  assert.ok(exited.err instanceof RateLimitError, String(exited.err));
+  assert.match(exited.err.message, /overflow/, exited.err.message);
+  // The daemon is fine and the sandbox can watch again.
+  const again = await sbx.files.watchDir("/tmp/flood", () => {}, { timeoutMs: 0 });
+  await again.stop();
+});
+
 test("watchDir: a missing directory is NotFoundError; the 33rd watch of a sandbox is refused", async () => {
   const sbx = await sandbox();
   await assert.rejects(sbx.files.watchDir("/tmp/no-such-dir", () => {}), NotFoundError);
