@@ -3,7 +3,7 @@
 // resize (Update), kill (SendSignal), connect (Connect), and the bytes exact both ways.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { CommandExitError, NotFoundError } from "e2b";
+import { CommandExitError, NotFoundError, RateLimitError } from "e2b";
 import { sandbox, sandboxPlane } from "../lib/live.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -89,6 +89,31 @@ test("pty: disconnect, the terminal lives on; connect follows it again", async (
   await sbx.pty.sendInput(pty.pid, enc("exit\n"));
   const r = await again.wait();
   assert.equal(r.exitCode, 0);
+});
+
+test("pty: a stream that does not read is cut off after 4 MiB; the terminal goes on", async () => {
+  const sbx = await sandbox();
+  let release;
+  const gate = new Promise((r) => (release = r));
+  let calls = 0;
+  const pty = await sbx.pty.create({
+    cols: 80, rows: 24, timeoutMs: 0,
+    onData: async () => {
+      if (calls++ === 0) await gate; // the SDK reads no further while onData waits
+    },
+  });
+  await sbx.pty.sendInput(pty.pid, enc("yes | head -c 30000000; echo done-flooding\n"));
+  await sleep(5000);
+  release();
+  const ended = await pty.wait().catch((e) => e);
+  assert.ok(ended instanceof RateLimitError, String(ended));
+  assert.match(ended.message, /fell behind/, ended.message);
+  // The terminal itself is still there: a new stream follows it.
+  const out = screen();
+  await sbx.pty.connect(pty.pid, { onData: out.onData, timeoutMs: 0 });
+  await sbx.pty.sendInput(pty.pid, enc("echo after-$((1+1))\n"));
+  await until("the terminal answers again", () => out.text.includes("after-2"), 30_000);
+  assert.equal(await sbx.pty.kill(pty.pid), true);
 });
 
 test("attacker: another sandbox's token can neither drive this PTY nor watch this sandbox", async () => {
