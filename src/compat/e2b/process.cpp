@@ -95,11 +95,34 @@ result<std::int64_t> selected_pid(const json& message) {
   return process["pid"].get<std::int64_t>();
 }
 
-// The enveloped message of a server-streaming call, once its token opened the sandbox.
+// The enveloped message of a server-streaming call.
 awaitable<result<json>> streaming_message(http::exchange& ex) {
   auto body = co_await http::read_small_body(ex, max_request_bytes);
   if (!body) co_return body.err();
   co_return read_enveloped(*body);
+}
+
+awaitable<std::optional<stream_request>> begin_stream(dependencies& deps, http::exchange& ex, api::stream_call& sc,
+                                                      bool& keep) {
+  auto call = authorize(deps, ex.parser.get());
+  if (!call) {
+    sc.answered(call.err());
+    keep = co_await http::respond(ex, refuse_call(call.err(), ex.request_id));
+    co_return std::nullopt;
+  }
+  if (call->port == interpreter_port) {
+    keep = co_await http::respond(ex, interpreter_not_served());
+    co_return std::nullopt;
+  }
+  auto message = co_await streaming_message(ex);
+  if (!message) {
+    keep = co_await http::respond(ex, stream_error(message.err(), ex.request_id));
+    co_return std::nullopt;
+  }
+  stream_request begun;  // member by member: no braced initializers with JSON in a coroutine (GCC 12)
+  begun.call = std::move(*call);
+  begun.message = std::move(*message);
+  co_return begun;
 }
 
 namespace {
@@ -254,14 +277,11 @@ awaitable<bool> stream_events(dependencies& deps, http::exchange& ex, const sand
 
 // POST /process.Process/Start: the command started in the background, then followed.
 awaitable<bool> start_process(dependencies& deps, http::exchange& ex, api::stream_call& sc) {
-  auto call = authorize(deps, ex.parser.get());
-  if (!call) {
-    sc.answered(call.err());
-    co_return co_await http::respond(ex, refuse_call(call.err(), ex.request_id));
-  }
-  if (call->port == interpreter_port) co_return co_await http::respond(ex, interpreter_not_served());
-  auto message = co_await streaming_message(ex);
-  if (!message) co_return co_await http::respond(ex, stream_error(message.err(), ex.request_id));
+  bool keep = false;
+  auto begun = co_await begin_stream(deps, ex, sc, keep);
+  if (!begun) co_return keep;
+  const sandbox_call* call = &begun->call;
+  const json* message = &begun->message;
   if (auto pty = message->find("pty"); pty != message->end() && !pty->is_null())
     co_return co_await start_pty(deps, ex, sc, *call, *message);  // pty.cpp
   auto req = parse_start(*message);
@@ -279,13 +299,11 @@ awaitable<bool> start_process(dependencies& deps, http::exchange& ex, api::strea
 
 // POST /process.Process/Connect: a running command's output followed again.
 awaitable<bool> connect_process(dependencies& deps, http::exchange& ex, api::stream_call& sc) {
-  auto call = authorize(deps, ex.parser.get());
-  if (!call) {
-    sc.answered(call.err());
-    co_return co_await http::respond(ex, refuse_call(call.err(), ex.request_id));
-  }
-  auto message = co_await streaming_message(ex);
-  if (!message) co_return co_await http::respond(ex, stream_error(message.err(), ex.request_id));
+  bool keep = false;
+  auto begun = co_await begin_stream(deps, ex, sc, keep);
+  if (!begun) co_return keep;
+  const sandbox_call* call = &begun->call;
+  const json* message = &begun->message;
   auto pid = selected_pid(*message);
   if (!pid) co_return co_await http::respond(ex, stream_error(pid.err(), ex.request_id));
   if (is_pty(call->sandbox_id, *pid)) co_return co_await connect_pty(ex, sc, *call, *pid);  // pty.cpp

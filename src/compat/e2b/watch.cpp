@@ -240,15 +240,11 @@ awaitable<result<void>> relay_watch(agent_watch& w, http::chunked_writer& out, w
 
 // POST /filesystem.Filesystem/WatchDir.
 awaitable<bool> watch_dir(dependencies& deps, http::exchange& ex, api::stream_call& sc) {
-  auto call = authorize(deps, ex.parser.get());
-  if (!call) {
-    sc.answered(call.err());
-    co_return co_await http::respond(ex, refuse_call(call.err(), ex.request_id));
-  }
-  if (call->port == interpreter_port) co_return co_await http::respond(ex, interpreter_not_served());
-  auto message = co_await streaming_message(ex);
-  if (!message) co_return co_await http::respond(ex, stream_error(message.err(), ex.request_id));
-  auto wr = parse_watch(*message);
+  bool keep = false;
+  auto begun = co_await begin_stream(deps, ex, sc, keep);
+  if (!begun) co_return keep;
+  const sandbox_call* call = &begun->call;
+  auto wr = parse_watch(begun->message);
   if (!wr) co_return co_await http::respond(ex, stream_error(wr.err(), ex.request_id));
   auto w = co_await open_watch(deps, *call, *wr, token_actor(*call, ex.request_id, ex.remote));
   if (!w) {

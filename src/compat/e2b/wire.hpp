@@ -95,8 +95,14 @@ std::vector<api::api_route> filesystem_routes();  // filesystem.cpp
 inline constexpr std::uint8_t end_stream_flag = 0x02;
 std::string envelope(std::uint8_t flags, const nlohmann::json& message);
 nlohmann::json connect_error_json(const error& e);
-// The one enveloped message of a server-streaming request (at most 1 MiB).
-boost::asio::awaitable<result<nlohmann::json>> streaming_message(http::exchange& ex);
+// A server-streaming call begun: its token opened the sandbox, its one enveloped message (at
+// most 1 MiB) read. nullopt once the refusal is answered; `keep` is then what to return.
+struct stream_request {
+  sandbox_call call;
+  nlohmann::json message;
+};
+boost::asio::awaitable<std::optional<stream_request>> begin_stream(api::dependencies& deps, http::exchange& ex,
+                                                                   api::stream_call& sc, bool& keep);
 std::string shell_quote(const std::string& word);
 // envd's ProcessConfig as the agent's start request: {command: "exec 'cmd' 'args'…", env, cwd}.
 result<nlohmann::json> parse_start(const nlohmann::json& message);
