@@ -4,8 +4,8 @@
 // sandfortd holds that WebSocket itself: on E2B's wire a PTY outlives the Start stream that made
 // it (the SDK's stream ends after 60 s, or on disconnect()), and SendInput, Update and SendSignal
 // reach it by a pid this layer gives it (above any kernel pid, so never a command's). Output is
-// fanned out, bytes exact, to the streams that follow the PTY; with none it is read and dropped,
-// so the program never blocks on its terminal.
+// fanned out, bytes exact, to the streams that follow the PTY; with none it is read and dropped
+// (up to 1 MiB/s, beyond which the program waits on its terminal).
 #include <chrono>
 #include <deque>
 #include <map>
@@ -31,13 +31,20 @@ constexpr std::size_t max_ptys_per_sandbox = 16;
 constexpr std::size_t max_ptys_total = 1024;
 // Keystrokes queued for a terminal that does not read them.
 constexpr std::size_t max_pty_input_queued = 1u << 20;
-// Output queued for a follower that does not read it: beyond, that follower is cut off.
+// Output queued for a follower: beyond the high-water mark the terminal waits for it (its
+// program blocks on its writes); a follower that stays beyond it for 5 s is cut off, the others
+// go on. The backlog is the hard bound (a high-water mark and one frame).
+constexpr std::size_t pty_high_water = 1u << 20;
+constexpr auto pty_stuck = std::chrono::seconds(5);
 constexpr std::size_t max_pty_backlog = 4u << 20;
 // The agent's query carries the command and its environment (its request header is bounded).
 constexpr std::size_t max_pty_target = 6000;
 constexpr unsigned max_pty_dimension = 1000;
 constexpr std::int64_t first_pty_pid = 5'000'000;  // pid_max is at most 2^22
 constexpr auto pty_keepalive = std::chrono::seconds(30);
+// Output nobody follows is read and dropped at most this fast: beyond, the terminal waits (its
+// program blocks on its writes) instead of a sandbox keeping sandfortd busy dropping it.
+constexpr std::size_t max_unfollowed_bytes_per_s = 1u << 20;
 
 struct pty_write {
   enum class kind { bytes, control, close };
@@ -55,7 +62,8 @@ struct pty_follower {
 };
 
 struct pty_session {
-  explicit pty_session(sandbox::agent_session a) : agent(std::move(a)), ws(agent.stream) {}
+  explicit pty_session(sandbox::agent_session a)
+      : agent(std::move(a)), ws(agent.stream), drained(agent.stream.get_executor()) {}
   sandbox::agent_session agent;
   beast::websocket::stream<http::any_stream&> ws;  // over agent.stream
   std::string sandbox_id;
@@ -68,6 +76,7 @@ struct pty_session {
   bool ended = false;
   bool killed = false;
   std::optional<int> exit_code;
+  asio::steady_timer drained;  // the reader waits on it while a follower is beyond the high-water mark
 };
 
 // Every PTY of this daemon by (sandbox, pid); the daemon runs one I/O thread.
@@ -94,11 +103,12 @@ std::string pty_data_frame(std::string_view bytes) {
 std::string pty_start_frame(std::int64_t pid) { return envelope(0, json{{"event", json{{"start", json{{"pid", pid}}}}}}); }
 std::string pty_keepalive_frame() { return envelope(0, json{{"event", json{{"keepalive", json::object()}}}}); }
 
-void publish(pty_session& s, std::string_view bytes) {
-  if (s.followers.empty()) return;
-  const std::string frame = pty_data_frame(bytes);
+// Whether a follower took the bytes.
+bool publish(pty_session& s, std::string_view bytes) {
+  std::string frame;
   for (auto& f : s.followers) {
     if (f->behind) continue;
+    if (frame.empty()) frame = pty_data_frame(bytes);
     if (f->bytes + frame.size() > max_pty_backlog) {
       f->behind = true;
       f->frames.clear();
@@ -109,6 +119,7 @@ void publish(pty_session& s, std::string_view bytes) {
     }
     f->wake.cancel();
   }
+  return !frame.empty();
 }
 
 // A text frame of the agent: the exit ({"type":"exit","exit_code":N}); errors (a refused
@@ -127,19 +138,58 @@ void end_session(pty_session& s) {
   for (auto& f : s.followers) f->wake.cancel();
 }
 
+std::size_t fullest(const pty_session& s) {
+  std::size_t most = 0;
+  for (const auto& f : s.followers)
+    if (!f->behind) most = std::max(most, f->bytes);
+  return most;
+}
+
+// The followers still beyond the high-water mark after the wait: cut off.
+void cut_stuck(pty_session& s) {
+  for (auto& f : s.followers)
+    if (!f->behind && f->bytes > pty_high_water) {
+      f->behind = true;
+      f->frames.clear();
+      f->bytes = 0;
+      f->wake.cancel();
+    }
+}
+
 // The terminal's output and its exit, until the WebSocket ends.
 awaitable<void> read_pty(std::shared_ptr<pty_session> s) {
   beast::flat_buffer frame;
+  asio::steady_timer pause(s->ws.get_executor());
+  std::size_t dropped = 0;
+  auto window = std::chrono::steady_clock::now();
   for (;;) {
+    if (dropped >= max_unfollowed_bytes_per_s) {
+      pause.expires_at(window + std::chrono::seconds(1));
+      auto [pec] = co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+      (void)pec;
+      dropped = 0;
+    }
+    if (std::chrono::steady_clock::now() - window >= std::chrono::seconds(1)) {
+      window = std::chrono::steady_clock::now();
+      dropped = 0;
+    }
     auto [ec, n] = co_await s->ws.async_read(frame, asio::as_tuple(asio::use_awaitable));
     (void)n;
     if (ec) break;
     const std::string bytes = beast::buffers_to_string(frame.data());
     frame.consume(frame.size());
-    if (s->ws.got_binary())
-      publish(*s, bytes);
-    else
+    if (!s->ws.got_binary())
       note_control(*s, bytes);
+    else if (!publish(*s, bytes))
+      dropped += bytes.size();
+    if (fullest(*s) <= pty_high_water) continue;
+    const auto deadline = std::chrono::steady_clock::now() + pty_stuck;
+    while (fullest(*s) > pty_high_water && !s->killed && std::chrono::steady_clock::now() < deadline) {
+      s->drained.expires_at(deadline);
+      auto [dec] = co_await s->drained.async_wait(asio::as_tuple(asio::use_awaitable));
+      (void)dec;
+    }
+    cut_stuck(*s);
   }
   end_session(*s);
 }
@@ -284,7 +334,8 @@ std::pair<std::string, std::string> pty_closing(const pty_session& s, const pty_
   std::string end;
   if (f.behind) {
     trailer["error"] = connect_error_json(make_error(
-        errc::quota_exceeded, "this stream fell behind the terminal's output (4 MiB unread): connect to the PTY again"));
+        errc::quota_exceeded, "this stream fell behind the terminal's output (1 MiB unread for 5 s): connect to the "
+                              "PTY again"));
   } else if (s.exit_code) {
     end = envelope(0, json{{"event", json{{"end", json{{"exitCode", *s.exit_code},
                                                        {"exited", true},
@@ -299,12 +350,13 @@ std::pair<std::string, std::string> pty_closing(const pty_session& s, const pty_
 
 // Writes what the follower is given until the PTY ends or the follower falls behind; false
 // once the client is gone.
-awaitable<bool> pump_pty(const pty_session& s, pty_follower& f, http::chunked_writer& out) {
+awaitable<bool> pump_pty(pty_session& s, pty_follower& f, http::chunked_writer& out) {
   for (;;) {
     while (!f.frames.empty()) {
       const std::string frame = std::move(f.frames.front());
       f.frames.pop_front();
       f.bytes -= frame.size();
+      s.drained.cancel();
       if (!co_await out.write(frame)) co_return false;
     }
     if (f.behind || s.ended) co_return true;
@@ -327,6 +379,7 @@ awaitable<bool> follow_pty(http::exchange& ex, std::shared_ptr<pty_session> s) {
   using namespace asio::experimental::awaitable_operators;
   auto first = co_await (pump_pty(*s, *f, out) || http::until_client_leaves(ex));
   std::erase(s->followers, f);
+  s->drained.cancel();
   if (first.index() == 1 || !std::get<0>(first)) co_return false;
   auto [end, trailer] = pty_closing(*s, *f);
   if (!end.empty() && !co_await out.write(end)) co_return false;
@@ -376,6 +429,7 @@ std::optional<http::response> pty_rpc(const sandbox_call& call, const std::strin
   }
   if (method == "SendSignal") {  // SIGKILL and SIGTERM alike: the terminal is hung up, then killed
     s->killed = true;
+    s->drained.cancel();
     send_to_pty(s, pty_write{pty_write::kind::close, {}});
     return pty_ok();
   }

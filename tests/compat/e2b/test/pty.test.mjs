@@ -17,13 +17,13 @@ async function until(what, predicate, ms = 15_000) {
   }
 }
 
-/** What a terminal wrote, as bytes and as text. */
+/** The tail of what a terminal wrote (its last 64 KiB), bytes as latin1 text. */
 function screen() {
-  const s = { bytes: [], text: "" };
+  const s = { text: "" };
   s.onData = (d) => {
-    s.bytes.push(...d);
-    s.text = Buffer.from(s.bytes).toString("latin1");
+    s.text = (s.text + Buffer.from(d).toString("latin1")).slice(-65536);
   };
+  s.bytes = () => [...Buffer.from(s.text, "latin1")];
   return s;
 }
 
@@ -68,7 +68,7 @@ test("pty: output bytes exact; the shell's own exit ends the stream with its cod
   const out = screen();
   const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: out.onData, timeoutMs: 0 });
   await sbx.pty.sendInput(pty.pid, enc("printf '\\303\\251\\377\\001A'; echo\n"));
-  await until("the bytes", () => contains(out.bytes, [0xc3, 0xa9, 0xff, 0x01, 0x41]));
+  await until("the bytes", () => contains(out.bytes(), [0xc3, 0xa9, 0xff, 0x01, 0x41]));
   await sbx.pty.sendInput(pty.pid, enc("exit 3\n"));
   const ended = await pty.wait().catch((e) => e);
   assert.ok(ended instanceof CommandExitError, String(ended));
@@ -91,7 +91,7 @@ test("pty: disconnect, the terminal lives on; connect follows it again", async (
   assert.equal(r.exitCode, 0);
 });
 
-test("pty: a stream that does not read is cut off after 4 MiB; the terminal goes on", async () => {
+test("pty: a stream that reads nothing for 5 s is cut off; the terminal goes on, a reader slows it", async () => {
   const sbx = await sandbox();
   let release;
   const gate = new Promise((r) => (release = r));
@@ -102,8 +102,8 @@ test("pty: a stream that does not read is cut off after 4 MiB; the terminal goes
       if (calls++ === 0) await gate; // the SDK reads no further while onData waits
     },
   });
-  await sbx.pty.sendInput(pty.pid, enc("yes | head -c 30000000; echo done-flooding\n"));
-  await sleep(5000);
+  await sbx.pty.sendInput(pty.pid, enc("yes | head -c 24000000; echo done-flooding\n"));
+  await sleep(9000);
   release();
   const ended = await pty.wait().catch((e) => e);
   assert.ok(ended instanceof RateLimitError, String(ended));
@@ -113,6 +113,23 @@ test("pty: a stream that does not read is cut off after 4 MiB; the terminal goes
   await sbx.pty.connect(pty.pid, { onData: out.onData, timeoutMs: 0 });
   await sbx.pty.sendInput(pty.pid, enc("echo after-$((1+1))\n"));
   await until("the terminal answers again", () => out.text.includes("after-2"), 30_000);
+  assert.equal(await sbx.pty.kill(pty.pid), true);
+});
+
+test("pty: output nobody follows is dropped at most 1 MiB/s: a flood waits on its terminal", async () => {
+  const sbx = await sandbox();
+  const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {}, timeoutMs: 0 });
+  await pty.disconnect();
+  await sbx.pty.sendInput(
+    pty.pid,
+    enc("s=$(date +%s%N); yes | head -c 6000000; echo; echo took-$(( ($(date +%s%N) - s) / 1000000 ))-ms\n"),
+  );
+  await sleep(8000);
+  const out = screen();
+  await sbx.pty.connect(pty.pid, { onData: out.onData, timeoutMs: 0 });
+  await until("the flood's time", () => /took-\d+-ms/.test(out.text), 30_000);
+  const ms = Number(/took-(\d+)-ms/.exec(out.text)[1]);
+  assert.ok(ms >= 2000, `6 MB unfollowed took ${ms} ms: not throttled`);
   assert.equal(await sbx.pty.kill(pty.pid), true);
 });
 
