@@ -6,14 +6,18 @@
 // reach it by a pid this layer gives it (above any kernel pid, so never a command's). Output is
 // fanned out, bytes exact, to the streams that follow the PTY; with none it is read and dropped
 // (up to 1 MiB/s, beyond which the program waits on its terminal).
+#include <cctype>
 #include <chrono>
 #include <deque>
 #include <map>
+#include <vector>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/websocket.hpp>
 
@@ -79,16 +83,18 @@ struct pty_session {
   asio::steady_timer drained;  // the reader waits on it while a follower is beyond the high-water mark
 };
 
-// Every PTY of this daemon by (sandbox, pid); the daemon runs one I/O thread.
-std::map<std::pair<std::string, std::int64_t>, std::shared_ptr<pty_session>>& ptys() {
-  static std::map<std::pair<std::string, std::int64_t>, std::shared_ptr<pty_session>> all;
+// Every PTY of this daemon by (sandbox, pid); the daemon runs one I/O thread. Not an owner: its
+// reader (and the streams following it) own a session, so what the I/O context holds when it is
+// destroyed is all there is (no socket outlives it in a static).
+std::map<std::pair<std::string, std::int64_t>, std::weak_ptr<pty_session>>& ptys() {
+  static std::map<std::pair<std::string, std::int64_t>, std::weak_ptr<pty_session>> all;
   return all;
 }
 std::int64_t next_pty_pid = first_pty_pid;
 
 std::shared_ptr<pty_session> find_pty(const std::string& sandbox_id, std::int64_t pid) {
   auto it = ptys().find({sandbox_id, pid});
-  return it == ptys().end() ? nullptr : it->second;
+  return it == ptys().end() ? nullptr : it->second.lock();
 }
 
 std::size_t ptys_of(const std::string& sandbox_id) {
@@ -225,8 +231,8 @@ void send_to_pty(const std::shared_ptr<pty_session>& s, pty_write w) {
 
 bool env_name(const std::string& k) {
   if (k.empty() || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
-  for (unsigned char c : k)
-    if (!std::isalnum(c) && c != '_') return false;
+  for (char c : k)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
   return true;
 }
 
@@ -462,7 +468,7 @@ std::optional<http::response> pty_rpc(const sandbox_call& call, const std::strin
 void list_ptys(const std::string& sandbox_id, json& processes) {
   using namespace pty_wire;
   for (auto it = ptys().lower_bound({sandbox_id, 0}); it != ptys().end() && it->first.first == sandbox_id; ++it)
-    if (!it->second->killed) processes.push_back(json{{"pid", it->second->pid}, {"config", it->second->config}});
+    if (auto s = it->second.lock(); s && !s->killed) processes.push_back(json{{"pid", s->pid}, {"config", s->config}});
 }
 
 }  // namespace sandfort::compat::e2b

@@ -8,8 +8,10 @@
 #include <deque>
 #include <map>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/http/buffer_body.hpp>
@@ -276,7 +278,7 @@ constexpr auto poll_idle = std::chrono::minutes(10);
 struct poll_watcher {
   std::string sandbox_id;
   std::string id;
-  std::unique_ptr<agent_watch> watch;
+  agent_watch* live = nullptr;  // while fill_watcher reads it (its frame owns it)
   std::deque<json> events;
   std::optional<error> ended;
   std::chrono::steady_clock::time_point fetched = std::chrono::steady_clock::now();
@@ -299,12 +301,13 @@ error poll_ending(const watch_translator& t, const result<bool>& more, bool over
   return make_error(errc::not_found, "watch ended: the watched directory was removed or moved");
 }
 
-awaitable<void> fill_watcher(std::shared_ptr<poll_watcher> p) {
+awaitable<void> fill_watcher(std::shared_ptr<poll_watcher> p, std::unique_ptr<agent_watch> watch) {
+  p->live = watch.get();
   watch_translator t;
   std::vector<json> messages;
   for (;;) {
     messages.clear();
-    auto more = co_await next_messages(*p->watch, t, messages);
+    auto more = co_await next_messages(*watch, t, messages);
     if (p->removed) break;
     bool overflowed = false;
     for (auto& m : messages)
@@ -319,7 +322,7 @@ awaitable<void> fill_watcher(std::shared_ptr<poll_watcher> p) {
       break;
     }
   }
-  p->watch.reset();  // the agent's watch ends with its connection
+  p->live = nullptr;  // the agent's watch ends with its connection, as `watch` goes
 }
 
 std::string watcher_id_of(const json& message) {
@@ -346,9 +349,9 @@ awaitable<http::response> poll_rpc(dependencies& deps, http::context& ctx, const
     auto p = std::make_shared<poll_watcher>();
     p->sandbox_id = call->sandbox_id;
     p->id = random_hex(16);
-    p->watch = std::move(*w);
     poll_watchers()[{p->sandbox_id, p->id}] = p;
-    asio::co_spawn(p->watch->agent.stream.get_executor(), fill_watcher(p), asio::detached);
+    auto executor = (*w)->agent.stream.get_executor();
+    asio::co_spawn(executor, fill_watcher(p, std::move(*w)), asio::detached);
     co_return http::json_response(200, watcher_created(p->id));
   }
   const std::string id = watcher_id_of(message);
@@ -360,7 +363,7 @@ awaitable<http::response> poll_rpc(dependencies& deps, http::context& ctx, const
   if (method == "RemoveWatcher") {
     poll_watchers().erase(it);
     p->removed = true;
-    if (p->watch) p->watch->agent.stream.cancel();  // fill_watcher drops it
+    if (p->live) p->live->agent.stream.cancel();  // fill_watcher drops it
     co_return http::json_response(200, json::object());
   }
   p->fetched = std::chrono::steady_clock::now();
