@@ -51,7 +51,7 @@ constexpr auto pty_keepalive = std::chrono::seconds(30);
 constexpr std::size_t max_unfollowed_bytes_per_s = 1u << 20;
 
 struct pty_write {
-  enum class kind { bytes, control, close };
+  enum class kind { bytes, control };
   kind type = kind::bytes;
   std::string data;
 };
@@ -200,18 +200,12 @@ awaitable<void> read_pty(std::shared_ptr<pty_session> s) {
   end_session(*s);
 }
 
-// The one writer of the WebSocket: keystrokes, resizes, and the close that kills.
+// The one writer of the WebSocket: keystrokes and resizes.
 awaitable<void> write_pty(std::shared_ptr<pty_session> s) {
   while (!s->outbox.empty() && !s->ended) {
     pty_write w = std::move(s->outbox.front());
     s->outbox.pop_front();
     s->queued -= w.data.size();
-    if (w.type == pty_write::kind::close) {
-      beast::websocket::close_reason normal(beast::websocket::close_code::normal);
-      auto [ec] = co_await s->ws.async_close(normal, asio::as_tuple(asio::use_awaitable));
-      (void)ec;
-      break;
-    }
     s->ws.binary(w.type == pty_write::kind::bytes);
     auto data = asio::buffer(w.data);
     auto [ec, n] = co_await s->ws.async_write(data, asio::as_tuple(asio::use_awaitable));
@@ -433,10 +427,14 @@ std::optional<http::response> pty_rpc(const sandbox_call& call, const std::strin
     return connect_error(make_error(errc::not_found, "no PTY with pid " + std::to_string(*pid) + " in this sandbox"),
                          request_id);
   }
-  if (method == "SendSignal") {  // SIGKILL and SIGTERM alike: the terminal is hung up, then killed
+  if (method == "SendSignal") {
+    // SIGKILL and SIGTERM alike: the connection goes, so the agent hangs the terminal up and kills
+    // what is left 2 s later. Not a close frame: it would queue behind keystrokes a program that
+    // reads none holds up.
     s->killed = true;
     s->drained.cancel();
-    send_to_pty(s, pty_write{pty_write::kind::close, {}});
+    boost::system::error_code ignored;
+    s->agent.stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
     return pty_ok();
   }
   if (method == "CloseStdin")

@@ -133,6 +133,23 @@ test("pty: output nobody follows is dropped at most 1 MiB/s: a flood waits on it
   assert.equal(await sbx.pty.kill(pty.pid), true);
 });
 
+test("pty: kill ends a terminal whose program reads none of the keystrokes queued for it", async () => {
+  const sbx = await sandbox();
+  const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {}, timeoutMs: 0 });
+  await sbx.pty.sendInput(pty.pid, enc("sleep 1000\n"));
+  await sleep(500);
+  for (let i = 0; i < 3; i++) await sbx.pty.sendInput(pty.pid, new Uint8Array(300_000).fill(97));
+  const started = Date.now();
+  assert.equal(await sbx.pty.kill(pty.pid), true);
+  const ended = await pty.wait().catch((e) => e);
+  assert.ok(ended instanceof CommandExitError && ended.exitCode === -1, String(ended));
+  assert.ok(Date.now() - started < 10_000, `ended after ${Date.now() - started} ms`);
+  const left = await sbx.commands.run(
+    "sleep 3; for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = sleep ] && echo $p; done; true",
+  );
+  assert.equal(left.stdout.trim(), "", "the terminal's program was killed");
+});
+
 test("attacker: another sandbox's token can neither drive this PTY nor watch this sandbox", async () => {
   const a = await sandbox();
   const b = await sandbox();
