@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
