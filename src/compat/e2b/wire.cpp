@@ -70,7 +70,8 @@ std::string header(const http::bhttp::fields& h, std::string_view name) {
 
 result<sandbox_call> authorize(dependencies& deps, const http::bhttp::fields& h) {
   sandbox_call call{"", header(h, "E2b-Sandbox-Id"), header(h, "E2b-Sandbox-Port")};
-  const std::string token = header(h, "X-Access-Token");
+  std::string token = header(h, "X-Access-Token");
+  if (token.empty() && call.port == interpreter_port) token = header(h, "E2B-Traffic-Access-Token");
   const auto denied = make_error(errc::unauthenticated, "a valid X-Access-Token for this sandbox is required");
   if (call.sandbox_id.empty() || token.empty() || call.sandbox_id.size() > 128 || token.size() > 256) return denied;
   if (!the_tokens) return make_error(errc::unavailable, "the E2B sandbox plane is not served");

@@ -50,7 +50,9 @@ struct sandbox_call {
   std::string sandbox_id;
   std::string port;  // E2b-Sandbox-Port; envd's when absent
 };
-// unauthenticated (401) for a missing or wrong token, or another sandbox's; for the token of a
+// The token is X-Access-Token; on port 49999 E2B-Traffic-Access-Token when that is absent (the
+// code interpreter SDK sends only it on /contexts; create and connect answer the same token as
+// trafficAccessToken). unauthenticated (401) for a missing or wrong token, or another sandbox's; for the token of a
 // sandbox since deleted, gone (the SDK's "not running": a 502 answered by not_running()). Then
 // the rate limits: a member key's bucket per sandbox token, and its organization's bucket (the
 // one all its keys share), as the guard takes them on the native API.
@@ -61,7 +63,8 @@ http::response not_running(const std::string& why);
 http::response refuse_call(const error& e, const std::string& request_id);
 // How the audit chain names a sandbox plane caller: the sandbox's token, not a key.
 audit::actor token_actor(const sandbox_call& call, const std::string& request_id, const std::string& remote);
-// The code interpreter's door (port 49999): its routes are another part's to serve.
+// An envd path asked of the code interpreter's door (port 49999), which serves only /execute,
+// /contexts and /health (interpreter.cpp).
 http::response interpreter_not_served();
 
 // One request to the sandbox's agent over a connection of its own, its answer bounded in size
@@ -82,5 +85,6 @@ std::vector<api::api_route> control_routes();
 std::vector<api::api_route> sandbox_plane_routes();
 std::vector<api::api_route> process_routes();     // process.cpp
 std::vector<api::api_route> filesystem_routes();  // filesystem.cpp
+std::vector<api::api_route> interpreter_routes(); // interpreter.cpp: port 49999's /execute, /contexts
 
 }  // namespace sandfort::compat::e2b
