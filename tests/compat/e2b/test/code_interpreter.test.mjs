@@ -178,6 +178,30 @@ test("timeoutMs is the SDK's own: TimeoutError, and the context runs on", { skip
   assert.equal((await sbx.runCode("w", { context: ctx })).text, "1");
 });
 
+test("a run silent for longer than requestTimeoutMs is not a request timeout", { skip }, async () => {
+  // The agent's head comes with the run's first line; sandfortd writes the client's after 5 s.
+  const execution = await sbx.runCode("import time\ntime.sleep(7)\n'quiet'", { requestTimeoutMs: 6000, timeoutMs: 30_000 });
+  assert.equal(execution.text, "'quiet'");
+});
+
+test("the audit chain records runs and context calls as the native routes do, under the token", { skip }, async () => {
+  const ctx = await sbx.createCodeContext({ language: "bash" });
+  await sbx.runCode("true", { context: ctx });
+  await sbx.restartCodeContext(ctx);
+  await sbx.removeCodeContext(ctx);
+  const res = await fetch(`${process.env.SANDFORT_BASE_URL}/v1/audit?target=${sbx.sandboxId}&limit=1000`, {
+    headers: { Authorization: `Bearer ${process.env.SANDFORT_ORG_ADMIN_KEY}` },
+  });
+  assert.equal(res.status, 200);
+  const events = (await res.json()).items;
+  for (const must of ["sandbox.code.run", "sandbox.code.contexts", "sandbox.code.contexts.restart", "sandbox.code.contexts.delete"]) {
+    const e = events.find((x) => x.action === must);
+    assert.ok(e, `${must} in ${events.map((x) => x.action)}`);
+    assert.equal(e.actor, `e2b-token:${sbx.sandboxId}`, must);
+    assert.equal(e.details.via, "e2b", must);
+  }
+});
+
 test("port 49999: another sandbox's token, a forged one or none is refused", { skip }, async () => {
   const other = await sandbox({}, Sandbox);
   const id = sbx.sandboxId;
