@@ -83,21 +83,9 @@ json context_of(const json& native) {
 
 // The agent's run events (server-sent) as E2B's lines. The lines are made apart from the
 // coroutines (GCC 12 miscompiles braced JSON inside them).
-class ndjson_sink {
+class ndjson_sink final : public event_translator {
  public:
-  explicit ndjson_sink(http::chunked_writer& out) : out_(out) {}
-
-  // False: the client left, or an event outgrew its bound.
-  awaitable<bool> write(std::string_view bytes) {
-    pending_.append(bytes);
-    for (auto end = pending_.find("\n\n"); end != std::string::npos; end = pending_.find("\n\n")) {
-      std::string line = translate(pending_.substr(0, end));
-      pending_.erase(0, end + 2);
-      if (line.empty()) continue;
-      if (!co_await out_.write(line)) co_return false;
-    }
-    co_return pending_.size() <= max_run_event_bytes;
-  }
+  explicit ndjson_sink(http::chunked_writer& out) : event_translator(out, max_run_event_bytes) {}
 
   bool ended = false;  // the run's end (or its failure) was seen
 
@@ -105,21 +93,13 @@ class ndjson_sink {
   static std::string line_of(json j) { return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
 
   // The line for one event; empty for those E2B has no line for (keep-alive comments).
-  std::string translate(const std::string& event) {
-    std::string name, data;
-    std::size_t start = 0;
-    while (start < event.size()) {
-      auto nl = std::min(event.find('\n', start), event.size());
-      std::string_view line(event.data() + start, nl - start);
-      if (line.starts_with("event: ")) name = line.substr(7);
-      if (line.starts_with("data: ")) data.append(line.substr(6));
-      start = nl + 1;
-    }
-    auto j = json::parse(data, nullptr, false);
+  std::string translate(const event& e) override {
+    const std::string& name = e.name;
+    auto j = json::parse(e.data, nullptr, false);
     if (name.empty() || !j.is_object()) return {};
-    if (name == "stdout" || name == "stderr" || name == "result" || name == "error") {
+    if (name == "stdout" || name == "stderr") return line_of(json{{"type", name}, {"text", j.value("text", std::string())}});
+    if (name == "result" || name == "error") {
       j["type"] = name;
-      if (name == "stdout" || name == "stderr") return line_of(json{{"type", name}, {"text", j.value("text", std::string())}});
       return line_of(std::move(j));
     }
     if (name == "end") {
@@ -128,17 +108,15 @@ class ndjson_sink {
     }
     if (name == "failure") {  // the run broke after its events began (its context removed, …)
       ended = true;
-      const json e = j.value("error", json::object());
+      const json failure = j.value("error", json::object());
+      const bool known = failure.is_object();
       return line_of(json{{"type", "error"},
-                          {"name", e.is_object() ? e.value("code", std::string("internal")) : std::string("internal")},
-                          {"value", e.is_object() ? e.value("message", std::string()) : std::string()},
+                          {"name", known ? failure.value("code", std::string("internal")) : std::string("internal")},
+                          {"value", known ? failure.value("message", std::string()) : std::string()},
                           {"traceback", ""}});
     }
     return {};
   }
-
-  http::chunked_writer& out_;
-  std::string pending_;
 };
 
 std::string error_line(const std::string& name, const std::string& value) {
@@ -146,8 +124,6 @@ std::string error_line(const std::string& name, const std::string& value) {
              -1, ' ', false, json::error_handler_t::replace) +
          "\n";
 }
-
-using run_parser = beast::http::response_parser<beast::http::buffer_body>;
 
 // The agent answers a run's head with its first event, or at once with an error (bad code,
 // language or context). A run accepted but silent (queued behind another, or code that prints
@@ -165,7 +141,7 @@ struct run_head {
   bool client_ok = true;
 };
 
-awaitable<void> read_run_head(sandbox::agent_stream& stream, beast::flat_buffer& buffer, run_parser& parser,
+awaitable<void> read_run_head(sandbox::agent_stream& stream, beast::flat_buffer& buffer, agent_body_parser& parser,
                               run_head& head) {
   auto [ec, n] = co_await beast::http::async_read_header(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
   (void)n;
@@ -181,20 +157,21 @@ awaitable<void> start_after_grace(http::chunked_writer& writer, run_head& head) 
   head.client_ok = co_await writer.start(200, "application/x-ndjson");
 }
 
-// The agent's refusal of a run: its small JSON body.
-awaitable<json> read_refusal(sandbox::agent_stream& stream, beast::flat_buffer& buffer, run_parser& parser,
-                             char* piece) {
-  std::string refusal;
-  stream.lowest().expires_after(std::chrono::seconds(30));
-  while (!parser.is_done() && refusal.size() <= max_refusal_bytes) {
-    parser.get().body().data = piece;
-    parser.get().body().size = 16 * 1024;
-    auto [ec, n] = co_await beast::http::async_read_some(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
-    (void)n;
-    if (ec && ec != beast::http::error::need_buffer) break;
-    refusal.append(piece, 16 * 1024 - parser.get().body().size);
+// The agent's refusal of a run: its small JSON body, read up to max_refusal_bytes.
+class refusal_sink final : public sandbox::byte_sink {
+ public:
+  awaitable<bool> write(std::string_view bytes) override {
+    text.append(bytes);
+    co_return text.size() <= max_refusal_bytes;
   }
-  co_return json::parse(refusal, nullptr, false);
+  std::string text;
+};
+
+awaitable<json> read_refusal(sandbox::agent_stream& stream, beast::flat_buffer& buffer, agent_body_parser& parser) {
+  refusal_sink refusal;
+  stream.lowest().expires_after(std::chrono::seconds(30));
+  (void)co_await relay_body(stream, buffer, parser, refusal);
+  co_return json::parse(refusal.text, nullptr, false);
 }
 
 // POST /execute: the run in the agent, its events translated as they come.
@@ -233,7 +210,7 @@ awaitable<bool> execute_code(dependencies& deps, http::exchange& ex, api::stream
   auto [wec, wn] = co_await beast::http::async_write(agent->stream, out, asio::as_tuple(asio::use_awaitable));
   (void)wn;
   beast::flat_buffer buffer = http::bounded_read_buffer();
-  run_parser parser;
+  agent_body_parser parser;
   parser.body_limit(boost::none);
   http::chunked_writer writer(ex);
   run_head head(ex.stream.get_executor());
@@ -244,11 +221,10 @@ awaitable<bool> execute_code(dependencies& deps, http::exchange& ex, api::stream
     co_await (read_run_head(agent->stream, buffer, parser, head) && start_after_grace(writer, head));
   }
   if (head.started && !head.client_ok) co_return false;
-  auto piece = std::make_unique<char[]>(16 * 1024);
   const unsigned status = head.ec ? 0u : parser.get().result_int();
   if (status != 200) {  // refused (or unanswered) before any event
     json refusal = json::object();
-    if (status) refusal = co_await read_refusal(agent->stream, buffer, parser, piece.get());
+    if (status) refusal = co_await read_refusal(agent->stream, buffer, parser);
     auto res = status ? interpreter_refusal(status, refusal, ex.request_id)
                       : door_error(make_error(errc::unavailable, "the sandbox's agent did not answer the run"),
                                    ex.request_id);
@@ -266,16 +242,8 @@ awaitable<bool> execute_code(dependencies& deps, http::exchange& ex, api::stream
   if (!head.started && !co_await writer.start(200, "application/x-ndjson")) co_return false;
   ndjson_sink sink(writer);
   agent->stream.lowest().expires_never();  // events come when the code makes them; the run has its timeout
-  while (!parser.is_done()) {
-    parser.get().body().data = piece.get();
-    parser.get().body().size = 16 * 1024;
-    auto [ec, n] = co_await beast::http::async_read_some(agent->stream, buffer, parser,
-                                                         asio::as_tuple(asio::use_awaitable));
-    (void)n;
-    if (ec && ec != beast::http::error::need_buffer) break;
-    const std::size_t got = 16 * 1024 - parser.get().body().size;
-    if (got && !co_await sink.write(std::string_view(piece.get(), got))) co_return false;  // the client left
-  }
+  (void)co_await relay_body(agent->stream, buffer, parser, sink);
+  // A stream that broke or ended before the run's end (a client gone meanwhile fails here).
   if (!sink.ended && !co_await writer.write(error_line("SandboxError", "the sandbox's agent ended the run early")))
     co_return false;
   co_return co_await writer.finish();

@@ -2,12 +2,17 @@
 // What the E2B tables share: the dialect (X-API-KEY, E2B's error bodies), the access tokens, and
 // how a sandbox looks on E2B's wire.
 
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "routes.hpp"
 #include "sandfort/compat/e2b/e2b.hpp"
+#include "sandfort/http/stream.hpp"
+#include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/types.hpp"
 
 namespace sandfort::compat::e2b {
@@ -77,6 +82,35 @@ boost::asio::awaitable<result<agent_answer>> call_agent(api::dependencies& deps,
                                                         http::verb method, std::string target,
                                                         const nlohmann::json* body, const audit::actor& who,
                                                         const std::string_view* raw = nullptr);
+// An agent's server-sent events turned into another wire's frames as they come: cut into whole
+// events (one held at most `max_event_bytes` until its end is seen), each translated, the frames
+// written to `out` (process.cpp: Connect envelopes; interpreter.cpp: E2B's JSON lines).
+class event_translator : public sandbox::byte_sink {
+ public:
+  struct event {
+    std::string name;  // `event:`
+    std::string data;  // its `data:` lines, joined
+  };
+  event_translator(http::chunked_writer& out, std::size_t max_event_bytes) : out_(out), max_event_bytes_(max_event_bytes) {}
+  // False: the client left, or an event outgrew its bound.
+  boost::asio::awaitable<bool> write(std::string_view bytes) override;
+
+ protected:
+  // The frame for one event; empty: nothing to write for it.
+  virtual std::string translate(const event& e) = 0;
+
+ private:
+  http::chunked_writer& out_;
+  std::size_t max_event_bytes_;
+  std::string pending_;
+};
+
+// An agent's answer body (its head read) into `sink`, in 16 KiB pieces, until its end or until
+// the sink refuses a piece: ok; unavailable when the agent's stream breaks.
+using agent_body_parser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
+boost::asio::awaitable<result<void>> relay_body(sandbox::agent_stream& stream, boost::beast::flat_buffer& buffer,
+                                                agent_body_parser& parser, sandbox::byte_sink& sink);
+
 // A query parameter's value, percent-encoded.
 std::string query_escape(const std::string& value);
 
