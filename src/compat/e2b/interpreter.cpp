@@ -17,6 +17,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "sandfort/http/proxy.hpp"
 #include "wire.hpp"
 
 namespace sandfort::compat::e2b {
@@ -174,6 +175,58 @@ awaitable<json> read_refusal(sandbox::agent_stream& stream, beast::flat_buffer& 
   co_return json::parse(refusal.text, nullptr, false);
 }
 
+// The run's request to the agent, and its answer translated: a refusal as the door's status (or
+// an error line once the client's head is written), the events as E2B's lines.
+awaitable<bool> answer_run(dependencies& deps, http::exchange& ex, api::stream_call& sc, sandbox::agent_stream& agent,
+                           const json& req) {
+  http::request out = http::make_request(http::verb::post, "/code/run", &req);
+  out.set(http::bhttp::field::host, "agent");
+  out.set(http::bhttp::field::accept, "text/event-stream");
+  out.prepare_payload();
+  // The run's events start once the runs queued before it in its context are done (as native).
+  agent.lowest().expires_after(std::chrono::seconds(deps.cfg.exec_max_timeout_s + 60));
+  auto [wec, wn] = co_await beast::http::async_write(agent, out, asio::as_tuple(asio::use_awaitable));
+  (void)wn;
+  beast::flat_buffer buffer = http::bounded_read_buffer();
+  agent_body_parser parser;
+  parser.body_limit(boost::none);
+  http::chunked_writer writer(ex);
+  run_head head(ex.stream.get_executor());
+  if (wec) {
+    head.ec = wec;
+  } else {
+    using namespace asio::experimental::awaitable_operators;
+    co_await (read_run_head(agent, buffer, parser, head) && start_after_grace(writer, head));
+  }
+  if (head.started && !head.client_ok) co_return false;
+  const unsigned status = head.ec ? 0u : parser.get().result_int();
+  if (status != 200) {  // refused (or unanswered) before any event
+    json refusal = json::object();
+    if (status) refusal = co_await read_refusal(agent, buffer, parser);
+    auto res = status ? interpreter_refusal(status, refusal, ex.request_id)
+                      : door_error(make_error(errc::unavailable, "the sandbox's agent did not answer the run"),
+                                   ex.request_id);
+    if (!head.started) {
+      sc.answered(res.result_int());
+      co_return co_await http::respond(ex, std::move(res));
+    }
+    sc.answered(200u);
+    const auto said = json::parse(res.body(), nullptr, false);
+    if (!co_await writer.write(error_line("SandboxError", said.value("message", std::string("refused")))))
+      co_return false;
+    co_return co_await writer.finish();
+  }
+  sc.answered(200u);
+  if (!head.started && !co_await writer.start(200, "application/x-ndjson")) co_return false;
+  ndjson_sink sink(writer);
+  agent.lowest().expires_never();  // events come when the code makes them; the run has its timeout
+  (void)co_await relay_body(agent, buffer, parser, sink);
+  // A stream that broke or ended before the run's end.
+  if (!sink.ended && !co_await writer.write(error_line("SandboxError", "the sandbox's agent ended the run early")))
+    co_return false;
+  co_return co_await writer.finish();
+}
+
 // POST /execute: the run in the agent, its events translated as they come.
 awaitable<bool> execute_code(dependencies& deps, http::exchange& ex, api::stream_call& sc) {
   auto call = open_door(deps, ex.parser.get());
@@ -192,61 +245,20 @@ awaitable<bool> execute_code(dependencies& deps, http::exchange& ex, api::stream
     co_return co_await http::respond(ex, door_error(req.err(), ex.request_id));
   }
   // Recorded in the audit chain before it happens, as the native run is.
-  const std::string target = "/code/run";
-  const audit::record note{api::forwarded_action(http::verb::post, target), "", "accepted",
-                           json{{"method", "POST"}, {"path", target}, {"via", "e2b"}}};
+  const audit::record note{api::forwarded_action(http::verb::post, "/code/run"), "", "accepted",
+                           json{{"method", "POST"}, {"path", "/code/run"}, {"via", "e2b"}}};
   const auto who = token_actor(*call, ex.request_id, ex.remote);
   auto agent = co_await deps.commands.connect_agent(call->org_id, call->sandbox_id, who, &note);
   if (!agent) {
     sc.answered(agent.err());
     co_return co_await http::respond(ex, door_error(agent.err(), ex.request_id));
   }
-  http::request out = http::make_request(http::verb::post, target, &*req);
-  out.set(http::bhttp::field::host, "agent");
-  out.set(http::bhttp::field::accept, "text/event-stream");
-  out.prepare_payload();
-  // The run's events start once the runs queued before it in its context are done (as native).
-  agent->stream.lowest().expires_after(std::chrono::seconds(deps.cfg.exec_max_timeout_s + 60));
-  auto [wec, wn] = co_await beast::http::async_write(agent->stream, out, asio::as_tuple(asio::use_awaitable));
-  (void)wn;
-  beast::flat_buffer buffer = http::bounded_read_buffer();
-  agent_body_parser parser;
-  parser.body_limit(boost::none);
-  http::chunked_writer writer(ex);
-  run_head head(ex.stream.get_executor());
-  if (wec) {
-    head.ec = wec;
-  } else {
-    using namespace asio::experimental::awaitable_operators;
-    co_await (read_run_head(agent->stream, buffer, parser, head) && start_after_grace(writer, head));
-  }
-  if (head.started && !head.client_ok) co_return false;
-  const unsigned status = head.ec ? 0u : parser.get().result_int();
-  if (status != 200) {  // refused (or unanswered) before any event
-    json refusal = json::object();
-    if (status) refusal = co_await read_refusal(agent->stream, buffer, parser);
-    auto res = status ? interpreter_refusal(status, refusal, ex.request_id)
-                      : door_error(make_error(errc::unavailable, "the sandbox's agent did not answer the run"),
-                                   ex.request_id);
-    if (!head.started) {
-      sc.answered(res.result_int());
-      co_return co_await http::respond(ex, std::move(res));
-    }
-    sc.answered(200u);
-    const auto said = json::parse(res.body(), nullptr, false);
-    if (!co_await writer.write(error_line("SandboxError", said.value("message", std::string("refused")))))
-      co_return false;
-    co_return co_await writer.finish();
-  }
-  sc.answered(200u);
-  if (!head.started && !co_await writer.start(200, "application/x-ndjson")) co_return false;
-  ndjson_sink sink(writer);
-  agent->stream.lowest().expires_never();  // events come when the code makes them; the run has its timeout
-  (void)co_await relay_body(agent->stream, buffer, parser, sink);
-  // A stream that broke or ended before the run's end (a client gone meanwhile fails here).
-  if (!sink.ended && !co_await writer.write(error_line("SandboxError", "the sandbox's agent ended the run early")))
-    co_return false;
-  co_return co_await writer.finish();
+  // A client that leaves (the SDK's timeoutMs, a process that ends) drops the agent connection at
+  // once, as the native relay does: the agent then interrupts the run or drops it from the queue.
+  using namespace asio::experimental::awaitable_operators;
+  auto which = co_await (answer_run(deps, ex, sc, agent->stream, *req) || http::until_client_leaves(ex));
+  if (which.index() == 1) co_return false;
+  co_return std::get<0>(which);
 }
 
 // The /contexts calls: one agent call each, its answer in E2B's shape.

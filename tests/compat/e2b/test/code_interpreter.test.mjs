@@ -168,14 +168,19 @@ test("a language Sandfort does not serve (r) is the SDK's SandboxError", { skip 
   await assert.rejects(sbx.createCodeContext({ language: "r" }), SandboxError);
 });
 
-test("timeoutMs is the SDK's own: TimeoutError, and the context runs on", { skip }, async () => {
+test("timeoutMs: the SDK's TimeoutError; the run is interrupted, the context keeps its state", { skip }, async () => {
   const ctx = await sbx.createCodeContext({ language: "python" });
-  // Output first: the stream's head (and with it the SDK's body timer) starts at the first event.
-  const code = "import time\nprint('started', flush=True)\ntime.sleep(4)\nw = 1";
+  await sbx.runCode("kept = 1", { context: ctx });
+  // Output first: the answer's head (and with it the SDK's body timer) comes with the first line.
+  const code = "import time\nprint('started', flush=True)\ntime.sleep(6)\nopen('/tmp/finished', 'w').write('1')";
   const err = await sbx.runCode(code, { context: ctx, timeoutMs: 1000 }).catch((e) => e);
   assert.ok(err instanceof TimeoutError, String(err));
-  // The run went on in the sandbox; the next one waits for it.
-  assert.equal((await sbx.runCode("w", { context: ctx })).text, "1");
+  // The SDK closed its connection: sandfortd dropped the run's, and the agent interrupted the run
+  // (the next run in the context waits for the one before it to end).
+  const started = Date.now();
+  const after = await sbx.runCode("import os\n(os.path.exists('/tmp/finished'), kept)", { context: ctx });
+  assert.equal(after.text, "(False, 1)");
+  assert.ok(Date.now() - started < 5000, "the interrupted run ended at once");
 });
 
 test("a run silent for longer than requestTimeoutMs is not a request timeout", { skip }, async () => {
