@@ -234,6 +234,8 @@ test("port 49999: another sandbox's token, a forged one or none is refused", { s
   assert.equal((await other.runCode("1 + 1")).text, "2");
   const exists = await sbx.runCode("import os\nos.path.exists('/tmp/pwned')");
   assert.equal(exists.text, "False", "nothing ran in this sandbox");
+  const health = await sandboxPlane("/health", { sandboxId: id, trafficToken: sbx.trafficAccessToken, port: "49999" });
+  assert.equal(health.status, 204, "port 49999's /health with its own token");
   // envd's port has no /execute; port 49999 has no envd paths.
   const wrong = await sandboxPlane("/execute", { sandboxId: id, token: sbx.envdAccessToken, method: "POST", body });
   assert.equal(wrong.status, 404);
