@@ -3,7 +3,7 @@
 //   export E2B_API_URL=https://sandfort.example.com/e2b
 //   export E2B_SANDBOX_URL=https://sandfort.example.com/e2b-sandbox
 //   export E2B_API_KEY=sfk_...                 # a Sandfort member key
-//   npm install @e2b/code-interpreter@2.8.0 && node code_interpreter.mjs
+//   cd examples/e2b && npm install && node code_interpreter.mjs
 //
 // The default template (code-interpreter-v1) is Sandfort's sandfort/code-interpreter:bookworm
 // image (scripts/build-code-interpreter-image). docs/e2b.md, "Code interpreter".
