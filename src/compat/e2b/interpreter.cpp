@@ -32,6 +32,14 @@ constexpr std::size_t max_run_event_bytes = 16u << 20;
 // An agent's refusal of a run (a JSON error) as it is read.
 constexpr std::size_t max_refusal_bytes = 64u << 10;
 
+// A string field of the agent's JSON (untrusted: a missing field, another type or a body that is
+// not an object is `fallback`).
+std::string text_field(const json& j, const char* key, const std::string& fallback = {}) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 // The door's own errors: E2B's REST shape; a deleted sandbox is the SDK's "not running" (502).
 http::response door_error(const error& e, const std::string& request_id) {
   return is_gone(e) ? not_running(e.message) : rest_error(e, request_id);
@@ -41,8 +49,8 @@ http::response door_error(const error& e, const std::string& request_id) {
 // SDK's NotFoundError), anything else 500; its message, bounded.
 http::response interpreter_refusal(unsigned status, const json& body, const std::string& request_id) {
   std::string message = "refused by the sandbox's agent";
-  if (body.is_object() && body.contains("error") && body["error"].is_object())
-    message = body["error"].value("message", message).substr(0, 1024);
+  if (body.is_object() && body.contains("error"))
+    message = text_field(body["error"], "message", message).substr(0, 1024);
   const unsigned kept = status >= 400 && status < 500 ? status : 500;
   auto res = http::json_response(kept, {{"code", kept}, {"message", message}});
   res.set("X-Request-Id", request_id);
@@ -77,9 +85,9 @@ result<json> run_request(const std::string& text) {
 
 // A context as E2B's Context {id, language, cwd}.
 json context_of(const json& native) {
-  return json{{"id", native.value("id", std::string())},
-              {"language", native.value("language", std::string())},
-              {"cwd", native.value("cwd", std::string())}};
+  return json{{"id", text_field(native, "id")},
+              {"language", text_field(native, "language")},
+              {"cwd", text_field(native, "cwd")}};
 }
 
 // The agent's run events (server-sent) as E2B's lines. The lines are made apart from the
@@ -98,22 +106,23 @@ class ndjson_sink final : public event_translator {
     const std::string& name = e.name;
     auto j = json::parse(e.data, nullptr, false);
     if (name.empty() || !j.is_object()) return {};
-    if (name == "stdout" || name == "stderr") return line_of(json{{"type", name}, {"text", j.value("text", std::string())}});
+    if (name == "stdout" || name == "stderr") return line_of(json{{"type", name}, {"text", text_field(j, "text")}});
     if (name == "result" || name == "error") {
       j["type"] = name;
       return line_of(std::move(j));
     }
     if (name == "end") {
       ended = true;
-      return line_of(json{{"type", "number_of_executions"}, {"execution_count", j.value("execution_count", std::int64_t{0})}});
+      auto count = j.find("execution_count");
+      const std::int64_t n = count != j.end() && count->is_number_integer() ? count->get<std::int64_t>() : 0;
+      return line_of(json{{"type", "number_of_executions"}, {"execution_count", n}});
     }
     if (name == "failure") {  // the run broke after its events began (its context removed, …)
       ended = true;
-      const json failure = j.value("error", json::object());
-      const bool known = failure.is_object();
+      const json failure = j.contains("error") ? j["error"] : json::object();
       return line_of(json{{"type", "error"},
-                          {"name", known ? failure.value("code", std::string("internal")) : std::string("internal")},
-                          {"value", known ? failure.value("message", std::string()) : std::string()},
+                          {"name", text_field(failure, "code", "internal")},
+                          {"value", text_field(failure, "message")},
                           {"traceback", ""}});
     }
     return {};
@@ -212,7 +221,7 @@ awaitable<bool> answer_run(dependencies& deps, http::exchange& ex, api::stream_c
     }
     sc.answered(200u);
     const auto said = json::parse(res.body(), nullptr, false);
-    if (!co_await writer.write(error_line("SandboxError", said.value("message", std::string("refused")))))
+    if (!co_await writer.write(error_line("SandboxError", text_field(said, "message", "refused"))))
       co_return false;
     co_return co_await writer.finish();
   }
@@ -293,8 +302,8 @@ awaitable<http::response> context_call(dependencies& deps, http::context& ctx, c
   if (method == http::verb::delete_) co_return http::empty_response(204);
   if (method == http::verb::get) {
     json listed = json::array();
-    if (a->body.is_object())
-      for (const auto& c : a->body.value("items", json::array())) listed.push_back(context_of(c));
+    if (a->body.is_object() && a->body.contains("items") && a->body["items"].is_array())
+      for (const auto& c : a->body["items"]) listed.push_back(context_of(c));
     co_return http::json_response(200, listed);
   }
   co_return http::json_response(200, context_of(a->body));
