@@ -93,6 +93,8 @@ asio::awaitable<bool> continue_if_expected(exchange& ex) {
   co_return !ec;
 }
 
+}  // namespace
+
 // A client reading an event stream sends nothing, so its socket turning readable means it left.
 // Bytes of a pipelined request (or a TLS record) are no departure: then this waits until
 // cancelled, and the next write tells.
@@ -105,6 +107,8 @@ asio::awaitable<void> until_client_leaves(exchange& ex) {
     auto [wec] = co_await forever.async_wait(use_tuple);
   }
 }
+
+namespace {
 
 relay_result ended(bool keep_alive) {
   relay_result r;

@@ -116,6 +116,8 @@ def test_the_registry_lists_every_family():
     assert e2b[("GET", "/e2b/sandboxes/{id}")] == ("viewer", "buffered")
     assert e2b[("POST", "/e2b-sandbox/process.Process/Start")] == ("none", "streamed")
     assert e2b[("GET", "/e2b-sandbox/files")] == ("none", "forwarded")
+    assert e2b[("POST", "/e2b-sandbox/execute")] == ("none", "streamed")
+    assert e2b[("GET", "/e2b-sandbox/contexts")] == ("none", "buffered")
 
 
 def test_the_registry_is_printed_without_starting_anything():

@@ -12,6 +12,10 @@ namespace {
 
 // The SDK's default template; Sandfort's default image stands for it.
 constexpr const char* default_template = "base";
+// The code interpreter SDK's default template: the image scripts/build-code-interpreter-image
+// makes (python3, node, matplotlib, pandas, numpy).
+constexpr const char* code_interpreter_template = "code-interpreter-v1";
+constexpr const char* code_interpreter_image = "sandfort/code-interpreter:bookworm";
 // E2B's longest sandbox life (24 h): a timeout beyond it is refused as E2B does.
 constexpr std::int64_t max_timeout_s = 86400;
 
@@ -31,7 +35,10 @@ result<sandbox::create_request> parse_create(const std::string& text) {
   req.wait = true;  // the SDK talks to the sandbox as soon as it is answered
   std::string template_id;
   if (auto r = api::read(*body, "templateID", template_id); !r) return std::move(r).err();
-  if (template_id != default_template) req.snapshot = template_id;
+  if (template_id == code_interpreter_template)
+    req.snapshot = code_interpreter_image;
+  else if (template_id != default_template)
+    req.snapshot = template_id;
   if (auto r = api::read(*body, "metadata", req.labels); !r) return std::move(r).err();
   if (auto r = api::read(*body, "envVars", req.env); !r) return std::move(r).err();
   auto timeout = read_timeout(*body);
@@ -49,7 +56,8 @@ http::response with_token(const sandbox::sandbox_view& v, unsigned status, const
   if (!token) return refuse(token.err(), ctx);
   json j = sandbox_json(v);
   j["envdAccessToken"] = *token;
-  j["trafficAccessToken"] = nullptr;
+  // The code interpreter SDK sends this one alone on /contexts (port 49999): the same token.
+  j["trafficAccessToken"] = *token;
   return http::json_response(status, j);
 }
 

@@ -1,5 +1,7 @@
 #include "wire.hpp"
 
+#include <boost/beast/http/read.hpp>
+
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/crypto/digest.hpp"
@@ -70,7 +72,8 @@ std::string header(const http::bhttp::fields& h, std::string_view name) {
 
 result<sandbox_call> authorize(dependencies& deps, const http::bhttp::fields& h) {
   sandbox_call call{"", header(h, "E2b-Sandbox-Id"), header(h, "E2b-Sandbox-Port")};
-  const std::string token = header(h, "X-Access-Token");
+  std::string token = header(h, "X-Access-Token");
+  if (token.empty() && call.port == interpreter_port) token = header(h, "E2B-Traffic-Access-Token");
   const auto denied = make_error(errc::unauthenticated, "a valid X-Access-Token for this sandbox is required");
   if (call.sandbox_id.empty() || token.empty() || call.sandbox_id.size() > 128 || token.size() > 256) return denied;
   if (!the_tokens) return make_error(errc::unavailable, "the E2B sandbox plane is not served");
@@ -104,6 +107,42 @@ http::response refuse_call(const error& e, const std::string& request_id) {
 
 audit::actor token_actor(const sandbox_call& call, const std::string& request_id, const std::string& remote) {
   return {"e2b-token:" + call.sandbox_id, request_id, remote};
+}
+
+awaitable<bool> event_translator::write(std::string_view bytes) {
+  pending_.append(bytes);
+  for (auto end = pending_.find("\n\n"); end != std::string::npos; end = pending_.find("\n\n")) {
+    event e;
+    for (std::size_t start = 0; start < end;) {
+      auto nl = std::min(pending_.find('\n', start), end);
+      std::string_view line(pending_.data() + start, nl - start);
+      if (line.starts_with("event: ")) e.name = line.substr(7);
+      if (line.starts_with("data: ")) e.data.append(line.substr(6));
+      start = nl + 1;
+    }
+    pending_.erase(0, end + 2);
+    std::string frame = translate(e);
+    if (frame.empty()) continue;
+    if (!co_await out_.write(frame)) co_return false;
+  }
+  co_return pending_.size() <= max_event_bytes_;
+}
+
+awaitable<result<void>> relay_body(sandbox::agent_stream& stream, boost::beast::flat_buffer& buffer,
+                                   agent_body_parser& parser, sandbox::byte_sink& sink) {
+  constexpr std::size_t piece_bytes = 16 * 1024;
+  auto piece = std::make_unique<char[]>(piece_bytes);
+  while (!parser.is_done()) {
+    parser.get().body().data = piece.get();
+    parser.get().body().size = piece_bytes;
+    auto [ec, n] = co_await boost::beast::http::async_read_some(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    (void)n;
+    if (ec && ec != boost::beast::http::error::need_buffer)
+      co_return make_error(errc::unavailable, "the agent's stream broke");
+    const std::size_t got = piece_bytes - parser.get().body().size;
+    if (got && !co_await sink.write(std::string_view(piece.get(), got))) co_return result<void>{};
+  }
+  co_return result<void>{};
 }
 
 std::string e2b_state(const std::string& state) {
