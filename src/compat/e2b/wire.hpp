@@ -82,5 +82,15 @@ std::vector<api::api_route> control_routes();
 std::vector<api::api_route> sandbox_plane_routes();
 std::vector<api::api_route> process_routes();     // process.cpp
 std::vector<api::api_route> filesystem_routes();  // filesystem.cpp
+std::vector<api::api_route> transfer_routes();    // files_stream.cpp: POST /files, streamed
+std::vector<api::api_route> snapshot_routes();    // snapshots.cpp: snapshots, fork, metrics, network
+
+// A control plane route: X-API-KEY, E2B's error bodies.
+api::api_route rest_route(http::verb m, std::string pattern, auth::permission n, api::buffered_handler h);
+// What E2B's create and network update ask of the egress (allow_internet_access, network) as the
+// sandbox's allowlist (snapshots.cpp; docs/e2b.md, "Network"): nullopt when they ask nothing.
+result<std::optional<std::vector<std::string>>> egress_of(const nlohmann::json& body);
+// A sandbox as the create, connect and fork answers carry it: with a new access token.
+result<nlohmann::json> with_new_token(const sandbox::sandbox_view& v);
 
 }  // namespace sandfort::compat::e2b

@@ -7,6 +7,7 @@ the other suites), makes two organizations with keys, exports
   E2B_API_KEY=<org A's member key>   E2B_VIEWER_API_KEY=<org A's viewer key>
   E2B_OTHER_API_KEY=<org B's member key>   NODE_EXTRA_CA_CERTS=<the CA>
   SANDFORT_BASE_URL, SANDFORT_ORG_ADMIN_KEY (org A's admin, to read its audit chain natively)
+  SANDFORTD_PID (the daemon's process, whose memory a test may read in /proc)
 
 runs the command, then stops the daemon and removes everything it made. Exits with the
 command's status:
@@ -74,7 +75,8 @@ def main(argv):
             (other,) = org_keys(admin, "e2b-b", "member")
             env = dict(os.environ, E2B_API_URL=f"{base}/e2b", E2B_SANDBOX_URL=f"{base}/e2b-sandbox",
                        E2B_API_KEY=member, E2B_VIEWER_API_KEY=viewer, E2B_OTHER_API_KEY=other,
-                       NODE_EXTRA_CA_CERTS=pki["ca"], SANDFORT_BASE_URL=base, SANDFORT_ORG_ADMIN_KEY=org_admin)
+                       NODE_EXTRA_CA_CERTS=pki["ca"], SANDFORT_BASE_URL=base, SANDFORT_ORG_ADMIN_KEY=org_admin,
+                       SANDFORTD_PID=str(daemon.proc.pid))
             status = subprocess.run(command, env=env).returncode
             if status != 0:
                 print("sandfortd log (tail):\n" + daemon.log(), file=sys.stderr)
