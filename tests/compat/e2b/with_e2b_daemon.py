@@ -32,11 +32,12 @@ def openssl(*args, cwd):
 
 
 def make_pki(directory):
-    """A CA made here, and a server certificate for localhost and 127.0.0.1 signed by it."""
+    """A CA made here, and a server certificate for localhost, 127.0.0.1 and the preview hosts
+    (*.preview.localhost: the same certificate serves previews) signed by it."""
     openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
             "-subj", "/CN=Sandfort E2B test CA", "-keyout", "ca.key", "-out", "ca.pem", cwd=directory)
     with open(os.path.join(directory, "server.ext"), "w") as f:
-        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:*.preview.localhost\nextendedKeyUsage=serverAuth\n")
     openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=localhost",
             "-keyout", "server.key", "-out", "server.csr", cwd=directory)
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days",

@@ -103,11 +103,27 @@ test("network: allowOut is the egress allowlist; internet access opens nothing b
   await assert.rejects(Sandbox.create({ timeoutMs: 60_000, network: { allowOut: ["1.2.3.0/24"] } }));
 });
 
-test("getHost(port) names the sandbox's preview host", async () => {
+test("getHost(port) is the sandbox's preview host: with the port's preview token it reaches the server", async () => {
   const sbx = await sandbox();
   const preview = await native(`/v1/sandboxes/${sbx.sandboxId}/preview/8000`);
   assert.equal(preview.status, 200);
   assert.equal(sbx.getHost(8000), new URL(preview.body.url).host);
+  assert.equal(sbx.trafficAccessToken, undefined, "E2B's traffic token: none (previews have their own, per port)");
+
+  await sbx.files.write("/tmp/site/index.html", "served from the sandbox");
+  await sbx.commands.run("cd /tmp/site && python3 -m http.server 8000 --bind 0.0.0.0", { background: true });
+  const url = `https://${sbx.getHost(8000)}/index.html`;
+  let res;
+  for (let i = 0; i < 40; i++) {
+    res = await fetch(url, { headers: { "X-Sandfort-Preview-Token": preview.body.token } });
+    if (res.status === 200) break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.equal(res.status, 200);
+  assert.equal(await res.text(), "served from the sandbox");
+  assert.equal((await fetch(url)).status, 401, "no token: refused");
+  assert.equal((await fetch(url, { headers: { "e2b-traffic-access-token": sbx.envdAccessToken } })).status, 401,
+    "E2B's header is not a preview token, nor is the envd access token");
 });
 
 test("another organization's key and a viewer's: no snapshot, fork, metrics or network of this one", async () => {
