@@ -104,9 +104,7 @@ awaitable<http::response> list_sandboxes(dependencies& deps, http::context& ctx,
   if (!page) co_return refuse(page.err(), ctx);
   json items = json::array();
   for (const auto& v : page->items) items.push_back(sandbox_json(v));
-  auto res = http::json_response(200, items);
-  if (!page->next_cursor.empty()) res.set("X-Next-Token", page->next_cursor);
-  co_return res;
+  co_return page_response(items, page->next_cursor);
 }
 
 awaitable<http::response> kill_sandbox(dependencies& deps, http::context& ctx, const auth::principal& p) {
@@ -176,6 +174,13 @@ std::vector<api::api_route> control_routes() {
       rest_route(verb::post, "/e2b/sandboxes/{id}/timeout", permission::use_sandboxes, set_sandbox_timeout),
       rest_route(verb::post, "/e2b/sandboxes/{id}/pause", permission::use_sandboxes, pause_sandbox),
       rest_route(verb::post, "/e2b/v2/sandboxes/{id}/connect", permission::use_sandboxes, connect_sandbox),
+      // snapshots.cpp
+      rest_route(verb::post, "/e2b/sandboxes/{id}/snapshots", permission::use_sandboxes, create_snapshot),
+      rest_route(verb::get, "/e2b/snapshots", permission::read, list_snapshots),
+      rest_route(verb::delete_, "/e2b/templates/{id}", permission::use_sandboxes, delete_snapshot),
+      rest_route(verb::post, "/e2b/sandboxes/{id}/fork", permission::use_sandboxes, fork_sandbox),
+      rest_route(verb::get, "/e2b/sandboxes/{id}/metrics", permission::read, get_metrics),
+      rest_route(verb::put, "/e2b/sandboxes/{id}/network", permission::use_sandboxes, update_network),
   };
 }
 

@@ -316,7 +316,7 @@ error upload_refusal(const agent_answer& a) {
 }
 
 // Where a file goes: the part's filename when it is absolute, else the query's path.
-result<std::string> destination(const std::string& filename, const std::string& query_path) {
+result<std::string> upload_destination(const std::string& filename, const std::string& query_path) {
   std::string path = !filename.empty() && filename[0] == '/' ? filename : (filename.empty() ? query_path : filename);
   if (path.empty()) return make_error(errc::invalid_argument, "a file's path is required");
   if (path.size() > 4096) return make_error(errc::invalid_argument, "a file's path is longer than 4096 bytes");
@@ -324,7 +324,7 @@ result<std::string> destination(const std::string& filename, const std::string& 
 }
 
 // Answers an Expect: 100-continue: the body is read here.
-awaitable<bool> continue_if_expected(http::exchange& ex) {
+awaitable<bool> upload_continue(http::exchange& ex) {
   auto& req = ex.parser.get();
   auto expect = req.find(http::bhttp::field::expect);
   if (expect == req.end() || !beast::iequals(expect->value(), "100-continue")) co_return true;
@@ -365,7 +365,7 @@ awaitable<bool> upload_streamed(dependencies& deps, http::exchange& ex, api::str
     co_return co_await http::respond(ex, refuse_call(call.err(), ex.request_id));
   }
   // The body is read here, refused or not (a refusal reads some of it first).
-  if (!co_await continue_if_expected(ex)) co_return false;
+  if (!co_await upload_continue(ex)) co_return false;
   const auto idle = std::chrono::seconds(deps.cfg.agent_idle_timeout_s);
   body_source src(ex, idle);
   auto refuse = [&](const error& e) -> awaitable<bool> {
@@ -374,6 +374,7 @@ awaitable<bool> upload_streamed(dependencies& deps, http::exchange& ex, api::str
     co_return co_await http::respond(ex, connect_error(e, ex.request_id));
   };
   if (call->port == interpreter_port) {
+    sc.answered(501u);
     if (!src.done()) co_await src.drain(refused_body_drain);
     co_return co_await http::respond(ex, interpreter_not_served());
   }
@@ -387,7 +388,7 @@ awaitable<bool> upload_streamed(dependencies& deps, http::exchange& ex, api::str
 
   if (!type.starts_with("multipart/form-data")) {
     if (query_path.empty()) co_return co_await refuse(make_error(errc::invalid_argument, "path is required"));
-    auto path = destination(query_path, query_path);
+    auto path = upload_destination(query_path, query_path);
     if (!path) co_return co_await refuse(path.err());
     auto next = [&](std::string& bytes) -> awaitable<result<void>> {
       bytes.clear();
@@ -407,7 +408,7 @@ awaitable<bool> upload_streamed(dependencies& deps, http::exchange& ex, api::str
       if (!*part) break;
       if (written.size() >= max_upload_files)
         co_return co_await refuse(make_error(errc::invalid_argument, "at most 1000 files in one upload"));
-      auto path = destination(**part, query_path);
+      auto path = upload_destination(**part, query_path);
       if (!path) co_return co_await refuse(path.err());
       auto next = [&](std::string& bytes) -> awaitable<result<void>> { co_return co_await parts.read_content(bytes); };
       auto one = co_await write_one(deps, *call, *path, who, idle, next);

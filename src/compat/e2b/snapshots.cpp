@@ -70,6 +70,49 @@ result<std::optional<std::vector<std::string>>> egress_of(const json& body) {
 
 namespace {
 
+// The sandbox a fork makes: the source's settings, its snapshot's filesystem.
+sandbox::create_request fork_request(const sandbox::sandbox_view& source, const std::string& snapshot_id,
+                                     std::int64_t timeout_s) {
+  sandbox::create_request req;
+  req.snapshot = snapshot_id;
+  req.wait = true;
+  req.env = source.spec.env;
+  req.labels = source.spec.labels;
+  req.cpus = source.spec.limits.cpus;
+  req.memory_mb = source.spec.limits.memory_mb;
+  req.pids = source.spec.limits.pids;
+  if (source.spec.limits.disk_mb > 0) req.disk_mb = source.spec.limits.disk_mb;
+  req.egress_allowlist = source.spec.egress_allowlist;
+  req.user = source.spec.user;
+  req.workdir = source.spec.workdir;
+  req.public_preview = source.spec.public_preview;
+  req.ttl_s = timeout_s;
+  req.idle_timeout_s = 0;
+  return req;
+}
+
+json fork_failure(const error& e) {
+  return json{{"error", json{{"code", static_cast<unsigned>(http_status(e.code))}, {"message", e.message}}}};
+}
+
+json fork_success(json sandbox) { return json{{"sandbox", std::move(sandbox)}}; }
+
+// One sample of the native metrics as E2B's SandboxMetric.
+json metric_json(const sandbox::sandbox_view& v, const sandbox::sandbox_metrics& m) {
+  return json::array({json{{"timestamp", format_time(std::chrono::system_clock::now())},
+                           {"timestampUnix", std::chrono::duration_cast<std::chrono::seconds>(
+                                                 std::chrono::system_clock::now().time_since_epoch()).count()},
+                           {"cpuUsedPct", m.cpu_percent},
+                           {"cpuCount", v.spec.limits.cpus},
+                           {"memUsed", m.memory_bytes},
+                           {"memTotal", m.memory_limit_bytes},
+                           {"memCache", 0},
+                           {"diskUsed", m.disk_bytes.value_or(0)},
+                           {"diskTotal", v.spec.limits.disk_mb * 1024 * 1024}}});
+}
+
+}  // namespace
+
 // POST /sandboxes/{id}/snapshots {name?}: a Sandfort snapshot of the sandbox's filesystem.
 awaitable<http::response> create_snapshot(dependencies& deps, http::context& ctx, const auth::principal& p) {
   auto body = api::parse_object(ctx.req.body().empty() ? std::string("{}") : ctx.req.body());
@@ -112,9 +155,7 @@ awaitable<http::response> list_snapshots(dependencies& deps, http::context& ctx,
     if (next.empty()) break;
     page_req.cursor = next;
   }
-  auto res = http::json_response(200, items);
-  if (!next.empty()) res.set("X-Next-Token", next);
-  co_return res;
+  co_return page_response(items, next);
 }
 
 // DELETE /templates/{id} (the SDK's deleteSnapshot): the snapshot, by id or name. Templates are
@@ -124,33 +165,6 @@ awaitable<http::response> delete_snapshot(dependencies& deps, http::context& ctx
   if (!r) co_return refused(r.err(), ctx);
   co_return http::empty_response(204);
 }
-
-// The sandbox a fork makes: the source's settings, its snapshot's filesystem.
-sandbox::create_request fork_request(const sandbox::sandbox_view& source, const std::string& snapshot_id,
-                                     std::int64_t timeout_s) {
-  sandbox::create_request req;
-  req.snapshot = snapshot_id;
-  req.wait = true;
-  req.env = source.spec.env;
-  req.labels = source.spec.labels;
-  req.cpus = source.spec.limits.cpus;
-  req.memory_mb = source.spec.limits.memory_mb;
-  req.pids = source.spec.limits.pids;
-  if (source.spec.limits.disk_mb > 0) req.disk_mb = source.spec.limits.disk_mb;
-  req.egress_allowlist = source.spec.egress_allowlist;
-  req.user = source.spec.user;
-  req.workdir = source.spec.workdir;
-  req.public_preview = source.spec.public_preview;
-  req.ttl_s = timeout_s;
-  req.idle_timeout_s = 0;
-  return req;
-}
-
-json fork_failure(const error& e) {
-  return json{{"error", json{{"code", static_cast<unsigned>(http_status(e.code))}, {"message", e.message}}}};
-}
-
-json fork_success(json sandbox) { return json{{"sandbox", std::move(sandbox)}}; }
 
 // POST /sandboxes/{id}/fork {timeout?, count?}: a snapshot of the sandbox's filesystem (named
 // e2b-fork-…, kept: it is what the forks are made from), then `count` sandboxes made from it with
@@ -187,23 +201,9 @@ awaitable<http::response> fork_sandbox(dependencies& deps, http::context& ctx, c
   co_return http::json_response(200, answers);
 }
 
-// One sample of the native metrics as E2B's SandboxMetric.
-json metric_json(const sandbox::sandbox_view& v, const sandbox::sandbox_metrics& m) {
-  return json::array({json{{"timestamp", format_time(std::chrono::system_clock::now())},
-                           {"timestampUnix", std::chrono::duration_cast<std::chrono::seconds>(
-                                                 std::chrono::system_clock::now().time_since_epoch()).count()},
-                           {"cpuUsedPct", m.cpu_percent},
-                           {"cpuCount", v.spec.limits.cpus},
-                           {"memUsed", m.memory_bytes},
-                           {"memTotal", m.memory_limit_bytes},
-                           {"memCache", 0},
-                           {"diskUsed", m.disk_bytes.value_or(0)},
-                           {"diskTotal", v.spec.limits.disk_mb * 1024 * 1024}}});
-}
-
 // GET /sandboxes/{id}/metrics: the native metrics now (one sample: Sandfort keeps no history, so
 // start and end are not honoured); a sandbox that is not started has none ([]).
-awaitable<http::response> sandbox_metrics(dependencies& deps, http::context& ctx, const auth::principal& p) {
+awaitable<http::response> get_metrics(dependencies& deps, http::context& ctx, const auth::principal& p) {
   auto v = co_await deps.sandboxes.get(p.org_id, ctx.params["id"], "", std::chrono::seconds(0));
   if (!v) co_return refused(v.err(), ctx);
   if (v->state != "started") co_return http::json_response(200, json::array());
@@ -227,21 +227,6 @@ awaitable<http::response> update_network(dependencies& deps, http::context& ctx,
   auto r = co_await deps.sandboxes.update(p.org_id, ctx.params["id"], u, api::actor_of(p, ctx.request_id, ctx.remote));
   if (!r) co_return refused(r.err(), ctx);
   co_return http::empty_response(204);
-}
-
-}  // namespace
-
-std::vector<api::api_route> snapshot_routes() {
-  using auth::permission;
-  using http::verb;
-  return {
-      rest_route(verb::post, "/e2b/sandboxes/{id}/snapshots", permission::use_sandboxes, create_snapshot),
-      rest_route(verb::get, "/e2b/snapshots", permission::read, list_snapshots),
-      rest_route(verb::delete_, "/e2b/templates/{id}", permission::use_sandboxes, delete_snapshot),
-      rest_route(verb::post, "/e2b/sandboxes/{id}/fork", permission::use_sandboxes, fork_sandbox),
-      rest_route(verb::get, "/e2b/sandboxes/{id}/metrics", permission::read, sandbox_metrics),
-      rest_route(verb::put, "/e2b/sandboxes/{id}/network", permission::use_sandboxes, update_network),
-  };
 }
 
 }  // namespace sandfort::compat::e2b

@@ -55,6 +55,12 @@ api::api_route rest_route(http::verb m, std::string pattern, auth::permission n,
   return r;
 }
 
+http::response page_response(const nlohmann::json& items, const std::string& next_token) {
+  auto res = http::json_response(200, items);
+  if (!next_token.empty()) res.set("X-Next-Token", next_token);
+  return res;
+}
+
 token_backend* tokens() { return the_tokens; }
 void set_tokens(token_backend* t) { the_tokens = t; }
 

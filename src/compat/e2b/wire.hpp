@@ -83,7 +83,17 @@ std::vector<api::api_route> sandbox_plane_routes();
 std::vector<api::api_route> process_routes();     // process.cpp
 std::vector<api::api_route> filesystem_routes();  // filesystem.cpp
 std::vector<api::api_route> transfer_routes();    // files_stream.cpp: POST /files, streamed
-std::vector<api::api_route> snapshot_routes();    // snapshots.cpp: snapshots, fork, metrics, network
+
+// The control plane's snapshots, fork, metrics and network (snapshots.cpp), in control_routes().
+awaitable<http::response> create_snapshot(dependencies& deps, http::context& ctx, const auth::principal& p);
+awaitable<http::response> list_snapshots(dependencies& deps, http::context& ctx, const auth::principal& p);
+awaitable<http::response> delete_snapshot(dependencies& deps, http::context& ctx, const auth::principal& p);
+awaitable<http::response> fork_sandbox(dependencies& deps, http::context& ctx, const auth::principal& p);
+awaitable<http::response> get_metrics(dependencies& deps, http::context& ctx, const auth::principal& p);
+awaitable<http::response> update_network(dependencies& deps, http::context& ctx, const auth::principal& p);
+
+// A page of a list: its items, and X-Next-Token when there is more (empty: none).
+http::response page_response(const nlohmann::json& items, const std::string& next_token);
 
 // A control plane route: X-API-KEY, E2B's error bodies.
 api::api_route rest_route(http::verb m, std::string pattern, auth::permission n, api::buffered_handler h);

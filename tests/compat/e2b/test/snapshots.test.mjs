@@ -101,6 +101,9 @@ test("network: allowOut is the egress allowlist; internet access opens nothing b
   await assert.rejects(some.updateNetwork({ allowOut: ["not a host name!"] }));
   await assert.rejects(some.updateNetwork({ egressProxy: { address: "http://proxy:3128" } }));
   await assert.rejects(Sandbox.create({ timeoutMs: 60_000, network: { allowOut: ["1.2.3.0/24"] } }));
+  assert.equal((await native(`/v1/sandboxes/${some.sandboxId}`)).body.public_preview, false);
+  const shown = await sandbox({ network: { allowPublicTraffic: true } });
+  assert.equal((await native(`/v1/sandboxes/${shown.sandboxId}`)).body.public_preview, true, "asked for by name");
 });
 
 test("getHost(port) is the sandbox's preview host: with the port's preview token it reaches the server", async () => {
