@@ -123,3 +123,43 @@ test("no token: refused before the body is read; other sandbox-plane bodies keep
   // 413, or the connection closed while the rest was still being sent.
   assert.ok(big instanceof Error || big.status === 413, String(big.status ?? big));
 });
+
+/** A raw upload to the sandbox plane, as the SDK's but with the body given. */
+function rawUpload(sbx, { token = sbx.envdAccessToken, sandboxId = sbx.sandboxId, type, body, path = "" }) {
+  return fetch(`${process.env.E2B_SANDBOX_URL}/files${path ? `?path=${encodeURIComponent(path)}` : ""}`, {
+    method: "POST",
+    headers: { "E2b-Sandbox-Id": sandboxId, "E2b-Sandbox-Port": "49983", "X-Access-Token": token, "Content-Type": type },
+    body,
+  });
+}
+
+test("another sandbox's token uploads nothing; malformed multipart bodies write nothing", async () => {
+  const a = await sandbox();
+  const b = await sandbox();
+  const part = (name, data) => `--XyZ\r\nContent-Disposition: form-data; name="file"; filename="${name}"\r\n\r\n${data}\r\n`;
+  const theirs = await rawUpload(a, { token: b.envdAccessToken, type: "multipart/form-data; boundary=XyZ",
+    body: part("/tmp/planted.txt", "from b") + "--XyZ--\r\n" });
+  assert.equal(theirs.status, 401);
+  assert.equal(await a.files.exists("/tmp/planted.txt"), false);
+  assert.equal(await b.files.exists("/tmp/planted.txt"), false);
+
+  for (const [what, type, body] of [
+    ["a body that ends inside a part", "multipart/form-data; boundary=XyZ", part("/tmp/m/cut.txt", "half").slice(0, -8)],
+    ["no boundary", "multipart/form-data", part("/tmp/m/nob.txt", "x") + "--XyZ--\r\n"],
+    ["a part's header without end", "multipart/form-data; boundary=XyZ", "--XyZ\r\n" + "X-Pad: y\r\n".repeat(3000)],
+    ["no delimiter at all", "multipart/form-data; boundary=XyZ", "z".repeat(200_000)],
+  ]) {
+    const r = await rawUpload(a, { type, body });
+    assert.equal(r.status, 400, what);
+    assert.equal((await r.json()).code, "invalid_argument", what);
+  }
+  assert.equal(await a.files.exists("/tmp/m/cut.txt"), false, "a cut part leaves no file");
+  assert.equal(await a.files.exists("/tmp/m/nob.txt"), false);
+
+  // A preamble, transport padding after a delimiter and an epilogue are allowed.
+  const ok = await rawUpload(a, { type: "multipart/form-data; boundary=XyZ",
+    body: "preamble\r\n--XyZ  \r\n" + `Content-Disposition: form-data; name="file"; filename="/tmp/m/fine.txt"\r\n\r\nfine\r\n--XyZ--\r\nepilogue` });
+  assert.equal(ok.status, 200);
+  assert.deepEqual(await ok.json(), [{ name: "fine.txt", type: "file", path: "/tmp/m/fine.txt" }]);
+  assert.equal(await a.files.read("/tmp/m/fine.txt"), "fine");
+});
