@@ -2,8 +2,9 @@
 // bytes go on to the agent's atomic write (PUT /files, the native upload's own: a temporary file
 // renamed into place once whole) as they arrive, so an upload of any size holds at most one piece
 // (64 KiB), the delimiter and one part's header in memory. An octet-stream body is one file (the
-// query's path); a multipart/form-data body is one file per part, its filename the path, written
-// one after another, each over its own agent connection. The other sandbox-plane bodies keep the
+// query's path), inflated on the way when it is gzip's (Content-Encoding: gzip); a
+// multipart/form-data body is one file per part, its filename the path, written one after
+// another, each over its own agent connection. The other sandbox-plane bodies keep the
 // listener's max_body_bytes: only this route is streamed.
 #include <array>
 #include <boost/asio/write.hpp>
@@ -11,6 +12,8 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/zlib/inflate_stream.hpp>
+#include <boost/crc.hpp>
 #include <chrono>
 #include <cstdio>
 
@@ -211,6 +214,121 @@ class multipart_reader {
   bool in_part_ = false;
 };
 
+// A gzip body (RFC 1952, `files.write(…, {gzip: true})`) inflated as it arrives: each call hands
+// on at most one piece of output, so a small body that inflates to gigabytes is never held (the
+// file's size is the sandbox's disk to bound). One member; its CRC-32 and size are checked at
+// its end, and an upload that fails them is not committed.
+class gunzip_reader {
+ public:
+  explicit gunzip_reader(body_source& src) : src_(src), out_(upload_piece) {}
+
+  // The next inflated bytes into `out` (replaced); empty at the end of the member.
+  awaitable<result<void>> read(std::string& out) {
+    out.clear();
+    for (;;) {
+      if (state_ == state::header) {
+        auto parsed = parse_header();
+        if (!parsed) co_return std::move(parsed).err();
+        if (!*parsed) {
+          if (auto r = co_await fill(); !r) co_return std::move(r).err();
+          continue;
+        }
+        state_ = state::body;
+      }
+      if (state_ == state::body) {
+        if (in_.empty() && !src_.done())
+          if (auto r = co_await fill(); !r) co_return std::move(r).err();
+        boost::beast::zlib::z_params zs;
+        zs.next_in = in_.data();
+        zs.avail_in = in_.size();
+        zs.next_out = out_.data();
+        zs.avail_out = out_.size();
+        boost::system::error_code ec;
+        inflate_.write(zs, boost::beast::zlib::Flush::none, ec);
+        const std::size_t produced = out_.size() - zs.avail_out;
+        const std::size_t consumed = in_.size() - zs.avail_in;
+        in_.erase(0, consumed);
+        if (produced) {
+          crc_.process_bytes(out_.data(), produced);
+          size_ += produced;
+          out.assign(out_.data(), produced);
+        }
+        if (ec == boost::beast::zlib::error::end_of_stream) {
+          state_ = state::trailer;
+        } else if (ec && ec != boost::beast::zlib::error::need_buffers) {
+          co_return make_error(errc::invalid_argument, "the gzip body is corrupt: " + ec.message());
+        } else if (!produced && !consumed) {
+          // No progress with what is here: more input, or the body ended too soon.
+          if (auto r = co_await fill(); !r) co_return std::move(r).err();
+        }
+        if (produced) co_return result<void>{};
+        continue;
+      }
+      if (state_ == state::trailer) {
+        if (in_.size() < 8) {
+          if (auto r = co_await fill(); !r) co_return std::move(r).err();
+          continue;
+        }
+        auto le32 = [&](std::size_t at) {
+          std::uint32_t v = 0;
+          for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(in_[at + static_cast<std::size_t>(i)]);
+          return v;
+        };
+        if (le32(0) != crc_.checksum() || le32(4) != static_cast<std::uint32_t>(size_))
+          co_return make_error(errc::invalid_argument, "the gzip body's checksum or size does not match");
+        in_.erase(0, 8);
+        state_ = state::done;
+      }
+      // One member: whatever follows it is refused (it would be written nowhere).
+      while (in_.empty() && !src_.done())
+        if (auto r = co_await src_.read_into(in_); !r) co_return std::move(r).err();
+      if (!in_.empty()) co_return make_error(errc::invalid_argument, "data after the gzip member (one member only)");
+      co_return result<void>{};
+    }
+  }
+
+ private:
+  enum class state { header, body, trailer, done };
+
+  awaitable<result<void>> fill() {
+    if (src_.done()) co_return make_error(errc::invalid_argument, "the gzip body ends early");
+    if (in_.size() > max_preamble_bytes) co_return make_error(errc::invalid_argument, "the gzip header is too long");
+    co_return co_await src_.read_into(in_);
+  }
+
+  // Whether the header is whole (then it is consumed); invalid_argument when it is not gzip's.
+  result<bool> parse_header() {
+    if (in_.size() < 10) return false;
+    const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(in_[i]); };
+    if (byte(0) != 0x1f || byte(1) != 0x8b || byte(2) != 8) return make_error(errc::invalid_argument, "not a gzip body");
+    const std::uint8_t flags = byte(3);
+    std::size_t at = 10;
+    if (flags & 0x04) {  // FEXTRA
+      if (in_.size() < at + 2) return false;
+      at += 2 + (byte(at) | (std::size_t{byte(at + 1)} << 8));
+    }
+    for (std::uint8_t text : {std::uint8_t{0x08}, std::uint8_t{0x10}}) {  // FNAME, FCOMMENT
+      if (!(flags & text)) continue;
+      if (at >= in_.size()) return false;
+      const auto end = in_.find('\0', at);
+      if (end == std::string::npos) return false;
+      at = end + 1;
+    }
+    if (flags & 0x02) at += 2;  // FHCRC
+    if (in_.size() < at) return false;
+    in_.erase(0, at);
+    return true;
+  }
+
+  body_source& src_;
+  boost::beast::zlib::inflate_stream inflate_;  // raw deflate, a 32 KiB window
+  boost::crc_32_type crc_;
+  std::uint64_t size_ = 0;
+  std::string in_;
+  std::vector<char> out_;
+  state state_ = state::header;
+};
+
 std::string content_param(std::string_view header, std::string_view name) {
   const std::string key = std::string(name) + "=";
   auto at = header.find(key);
@@ -379,8 +497,10 @@ awaitable<bool> upload_streamed(dependencies& deps, http::exchange& ex, api::str
     co_return co_await http::respond(ex, interpreter_not_served());
   }
   const auto& h = ex.parser.get();
-  if (const auto coding = h[http::bhttp::field::content_encoding]; !coding.empty() && coding != "identity")
-    co_return co_await refuse(make_error(errc::invalid_argument, "compressed uploads (gzip) are not served yet"));
+  const std::string coding(h[http::bhttp::field::content_encoding]);
+  const bool gzipped = beast::iequals(coding, "gzip");
+  if (!coding.empty() && !gzipped && !beast::iequals(coding, "identity"))
+    co_return co_await refuse(make_error(errc::invalid_argument, "only gzip and identity uploads are taken"));
   const std::string type(h[http::bhttp::field::content_type]);
   const std::string query_path = ex.query.count("path") ? ex.query["path"] : std::string();
   const auto who = token_actor(*call, ex.request_id, ex.remote);
@@ -390,7 +510,9 @@ awaitable<bool> upload_streamed(dependencies& deps, http::exchange& ex, api::str
     if (query_path.empty()) co_return co_await refuse(make_error(errc::invalid_argument, "path is required"));
     auto path = upload_destination(query_path, query_path);
     if (!path) co_return co_await refuse(path.err());
+    gunzip_reader inflated(src);
     auto next = [&](std::string& bytes) -> awaitable<result<void>> {
+      if (gzipped) co_return co_await inflated.read(bytes);
       bytes.clear();
       co_return co_await src.read_into(bytes);
     };
@@ -398,6 +520,8 @@ awaitable<bool> upload_streamed(dependencies& deps, http::exchange& ex, api::str
     if (!one) co_return co_await refuse(one.err());
     written.push_back(std::move(*one));
   } else {
+    // The SDK compresses octet-stream bodies only; a compressed multipart body is not taken.
+    if (gzipped) co_return co_await refuse(make_error(errc::invalid_argument, "a gzip upload must be application/octet-stream"));
     const std::string boundary = content_param(type, "boundary");
     if (boundary.empty() || boundary.size() > 200)
       co_return co_await refuse(make_error(errc::invalid_argument, "a multipart boundary is required"));

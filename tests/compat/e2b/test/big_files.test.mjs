@@ -125,10 +125,10 @@ test("no token: refused before the body is read; other sandbox-plane bodies keep
 });
 
 /** A raw upload to the sandbox plane, as the SDK's but with the body given. */
-function rawUpload(sbx, { token = sbx.envdAccessToken, sandboxId = sbx.sandboxId, type, body, path = "" }) {
+function rawUpload(sbx, { token = sbx.envdAccessToken, sandboxId = sbx.sandboxId, type, body, path = "", headers = {} }) {
   return fetch(`${process.env.E2B_SANDBOX_URL}/files${path ? `?path=${encodeURIComponent(path)}` : ""}`, {
     method: "POST",
-    headers: { "E2b-Sandbox-Id": sandboxId, "E2b-Sandbox-Port": "49983", "X-Access-Token": token, "Content-Type": type },
+    headers: { "E2b-Sandbox-Id": sandboxId, "E2b-Sandbox-Port": "49983", "X-Access-Token": token, "Content-Type": type, ...headers },
     body,
   });
 }
@@ -162,4 +162,36 @@ test("another sandbox's token uploads nothing; malformed multipart bodies write 
   assert.equal(ok.status, 200);
   assert.deepEqual(await ok.json(), [{ name: "fine.txt", type: "file", path: "/tmp/m/fine.txt" }]);
   assert.equal(await a.files.read("/tmp/m/fine.txt"), "fine");
+});
+
+test("gzip uploads: inflated on the way, a bomb never held, a corrupt or lying body writes nothing", async () => {
+  const { gzipSync } = await import("node:zlib");
+  const sbx = await sandbox();
+  const data = randomBytes(3 * 1024 * 1024);
+  await sbx.files.write("/tmp/gz/random.bin", data, { gzip: true });
+  assert.equal(await inSandbox(sbx, "/tmp/gz/random.bin"), sha256(data));
+
+  // 100 MB of zeros is ~100 KB compressed: inflated a piece at a time, never whole.
+  const zeros = Buffer.alloc(100 * 1024 * 1024);
+  const bomb = gzipSync(zeros);
+  assert.ok(bomb.length < 200 * 1024);
+  const peakBefore = daemonPeak();
+  const r = await rawUpload(sbx, { path: "/tmp/gz/zeros.bin", type: "application/octet-stream", body: bomb,
+    headers: { "Content-Encoding": "gzip" } });
+  assert.equal(r.status, 200);
+  assert.equal((await sbx.files.getInfo("/tmp/gz/zeros.bin")).size, zeros.length);
+  const grew = daemonPeak() - peakBefore;
+  assert.ok(grew < 32 * 1024 * 1024, `sandfortd's peak memory grew by ${grew} bytes`);
+
+  const lying = gzipSync(Buffer.from("the checksum will not match"));
+  lying[lying.length - 8] ^= 0xff;  // the CRC-32 of the trailer
+  for (const [what, body, path] of [
+    ["not gzip", Buffer.from("plain text, not gzip"), "/tmp/gz/plain.txt"],
+    ["a wrong checksum", lying, "/tmp/gz/lying.txt"],
+    ["cut short", gzipSync(randomBytes(100_000)).subarray(0, 50_000), "/tmp/gz/cut.bin"],
+  ]) {
+    const bad = await rawUpload(sbx, { path, type: "application/octet-stream", body, headers: { "Content-Encoding": "gzip" } });
+    assert.equal(bad.status, 400, what);
+    assert.equal(await sbx.files.exists(path), false, `${what}: nothing committed`);
+  }
 });
