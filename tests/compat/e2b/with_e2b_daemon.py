@@ -6,7 +6,8 @@ the other suites), makes two organizations with keys, exports
   E2B_API_URL=https://localhost:<port>/e2b   E2B_SANDBOX_URL=https://localhost:<port>/e2b-sandbox
   E2B_API_KEY=<org A's member key>   E2B_VIEWER_API_KEY=<org A's viewer key>
   E2B_OTHER_API_KEY=<org B's member key>   NODE_EXTRA_CA_CERTS=<the CA>
-  SANDFORT_BASE_URL, SANDFORT_ORG_ADMIN_KEY (org A's admin, to read its audit chain natively)
+  SANDFORT_BASE_URL, SANDFORT_ORG_ADMIN_KEY (org A's admin, to read its audit chain natively),
+  SANDFORT_SUPERADMIN_KEY (the operator's, for tests that make an organization of their own)
   SANDFORTD_PID (the daemon's process, whose memory a test may read in /proc)
 
 runs the command, then stops the daemon and removes everything it made. Exits with the
@@ -77,7 +78,7 @@ def main(argv):
             env = dict(os.environ, E2B_API_URL=f"{base}/e2b", E2B_SANDBOX_URL=f"{base}/e2b-sandbox",
                        E2B_API_KEY=member, E2B_VIEWER_API_KEY=viewer, E2B_OTHER_API_KEY=other,
                        NODE_EXTRA_CA_CERTS=pki["ca"], SANDFORT_BASE_URL=base, SANDFORT_ORG_ADMIN_KEY=org_admin,
-                       SANDFORTD_PID=str(daemon.proc.pid))
+                       SANDFORT_SUPERADMIN_KEY=daemon.admin_key, SANDFORTD_PID=str(daemon.proc.pid))
             status = subprocess.run(command, env=env).returncode
             if status != 0:
                 print("sandfortd log (tail):\n" + daemon.log(), file=sys.stderr)
