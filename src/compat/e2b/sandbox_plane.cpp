@@ -69,6 +69,7 @@ std::vector<api::api_route> all_routes() {
   for (auto& r : process_routes()) all.push_back(std::move(r));
   for (auto& r : filesystem_routes()) all.push_back(std::move(r));
   for (auto& r : interpreter_routes()) all.push_back(std::move(r));
+  for (auto& r : transfer_routes()) all.push_back(std::move(r));
   for (auto& r : sandbox_plane_routes()) all.push_back(std::move(r));
   return all;
 }

@@ -51,6 +51,18 @@ std::shared_ptr<const api::route_dialect> sandbox_dialect() {
   return d;
 }
 
+api::api_route rest_route(http::verb m, std::string pattern, auth::permission n, api::buffered_handler h) {
+  api::api_route r{m, std::move(pattern), n, std::move(h)};
+  r.dialect = rest_dialect();
+  return r;
+}
+
+http::response page_response(const nlohmann::json& items, const std::string& next_token) {
+  auto res = http::json_response(200, items);
+  if (!next_token.empty()) res.set("X-Next-Token", next_token);
+  return res;
+}
+
 token_backend* tokens() { return the_tokens; }
 void set_tokens(token_backend* t) { the_tokens = t; }
 
@@ -59,6 +71,16 @@ result<std::string> mint_token(const std::string& sandbox_id) {
   std::string token = "sfe2b_" + random_hex(32);
   if (auto r = the_tokens->add(sandbox_id, sha256_hex(token)); !r) return std::move(r).err();
   return token;
+}
+
+result<nlohmann::json> with_new_token(const sandbox::sandbox_view& v) {
+  auto token = mint_token(v.id);
+  if (!token) return std::move(token).err();
+  nlohmann::json j = sandbox_json(v);
+  j["envdAccessToken"] = *token;
+  // The code interpreter SDK sends this one alone on /contexts (port 49999): the same token.
+  j["trafficAccessToken"] = *token;
+  return j;
 }
 
 namespace {
@@ -150,6 +172,23 @@ std::string e2b_state(const std::string& state) {
   return state;
 }
 
+namespace {
+// The SDK's getHost(port) is `${port}-${sandboxId}.${domain}`: with the domain of the sandbox's
+// preview URLs (what follows "{port}-<id>." in their template, the listener's port included) it
+// names the sandbox's preview host. Null when the template has another shape (a configured
+// preview.url_template): then getHost names nothing of Sandfort's (docs/e2b.md, "getHost").
+nlohmann::json preview_domain(const sandbox::sandbox_view& v) {
+  const std::string& t = v.preview_url_template;
+  const auto scheme = t.find("://");
+  if (scheme == std::string::npos) return nullptr;
+  const std::string head = "{port}-" + v.id + ".";
+  if (t.compare(scheme + 3, head.size(), head) != 0) return nullptr;
+  std::string rest = t.substr(scheme + 3 + head.size());
+  if (rest.empty() || rest.find_first_of("/?#{") != std::string::npos) return nullptr;
+  return rest;
+}
+}  // namespace
+
 nlohmann::json sandbox_json(const sandbox::sandbox_view& v) {
   using nlohmann::json;
   const std::string& template_id = v.spec.snapshot_name.empty() ? v.snapshot : v.spec.snapshot_name;
@@ -165,7 +204,7 @@ nlohmann::json sandbox_json(const sandbox::sandbox_view& v) {
           {"metadata", v.spec.labels},
           {"state", e2b_state(v.state)},
           {"envdVersion", envd_version},
-          {"domain", nullptr},
+          {"domain", preview_domain(v)},
           {"volumeMounts", json::array()}};
 }
 

@@ -120,5 +120,25 @@ std::vector<api::api_route> sandbox_plane_routes();
 std::vector<api::api_route> process_routes();     // process.cpp
 std::vector<api::api_route> filesystem_routes();  // filesystem.cpp
 std::vector<api::api_route> interpreter_routes(); // interpreter.cpp: port 49999's /execute, /contexts
+std::vector<api::api_route> transfer_routes();    // files_stream.cpp: POST /files, streamed
+
+// The control plane's snapshots, fork, metrics and network (snapshots.cpp), in control_routes().
+awaitable<http::response> create_snapshot(dependencies& deps, http::context& ctx, const auth::principal& p);
+awaitable<http::response> list_snapshots(dependencies& deps, http::context& ctx, const auth::principal& p);
+awaitable<http::response> delete_snapshot(dependencies& deps, http::context& ctx, const auth::principal& p);
+awaitable<http::response> fork_sandbox(dependencies& deps, http::context& ctx, const auth::principal& p);
+awaitable<http::response> get_metrics(dependencies& deps, http::context& ctx, const auth::principal& p);
+awaitable<http::response> update_network(dependencies& deps, http::context& ctx, const auth::principal& p);
+
+// A page of a list: its items, and X-Next-Token when there is more (empty: none).
+http::response page_response(const nlohmann::json& items, const std::string& next_token);
+
+// A control plane route: X-API-KEY, E2B's error bodies.
+api::api_route rest_route(http::verb m, std::string pattern, auth::permission n, api::buffered_handler h);
+// What E2B's create and network update ask of the egress (allow_internet_access, network) as the
+// sandbox's allowlist (snapshots.cpp; docs/e2b.md, "Network"): nullopt when they ask nothing.
+result<std::optional<std::vector<std::string>>> egress_of(const nlohmann::json& body);
+// A sandbox as the create, connect and fork answers carry it: with a new access token.
+result<nlohmann::json> with_new_token(const sandbox::sandbox_view& v);
 
 }  // namespace sandfort::compat::e2b
