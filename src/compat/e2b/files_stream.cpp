@@ -7,6 +7,7 @@
 // another, each over its own agent connection. The other sandbox-plane bodies keep the
 // listener's max_body_bytes: only this route is streamed.
 #include <array>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/read.hpp>

@@ -11,6 +11,7 @@
 // The SDK sends the sandbox's access token as X-Access-Token on /execute only; on /contexts it
 // sends just E2B-Traffic-Access-Token, which the create and connect answers set to the same token
 // (authorize() takes it on this door).
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/http/buffer_body.hpp>

@@ -1,5 +1,6 @@
 #include "wire.hpp"
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/beast/http/read.hpp>
 
 #include "sandfort/core/clock.hpp"
