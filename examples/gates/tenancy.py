@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Gate: tenancy. Another organization's key gets 404 — never 403, never the resource — on every
-route family that names a resource: sandboxes (by id and by name), processes, sessions, background
-commands, files, git, ports, previews, metrics, the PTY, snapshots, volumes, API keys, audit,
-organization limits and the kill switch; and another organization's snapshot or volume cannot be
+route family that names a resource: sandboxes (by id and by name), processes, sessions, code
+contexts, background commands, files (and their watch), git, ports, previews, metrics, the PTY,
+snapshots, volumes, API keys, audit, organization limits and the kill switch; and another organization's snapshot or volume cannot be
 used to create a sandbox.
 
     SANDFORT_BASE_URL=... SANDFORT_API_KEY=sfk_... python3 examples/gates/tenancy.py
@@ -27,7 +27,7 @@ from urllib.parse import quote, urlsplit
 import _gate
 from _gate import env, retry, sh
 
-# (method, path, body or None, least role of the prober) — {sbx}, {name}, {cmd}, {session},
+# (method, path, body or None, least role of the prober) — {sbx}, {name}, {cmd}, {session}, {ctx},
 # {snap}, {vol}, {key}, {org} are organization A's. The sandbox routes are probed by id and by name.
 SANDBOX_ROUTES = [
     ("GET", "/v1/sandboxes/{sbx}", None),
@@ -44,6 +44,13 @@ SANDBOX_ROUTES = [
     ("POST", "/v1/sandboxes/{sbx}/process/exec#sse", {"command": "touch /tmp/pwned"}),
     ("POST", "/v1/sandboxes/{sbx}/process/code-run", {"language": "sh", "code": "touch /tmp/pwned"}),
     ("POST", "/v1/sandboxes/{sbx}/exec", {"command": "touch /tmp/pwned"}),
+    ("POST", "/v1/sandboxes/{sbx}/code/run", {"language": "bash", "code": "touch /tmp/pwned"}),
+    ("POST", "/v1/sandboxes/{sbx}/code/run", {"context_id": "{ctx}", "code": "touch /tmp/pwned"}),
+    ("POST", "/v1/sandboxes/{sbx}/code/contexts", {"language": "bash"}),
+    ("GET", "/v1/sandboxes/{sbx}/code/contexts", None),
+    ("GET", "/v1/sandboxes/{sbx}/code/contexts/{ctx}", None),
+    ("POST", "/v1/sandboxes/{sbx}/code/contexts/{ctx}/restart", {}),
+    ("DELETE", "/v1/sandboxes/{sbx}/code/contexts/{ctx}", None),
     ("POST", "/v1/sandboxes/{sbx}/sessions", {"name": "b-session"}),
     ("GET", "/v1/sandboxes/{sbx}/sessions", None),
     ("POST", "/v1/sandboxes/{sbx}/sessions/{session}/exec", {"command": "touch /tmp/pwned"}),
@@ -62,6 +69,7 @@ SANDBOX_ROUTES = [
     ("POST", "/v1/sandboxes/{sbx}/files/mkdir", {"path": "/work/b", "parents": True}),
     ("POST", "/v1/sandboxes/{sbx}/files/move", {"from": "/work/secret.txt", "to": "/work/moved.txt"}),
     ("GET", "/v1/sandboxes/{sbx}/files/archive?path=/work", None),
+    ("GET", "/v1/sandboxes/{sbx}/files/watch?path=/work#sse", None),
     ("PUT", "/v1/sandboxes/{sbx}/files/archive?path=/work", b"\0" * 1024),
     ("GET", "/v1/sandboxes/{sbx}/pty#ws", None),
     ("POST", "/v1/sandboxes/{sbx}/git/status", {"path": "/work"}),
@@ -174,7 +182,7 @@ def main(gate):
     suffix = uuid.uuid4().hex[:8]
     sbx = snap_name = vol_name = None
     try:
-        # Organization A's resources: a sandbox with a file, a session and a command, a snapshot,
+        # Organization A's resources: a sandbox with a file, a session, a command and a code context, a snapshot,
         # a volume, an API key (when A is admin).
         vol_name = f"gate-vol-{suffix}"
         vol_id = retry(a.create_volume, vol_name).id
@@ -183,10 +191,11 @@ def main(gate):
         retry(sbx.fs.upload_file, "/work/secret.txt", "A's secret\n")
         session = retry(sbx.process.create_session, "a-session").name
         cmd = retry(sbx.process.start, "sleep 600").id
+        ctx = retry(sbx.code.create_context, "bash").id
         snap_name = f"gate-snap-{suffix}"
         snap_id = retry(a.create_snapshot, sbx, snap_name).id
         key_id = retry(a.create_api_key, f"gate-{suffix}", role="viewer").id if who_a.role == "admin" else "key-0000000000000000"
-        ids = {"session": session, "cmd": cmd, "snap": snap_name, "snap_id": snap_id, "vol": vol_name,
+        ids = {"session": session, "cmd": cmd, "ctx": ctx, "snap": snap_name, "snap_id": snap_id, "vol": vol_name,
                "vol_id": vol_id, "key": key_id,
                "org": who_a.org_id}
 
@@ -213,7 +222,7 @@ def main(gate):
                 f"{len(statuses)} routes refused: 404, and {'/'.join(others)} for a create naming A's snapshot as an image ({label})"
 
         sandbox_routes = [(m, p, body, "member") for m, p, body in SANDBOX_ROUTES]
-        gate.check("sandbox routes by id (process, sessions, commands, files, git, ports, preview, metrics, pty)",
+        gate.check("sandbox routes by id (process, sessions, code, commands, files, watch, git, ports, preview, metrics, pty)",
                    lambda: probe_family(sandbox_routes, {"sbx": sbx.id}, sbx.id))
         gate.check("sandbox routes by name",
                    lambda: probe_family(sandbox_routes, {"sbx": sbx.name}, sbx.name))

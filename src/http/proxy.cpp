@@ -95,6 +95,9 @@ asio::awaitable<bool> continue_if_expected(exchange& ex) {
 
 }  // namespace
 
+// A client reading an event stream sends nothing, so its socket turning readable means it left.
+// Bytes of a pipelined request (or a TLS record) are no departure: then this waits until
+// cancelled, and the next write tells.
 asio::awaitable<void> until_client_leaves(exchange& ex) {
   auto [ec] = co_await ex.stream.async_wait_readable(use_tuple);
   if (ec) co_return;

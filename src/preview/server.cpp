@@ -28,6 +28,10 @@ namespace {
 constexpr std::string_view token_header = "X-Sandfort-Preview-Token";
 constexpr std::string_view token_cookie = "sandfort_preview_token";
 constexpr std::string_view token_parameter = "sandfort_token";
+// E2B's SDK hands its users the E2B sandbox plane's access token as `trafficAccessToken`, which
+// E2B's docs send to a preview host in this header; it is not a preview credential here, and the
+// app must not be handed it (docs/e2b.md, "getHost").
+constexpr std::string_view e2b_traffic_header = "E2B-Traffic-Access-Token";
 
 // A request being relayed, and how to end it from outside.
 struct open_relay {
@@ -201,6 +205,7 @@ verdict decide(state& st, const bhttp::request_header<>& req) {
 // still names a URL with the token (a browser that ignores Referrer-Policy) loses the parameter.
 void strip_credentials(bhttp::request_header<>& req) {
   req.erase(token_header);
+  req.erase(e2b_traffic_header);
   if (auto referer = req.find(bhttp::field::referer); referer != req.end()) {
     auto split = take_query_parameter(referer->value(), token_parameter);
     if (split.value) req.set(bhttp::field::referer, split.target);

@@ -116,6 +116,13 @@ def test_the_registry_lists_every_family():
     assert e2b[("GET", "/e2b/sandboxes/{id}")] == ("viewer", "buffered")
     assert e2b[("POST", "/e2b-sandbox/process.Process/Start")] == ("none", "streamed")
     assert e2b[("GET", "/e2b-sandbox/files")] == ("none", "forwarded")
+    assert e2b[("POST", "/e2b-sandbox/execute")] == ("none", "streamed")
+    assert e2b[("GET", "/e2b-sandbox/contexts")] == ("none", "buffered")
+
+    assert e2b[("POST", "/e2b-sandbox/files")] == ("none", "streamed")  # uploads of any size (docs/e2b.md)
+    assert e2b[("POST", "/e2b/sandboxes/{id}/fork")] == ("member", "buffered")
+    assert e2b[("DELETE", "/e2b/templates/{id}")] == ("member", "buffered")
+    assert e2b[("GET", "/e2b/sandboxes/{id}/metrics")] == ("viewer", "buffered")
 
 
 def test_the_registry_is_printed_without_starting_anything():

@@ -43,15 +43,14 @@ struct relay_result {
   boost::system::error_code upstream_error;
 };
 
+// Completes when the client of an answer it only reads (an event stream) has left: its socket
+// turned readable with nothing to read. Cancellable; waits on until cancelled when the client
+// sent bytes instead. Used with `||` beside what produces the answer.
+boost::asio::awaitable<void> until_client_leaves(exchange& ex);
+
 // Sends the request header in ex.parser as it is (the caller rewrites it first), its body, and
 // relays the answer. Expect: 100-continue is answered here. The upstream must be connected.
 boost::asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_options options);
-
-// Completes when the client of an event stream left: a client reading one sends nothing, so its
-// socket turning readable means it went. Bytes of a pipelined request (or a TLS record) are no
-// departure: then this waits until cancelled, and the next write tells. Race it (||) with the
-// producer.
-boost::asio::awaitable<void> until_client_leaves(exchange& ex);
 
 struct forward_options {
   std::string target;  // path and query on the upstream

@@ -12,6 +12,10 @@ namespace {
 
 // The SDK's default template; Sandfort's default image stands for it.
 constexpr const char* default_template = "base";
+// The code interpreter SDK's default template: the image scripts/build-code-interpreter-image
+// makes (python3, node, matplotlib, pandas, numpy).
+constexpr const char* code_interpreter_template = "code-interpreter-v1";
+constexpr const char* code_interpreter_image = "sandfort/code-interpreter:bookworm";
 // E2B's longest sandbox life (24 h): a timeout beyond it is refused as E2B does.
 constexpr std::int64_t max_timeout_s = 86400;
 
@@ -31,13 +35,21 @@ result<sandbox::create_request> parse_create(const std::string& text) {
   req.wait = true;  // the SDK talks to the sandbox as soon as it is answered
   std::string template_id;
   if (auto r = api::read(*body, "templateID", template_id); !r) return std::move(r).err();
-  if (template_id != default_template) req.snapshot = template_id;
+  if (template_id == code_interpreter_template)
+    req.snapshot = code_interpreter_image;
+  else if (template_id != default_template)
+    req.snapshot = template_id;
   if (auto r = api::read(*body, "metadata", req.labels); !r) return std::move(r).err();
   if (auto r = api::read(*body, "envVars", req.env); !r) return std::move(r).err();
   auto timeout = read_timeout(*body);
   if (!timeout) return std::move(timeout).err();
   if (*timeout) req.ttl_s = *timeout;
   req.idle_timeout_s = 0;  // E2B's sandboxes live out their timeout, busy or not
+  auto egress = egress_of(*body);  // never more than the native create's (docs/e2b.md, "Network")
+  if (!egress) return std::move(egress).err();
+  if (*egress) req.egress_allowlist = std::move(**egress);
+  if (auto n = body->find("network"); n != body->end() && n->is_object() && n->value("allowPublicTraffic", false))
+    req.public_preview = true;  // asked for by name, as the native create's public_preview
   return req;
 }
 
@@ -45,12 +57,9 @@ http::response refuse(const error& e, const http::context& ctx) { return rest_er
 
 // The create and connect answers: the sandbox and a new access token for its sandbox plane.
 http::response with_token(const sandbox::sandbox_view& v, unsigned status, const http::context& ctx) {
-  auto token = mint_token(v.id);
-  if (!token) return refuse(token.err(), ctx);
-  json j = sandbox_json(v);
-  j["envdAccessToken"] = *token;
-  j["trafficAccessToken"] = nullptr;
-  return http::json_response(status, j);
+  auto j = with_new_token(v);
+  if (!j) return refuse(j.err(), ctx);
+  return http::json_response(status, *j);
 }
 
 // metadata=<urlencoded k=v pairs, each part urlencoded again> (the SDK's list filter).
@@ -102,9 +111,7 @@ awaitable<http::response> list_sandboxes(dependencies& deps, http::context& ctx,
   if (!page) co_return refuse(page.err(), ctx);
   json items = json::array();
   for (const auto& v : page->items) items.push_back(sandbox_json(v));
-  auto res = http::json_response(200, items);
-  if (!page->next_cursor.empty()) res.set("X-Next-Token", page->next_cursor);
-  co_return res;
+  co_return page_response(items, page->next_cursor);
 }
 
 awaitable<http::response> kill_sandbox(dependencies& deps, http::context& ctx, const auth::principal& p) {
@@ -161,18 +168,6 @@ awaitable<http::response> connect_sandbox(dependencies& deps, http::context& ctx
   co_return with_token(*v, 200, ctx);
 }
 
-// What the SDK has and Sandfort does not serve yet on this wire: answered in E2B's error shape.
-awaitable<http::response> not_served(dependencies&, http::context&, const auth::principal&) {
-  co_return http::json_response(
-      501, {{"code", 501}, {"message", "not served by Sandfort's E2B-compatible API yet (docs/e2b.md)"}});
-}
-
-api::api_route rest_route(http::verb m, std::string pattern, auth::permission n, api::buffered_handler h) {
-  api::api_route r{m, std::move(pattern), n, std::move(h)};
-  r.dialect = rest_dialect();
-  return r;
-}
-
 }  // namespace
 
 std::vector<api::api_route> control_routes() {
@@ -186,10 +181,13 @@ std::vector<api::api_route> control_routes() {
       rest_route(verb::post, "/e2b/sandboxes/{id}/timeout", permission::use_sandboxes, set_sandbox_timeout),
       rest_route(verb::post, "/e2b/sandboxes/{id}/pause", permission::use_sandboxes, pause_sandbox),
       rest_route(verb::post, "/e2b/v2/sandboxes/{id}/connect", permission::use_sandboxes, connect_sandbox),
-      rest_route(verb::get, "/e2b/sandboxes/{id}/metrics", permission::read, not_served),
-      rest_route(verb::post, "/e2b/sandboxes/{id}/snapshots", permission::use_sandboxes, not_served),
-      rest_route(verb::post, "/e2b/sandboxes/{id}/fork", permission::use_sandboxes, not_served),
-      rest_route(verb::put, "/e2b/sandboxes/{id}/network", permission::use_sandboxes, not_served),
+      // snapshots.cpp
+      rest_route(verb::post, "/e2b/sandboxes/{id}/snapshots", permission::use_sandboxes, create_snapshot),
+      rest_route(verb::get, "/e2b/snapshots", permission::read, list_snapshots),
+      rest_route(verb::delete_, "/e2b/templates/{id}", permission::use_sandboxes, delete_snapshot),
+      rest_route(verb::post, "/e2b/sandboxes/{id}/fork", permission::use_sandboxes, fork_sandbox),
+      rest_route(verb::get, "/e2b/sandboxes/{id}/metrics", permission::read, get_metrics),
+      rest_route(verb::put, "/e2b/sandboxes/{id}/network", permission::use_sandboxes, update_network),
   };
 }
 

@@ -1,6 +1,7 @@
 // envd's filesystem.Filesystem unary RPCs (Connect, JSON) and GET /files, through the same agent
 // file operations the native /v1/sandboxes/{id}/files routes forward to: the agent resolves every
-// path inside the sandbox's own filesystem. WatchDir and uploads (POST /files) are not served yet.
+// path inside the sandbox's own filesystem. Uploads (POST /files) are streamed (files_stream.cpp).
+#include <boost/asio/as_tuple.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -188,93 +189,6 @@ awaitable<bool> download(dependencies& deps, http::exchange& ex, api::stream_cal
   co_return co_await http::forward(ex, agent->stream, std::move(target));
 }
 
-// One file of an upload: where it goes and its bytes (a view into the request's body).
-struct upload_part {
-  std::string path;
-  std::string_view bytes;
-};
-
-std::string header_param(std::string_view header, std::string_view name) {
-  const std::string key = std::string(name) + "=";
-  auto at = header.find(key);
-  if (at == std::string_view::npos) return {};
-  auto v = header.substr(at + key.size());
-  if (!v.empty() && v[0] == '"') {
-    auto end = v.find('"', 1);
-    return std::string(v.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1));
-  }
-  return std::string(v.substr(0, v.find_first_of("; ")));
-}
-
-// multipart/form-data: every part named `file`, its filename the path (else the query's path).
-result<std::vector<upload_part>> parse_multipart(std::string_view body, const std::string& boundary,
-                                                 const std::string& default_path) {
-  if (boundary.empty() || boundary.size() > 200) return make_error(errc::invalid_argument, "a multipart boundary is required");
-  const std::string delimiter = "--" + boundary;
-  std::vector<upload_part> parts;
-  auto at = body.find(delimiter);
-  while (at != std::string_view::npos) {
-    auto rest = body.substr(at + delimiter.size());
-    if (rest.starts_with("--")) break;  // the closing delimiter
-    auto head_end = rest.find("\r\n\r\n");
-    if (head_end == std::string_view::npos) return make_error(errc::invalid_argument, "a multipart part has no header");
-    auto head = rest.substr(0, head_end);
-    auto content = rest.substr(head_end + 4);
-    auto next = content.find("\r\n" + delimiter);
-    if (next == std::string_view::npos) return make_error(errc::invalid_argument, "a multipart part does not end");
-    std::string path = header_param(head, "filename");
-    if (path.empty() || path[0] != '/') path = path.empty() ? default_path : path;
-    if (path.empty()) return make_error(errc::invalid_argument, "a file's path is required");
-    parts.push_back({path, content.substr(0, next)});
-    if (parts.size() > 1000) return make_error(errc::invalid_argument, "at most 1000 files in one upload");
-    at = next + 2 + (rest.size() - content.size()) + at + delimiter.size();
-    at = body.find(delimiter, at);
-  }
-  return parts;
-}
-
-std::string parent_of(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  return slash == std::string::npos || slash == 0 ? std::string("/") : path.substr(0, slash);
-}
-
-std::string base_of(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
-
-// POST /files?path=: an octet-stream body (one file) or multipart (several), each written by the
-// agent through a temporary file renamed into place, its directories made first. The body is
-// held whole, up to max_body_bytes (not streamed yet).
-awaitable<http::response> upload(dependencies& deps, http::context& ctx, const auth::principal&) {
-  auto call = authorize(deps, ctx.req);
-  if (!call) co_return refuse_call(call.err(), ctx.request_id);
-  auto bad = [&](const error& e) { return connect_error(e, ctx.request_id); };
-  const std::string query_path_param = ctx.query.count("path") ? ctx.query["path"] : std::string();
-  const std::string type(ctx.req[http::bhttp::field::content_type]);
-  if (const auto coding = ctx.req[http::bhttp::field::content_encoding]; !coding.empty() && coding != "identity")
-    co_return bad(make_error(errc::invalid_argument, "compressed uploads (gzip) are not served yet"));
-  std::vector<upload_part> parts;
-  if (type.starts_with("multipart/form-data")) {
-    auto parsed = parse_multipart(ctx.req.body(), header_param(type, "boundary"), query_path_param);
-    if (!parsed) co_return bad(parsed.err());
-    parts = std::move(*parsed);
-  } else {
-    if (query_path_param.empty()) co_return bad(make_error(errc::invalid_argument, "path is required"));
-    parts.push_back({query_path_param, ctx.req.body()});
-  }
-  const auto who = token_actor(*call, ctx.request_id, ctx.remote);
-  json written = json::array();
-  for (const auto& part : parts) {
-    const json dir = {{"path", parent_of(part.path)}, {"parents", true}};
-    auto made = co_await call_agent(deps, *call, http::verb::post, "/files/mkdir", &dir, who);
-    if (!made) co_return bad(made.err());
-    auto a = co_await call_agent(deps, *call, http::verb::put, "/files?path=" + query_escape(part.path), nullptr, who,
-                                 &part.bytes);
-    if (!a) co_return bad(a.err());
-    if (a->status != 201) co_return agent_refusal(*a, ctx.request_id);
-    written.push_back(json{{"name", base_of(part.path)}, {"type", "file"}, {"path", part.path}});
-  }
-  co_return http::json_response(200, written);
-}
-
 }  // namespace
 
 // One request to the sandbox's agent over a connection of its own, its answer bounded in size and time.
@@ -316,9 +230,7 @@ std::vector<api::api_route> filesystem_routes() {
   rpc.dialect = sandbox_dialect();
   api::api_route files{http::verb::get, "/e2b-sandbox/files", std::nullopt, api::route_kind::forwarded, download};
   files.dialect = sandbox_dialect();
-  api::api_route put{http::verb::post, "/e2b-sandbox/files", std::nullopt, upload};
-  put.dialect = sandbox_dialect();
-  return {std::move(rpc), std::move(files), std::move(put)};
+  return {std::move(rpc), std::move(files)};
 }
 
 }  // namespace sandfort::compat::e2b

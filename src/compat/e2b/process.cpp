@@ -130,36 +130,18 @@ namespace {
 
 // The agent's server-sent events (stdout, stderr, exit, error) as envd's process events. The
 // frames are made apart from the coroutines (GCC 12 miscompiles braced JSON inside them).
-class envelope_sink final : public sandbox::byte_sink {
+class envelope_sink final : public event_translator {
  public:
-  explicit envelope_sink(http::chunked_writer& out) : out_(out) {}
-
-  awaitable<bool> write(std::string_view bytes) override {
-    pending_.append(bytes);
-    for (auto end = pending_.find("\n\n"); end != std::string::npos; end = pending_.find("\n\n")) {
-      std::string frame = translate(pending_.substr(0, end));
-      pending_.erase(0, end + 2);
-      if (frame.empty()) continue;
-      if (!co_await out_.write(frame)) co_return false;
-    }
-    co_return pending_.size() <= max_event_bytes;
-  }
+  explicit envelope_sink(http::chunked_writer& out) : event_translator(out, max_event_bytes) {}
 
   std::optional<json> outcome;  // the exit event's summary, or an error event's error
   bool failed = false;
 
  private:
   // The envelope for one output event; empty for the others (noted in outcome).
-  std::string translate(const std::string& event) {
-    std::string name, data;
-    std::size_t start = 0;
-    while (start < event.size()) {
-      auto nl = std::min(event.find('\n', start), event.size());
-      std::string_view line(event.data() + start, nl - start);
-      if (line.starts_with("event: ")) name = line.substr(7);
-      if (line.starts_with("data: ")) data.append(line.substr(6));
-      start = nl + 1;
-    }
+  std::string translate(const event& e) override {
+    const std::string& name = e.name;
+    const std::string& data = e.data;
     auto j = json::parse(data, nullptr, false);
     if (j.is_discarded()) return {};
     if (name == "stdout" || name == "stderr") {
@@ -176,9 +158,6 @@ class envelope_sink final : public sandbox::byte_sink {
     }
     return {};
   }
-
-  http::chunked_writer& out_;
-  std::string pending_;
 };
 
 std::string start_frame(std::int64_t pid) { return envelope(0, json{{"event", json{{"start", json{{"pid", pid}}}}}}); }
@@ -240,7 +219,7 @@ awaitable<result<void>> follow(dependencies& deps, const sandbox_call& call, con
   (void)wn;
   if (wec) co_return make_error(errc::unavailable, "the sandbox's agent did not take the request");
   beast::flat_buffer buffer = http::bounded_read_buffer();
-  beast::http::response_parser<beast::http::buffer_body> parser;
+  agent_body_parser parser;
   parser.body_limit(boost::none);
   auto [hec, hn] = co_await beast::http::async_read_header(agent->stream, buffer, parser,
                                                            asio::as_tuple(asio::use_awaitable));
@@ -248,18 +227,7 @@ awaitable<result<void>> follow(dependencies& deps, const sandbox_call& call, con
   if (hec) co_return make_error(errc::unavailable, "the sandbox's agent did not answer");
   if (parser.get().result_int() != 200) co_return make_error(errc::not_found, "the command is gone");
   agent->stream.lowest().expires_never();  // output comes when the command makes it
-  auto piece = std::make_unique<char[]>(16 * 1024);
-  while (!parser.is_done()) {
-    parser.get().body().data = piece.get();
-    parser.get().body().size = 16 * 1024;
-    auto [ec, n] = co_await beast::http::async_read_some(agent->stream, buffer, parser,
-                                                         asio::as_tuple(asio::use_awaitable));
-    (void)n;
-    if (ec && ec != beast::http::error::need_buffer) co_return make_error(errc::unavailable, "the agent's stream broke");
-    const std::size_t got = 16 * 1024 - parser.get().body().size;
-    if (got && !co_await sink.write(std::string_view(piece.get(), got))) co_return result<void>{};  // the client left
-  }
-  co_return result<void>{};
+  co_return co_await relay_body(agent->stream, buffer, parser, sink);  // ok too when the client left
 }
 
 // A stream's head written, its events followed, its end: what Start and Connect share.

@@ -2,19 +2,20 @@
 // interpreter (port 49999) of a sandbox, named by the E2b-Sandbox-Id and E2b-Sandbox-Port headers.
 // Its credential is the sandbox's access token (X-Access-Token), minted by create or connect; no
 // API key reaches this plane. A token opens its own sandbox and nothing else: another sandbox's
-// id, a deleted sandbox, a wrong or missing token are all the same 401.
+// id, a deleted sandbox, a wrong or missing token are all the same 401. Port 49999's code
+// interpreter (/execute, /contexts) is interpreter.cpp's.
 #include <chrono>
 
 #include "wire.hpp"
 
 namespace sandfort::compat::e2b {
 
-// The code interpreter's door (port 49999): the seam where its /execute and /contexts are to be
-// dispatched; until then a clear JSON error.
+// The code interpreter's door (port 49999) serves /execute, /contexts and /health
+// (interpreter.cpp); envd's paths are not there.
 http::response interpreter_not_served() {
-  return http::json_response(501, {{"code", 501},
-                                   {"message", "the code interpreter (port 49999) is not served by Sandfort's "
-                                               "E2B-compatible API yet (docs/e2b.md)"}});
+  return http::json_response(404, {{"code", 404},
+                                   {"message", "port 49999 (the code interpreter) serves /execute, /contexts and "
+                                               "/health only (docs/e2b.md)"}});
 }
 
 namespace {
@@ -28,8 +29,7 @@ http::response wrong_port(const sandbox_call& call) {
 awaitable<http::response> health(dependencies& deps, http::context& ctx, const auth::principal&) {
   auto call = authorize(deps, ctx.req);
   if (!call) co_return refuse_call(call.err(), ctx.request_id);
-  if (call->port == interpreter_port) co_return interpreter_not_served();
-  if (call->port != envd_port) co_return wrong_port(*call);
+  if (call->port != envd_port && call->port != interpreter_port) co_return wrong_port(*call);
   auto v = co_await deps.sandboxes.get(call->org_id, call->sandbox_id, "", std::chrono::seconds(0));
   if (!v) co_return connect_error(v.err(), ctx.request_id);
   if (v->state != "started") co_return not_running("sandbox is " + v->state);
@@ -69,6 +69,8 @@ std::vector<api::api_route> all_routes() {
   for (auto& r : process_routes()) all.push_back(std::move(r));
   for (auto& r : watch_routes()) all.push_back(std::move(r));  // before filesystem's {method}
   for (auto& r : filesystem_routes()) all.push_back(std::move(r));
+  for (auto& r : interpreter_routes()) all.push_back(std::move(r));
+  for (auto& r : transfer_routes()) all.push_back(std::move(r));
   for (auto& r : sandbox_plane_routes()) all.push_back(std::move(r));
   return all;
 }

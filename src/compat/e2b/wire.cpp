@@ -1,5 +1,8 @@
 #include "wire.hpp"
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/beast/http/read.hpp>
+
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/crypto/digest.hpp"
@@ -59,6 +62,18 @@ std::shared_ptr<const api::route_dialect> sandbox_dialect() {
   return d;
 }
 
+api::api_route rest_route(http::verb m, std::string pattern, auth::permission n, api::buffered_handler h) {
+  api::api_route r{m, std::move(pattern), n, std::move(h)};
+  r.dialect = rest_dialect();
+  return r;
+}
+
+http::response page_response(const nlohmann::json& items, const std::string& next_token) {
+  auto res = http::json_response(200, items);
+  if (!next_token.empty()) res.set("X-Next-Token", next_token);
+  return res;
+}
+
 token_backend* tokens() { return the_tokens; }
 void set_tokens(token_backend* t) { the_tokens = t; }
 
@@ -67,6 +82,16 @@ result<std::string> mint_token(const std::string& sandbox_id) {
   std::string token = "sfe2b_" + random_hex(32);
   if (auto r = the_tokens->add(sandbox_id, sha256_hex(token)); !r) return std::move(r).err();
   return token;
+}
+
+result<nlohmann::json> with_new_token(const sandbox::sandbox_view& v) {
+  auto token = mint_token(v.id);
+  if (!token) return std::move(token).err();
+  nlohmann::json j = sandbox_json(v);
+  j["envdAccessToken"] = *token;
+  // The code interpreter SDK sends this one alone on /contexts (port 49999): the same token.
+  j["trafficAccessToken"] = *token;
+  return j;
 }
 
 namespace {
@@ -80,7 +105,8 @@ std::string header(const http::bhttp::fields& h, std::string_view name) {
 
 result<sandbox_call> authorize(dependencies& deps, const http::bhttp::fields& h) {
   sandbox_call call{"", header(h, "E2b-Sandbox-Id"), header(h, "E2b-Sandbox-Port")};
-  const std::string token = header(h, "X-Access-Token");
+  std::string token = header(h, "X-Access-Token");
+  if (token.empty() && call.port == interpreter_port) token = header(h, "E2B-Traffic-Access-Token");
   const auto denied = make_error(errc::unauthenticated, "a valid X-Access-Token for this sandbox is required");
   if (call.sandbox_id.empty() || token.empty() || call.sandbox_id.size() > 128 || token.size() > 256) return denied;
   if (!the_tokens) return make_error(errc::unavailable, "the E2B sandbox plane is not served");
@@ -116,10 +142,63 @@ audit::actor token_actor(const sandbox_call& call, const std::string& request_id
   return {"e2b-token:" + call.sandbox_id, request_id, remote};
 }
 
+awaitable<bool> event_translator::write(std::string_view bytes) {
+  pending_.append(bytes);
+  for (auto end = pending_.find("\n\n"); end != std::string::npos; end = pending_.find("\n\n")) {
+    event e;
+    for (std::size_t start = 0; start < end;) {
+      auto nl = std::min(pending_.find('\n', start), end);
+      std::string_view line(pending_.data() + start, nl - start);
+      if (line.starts_with("event: ")) e.name = line.substr(7);
+      if (line.starts_with("data: ")) e.data.append(line.substr(6));
+      start = nl + 1;
+    }
+    pending_.erase(0, end + 2);
+    std::string frame = translate(e);
+    if (frame.empty()) continue;
+    if (!co_await out_.write(frame)) co_return false;
+  }
+  co_return pending_.size() <= max_event_bytes_;
+}
+
+awaitable<result<void>> relay_body(sandbox::agent_stream& stream, boost::beast::flat_buffer& buffer,
+                                   agent_body_parser& parser, sandbox::byte_sink& sink) {
+  constexpr std::size_t piece_bytes = 16 * 1024;
+  auto piece = std::make_unique<char[]>(piece_bytes);
+  while (!parser.is_done()) {
+    parser.get().body().data = piece.get();
+    parser.get().body().size = piece_bytes;
+    auto [ec, n] = co_await boost::beast::http::async_read_some(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    (void)n;
+    if (ec && ec != boost::beast::http::error::need_buffer)
+      co_return make_error(errc::unavailable, "the agent's stream broke");
+    const std::size_t got = piece_bytes - parser.get().body().size;
+    if (got && !co_await sink.write(std::string_view(piece.get(), got))) co_return result<void>{};
+  }
+  co_return result<void>{};
+}
+
 std::string e2b_state(const std::string& state) {
   if (state == "started" || state == "creating" || state == "pulling") return "running";
   return state;
 }
+
+namespace {
+// The SDK's getHost(port) is `${port}-${sandboxId}.${domain}`: with the domain of the sandbox's
+// preview URLs (what follows "{port}-<id>." in their template, the listener's port included) it
+// names the sandbox's preview host. Null when the template has another shape (a configured
+// preview.url_template): then getHost names nothing of Sandfort's (docs/e2b.md, "getHost").
+nlohmann::json preview_domain(const sandbox::sandbox_view& v) {
+  const std::string& t = v.preview_url_template;
+  const auto scheme = t.find("://");
+  if (scheme == std::string::npos) return nullptr;
+  const std::string head = "{port}-" + v.id + ".";
+  if (t.compare(scheme + 3, head.size(), head) != 0) return nullptr;
+  std::string rest = t.substr(scheme + 3 + head.size());
+  if (rest.empty() || rest.find_first_of("/?#{") != std::string::npos) return nullptr;
+  return rest;
+}
+}  // namespace
 
 nlohmann::json sandbox_json(const sandbox::sandbox_view& v) {
   using nlohmann::json;
@@ -136,7 +215,7 @@ nlohmann::json sandbox_json(const sandbox::sandbox_view& v) {
           {"metadata", v.spec.labels},
           {"state", e2b_state(v.state)},
           {"envdVersion", envd_version},
-          {"domain", nullptr},
+          {"domain", preview_domain(v)},
           {"volumeMounts", json::array()}};
 }
 

@@ -6,7 +6,9 @@ the other suites), makes two organizations with keys, exports
   E2B_API_URL=https://localhost:<port>/e2b   E2B_SANDBOX_URL=https://localhost:<port>/e2b-sandbox
   E2B_API_KEY=<org A's member key>   E2B_VIEWER_API_KEY=<org A's viewer key>
   E2B_OTHER_API_KEY=<org B's member key>   NODE_EXTRA_CA_CERTS=<the CA>
-  SANDFORT_BASE_URL, SANDFORT_ORG_ADMIN_KEY (org A's admin, to read its audit chain natively)
+  SANDFORT_BASE_URL, SANDFORT_ORG_ADMIN_KEY (org A's admin, to read its audit chain natively),
+  SANDFORT_SUPERADMIN_KEY (the operator's, for tests that make an organization of their own)
+  SANDFORTD_PID (the daemon's process, whose memory a test may read in /proc)
 
 runs the command, then stops the daemon and removes everything it made. Exits with the
 command's status:
@@ -31,11 +33,12 @@ def openssl(*args, cwd):
 
 
 def make_pki(directory):
-    """A CA made here, and a server certificate for localhost and 127.0.0.1 signed by it."""
+    """A CA made here, and a server certificate for localhost, 127.0.0.1 and the preview hosts
+    (*.preview.localhost: the same certificate serves previews) signed by it."""
     openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
             "-subj", "/CN=Sandfort E2B test CA", "-keyout", "ca.key", "-out", "ca.pem", cwd=directory)
     with open(os.path.join(directory, "server.ext"), "w") as f:
-        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:*.preview.localhost\nextendedKeyUsage=serverAuth\n")
     openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=localhost",
             "-keyout", "server.key", "-out", "server.csr", cwd=directory)
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days",
@@ -74,7 +77,8 @@ def main(argv):
             (other,) = org_keys(admin, "e2b-b", "member")
             env = dict(os.environ, E2B_API_URL=f"{base}/e2b", E2B_SANDBOX_URL=f"{base}/e2b-sandbox",
                        E2B_API_KEY=member, E2B_VIEWER_API_KEY=viewer, E2B_OTHER_API_KEY=other,
-                       NODE_EXTRA_CA_CERTS=pki["ca"], SANDFORT_BASE_URL=base, SANDFORT_ORG_ADMIN_KEY=org_admin)
+                       NODE_EXTRA_CA_CERTS=pki["ca"], SANDFORT_BASE_URL=base, SANDFORT_ORG_ADMIN_KEY=org_admin,
+                       SANDFORT_SUPERADMIN_KEY=daemon.admin_key, SANDFORTD_PID=str(daemon.proc.pid))
             status = subprocess.run(command, env=env).returncode
             if status != 0:
                 print("sandfortd log (tail):\n" + daemon.log(), file=sys.stderr)

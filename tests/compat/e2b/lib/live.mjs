@@ -12,9 +12,12 @@ export const OTHER_API_KEY = process.env.E2B_OTHER_API_KEY;
 export const VIEWER_API_KEY = process.env.E2B_VIEWER_API_KEY;
 
 const made = [];
-/** A sandbox made through the SDK (the default template), killed after the file's tests. */
-export async function sandbox(opts = {}) {
-  const sbx = await Sandbox.create({ timeoutMs: 600_000, ...opts });
+/**
+ * A sandbox made through the SDK (its class's default template: e2b's `base`, or the code
+ * interpreter SDK's `code-interpreter-v1`), killed after the file's tests.
+ */
+export async function sandbox(opts = {}, SandboxClass = Sandbox) {
+  const sbx = await SandboxClass.create({ timeoutMs: 600_000, ...opts });
   made.push(sbx);
   return sbx;
 }
@@ -23,9 +26,10 @@ after(async () => {
 });
 
 /** A raw request to the sandbox plane, as the SDK makes them, with the headers given. */
-export function sandboxPlane(path, { sandboxId, token, port = "49983", method = "GET", body } = {}) {
+export function sandboxPlane(path, { sandboxId, token, trafficToken, port = "49983", method = "GET", body } = {}) {
   const headers = { "E2b-Sandbox-Id": sandboxId, "E2b-Sandbox-Port": port };
   if (token !== undefined) headers["X-Access-Token"] = token;
+  if (trafficToken !== undefined) headers["E2B-Traffic-Access-Token"] = trafficToken;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   return fetch(`${process.env.E2B_SANDBOX_URL}${path}`, { method, headers, body });
 }
