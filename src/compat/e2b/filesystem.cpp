@@ -1,6 +1,7 @@
 // envd's filesystem.Filesystem unary RPCs (Connect, JSON) and GET /files, through the same agent
 // file operations the native /v1/sandboxes/{id}/files routes forward to: the agent resolves every
-// path inside the sandbox's own filesystem. Uploads (POST /files) are streamed (files_stream.cpp).
+// path inside the sandbox's own filesystem. Uploads (POST /files) are streamed (files_stream.cpp),
+// WatchDir and the poll form of watching are watch.cpp's.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/read.hpp>
