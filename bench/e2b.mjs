@@ -14,7 +14,8 @@
 // argv too; a native `/bin/sh -c` run is printed for reference. The wire differs where E2B's does:
 // an E2B command is a background command followed over a Connect stream (its own process group,
 // output kept), a native run one streamed exec; a native background command (start, then wait)
-// is printed as well.
+// is printed as well. A "wire only" row sends E2B's Start and the native exec with fetch, no SDK
+// on either side: the translation's own cost, the SDKs' overhead aside.
 //
 // Run after ./scripts/setup, ./scripts/build and `npm ci` in tests/compat/e2b and sdk/typescript:
 //   /usr/bin/python3 tests/compat/e2b/with_e2b_daemon.py -- node bench/e2b.mjs [--quick]
@@ -59,6 +60,35 @@ async function compare(name, n, e2b, nat) {
   return { name, ...times };
 }
 
+// One Connect server-streaming Start, as E2B's SDK sends it, read to its end.
+async function rawStart(e2bSandbox, cmd, args) {
+  const message = Buffer.from(JSON.stringify({ process: { cmd, args } }));
+  const head = Buffer.alloc(5);
+  head.writeUInt32BE(message.length, 1);
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/Start`, {
+    method: "POST",
+    headers: {
+      "E2b-Sandbox-Id": e2bSandbox.sandboxId,
+      "E2b-Sandbox-Port": "49983",
+      "X-Access-Token": e2bSandbox.envdAccessToken,
+      "Content-Type": "application/connect+json",
+    },
+    body: Buffer.concat([head, message]),
+  });
+  const body = Buffer.from(await res.arrayBuffer());
+  check(res.status === 200 && body.includes('"end"'), "raw Start");
+}
+
+// One native exec of an argv, its whole answer read.
+async function rawExec(id, argv) {
+  const res = await fetch(`${process.env.SANDFORT_BASE_URL}/v1/sandboxes/${id}/process/exec`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${nativeOpts.apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ argv }),
+  });
+  check(res.status === 200 && (await res.json()).stdout === "hi\n", "raw exec");
+}
+
 function check(cond, what) {
   if (!cond) throw new Error(`bench/e2b.mjs: ${what}`);
 }
@@ -89,6 +119,15 @@ try {
       ROUNDS,
       async () => check((await e2b.commands.run("echo hi")).stdout === "hi\n", "E2B run"),
       async () => check((await sbx.commands.run(["/bin/bash", "-l", "-c", "echo hi"])).stdout === "hi\n", "native run"),
+    ),
+  );
+  // The wire alone (fetch, no SDK on either side): what the translation costs by itself.
+  rows.push(
+    await compare(
+      "wire only: run `echo hi` under `bash -l -c` (Connect Start vs native exec)",
+      ROUNDS,
+      () => rawStart(e2b, "/bin/bash", ["-l", "-c", "echo hi"]),
+      () => rawExec(sbx.id, ["/bin/bash", "-l", "-c", "echo hi"]),
     ),
   );
   for (const [name, op] of [
