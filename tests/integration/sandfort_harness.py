@@ -426,6 +426,13 @@ def new_org_member(daemon, name):
     return org, daemon.client(r.json()["key"])
 
 
+def sanitized_daemon():
+    """Whether the sandfortd under test is built with AddressSanitizer (scripts/test runs the
+    integration suite so): its memory figures then include ASan's quarantine of freed blocks."""
+    with open(SANDFORTD, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def sanitizer_report(log_path):
     """The sanitizer report in a daemon's log, from its first line, or None."""
     try:

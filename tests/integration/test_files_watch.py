@@ -7,7 +7,7 @@ import socket
 import time
 import urllib.parse
 
-from sandfort_harness import new_org_member, rss_kib
+from sandfort_harness import new_org_member, rss_kib, sanitized_daemon
 
 
 class Watch:
@@ -138,7 +138,10 @@ def test_a_flood_from_inside_overflows_and_the_daemon_stays_small(daemon, member
         changes = int(r["stdout"])
         assert changes > 5000, r
         grown = rss_kib(daemon.proc.pid) - before
-        assert grown < 16 * 1024, f"sandfortd grew by {grown} KiB during the flood"
+        # Under ASan (scripts/test's integration run) freed memory waits in its quarantine, so
+        # the growth there measures the flood's churn, not what the daemon holds: a wider bound.
+        bound = 64 * 1024 if sanitized_daemon() else 16 * 1024
+        assert grown < bound, f"sandfortd grew by {grown} KiB during the flood (bound {bound} KiB)"
         # The events the buffers held, then one overflow that counts what was dropped.
         seen = w.until(lambda n, d: n == "overflow")
         name, over = seen[-1]

@@ -17,6 +17,7 @@
 #include <boost/crc.hpp>
 #include <chrono>
 #include <cstdio>
+#include <spdlog/spdlog.h>
 
 #include "wire.hpp"
 
@@ -489,6 +490,8 @@ awaitable<bool> upload_streamed(dependencies& deps, http::exchange& ex, api::str
   body_source src(ex, idle);
   auto refuse = [&](const error& e) -> awaitable<bool> {
     sc.answered(e);
+    // Once the body is flowing, the client may see only a reset connection: the reason is here.
+    spdlog::warn("e2b: upload into {} refused: {}", call->sandbox_id, e.message);
     if (!src.done()) co_await src.drain(refused_body_drain);
     co_return co_await http::respond(ex, connect_error(e, ex.request_id));
   };
