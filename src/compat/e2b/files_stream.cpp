@@ -369,10 +369,15 @@ class agent_upload {
     session_.emplace(std::move(*agent));
     head_ = "PUT " + target +
             " HTTP/1.1\r\nHost: agent\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+    // The header goes now, not with the first chunk: the agent wants a request's header within
+    // its header timeout of the accept, and the first bytes may be slow to come from the client.
+    const std::array<asio::const_buffer, 4> header{asio::buffer(head_), asio::const_buffer(), asio::const_buffer(),
+                                                   asio::const_buffer()};
+    if (!co_await send(header)) co_return make_error(errc::unavailable, "the sandbox's agent did not take the upload");
     co_return result<void>{};
   }
 
-  // One chunk; the request's header goes with the first.
+  // One chunk (the request's header went with open()).
   awaitable<bool> write(std::string_view bytes) {
     if (bytes.empty()) co_return true;
     char size_line[32];
