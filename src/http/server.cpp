@@ -271,7 +271,13 @@ asio::awaitable<void> run_session(std::shared_ptr<server::state> st, any_stream 
         } catch (const std::exception& e) {
           keep = false;
         }
-        if (!keep) break;
+        if (!keep) {
+          // A handler that answered before the body ended (a refusal, an agent that failed):
+          // the client may still be sending, and a close with its bytes unread is a reset that
+          // discards the answer before the client reads it.
+          linger = !body_parser.is_done();
+          break;
+        }
         continue;
       }
     }
