@@ -335,8 +335,12 @@ def test_preview_prints_url_and_token(cli, sandbox):
 
 def test_run_prints_the_preview_url_of_a_port_it_opened(cli, sandbox):
     cli.ok("run", f"--id={sandbox}", "mkdir -p /tmp/site && echo served-by-run > /tmp/site/index.html")
+    # The command waits for its server to listen (as a careful script does): the CLI looks for new
+    # ports for only about a second after a command returns, and a loaded machine can take longer
+    # than that to start Python.
     r = cli.run("run", f"--id={sandbox}",
-                "cd /tmp/site && nohup python3 -m http.server 8731 >/dev/null 2>&1 &")
+                "cd /tmp/site && (nohup python3 -m http.server 8731 >/dev/null 2>&1 &) && "
+                "until (exec 3<>/dev/tcp/127.0.0.1/8731) 2>/dev/null; do sleep 0.05; done")
     assert r.returncode == 0, r.stderr
     assert r.stdout == ""  # the URL goes to stderr: stdout stays the command's
     lines = [l for l in r.stderr.splitlines() if l.startswith("preview: port 8731: ")]

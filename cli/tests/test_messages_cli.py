@@ -170,7 +170,11 @@ def test_run_background_prints_the_id_that_logs_takes(cli, sandbox):
     r = cli.ok("logs", command_id)
     assert r.stdout == "out\ndone\n" and r.stderr == "err\n"
     # A server started this way gets its preview link, as with `run "… &"`.
-    r = cli.run("run", "--background", "echo $$ > /tmp/sfa-8741.pid; exec python3 -m http.server 8741")
+    # The CLI looks for about a second: the listener is Python without its site imports, which
+    # starts in a few milliseconds even on a loaded machine (http.server can take over a second).
+    listener = ("import socket, time; s = socket.socket(); s.bind(('0.0.0.0', 8741)); s.listen(); "
+                "time.sleep(600)")
+    r = cli.run("run", "--background", f'echo $$ > /tmp/sfa-8741.pid; exec python3 -S -c "{listener}"')
     assert r.returncode == 0, r.stderr
     assert any(line.startswith("preview: port 8741: ") for line in r.stderr.splitlines()), r.stderr
     cli.ok("run", "kill $(cat /tmp/sfa-8741.pid)")

@@ -104,7 +104,8 @@ def served(daemon, member):
         env = {k: v for k, v in os.environ.items() if not k.startswith("SANDFORT_")}
         env.update(SANDFORT_BASE_URL=f"http://127.0.0.1:{daemon.port}", SANDFORT_API_KEY=member.key,
                    HOME=os.path.join(daemon.state_dir, "cli-home"))
-        r = subprocess.run([CLI, "run", f"--id={sbx['id']}", f"nohup python3 /tmp/app.py {PORT} >/dev/null 2>&1 &"],
+        r = subprocess.run([CLI, "run", f"--id={sbx['id']}", f"(nohup python3 /tmp/app.py {PORT} >/dev/null 2>&1 &) && "
+                            f"until (exec 3<>/dev/tcp/127.0.0.1/{PORT}) 2>/dev/null; do sleep 0.05; done"],
                            env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         lines = [line for line in r.stderr.splitlines() if line.startswith(f"preview: port {PORT}: ")]
