@@ -90,6 +90,10 @@ def test_a_matplotlib_figure_is_a_png(member, box):
     assert len(pngs) == 1, r.results
     assert base64.b64decode(pngs[0]["png"]).startswith(b"\x89PNG\r\n\x1a\n")
     assert pngs[0]["text"].startswith("<Figure")
+    # Its data too, in E2B's chart schema (docs/api.md): the same field through both wires.
+    chart = pngs[0]["chart"]
+    assert chart["type"] == "line" and chart["title"] == "t"
+    assert chart["elements"] == [{"label": "", "points": [[0, 1], [1, 3], [2, 2]]}]
     # Drawn and not shown: shown at the end of the run, as a notebook does.
     r = run(member, box["id"], code="plt.figure(); plt.bar([1, 2], [3, 4]); None")
     assert len([x for x in r.results if "png" in x]) == 1

@@ -514,12 +514,16 @@ class CodeResult:
     latex: Optional[str] = None
     json: Any = None
     javascript: Optional[str] = None
+    #: A matplotlib figure's data in E2B's chart schema (``type``, ``title``, ``elements``…; docs/api.md).
+    chart: Optional[Dict[str, Any]] = None
     is_main_result: bool = False
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "CodeResult":
+        chart = d.get("chart")
         return cls(text=d.get("text"), is_main_result=bool(d.get("is_main_result")), raw=d,
+                   chart=chart if isinstance(chart, dict) else None,
                    **{k: d.get(k) for k in _RESULT_FORMATS})
 
     def formats(self) -> List[str]:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sandfort_sdk import CodeContext, InvalidArgumentError, NotFoundError
+from sandfort_sdk import CodeContext, CodeResult, InvalidArgumentError, NotFoundError
 
 
 def test_a_python_run_keeps_state_and_streams(client):
@@ -54,3 +54,11 @@ def test_contexts_js_and_bash_restart_and_delete(client):
             sbx.code.run("1", context=js)
         with pytest.raises(InvalidArgumentError):
             sbx.code.create_context("cobol")
+
+
+def test_a_results_chart_is_kept_and_is_not_a_format():
+    # The default image has no matplotlib: tests/integration/test_code_interpreter.py has figures.
+    chart = {"type": "bar", "title": "t", "elements": [{"label": "a", "group": "", "value": 1}]}
+    r = CodeResult.from_json({"text": "<Figure>", "png": "iVBO", "chart": chart})
+    assert r.chart == chart and r.formats() == ["png"]
+    assert CodeResult.from_json({"text": "x", "chart": "not an object"}).chart is None

@@ -46,6 +46,8 @@ export interface CodeResult {
   latex?: string;
   json?: unknown;
   javascript?: string;
+  /** A matplotlib figure's data in E2B's chart schema (`type`, `title`, `elements`…; docs/api.md). */
+  chart?: Json;
   /** The value of the run's last expression. */
   isMainResult: boolean;
   /** Every field as the daemon sent it. */
@@ -129,6 +131,7 @@ function toResult(j: Json): CodeResult {
   const r: CodeResult = { isMainResult: !!j.is_main_result, raw: j };
   if (typeof j.text === "string") r.text = j.text;
   for (const f of FORMATS) if (j[f] !== undefined && j[f] !== null) (r as Json)[f] = j[f];
+  if (j.chart && typeof j.chart === "object") r.chart = j.chart;
   return r;
 }
 

@@ -137,7 +137,70 @@ test("a matplotlib figure shown comes back as a PNG", { skip }, async () => {
   const png = Buffer.from(figures[0].png, "base64");
   assert.ok(png.subarray(0, 8).equals(PNG_SIGNATURE), "the PNG signature");
   assert.ok(png.length > 1000);
-  assert.equal(figures[0].chart, undefined, "chart data is not extracted (docs/e2b.md)");
+  const chart = figures[0].chart;
+  assert.ok(chart, "the figure's chart data");
+  assert.equal(chart.type, "line");
+  assert.equal(chart.title, "squares");
+  assert.deepEqual(chart.elements.map((e) => e.points), [[[1, 1], [2, 4], [3, 9]]]);
+  assert.equal(chart.x_scale, "linear");
+  assert.equal(chart.x_ticks.length, chart.x_tick_labels.length);
+  assert.deepEqual(figures[0].formats(), ["png"], "the SDK's formats() does not list chart, as with E2B");
+});
+
+test("charts: bars, a pie, a box plot, scatter with dates and units, several axes as a superchart", { skip }, async () => {
+  const execution = await sbx.runCode(`
+import matplotlib.pyplot as plt, numpy as np, pandas as pd
+fig, ax = plt.subplots()
+x = np.arange(2)
+ax.bar(x - 0.2, [3, 5], 0.4, label="2023")
+ax.bar(x + 0.2, [4, 6], 0.4, label="2024")
+ax.set_xticks(x, ["north", "south"])
+ax.set_title("sales")
+plt.show()
+fig, ax = plt.subplots()
+ax.pie([1, 3], labels=["cats", "dogs"])
+plt.show()
+fig, ax = plt.subplots()
+ax.boxplot([[1, 2, 3, 4, 5, 50]], patch_artist=True, labels=["latency"])
+plt.show()
+fig, ax = plt.subplots()
+ax.scatter(pd.to_datetime(["2024-01-01", "2024-01-02"]), [1.5, float("nan")], label="temperature")
+ax.set_ylabel("Temperature (°C)")
+plt.show()
+fig, (left, right) = plt.subplots(1, 2)
+left.plot(["mon", "tue"], [1, 2])
+right.plot([0, 1], [0, 1])
+fig.suptitle("week")
+plt.show()
+`);
+  assert.equal(execution.error, undefined, JSON.stringify(execution.error));
+  assert.equal(execution.logs.stderr.join(""), "", "no warnings of the extractor in the user's output");
+  const charts = execution.results.map((r) => r.chart);
+  assert.deepEqual(charts.map((c) => c && c.type), ["bar", "pie", "box_and_whisker", "scatter", "superchart"]);
+  const [bars, pie, box, scatter, both] = charts;
+  assert.equal(bars.title, "sales");
+  assert.deepEqual(bars.elements, [
+    { label: "north", group: "2023", value: 3 }, { label: "south", group: "2023", value: 5 },
+    { label: "north", group: "2024", value: 4 }, { label: "south", group: "2024", value: 6 },
+  ]);
+  assert.deepEqual(pie.elements.map((w) => [w.label, Math.round(w.angle), w.radius]), [["cats", 90, 1], ["dogs", 270, 1]]);
+  assert.deepEqual(box.elements, [{ label: "latency", min: 1, first_quartile: 2.25, median: 3.5,
+                                    third_quartile: 4.75, max: 5, outliers: [50] }]);
+  assert.equal(scatter.x_scale, "datetime");
+  assert.equal(scatter.y_unit, "°C");
+  assert.deepEqual(scatter.elements, [{ label: "temperature",
+                                        points: [["2024-01-01T00:00:00", 1.5], [null, null]] }]);
+  assert.equal(both.title, "week");
+  assert.deepEqual(both.elements.map((c) => [c.type, c.x_scale, c.elements[0].points]),
+                   [["line", "categorical", [["mon", 1], ["tue", 2]]], ["line", "linear", [[0, 0], [1, 1]]]]);
+});
+
+test("a figure of too many points has its png and no chart", { skip }, async () => {
+  const execution = await sbx.runCode("import matplotlib.pyplot as plt\nplt.plot(range(200000))\nplt.show()");
+  assert.equal(execution.error, undefined, JSON.stringify(execution.error));
+  assert.equal(execution.results.length, 1);
+  assert.ok(execution.results[0].png);
+  assert.equal(execution.results[0].chart, undefined);
 });
 
 test("a pandas DataFrame comes back as html and text", { skip }, async () => {
