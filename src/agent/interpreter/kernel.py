@@ -98,14 +98,12 @@ class _Axis:
 
     def __init__(self, axis):
         self.axis = axis
-        dates = sys.modules.get("matplotlib.dates")
-        units = axis.get_units()
-        mapping = getattr(units, "_mapping", None)
+        mapping = getattr(axis.get_units(), "_mapping", None)  # matplotlib.category's names → numbers
         converter = axis.get_converter() if hasattr(axis, "get_converter") else axis.converter
         if isinstance(mapping, dict):
             self.scale = "categorical"
             self.categories = {number: name for name, number in mapping.items()}
-        elif dates is not None and converter is not None and type(converter).__module__ == "matplotlib.dates":
+        elif type(converter).__module__ == "matplotlib.dates":
             self.scale = "datetime"
         else:
             self.scale = axis.get_scale()
@@ -114,8 +112,9 @@ class _Axis:
         if self.scale == "categorical":
             if isinstance(v, str):
                 return v
-            name = self.categories.get(v) if isinstance(v, (int, float)) and float(v).is_integer() else None
-            return name if name is not None else _number(v)
+            number = _number(v)
+            name = self.categories.get(int(number)) if number is not None and number.is_integer() else None
+            return name if name is not None else number
         if self.scale == "datetime":
             number = _number(v)
             if number is None:
