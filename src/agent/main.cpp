@@ -26,6 +26,7 @@
 #include "claim/workdir.hpp"
 #include "commands/commands.hpp"
 #include "git/credentials.hpp"
+#include "home/dial.hpp"
 #include "interpreter/contexts.hpp"
 #include "sandfort/version.hpp"
 #include "process/oom.hpp"
@@ -48,6 +49,10 @@ struct options {
   // whatever a request asks (sessions::limits and commands::limits hold the defaults).
   std::optional<std::uint64_t> max_timeout_s, default_timeout_s, output_cap, log_cap;
   std::string workdir;
+  // A sandbox with no network interface: dial sandfortd's door instead of listening
+  // (home/dial.hpp), and serve the sandbox's HTTP_PROXY on egress_listen.
+  std::string home;
+  std::string egress_listen = "127.0.0.1:3128";
 };
 
 // The agent's own bounds on the numeric flags: beyond them a flag is a mistake.
@@ -71,6 +76,10 @@ constexpr const char* usage =
     "                       (default 1048576)\n"
     "  --workdir PATH       the directory to work in, made (as this user) if missing; every\n"
     "                       process starts there (default: where the agent was started)\n"
+    "  --home PATH          dial sandfortd's door at PATH (a sandbox with no network interface)\n"
+    "                       instead of listening on --socket\n"
+    "  --egress-listen HOST:PORT  with --home: where the sandbox's HTTP_PROXY points\n"
+    "                       (default 127.0.0.1:3128)\n"
     "  --version            print the version and exit\n";
 
 bool limit_flag(std::string_view flag) {
@@ -119,7 +128,7 @@ std::optional<int> parse_flags(int argc, char** argv, options& opts) {
       return 0;
     }
     if (flag != "--socket" && flag != "--socket-mode" && flag != "--cgroup-root" && flag != "--workdir" &&
-        !limit_flag(flag)) {
+        flag != "--home" && flag != "--egress-listen" && !limit_flag(flag)) {
       std::fprintf(stderr, "sandfort-agent: unknown flag '%s'\n%s", argv[i], usage);
       return 2;
     }
@@ -138,6 +147,13 @@ std::optional<int> parse_flags(int argc, char** argv, options& opts) {
         return 2;
       }
       opts.socket = value;
+    } else if (flag == "--home" || flag == "--egress-listen") {
+      if (value.empty() || (flag == "--home" && value.front() != '/')) {
+        std::fprintf(stderr, "sandfort-agent: %s wants %s, not '%s'\n", argv[i],
+                     flag == "--home" ? "an absolute path" : "HOST:PORT", value.c_str());
+        return 2;
+      }
+      (flag == "--home" ? opts.home : opts.egress_listen) = value;
     } else if (flag == "--workdir") {
       if (value.empty() || value.front() != '/') {
         std::fprintf(stderr, "sandfort-agent: --workdir wants an absolute path, not '%s'\n", value.c_str());
@@ -222,7 +238,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "sandfort-agent: %s; staying in the container's working directory\n",
                    entered.err().message.c_str());
 
-  if (auto slash = opts.socket.rfind('/'); slash != std::string::npos && slash > 0) {
+  if (auto slash = opts.socket.rfind('/'); opts.home.empty() && slash != std::string::npos && slash > 0) {
     std::string dir = opts.socket.substr(0, slash);
     if (!make_dirs(dir)) {
       std::fprintf(stderr, "sandfort-agent: cannot create %s: %s\n", dir.c_str(), std::strerror(errno));
@@ -239,11 +255,19 @@ int main(int argc, char** argv) {
   http::server server(ioc, server_opts, [&router](http::context& ctx) { return router.dispatch(ctx); });
   server.set_stream_selector(http::make_stream_selector(agent::stream_routes()));
 
-  if (auto listening = server.listen_unix(opts.socket); !listening) {
+  if (!opts.home.empty()) {
+    agent::home::dial_options dialing;
+    dialing.door = opts.home;
+    dialing.egress_listen = opts.egress_listen;
+    if (auto dialed = agent::home::dial_home(ioc, dialing, server); !dialed) {
+      std::fprintf(stderr, "sandfort-agent: %s\n", dialed.err().message.c_str());
+      return 1;
+    }
+  } else if (auto listening = server.listen_unix(opts.socket); !listening) {
     std::fprintf(stderr, "sandfort-agent: %s\n", listening.err().message.c_str());
     return 1;
   }
-  if (opts.socket_mode && ::chmod(opts.socket.c_str(), *opts.socket_mode) != 0) {
+  if (opts.home.empty() && opts.socket_mode && ::chmod(opts.socket.c_str(), *opts.socket_mode) != 0) {
     std::fprintf(stderr, "sandfort-agent: cannot chmod %s: %s\n", opts.socket.c_str(), std::strerror(errno));
     return 1;
   }
@@ -263,9 +287,9 @@ int main(int argc, char** argv) {
         asio::detached);
   });
 
-  std::fprintf(stderr, "sandfort-agent %s: pid %d, listening on %s\n", sandfort::version,
-               static_cast<int>(::getpid()), opts.socket.c_str());
+  std::fprintf(stderr, "sandfort-agent %s: pid %d, %s %s\n", sandfort::version, static_cast<int>(::getpid()),
+               opts.home.empty() ? "listening on" : "dialing home to", (opts.home.empty() ? opts.socket : opts.home).c_str());
   ioc.run();
-  ::unlink(opts.socket.c_str());
+  if (opts.home.empty()) ::unlink(opts.socket.c_str());
   return 0;
 }

@@ -137,6 +137,11 @@ asio::awaitable<void> splice(exchange& ex, any_stream& upstream,
 
 }  // namespace
 
+asio::awaitable<void> splice_streams(any_stream& a, any_stream& b) {
+  using namespace asio::experimental::awaitable_operators;
+  co_await (pump(a, b) && pump(b, a));
+}
+
 asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_options options) {
   auto& req = ex.parser.get();
   bool upgrade = beast::websocket::is_upgrade(req);

@@ -435,6 +435,12 @@ result<unsigned short> server::listen_tcp(const std::string& host_port) {
 
 void server::set_stream_selector(stream_selector selector) { state_->streams = std::move(selector); }
 
+asio::awaitable<void> server::serve(any_stream connection, peer from) {
+  auto st = state_;
+  if (st->stopping) co_return;
+  co_await run_session(st, std::move(connection), std::move(from));
+}
+
 result<void> server::listen_unix(const std::string& path) {
   ::unlink(path.c_str());
   beast::error_code ec;

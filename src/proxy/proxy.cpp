@@ -118,6 +118,12 @@ void egress_proxy::stop() {
   for (auto* c : st.connections) c->close("proxy stopped");
 }
 
+asio::awaitable<void> egress_proxy::serve_link(const std::string& sandbox_id, http::any_stream link) {
+  auto st = state_;
+  if (st->stopping) co_return;
+  co_await detail::serve_link(st, std::move(link), sandbox_id);
+}
+
 void egress_proxy::disconnect(const std::string& sandbox_id) {
   for (auto* c : state_->connections) {
     if (c->sandbox_id != sandbox_id) continue;

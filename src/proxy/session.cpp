@@ -131,6 +131,13 @@ bool from_current_address(connection& c, const sandbox_egress& sandbox) {
 // The sandbox the credential names (407 otherwise). Unknown ids and wrong secrets take the same
 // path, hashing included, so neither is told apart by the answer.
 result<sandbox_egress> authenticate(state& st, connection& c, const bhttp::request_header<>& head, egress_event& ev) {
+  if (c.proven_sandbox) {  // a link home: its door proved the sandbox, a credential would add nothing
+    ev.sandbox_id = *c.proven_sandbox;
+    auto found = st.directory.find(*c.proven_sandbox);
+    if (!found || found->state != "started") return make_error(errc::unauthenticated, "sandbox not started");
+    ev.org_id = found->org_id;
+    return std::move(*found);
+  }
   auto field = head.find(bhttp::field::proxy_authorization);
   if (field == head.end()) return make_error(errc::unauthenticated, "no credential");
   if (head.count(bhttp::field::proxy_authorization) > 1) return make_error(errc::unauthenticated, "two credentials");
@@ -339,6 +346,14 @@ connection::connection(tcp::socket socket)
   closed_signal_.expires_at(asio::steady_timer::time_point::max());
 }
 
+connection::connection(http::any_stream link, std::string sandbox)
+    : client(std::move(link)),
+      upstream(client.get_executor()),
+      proven_sandbox(std::move(sandbox)),
+      closed_signal_(client.get_executor()) {
+  closed_signal_.expires_at(asio::steady_timer::time_point::max());
+}
+
 void connection::close(std::string why) {
   if (closed_because_) return;
   closed_because_ = std::move(why);
@@ -392,9 +407,9 @@ void report(state& st, const connection& c, egress_event& ev) {
   }
 }
 
-asio::awaitable<void> serve(std::shared_ptr<state> st, tcp::socket socket, asio::ip::address source) {
-  connection c(std::move(socket));
-  c.pending_source = source;
+namespace {
+
+asio::awaitable<void> serve_connection(std::shared_ptr<state> st, connection& c, std::string source) {
   auto entry = st->connections.insert(st->connections.end(), &c);
   struct unregister {
     state& st;
@@ -409,7 +424,7 @@ asio::awaitable<void> serve(std::shared_ptr<state> st, tcp::socket socket, asio:
   if (st->stopping) co_return;
   try {
     egress_event ev;
-    ev.source = source.to_string();
+    ev.source = std::move(source);
     auto work = handle(*st, c, ev);
     auto refused = co_await std::move(work);
     if (refused) {
@@ -423,6 +438,19 @@ asio::awaitable<void> serve(std::shared_ptr<state> st, tcp::socket socket, asio:
   } catch (const std::exception& e) {
     spdlog::warn("egress proxy: connection failed: {}", e.what());
   }
+}
+
+}  // namespace
+
+asio::awaitable<void> serve(std::shared_ptr<state> st, tcp::socket socket, asio::ip::address source) {
+  connection c(std::move(socket));
+  c.pending_source = source;
+  co_await serve_connection(std::move(st), c, source.to_string());
+}
+
+asio::awaitable<void> serve_link(std::shared_ptr<state> st, http::any_stream link, std::string sandbox_id) {
+  connection c(std::move(link), sandbox_id);
+  co_await serve_connection(std::move(st), c, "link:" + sandbox_id);
 }
 
 }  // namespace sandfort::proxy::detail

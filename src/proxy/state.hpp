@@ -29,6 +29,8 @@ namespace detail {
 class connection {
  public:
   explicit connection(boost::asio::ip::tcp::socket socket);
+  // A tunnel link home: the sandbox is the one whose door it came through.
+  connection(http::any_stream link, std::string sandbox);
 
   boost::asio::ip::address peer;     // the client's address, as accepted (before client takes the socket)
   http::any_stream client;
@@ -36,6 +38,7 @@ class connection {
   boost::beast::flat_buffer buffer;  // bytes read past the request head go upstream first
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::string sandbox_id;            // set once authenticated: disconnect() finds it by this
+  std::optional<std::string> proven_sandbox;  // a link home's: no credential is asked for
   // Until authenticated the connection holds a pending slot of its source; after, a tunnel
   // slot. serve() gives back whichever it holds when the connection ends.
   std::optional<boost::asio::ip::address> pending_source;
@@ -81,6 +84,9 @@ namespace detail {
 // pending slot for `source`; serve gives it back.
 boost::asio::awaitable<void> serve(std::shared_ptr<egress_proxy::state> st, boost::asio::ip::tcp::socket socket,
                                    boost::asio::ip::address source);
+// Serves a tunnel link of `sandbox_id` (egress_proxy::serve_link).
+boost::asio::awaitable<void> serve_link(std::shared_ptr<egress_proxy::state> st, http::any_stream link,
+                                        std::string sandbox_id);
 
 // Logs the decision, counts it and hands it to on_decision.
 void report(egress_proxy::state& st, const connection& c, egress_event& ev);

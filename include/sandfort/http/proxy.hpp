@@ -48,6 +48,10 @@ struct relay_result {
 // sent bytes instead. Used with `||` beside what produces the answer.
 boost::asio::awaitable<void> until_client_leaves(exchange& ex);
 
+// Bytes both ways between two connected streams, each direction until its reader sees the end
+// (then the other side's sending half is shut), until both have ended.
+boost::asio::awaitable<void> splice_streams(any_stream& a, any_stream& b);
+
 // Sends the request header in ex.parser as it is (the caller rewrites it first), its body, and
 // relays the answer. Expect: 100-continue is answered here. The upstream must be connected.
 boost::asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_options options);

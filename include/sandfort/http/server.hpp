@@ -112,6 +112,11 @@ class server {
   // Requests the selector claims are handed over after their header (see stream.hpp).
   void set_stream_selector(stream_selector selector);
 
+  // Serves a connection the server did not accept — a link the agent dialed home
+  // (src/agent/home) — exactly as an accepted one, counted among its connections, until it
+  // closes. Its header timeout starts now: hand it over once its first bytes have come.
+  boost::asio::awaitable<void> serve(any_stream connection, peer from);
+
   // Stops accepting and closes every connection that waits for (or is reading) a request
   // header, and WebSockets. A connection inside a request carries on — a streamed exec keeps
   // streaming — and closes once its response is written.

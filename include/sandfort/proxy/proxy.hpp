@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "sandfort/core/error.hpp"
+#include "sandfort/http/any_stream.hpp"
 #include "sandfort/proxy/policy.hpp"
 
 namespace sandfort::proxy {
@@ -121,6 +122,10 @@ class egress_proxy {
   // traffic counters.
   void disconnect(const std::string& sandbox_id);
   void on_decision(std::function<void(const egress_event&)> callback);
+  // A tunnel link of a sandbox that dials home (src/home/door.hpp): the door proved the sandbox,
+  // so no credential is asked for and no source address checked; the allowlist, the address
+  // checks, the per-sandbox limits and the decisions are those of a client of listen().
+  boost::asio::awaitable<void> serve_link(const std::string& sandbox_id, http::any_stream link);
 
   struct traffic {
     std::uint64_t bytes_in = 0, bytes_out = 0, allowed = 0, denied = 0;
