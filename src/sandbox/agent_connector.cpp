@@ -446,11 +446,15 @@ asio::awaitable<result<void>> container_connector::exec_stream(const agent_addre
   bool ok = parser.get().result_int() == 200;
   // The command's own timeout ends the stream; this only catches an agent that went silent.
   stream.expires_after(call.timeout + std::chrono::seconds(10));
+  beast::error_code broke;
   while (!parser.is_done()) {
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
     auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, parser, use_tuple);
-    if (ec && ec != bhttp::error::need_buffer) break;
+    if (ec && ec != bhttp::error::need_buffer) {
+      broke = ec;
+      break;
+    }
     std::string_view got(chunk.data(), chunk.size() - parser.get().body().size);
     if (!ok) {
       error_body.append(got.substr(0, error_body_limit - std::min(error_body_limit, error_body.size())));
@@ -461,6 +465,10 @@ asio::awaitable<result<void>> container_connector::exec_stream(const agent_addre
     if (!got.empty() && !co_await sink.write(got)) co_return ok_t{};
   }
   if (!ok) co_return agent_error(parser.get().result_int(), error_body);
+  if (broke) {  // before the agent's last event: the caller must not take it for the end
+    spdlog::warn("sandbox {}: the agent's event stream broke: {}", at.sandbox_id, broke.message());
+    co_return unavailable("the sandbox's agent stopped answering during the command: " + broke.message());
+  }
   co_return ok_t{};
 }
 

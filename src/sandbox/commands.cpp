@@ -158,8 +158,13 @@ task<void> command_service::exec_stream_noted(const std::string& org_id, const s
   auto r = co_await agent_.exec_stream(agent_address_of(*rec), *call, capped);
   if (r) timed.values()[1] = "ok";
   timed.stop();
-  if (r || r.err().code != errc::unavailable) co_return r;
-  co_return co_await transitions_.explain_unreachable_agent(*rec, std::move(r).err());
+  if (!r && r.err().code == errc::unavailable) r = co_await transitions_.explain_unreachable_agent(*rec, std::move(r).err());
+  // Events went out already: the error is the stream's last event, not the answer's status.
+  if (!r) {
+    bool told = co_await capped.fail(r.err());  // (not inside &&: GCC 12 miscompiles co_await there)
+    if (told) co_return ok_t{};
+  }
+  co_return r;
 }
 
 task<exec_result> command_service::exec(const std::string& org_id, const std::string& id_or_name, exec_request req,

@@ -85,10 +85,10 @@ boost::asio::awaitable<bool> capped_events::relay(std::string_view event) {
       nlohmann::json failure;
       failure["error"]["code"] = "internal";
       failure["error"]["message"] = "the agent sent a malformed " + std::string(name) + " event";
-      co_return co_await out_.write(frame("error", failure));
+      co_return co_await emit("error", failure);
     }
     if (name == "exit" && cut_) j["truncated"] = true;
-    co_return co_await out_.write(frame(name, j));
+    co_return co_await emit(name, j);
   }
   if (!j.is_object() || !j.contains("data") || !j["data"].is_string()) co_return true;
   co_return co_await relay_output(name, name == "stdout" ? 0 : 1, j);
@@ -106,7 +106,22 @@ boost::asio::awaitable<bool> capped_events::relay_output(std::string_view name, 
   sent_[stream] += text.size();
   nlohmann::json chunk = {{"data", std::move(text)}};
   if (b64) chunk["data_b64"] = std::move(*b64);
-  co_return co_await out_.write(frame(name, chunk));
+  co_return co_await emit(name, chunk);
+}
+
+boost::asio::awaitable<bool> capped_events::emit(std::string_view name, const nlohmann::json& data) {
+  wrote_ = true;
+  co_return co_await out_.write(frame(name, data));
+}
+
+boost::asio::awaitable<bool> capped_events::fail(const error& e) {
+  if (finished_ || !wrote_) co_return false;
+  finished_ = true;
+  nlohmann::json failure;
+  failure["error"]["code"] = std::string(to_string(e.code));
+  failure["error"]["message"] = e.message;
+  co_await emit("error", failure);
+  co_return true;
 }
 
 }  // namespace sandfort::sandbox

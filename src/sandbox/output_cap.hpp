@@ -33,7 +33,14 @@ class capped_events final : public byte_sink {
   // False when the reader is gone or the agent sent an event larger than any of its own.
   boost::asio::awaitable<bool> write(std::string_view bytes) override;
 
+  // The agent's stream broke after events went out and before the final one (the agent was
+  // killed, its sandbox stopped): `e` becomes that final event, an `error`. False, writing
+  // nothing, when no event went out yet (the error is then the caller's whole answer) or the
+  // final one did.
+  boost::asio::awaitable<bool> fail(const error& e);
+
  private:
+  boost::asio::awaitable<bool> emit(std::string_view name, const nlohmann::json& data);
   boost::asio::awaitable<bool> relay(std::string_view event);
   boost::asio::awaitable<bool> relay_output(std::string_view name, int stream, nlohmann::json& j);
 
@@ -43,6 +50,7 @@ class capped_events final : public byte_sink {
   std::uint64_t sent_[2] = {0, 0};
   bool cut_ = false;
   bool finished_ = false;
+  bool wrote_ = false;  // an event went out
 };
 
 }  // namespace sandfort::sandbox

@@ -327,6 +327,47 @@ TEST_CASE("sandbox: exec_stream rebuilds the final event instead of passing on t
   }
 }
 
+// Seen on a loaded CI machine: an event stream that the agent's side cut short ended like a whole
+// one, and the client could only say "the stream ended without an exit event".
+TEST_CASE("sandbox: exec_stream ends with an error event when the agent stops answering mid-stream",
+          "[sandbox][exec]") {
+  exec_request req;
+  req.command = "echo first; sleep 3; echo second";
+  const auto broke = make_error(errc::unavailable, "the sandbox's agent stopped answering during the command: end of stream");
+  SECTION("after output: the error is the last event, and the call succeeded (the events began)") {
+    fixture f;
+    auto v = f.create_started();
+    f.agent.stream_chunks = {"event: stdout\ndata: {\"data\":\"first\\n\"}\n\n"};
+    f.agent.stream_end = broke;
+    collecting_sink sink;
+    REQUIRE(f.run(f.svc->commands().exec_stream(f.org_a.id, v.id, req, sink)).ok());
+    CHECK(sink.bytes ==
+          "event: stdout\ndata: {\"data\":\"first\\n\"}\n\n"
+          "event: error\ndata: {\"error\":{\"code\":\"unavailable\",\"message\":\"the sandbox's agent stopped "
+          "answering during the command: end of stream\"}}\n\n");
+  }
+  SECTION("after the exit event: nothing is added, the error goes back to the caller") {
+    fixture f;
+    auto v = f.create_started();
+    f.agent.stream_end = broke;
+    collecting_sink sink;
+    auto r = f.run(f.svc->commands().exec_stream(f.org_a.id, v.id, req, sink));
+    REQUIRE_FALSE(r.ok());
+    CHECK(sink.bytes.ends_with("event: exit\ndata: {\"exit_code\":0}\n\n"));
+  }
+  SECTION("before any event: the error is the answer, nothing is written") {
+    fixture f;
+    auto v = f.create_started();
+    f.agent.stream_chunks = {};
+    f.agent.stream_end = broke;
+    collecting_sink sink;
+    auto r = f.run(f.svc->commands().exec_stream(f.org_a.id, v.id, req, sink));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.err().code == errc::unavailable);
+    CHECK(sink.writes == 0);
+  }
+}
+
 TEST_CASE("sandbox: code_run_stream maps the language like code_run", "[sandbox][code_run]") {
   fixture f;
   auto v = f.create_started();

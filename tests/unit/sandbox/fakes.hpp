@@ -574,20 +574,23 @@ class fake_connector final : public agent_connector {
                                            {5432, "127.0.0.1", "ipv4", std::nullopt, std::nullopt, "", false}};
   asio::awaitable<result<std::vector<listening_port>>> ports(const agent_address&) override { co_return listening; }
 
-  // Streams: writes stream_chunks to the sink, then answers stream_answer.
+  // Streams: writes stream_chunks to the sink, then answers stream_answer; or, when that is an
+  // error, answers it at once. stream_end is answered after the chunks (an agent that stops
+  // answering in the middle).
   // As the agent writes them (src/agent/process/sse.cpp): output events carry {"data": text}.
   std::vector<std::string> stream_chunks = {"event: stdout\ndata: {\"data\":\"hi\"}\n\n",
                                             "event: exit\ndata: {\"exit_code\":0}\n\n"};
   result<void> stream_answer = ok_t{};
+  result<void> stream_end = ok_t{};
   asio::awaitable<result<void>> exec_stream(const agent_address& at, const agent_exec& call,
                                             byte_sink& sink) override {
     execs.emplace_back(at.sandbox_id, call);
     if (!stream_answer) co_return stream_answer;
     for (const auto& chunk : stream_chunks) {
       std::string_view bytes = chunk;
-      if (!co_await sink.write(bytes)) break;
+      if (!co_await sink.write(bytes)) co_return ok_t{};
     }
-    co_return ok_t{};
+    co_return stream_end;
   }
 };
 
