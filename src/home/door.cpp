@@ -18,7 +18,7 @@ namespace sandfort::home {
 
 namespace asio = boost::asio;
 using local = asio::local::stream_protocol;
-using http::use_tuple;
+using sandfort::use_tuple;
 
 struct doors::door {
   door(asio::io_context& ioc, std::string id, std::string directory)
@@ -89,7 +89,9 @@ asio::awaitable<void> greet(std::shared_ptr<doors::door> d, http::any_stream lin
   }
   if (d->tunnels >= options.max_tunnels) co_return;
   entry.hand_over(d->tunnels);
-  co_await tunnels(d->sandbox_id, std::move(link));
+  // The awaitable is made first: GCC 12 mishandles temporaries inside a co_await expression.
+  auto tunnelling = tunnels(d->sandbox_id, std::move(link));
+  co_await std::move(tunnelling);
 }
 
 asio::awaitable<void> accept_links(std::shared_ptr<doors::door> d, link_pool& pool, tunnel_handler tunnels,

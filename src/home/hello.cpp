@@ -11,7 +11,7 @@
 namespace sandfort::home {
 
 namespace asio = boost::asio;
-using http::use_tuple;
+using sandfort::use_tuple;
 
 namespace {
 constexpr std::string_view prefix = "SANDFORT-HOME/1 ";

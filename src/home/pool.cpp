@@ -60,7 +60,7 @@ asio::awaitable<result<http::any_stream>> link_pool::take(const std::string& san
     auto timer = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor);
     timer->expires_at(until);
     auto entry = room.waiters.insert(room.waiters.end(), timer);
-    co_await timer->async_wait(http::use_tuple);
+    co_await timer->async_wait(use_tuple);
     auto again = rooms_.find(sandbox_id);  // a room with waiters stays until they leave (drop())
     again->second.waiters.erase(entry);
     if (again->second.dropped) {

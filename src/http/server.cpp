@@ -438,7 +438,8 @@ void server::set_stream_selector(stream_selector selector) { state_->streams = s
 asio::awaitable<void> server::serve(any_stream connection, peer from) {
   auto st = state_;
   if (st->stopping) co_return;
-  co_await run_session(st, std::move(connection), std::move(from));
+  auto session = run_session(st, std::move(connection), std::move(from));  // not a temporary: GCC 12
+  co_await std::move(session);
 }
 
 result<void> server::listen_unix(const std::string& path) {

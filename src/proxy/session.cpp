@@ -445,12 +445,14 @@ asio::awaitable<void> serve_connection(std::shared_ptr<state> st, connection& c,
 asio::awaitable<void> serve(std::shared_ptr<state> st, tcp::socket socket, asio::ip::address source) {
   connection c(std::move(socket));
   c.pending_source = source;
-  co_await serve_connection(std::move(st), c, source.to_string());
+  auto serving = serve_connection(std::move(st), c, source.to_string());  // not a temporary: GCC 12
+  co_await std::move(serving);
 }
 
 asio::awaitable<void> serve_link(std::shared_ptr<state> st, http::any_stream link, std::string sandbox_id) {
   connection c(std::move(link), sandbox_id);
-  co_await serve_connection(std::move(st), c, "link:" + sandbox_id);
+  auto serving = serve_connection(std::move(st), c, "link:" + sandbox_id);  // not a temporary: GCC 12
+  co_await std::move(serving);
 }
 
 }  // namespace sandfort::proxy::detail

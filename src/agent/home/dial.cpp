@@ -18,7 +18,7 @@ namespace sandfort::agent::home {
 
 namespace asio = boost::asio;
 using local = asio::local::stream_protocol;
-using http::use_tuple;
+using sandfort::use_tuple;
 using sandfort::home::link_kind;
 
 namespace {
@@ -49,7 +49,11 @@ asio::awaitable<void> wait_for_call(std::shared_ptr<dialer> d, http::any_stream 
   --d->idle;
   ++d->serving;
   d->wake.cancel();
-  if (!ec) co_await d->server.serve(std::move(link), http::peer{"sandfortd", 0});
+  if (!ec) {
+    // Made first: GCC 12 mishandles temporaries inside a co_await expression.
+    auto serving = d->server.serve(std::move(link), http::peer{"sandfortd", 0});
+    co_await std::move(serving);
+  }
   --d->serving;
   d->wake.cancel();
 }
