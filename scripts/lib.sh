@@ -98,3 +98,61 @@ sf_ensure_dockerd() {
   tail -n 20 "$log" >&2 2>/dev/null || true
   sf_die "$prefix" "Docker did not answer on $SF_DOCKER_SOCK within 60 s; see $log"
 }
+
+# sf_ensure_gvisor PREFIX — installs Debian's runsc when missing and registers it with the Docker
+# Engine as the runtime "runsc" (/etc/docker/daemon.json, other keys kept), reloading dockerd
+# with SIGHUP (running containers are not restarted) only when the file changed. The flags:
+#   --network=none     runsc here runs only without its own network stack; a gVisor sandbox has
+#                      no interface at all, its agent dials home (docs/architecture.md)
+#   --host-uds=open    a process in the sandbox may connect to a host socket in a mounted
+#                      directory: the agent's door, mounted read-only
+#   --file-access=shared  the host's writes into the root filesystem (the Engine's archive API)
+#                      are seen inside at once
+# Returns non-zero, saying why, when gVisor cannot be offered.
+SF_RUNSC_ARGS='["--network=none", "--host-uds=open", "--file-access=shared"]'
+sf_ensure_gvisor() {
+  local prefix=$1 config=/etc/docker/daemon.json
+  if ! command -v runsc >/dev/null 2>&1; then
+    sf_log "$prefix" "installing runsc (gVisor) from Debian"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends runsc >/dev/null 2>&1 || {
+      sf_log "$prefix" "runsc could not be installed"
+      return 1
+    }
+  fi
+  local changed
+  changed=$(SF_RUNSC_PATH=$(command -v runsc) SF_RUNSC_ARGS=$SF_RUNSC_ARGS python3 - "$config" <<'PY'
+import json, os, sys
+path = sys.argv[1]
+try:
+    with open(path) as f:
+        config = json.load(f)
+except FileNotFoundError:
+    config = {}
+want = {"path": os.environ["SF_RUNSC_PATH"], "runtimeArgs": json.loads(os.environ["SF_RUNSC_ARGS"])}
+if config.get("runtimes", {}).get("runsc") == want:
+    print("no")
+else:
+    config.setdefault("runtimes", {})["runsc"] = want
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+    print("yes")
+PY
+  ) || { sf_log "$prefix" "cannot update $config"; return 1; }
+  if [[ $changed == yes ]]; then
+    sf_log "$prefix" "registered runsc with the Docker Engine ($config); reloading dockerd"
+    pkill -HUP -x dockerd || true
+    local i
+    for ((i = 0; i < 20; i++)); do
+      docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"' && break
+      sleep 0.5
+    done
+  fi
+  if ! docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; then
+    sf_log "$prefix" "the Docker Engine does not list the runsc runtime"
+    return 1
+  fi
+  sf_log "$prefix" "gVisor: runsc $(runsc --version 2>/dev/null | head -n1 | awk '{print $3}') is the Engine's runtime \"runsc\""
+}

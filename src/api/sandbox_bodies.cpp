@@ -45,7 +45,7 @@ result<sandbox::create_request> parse_create(std::string_view raw) {
   static const std::set<std::string> known = {"name",        "snapshot", "wait",    "env",
                                               "labels",      "egress_allowlist", "ttl_s", "idle_timeout_s",
                                               "user",        "workdir",  "public_preview", "resources",
-                                              "volumes"};
+                                              "volumes",     "runtime"};
   for (const auto& [key, unused] : j.items())
     if (!known.count(key)) return make_error(errc::invalid_argument, "unknown field '" + key + "'");
   for (const auto& [key, unused] : resources.items())
@@ -55,7 +55,7 @@ result<sandbox::create_request> parse_create(std::string_view raw) {
                  read(j, "env", c.env), read(j, "labels", c.labels), read(j, "egress_allowlist", c.egress_allowlist),
                  read(j, "ttl_s", c.ttl_s), read(j, "idle_timeout_s", c.idle_timeout_s),
                  read(j, "user", c.user), read(j, "workdir", c.workdir),
-                 read(j, "public_preview", c.public_preview),
+                 read(j, "public_preview", c.public_preview), read(j, "runtime", c.runtime),
                  read(resources, "cpus", c.cpus), read(resources, "memory_mb", c.memory_mb),
                  read(resources, "pids", c.pids), read(resources, "disk_mb", c.disk_mb), read_volumes(j, c.volumes)})
     if (!r) return std::move(r).err();

@@ -38,6 +38,7 @@ json sandbox_json(const sandbox::sandbox_view& v) {
             {"user", v.spec.user.empty() ? json(nullptr) : json(v.spec.user)},
             {"workdir", v.spec.workdir.empty() ? json(nullptr) : json(v.spec.workdir)},
             {"public_preview", v.spec.public_preview},
+            {"runtime", v.spec.runtime},
             {"volumes", [&] {
                json volumes = json::array();
                for (const auto& m : v.spec.volumes)

@@ -35,6 +35,8 @@ json to_json_tree(const config& c) {
               {"agent_path", c.agent_path},
               {"default_image", c.default_image},
               {"runtime", c.runtime},
+              {"gvisor_runtime", c.gvisor_runtime},
+              {"default_runtime", c.default_runtime},
               {"log_format", c.log_format},
               {"log_level", c.log_level},
               {"max_body_bytes", c.max_body_bytes},
@@ -229,6 +231,8 @@ config from_json_tree(const json& j) {
   c.agent_path = j.at("agent_path").get<std::string>();
   c.default_image = j.at("default_image").get<std::string>();
   c.runtime = j.at("runtime").get<std::string>();
+  c.gvisor_runtime = j.at("gvisor_runtime").get<std::string>();
+  c.default_runtime = j.at("default_runtime").get<std::string>();
   c.log_format = j.at("log_format").get<std::string>();
   c.log_level = j.at("log_level").get<std::string>();
   c.max_body_bytes = j.at("max_body_bytes").get<std::uint64_t>();
@@ -569,6 +573,10 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
   c.audit.key_path = fs::absolute(c.audit.key_path, ec).lexically_normal().string();
   if (c.audit.checkpoint_interval_s <= 0 || c.audit.summary_interval_s <= 0)
     return make_error(errc::invalid_argument, "config: audit intervals must be positive");
+  if (c.default_runtime != "runc" && c.default_runtime != "gvisor")
+    return make_error(errc::invalid_argument, "config: default_runtime must be runc or gvisor");
+  if (c.default_runtime == "gvisor" && c.gvisor_runtime.empty())
+    return make_error(errc::invalid_argument, "config: default_runtime gvisor needs gvisor_runtime");
   if (auto r = check_store(c.store); !r) return r;
   if (auto r = check_disk(c.disk); !r) return r;
   if (c.guardrails.max_sandboxes < 0 || !(c.guardrails.max_cpus >= 0) || c.guardrails.max_memory_mb < 0 ||

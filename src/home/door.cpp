@@ -139,10 +139,12 @@ result<std::string> doors::open(const std::string& sandbox_id) {
   if (open_.count(sandbox_id)) close(sandbox_id);
   // 0711: sandfortd (root) and Docker find a door by its path; nobody else lists them.
   if (auto made = make_dir(options_.root, 0711); !made) return std::move(made).err();
+  // An existing directory is kept: a running container (sandfortd restarted under it) has it
+  // mounted, and sees the new socket appear in it; only the socket file is made again.
   const std::string dir = options_.root + "/" + sandbox_id;
-  remove_dir(dir);
   if (auto made = make_dir(dir, 0755); !made) return std::move(made).err();
   const std::string path = dir + "/" + socket_name;
+  ::unlink(path.c_str());
   auto d = std::make_shared<door>(ioc_, sandbox_id, dir);
   boost::system::error_code ec;
   d->acceptor.open(local(), ec);
@@ -180,6 +182,7 @@ void doors::close_all() {
     boost::system::error_code ignored;
     d->acceptor.close(ignored);
     for (auto* link : d->links) link->close();
+    ::unlink((d->dir + "/" + socket_name).c_str());
     pool_.drop(id);
   }
   open_.clear();

@@ -325,7 +325,24 @@ asio::awaitable<result<container_identity>> container_connector::identity(const 
   co_return *who;
 }
 
+result<void> container_connector::prepare(const agent_address& at) {
+  if (!at.dials_home) return {};
+  if (!doors_) return make_error(errc::unavailable, "gVisor sandboxes are not served by this daemon");
+  auto dir = doors_->open(at.sandbox_id);
+  if (!dir) return std::move(dir).err();
+  return {};
+}
+
+void container_connector::forget(const std::string& sandbox_id) {
+  known_.erase(sandbox_id);
+  if (doors_) doors_->close(sandbox_id);
+}
+
 asio::awaitable<result<agent_stream>> container_connector::connect(const agent_address& at) {
+  if (at.dials_home) {  // its links are the only way in: the door they came through proved them
+    if (!pool_) co_return unavailable("gVisor sandboxes are not served by this daemon");
+    co_return co_await pool_->take(at.sandbox_id, options_.home_wait);
+  }
   for (int attempt = 0;; ++attempt) {
     auto who = co_await identity(at);
     if (!who) co_return std::move(who).err();

@@ -191,6 +191,8 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   auto mounts = volumes_.mounts_of(rec.id);
   if (!mounts) co_return co_await fail(std::move(mounts).err());
   container.volumes = std::move(*mounts);
+  // The door of a sandbox that dials home is mounted: it must be there before the container.
+  if (auto ready = agent_.prepare(agent_address_of(rec)); !ready) co_return co_await fail(std::move(ready).err());
   auto id = co_await engine_.create_container(container);
   if (!id) co_return co_await fail(std::move(id).err());
   rec.container_id = *id;
@@ -399,7 +401,7 @@ task<sandbox_metrics> service::metrics(const std::string& org_id, const std::str
 }
 
 container_site service::site() const {
-  return {db_.instance_id(), net_.info().name, net_.info().gateway, disk_.hard_enforcement()};
+  return {db_.instance_id(), net_.info().name, net_.info().gateway, disk_.hard_enforcement(), home_root(cfg_)};
 }
 
 sandbox_view service::view_of(const store::sandbox_record& rec) const {

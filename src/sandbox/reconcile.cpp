@@ -194,6 +194,10 @@ task<reconcile_report> reconciler::reconcile() {
       // Started by a build without the sandbox network, or the address was never recorded.
       if (auto r = co_await net_.refresh_address(rec); r) (void)sandboxes_.update_sandbox(rec);
     }
+    // A running sandbox that dials home finds its door open again (its agent dials again).
+    if (found != by_sandbox.end() && found->second.running && (rec.state == "started" || rec.state == "paused"))
+      if (auto r = transitions_.prepare_agent(rec); !r)
+        spdlog::warn("reconcile: sandbox {}: {}", rec.id, r.err().message);
   }
 
   // After the containers: those just removed no longer hold the volumes and images they used.

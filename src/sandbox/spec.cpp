@@ -97,7 +97,11 @@ result<void> check_volume_mounts(const std::vector<volume_request>& volumes) {
 
 std::string new_container_name() { return "sandfort-" + random_hex(8); }
 
-agent_address agent_address_of(const store::sandbox_record& rec) { return {rec.id, rec.container_id}; }
+std::string home_root(const config& cfg) { return cfg.state_dir + "/home"; }
+
+agent_address agent_address_of(const store::sandbox_record& rec) {
+  return {rec.id, rec.container_id, spec_from_json(rec.spec_json).runtime == "gvisor"};
+}
 
 result<sandbox_spec> validate_create(const config& cfg, const create_request& req) {
   sandbox_spec spec;
@@ -153,6 +157,10 @@ result<sandbox_spec> validate_create(const config& cfg, const create_request& re
   spec.user = req.user;
   spec.workdir = req.workdir;
   spec.public_preview = req.public_preview;
+  spec.runtime = req.runtime.empty() ? cfg.default_runtime : req.runtime;
+  if (spec.runtime != "runc" && spec.runtime != "gvisor") return bad("runtime must be runc or gvisor");
+  if (spec.runtime == "gvisor" && cfg.gvisor_runtime.empty())
+    return make_error(errc::unavailable, "gVisor sandboxes are not offered by this daemon (gvisor_runtime is empty)");
   return spec;
 }
 
@@ -182,6 +190,32 @@ std::map<std::string, std::string> sandbox_environment(const std::string& sandbo
   }
   return env;
 }
+
+namespace {
+
+// A gVisor sandbox: runsc, no network interface at all, the agent dialing its door (mounted
+// read-only) instead of listening, and the proxy on the agent's 127.0.0.1:3128, without a
+// credential (the link it travels proves the sandbox).
+void dial_home(docker::container_spec& c, const config& cfg, const container_site& site,
+               const store::sandbox_record& rec, const sandbox_spec& spec) {
+  c.runtime = cfg.gvisor_runtime;
+  c.network_mode = "none";
+  for (std::size_t i = 0; i + 1 < c.entrypoint.size(); ++i)
+    if (c.entrypoint[i] == "--socket") {
+      c.entrypoint[i] = "--home";
+      c.entrypoint[i + 1] = std::string(home_in_container) + "/home.sock";
+    }
+  c.tmpfs.clear();  // no socket of the agent's own
+  c.binds.push_back({site.home_root + "/" + rec.id, home_in_container, true});
+  c.env.clear();
+  auto env = spec.env;
+  const std::string proxy = "http://127.0.0.1:3128";
+  for (const char* key : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}) env[key] = proxy;
+  env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1";
+  for (const auto& [k, v] : env) c.env.push_back(k + "=" + v);
+}
+
+}  // namespace
 
 docker::container_spec container_for(const config& cfg, const container_site& site, const store::sandbox_record& rec,
                                      const sandbox_spec& spec, const std::string& proxy_secret,
@@ -227,6 +261,7 @@ docker::container_spec container_for(const config& cfg, const container_site& si
   c.network_mode = site.network;
   c.runtime = cfg.runtime;
   c.stop_timeout_s = cfg.stop_timeout_s;
+  if (spec.runtime == "gvisor") dial_home(c, cfg, site, rec, spec);
   return c;
 }
 
@@ -239,7 +274,8 @@ std::string spec_to_json(const sandbox_spec& spec) {
             {"egress_allowlist", spec.egress_allowlist},
             {"user", spec.user},
             {"workdir", spec.workdir},
-            {"public_preview", spec.public_preview}};
+            {"public_preview", spec.public_preview},
+            {"runtime", spec.runtime}};
   if (!spec.volumes.empty()) {
     json volumes = json::array();
     for (const auto& v : spec.volumes)
@@ -278,6 +314,7 @@ sandbox_spec spec_from_json(const std::string& text) {
   spec.user = j.value("user", "");
   spec.workdir = j.value("workdir", "");
   spec.public_preview = j.value("public_preview", false);
+  spec.runtime = j.value("runtime", "runc");
   if (auto v = j.find("volumes"); v != j.end() && v->is_array())
     for (const auto& m : *v)
       if (m.is_object())

@@ -91,9 +91,14 @@ asio::awaitable<error> transitions::explain_unreachable_agent(store::sandbox_rec
 
 task<void> transitions::start_and_wait(store::sandbox_record& rec) {
   agent_.forget(rec.id);  // a new init process: learn it again
+  if (auto r = prepare_agent(rec); !r) co_return r;  // a door for a sandbox that dials home
   if (auto r = co_await engine_.start_container(rec.container_id); !r) co_return r;
   if (auto r = co_await wait_for_agent(rec); !r) co_return r;
   co_return co_await net_.refresh_address(rec);
+}
+
+result<void> transitions::prepare_agent(const store::sandbox_record& rec) {
+  return agent_.prepare(agent_address_of(rec));
 }
 
 task<void> transitions::wait_for_agent(const store::sandbox_record& rec) {

@@ -40,6 +40,8 @@
 #include "sandfort/http/tls_front.hpp"
 #include "sandfort/preview/server.hpp"
 #include "sandfort/proxy/proxy.hpp"
+#include "sandfort/home/door.hpp"
+#include "sandfort/home/pool.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/store_lookups.hpp"
 #include "sandfort/sandbox/service.hpp"
@@ -333,6 +335,14 @@ int serve(const config_flags& f) {
     return clients.resolve(from, {});
   };
   preview::preview_server previews(ioc, preview_opts, preview_directory);
+  // Sandboxes that dial home (gVisor): a door each (src/home), their idle links, and their
+  // tunnels handed to the egress proxy with the sandbox the door proved.
+  home::link_pool home_links;
+  home::doors home_doors(ioc, {sandbox::home_root(cfg)}, home_links,
+                         [&egress](const std::string& id, http::any_stream link) {
+                           return egress.serve_link(id, std::move(link));
+                         });
+  agent.serve_home(home_doors, home_links);
   // A stopped or deleted sandbox's tunnels and preview relays close at once.
   sandboxes.network().on_disconnect([&](const std::string& id) {
     egress.disconnect(id);

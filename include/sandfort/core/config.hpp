@@ -196,7 +196,11 @@ struct config {
   std::string docker_socket = "/var/run/docker.sock";
   std::string agent_path;  // empty → sandfort-agent beside the sandfortd executable
   std::string default_image = "sandfort/base:bookworm";
-  std::string runtime;  // empty → the engine's default runtime; "runsc" for gVisor
+  std::string runtime;  // the Docker runtime of runc sandboxes; empty → the engine's default
+  // gVisor sandboxes (`"runtime": "gvisor"` on create): the Docker runtime registered for runsc
+  // (scripts/lib.sh registers "runsc"); empty: gVisor is not offered.
+  std::string gvisor_runtime = "runsc";
+  std::string default_runtime = "runc";  // of a create that names none: runc | gvisor
   std::string log_format = "text";  // text | json
   std::string log_level = "info";
 

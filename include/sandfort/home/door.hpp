@@ -44,14 +44,15 @@ class doors {
   doors(const doors&) = delete;
   doors& operator=(const doors&) = delete;
 
-  // Opens the sandbox's door (again: a door already open is closed first): its directory, made
-  // afresh, with home.sock listening in it. Returns the directory, which the container mounts
-  // read-only at /run/sandfort/home.
+  // Opens the sandbox's door (again: a door already open is closed first): its directory (kept
+  // when it exists: a running container has it mounted) with a new home.sock listening in it.
+  // Returns the directory, which the container mounts read-only at /run/sandfort/home.
   result<std::string> open(const std::string& sandbox_id);
-  // Closes its listener and every link it has open, drops its idle links from the pool, and
-  // removes its directory.
+  // The sandbox stopped or is gone: closes its listener and every link it has open, drops its
+  // idle links from the pool, and removes its socket and directory.
   void close(const std::string& sandbox_id);
-  // Closes every door (the daemon stops); directories stay for the next start to reuse.
+  // Closes every door (the daemon stops). The directories stay, mounted in running containers:
+  // the next start opens the doors in them again, and the agents dial again.
   void close_all();
   bool is_open(const std::string& sandbox_id) const;
   // Links of the sandbox that are saying hello or tunnelling now.

@@ -15,6 +15,8 @@
 
 #include "sandfort/core/error.hpp"
 #include "sandfort/docker/engine.hpp"
+#include "sandfort/home/door.hpp"
+#include "sandfort/home/pool.hpp"
 #include "sandfort/http/any_stream.hpp"
 #include "sandfort/sandbox/answer_workers.hpp"
 #include "sandfort/sandbox/types.hpp"
@@ -27,6 +29,7 @@ using agent_stream = http::any_stream;
 struct agent_address {
   std::string sandbox_id;
   std::string container_id;
+  bool dials_home = false;  // a gVisor sandbox: reached over the links its agent dials (src/home)
 };
 
 // What the connector sends the agent: the service has already validated and defaulted it.
@@ -54,6 +57,9 @@ class agent_connector {
   // A connection to the agent of that sandbox, proven to end in its container. The api module
   // forwards sessions, background commands, files and the PTY over it unchanged.
   virtual boost::asio::awaitable<result<agent_stream>> connect(const agent_address& at) = 0;
+  // Before its container starts: what the transport needs on the host (the door of a sandbox that
+  // dials home, which its container mounts). Nothing for the others.
+  virtual result<void> prepare(const agent_address&) { return {}; }
   // Succeeds once the agent answers its health check.
   virtual boost::asio::awaitable<result<void>> health(const agent_address& at, std::chrono::milliseconds timeout) = 0;
   virtual boost::asio::awaitable<result<exec_result>> exec(const agent_address& at, const agent_exec& call) = 0;
@@ -82,6 +88,9 @@ struct connector_options {
   // answer takes 1.5 times its length (as read, then as parsed and encoded again).
   std::uint64_t response_budget_bytes = 128u << 20;
   std::chrono::milliseconds budget_wait{30'000};
+  // A sandbox that dials home: how long a call waits for one of its links (its agent keeps a few
+  // idle and dials another as one is taken; none comes when the agent is dead).
+  std::chrono::milliseconds home_wait{5'000};
 };
 
 // Buffered agent answers share one budget of bytes (see connector_options). Used on the I/O
@@ -139,7 +148,15 @@ class container_connector final : public agent_connector {
   boost::asio::awaitable<result<std::vector<listening_port>>> ports(const agent_address& at) override;
   boost::asio::awaitable<result<void>> claim(const agent_address& at, const std::map<std::string, std::string>& env,
                                              const std::string& workdir) override;
-  void forget(const std::string& sandbox_id) override { known_.erase(sandbox_id); }
+  result<void> prepare(const agent_address& at) override;
+  void forget(const std::string& sandbox_id) override;
+
+  // Sandboxes that dial home (gVisor) are reached through these; without them such a sandbox is
+  // refused ("not served by this daemon").
+  void serve_home(home::doors& doors, home::link_pool& pool) {
+    doors_ = &doors;
+    pool_ = &pool;
+  }
 
   const response_budget& budget() const { return budget_; }
 
@@ -151,6 +168,8 @@ class container_connector final : public agent_connector {
   connector_options options_;
   std::map<std::string, container_identity> known_;  // sandbox id → its container's identity
   response_budget budget_;
+  home::doors* doors_ = nullptr;
+  home::link_pool* pool_ = nullptr;
 };
 
 }  // namespace sandfort::sandbox

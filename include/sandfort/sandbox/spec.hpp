@@ -35,6 +35,10 @@ agent_address agent_address_of(const store::sandbox_record& rec);
 // The working directory of a sandbox whose create named none (docs/images.md): the agent makes
 // it, as the sandbox's user, at every start and claim.
 inline constexpr const char* default_workdir = "/work";
+// Where a sandbox that dials home finds its door (src/home/door.hpp), mounted read-only.
+inline constexpr const char* home_in_container = "/run/sandfort/home";
+// The host directory holding one door directory per sandbox: <state_dir>/home.
+std::string home_root(const config& cfg);
 inline std::string effective_workdir(const sandbox_spec& spec) {
   return spec.workdir.empty() ? default_workdir : spec.workdir;
 }
@@ -60,6 +64,7 @@ struct container_site {
   std::string network;      // the sandbox network's name
   std::string gateway;      // where the egress proxy listens on it
   bool hard_disk = false;   // the engine's storage enforces disk_mb (src/sandbox/disk_guard.cpp)
+  std::string home_root;    // the doors of sandboxes that dial home: <home_root>/<sandbox id> (src/home)
 };
 // The container of a sandbox, made from `image` by its id. Every label of the image that
 // sandfortd does not set is set empty: Docker would merge the image's labels into the

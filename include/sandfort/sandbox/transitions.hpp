@@ -52,6 +52,10 @@ class transitions {
   // refreshed (not stored). A sandbox's or a pool member's.
   task<void> start_and_wait(store::sandbox_record& rec);
 
+  // What the agent's transport needs on the host before (or, after a restart of sandfortd, while)
+  // the container runs: the door of a sandbox that dials home (agent_connector::prepare).
+  result<void> prepare_agent(const store::sandbox_record& rec);
+
   // Removes the sandbox's container: by id once known, else by its labels (mid-create).
   task<void> destroy_container(const store::sandbox_record& rec);
 

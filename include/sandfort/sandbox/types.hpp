@@ -61,6 +61,7 @@ struct create_request {
   std::string workdir;
   bool public_preview = false;
   std::vector<volume_request> volumes;
+  std::string runtime;  // runc | gvisor; empty: the configured default_runtime
 };
 
 // PATCH: only the fields present change.
@@ -83,6 +84,9 @@ struct sandbox_spec {
   std::string workdir;
   bool public_preview = false;
   std::vector<volume_request> volumes;
+  // runc, or gvisor: a kernel of its own (runsc), no network interface, its agent dialing home
+  // (docs/architecture.md, "The agent dials home").
+  std::string runtime = "runc";
   // The organization's snapshot the sandbox was created from, as the caller named it (the row's
   // `snapshot` column holds its image); empty when created from an image reference.
   std::string snapshot_name;

@@ -223,7 +223,7 @@ TEST_CASE("home: the agent dials its door, keeps links idle, and each call is se
   }());
   CHECK(tunnelled.empty());
 
-  // Closed: the directory goes, idle links close, a waiting call fails at once.
+  // Closed: the directory goes, idle links close; a call waits its time for a link and fails.
   doors.close("sbx-0123456789abcdef");
   CHECK_FALSE(std::filesystem::exists(*dir));
   CHECK(pool.idle("sbx-0123456789abcdef") == 0);
