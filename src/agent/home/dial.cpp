@@ -6,8 +6,14 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "sandfort/home/hello.hpp"
@@ -33,11 +39,36 @@ struct dialer {
   std::size_t tunnels = 0;
 };
 
+// Connected with a plain connect() and handed to Asio only then: gVisor (Debian's runsc,
+// 2022) never reports a host socket readable to an epoll registration made before the socket was
+// connected, and Asio registers a socket as it opens it. (Non-blocking: a full backlog at the
+// door is EAGAIN, dialed again later, never a blocked agent.)
+result<local::socket> connect_door(const asio::any_io_executor& executor, const std::string& door) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (door.size() >= sizeof(addr.sun_path)) return make_error(errc::invalid_argument, "door path too long: " + door);
+  std::memcpy(addr.sun_path, door.c_str(), door.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return make_error(errc::unavailable, std::string("socket: ") + std::strerror(errno));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int e = errno;
+    ::close(fd);
+    return make_error(errc::unavailable, "cannot reach " + door + ": " + std::strerror(e));
+  }
+  local::socket socket(executor);
+  boost::system::error_code ec;
+  socket.assign(local(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return make_error(errc::unavailable, "cannot use the link: " + ec.message());
+  }
+  return socket;
+}
+
 asio::awaitable<result<http::any_stream>> dial(const std::string& door, link_kind kind) {
-  local::socket socket(co_await asio::this_coro::executor);
-  auto [ec] = co_await socket.async_connect(local::endpoint(door), use_tuple);
-  if (ec) co_return make_error(errc::unavailable, "cannot reach " + door + ": " + ec.message());
-  http::any_stream link(std::move(socket));
+  auto socket = connect_door(co_await asio::this_coro::executor, door);
+  if (!socket) co_return std::move(socket).err();
+  http::any_stream link(std::move(*socket));
   if (auto said = co_await sandfort::home::write_hello(link, kind); !said) co_return std::move(said).err();
   co_return link;
 }

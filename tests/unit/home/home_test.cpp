@@ -314,3 +314,55 @@ TEST_CASE("home: links that say no hello, a wrong one, or come too many at once 
     co_return true;
   }());
 }
+
+TEST_CASE("home: the agent's egress listener carries each client over a tunnel link of its own, both ways",
+          "[home]") {
+  temp_dir tmp;
+  asio::io_context ioc;
+  home::link_pool pool;
+  std::vector<std::string> heads;
+  // A stand-in for the proxy: answers the request head it reads, then echoes what follows.
+  home::doors doors(ioc, {tmp.path}, pool, [&](const std::string& id, http::any_stream link) -> asio::awaitable<void> {
+    char buf[512];
+    link.expires_after(5s);
+    auto [ec, n] = co_await link.async_read_some(asio::buffer(buf), use_tuple);
+    if (ec) co_return;
+    heads.push_back(id + " " + std::string(buf, n));
+    co_await send(link, "HTTP/1.1 200 Connection established\r\n\r\n");
+    for (;;) {
+      auto [rec, got] = co_await link.async_read_some(asio::buffer(buf), use_tuple);
+      if (rec) co_return;
+      co_await send(link, "echo:" + std::string(buf, got));
+    }
+  });
+  auto dir = doors.open("sbx-dddddddddddddddd");
+  REQUIRE(dir.ok());
+  agent_side agent(ioc);
+  agent::home::dial_options dialing;
+  dialing.door = *dir + "/home.sock";
+  // A free port: bound and released (nothing else on this machine takes it in between).
+  asio::ip::tcp::acceptor probe(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  const auto port = probe.local_endpoint().port();
+  probe.close();
+  dialing.egress_listen = "127.0.0.1:" + std::to_string(port);
+  REQUIRE(agent::home::dial_home(ioc, dialing, agent.server).ok());
+  run_coroutine(ioc, [&]() -> asio::awaitable<bool> {
+    asio::ip::tcp::socket s(co_await asio::this_coro::executor);
+    auto [cec] = co_await s.async_connect({asio::ip::make_address("127.0.0.1"), port}, use_tuple);
+    REQUIRE_FALSE(cec);
+    http::any_stream client(std::move(s));
+    co_await send(client, "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n");
+    char buf[256];
+    client.expires_after(5s);
+    auto [ec, n] = co_await client.async_read_some(asio::buffer(buf), use_tuple);
+    REQUIRE_FALSE(ec);
+    CHECK(std::string(buf, n) == "HTTP/1.1 200 Connection established\r\n\r\n");
+    co_await send(client, "ping");
+    auto [ec2, n2] = co_await client.async_read_some(asio::buffer(buf), use_tuple);
+    REQUIRE_FALSE(ec2);
+    CHECK(std::string(buf, n2) == "echo:ping");
+    co_return true;
+  }());
+  REQUIRE(heads.size() == 1);
+  CHECK(heads[0].starts_with("sbx-dddddddddddddddd CONNECT api.example.com:443 HTTP/1.1\r\n"));
+}
