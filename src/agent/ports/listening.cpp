@@ -161,6 +161,10 @@ std::vector<listening_port> listening_tcp_ports(const std::string& proc) {
     while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\0')) comm.pop_back();
     if (!comm.empty()) p.process = std::move(comm);
   }
+  // The agent's own (the egress listener of a sandbox that dials home) is not the sandbox's.
+  const int self = ::getpid();
+  all.erase(std::remove_if(all.begin(), all.end(), [self](const listening_port& p) { return p.pid == self; }),
+            all.end());
   return all;
 }
 

@@ -1,0 +1,116 @@
+"""gVisor sandboxes (`"runtime": "gvisor"`, docs/gvisor.md) against a real daemon, real Docker and
+Debian's runsc: no network interface but lo, the agent dialing home over its door, egress through
+tunnels over the same door, and the isolation transcript staged from inside."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+
+def runsc_registered():
+    r = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True,
+                       timeout=60)
+    return r.returncode == 0 and "runsc" in json.loads(r.stdout or "{}")
+
+
+@pytest.fixture(scope="module")
+def gvisor(member):
+    if not runsc_registered():
+        if os.environ.get("CI") == "true":
+            pytest.fail("runsc is not registered with the Docker Engine (scripts/setup registers it)")
+        pytest.skip("runsc is not registered with the Docker Engine (scripts/setup registers it)")
+    sbx = member.create_sandbox(runtime="gvisor", egress_allowlist=["allowed.example"])
+    assert sbx["state"] == "started", sbx
+    yield sbx
+    member.delete(f"/v1/sandboxes/{sbx['id']}")
+
+
+def sh(member, sbx, command, timeout_s=30):
+    return member.exec(sbx["id"], command=command, timeout_s=timeout_s)
+
+
+def test_a_gvisor_sandbox_says_so_and_runs_on_gvisors_kernel(member, gvisor):
+    assert gvisor["runtime"] == "gvisor"
+    assert member.get(f"/v1/sandboxes/{gvisor['id']}").json()["runtime"] == "gvisor"
+    r = sh(member, gvisor, "uname -r; exit 3")
+    assert r["exit_code"] == 3
+    assert r["stdout"].strip() != os.uname().release  # not the host's kernel
+    # A session keeps its state over the links home as over the runc socket.
+    assert member.post(f"/v1/sandboxes/{gvisor['id']}/exec", {"command": "cd /tmp && export G=7"}).status == 200
+    r = member.post(f"/v1/sandboxes/{gvisor['id']}/exec", {"command": "echo $G; pwd"}).json()
+    assert r["stdout"] == "7\n/tmp\n"
+
+
+def test_no_interface_but_lo_no_route_no_raw_socket(member, gvisor):
+    r = sh(member, gvisor, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+    assert r["stdout"].split() == ["lo"]
+    r = sh(member, gvisor, "curl -sS --noproxy '*' -m 5 http://169.254.169.254/ 2>&1; echo rc=$?")
+    assert "rc=0" not in r["stdout"], r
+    r = sh(member, gvisor, "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)' 2>&1")
+    assert "PermissionError" in r["stdout"], r
+
+
+def test_nothing_of_the_daemons_inside_and_the_door_is_read_only(member, gvisor):
+    r = sh(member, gvisor, "env | grep -c '^SANDFORT_'; test -e /var/run/docker.sock; echo sock=$?")
+    assert r["stdout"] == "0\nsock=1\n", r
+    r = sh(member, gvisor, "touch /run/sandfort/home/planted 2>&1; echo rc=$?; rm -f /run/sandfort/home/home.sock 2>&1")
+    assert "Read-only file system" in r["stdout"] and "rc=1" in r["stdout"], r
+
+
+def test_egress_goes_through_the_proxy_with_the_sandboxs_own_allowlist(member, gvisor):
+    assert sh(member, gvisor, "echo $HTTPS_PROXY")["stdout"] == "http://127.0.0.1:3128\n"
+    r = sh(member, gvisor, "curl -sS -o /dev/null https://blocked.example/ 2>&1; true")
+    assert "response 403" in r["stdout"], r
+    # Allowed, so the proxy goes on to resolve it (there is no such host): a 502, not a 403.
+    r = sh(member, gvisor, "curl -sS -o /dev/null https://allowed.example/ 2>&1; true")
+    assert "response 502" in r["stdout"], r
+
+
+def test_a_link_that_claims_another_sandbox_is_still_its_own(member, gvisor):
+    other = member.create_sandbox(runtime="gvisor", egress_allowlist=["claimed.example"])
+    try:
+        # Straight to the door, with another sandbox's id as a credential: the door decides.
+        code = (
+            "import socket, base64\n"
+            "s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect('/run/sandfort/home/home.sock')\n"
+            f"cred = base64.b64encode(b'{other['id']}:guess').decode()\n"
+            "s.sendall(b'SANDFORT-HOME/1 tunnel\\nCONNECT claimed.example:443 HTTP/1.1\\r\\nHost: claimed.example:443\\r\\n'"
+            " + b'Proxy-Authorization: Basic ' + cred.encode() + b'\\r\\n\\r\\n')\n"
+            "print(s.recv(200).split(b'\\r\\n')[0].decode())\n")
+        r = member.exec(gvisor["id"], argv=["python3", "-c", code], timeout_s=30)
+        assert r["stdout"].startswith("HTTP/1.1 403"), r
+        # And a line that is not a hello opens nothing.
+        code = ("import socket\n"
+                "s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect('/run/sandfort/home/home.sock')\n"
+                "s.sendall(b'GET /process/exec HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+                "try:\n    print('closed' if s.recv(200) == b'' else 'answered')\n"
+                "except ConnectionResetError:\n    print('closed')\n")
+        r = member.exec(gvisor["id"], argv=["python3", "-c", code], timeout_s=30)
+        assert r["stdout"] == "closed\n", r
+    finally:
+        member.delete(f"/v1/sandboxes/{other['id']}")
+
+
+def test_files_and_the_ports_list_over_the_links(member, gvisor):
+    r = member.request("PUT", f"/v1/sandboxes/{gvisor['id']}/files?path=/work/g.txt", raw=b"over the door\n")
+    assert r.status == 201, r
+    r = member.get(f"/v1/sandboxes/{gvisor['id']}/files?path=/work/g.txt")
+    assert r.status == 200 and r.body == b"over the door\n"
+    r = member.get(f"/v1/sandboxes/{gvisor['id']}/ports")
+    assert r.status == 200
+    assert all(p["port"] != 3128 for p in r.json()["items"]), r.json()  # the agent's own listener is not listed
+
+
+def test_stop_and_start_keep_files_and_dial_home_again(member):
+    if not runsc_registered():
+        pytest.fail("runsc is not registered") if os.environ.get("CI") == "true" else pytest.skip("no runsc")
+    sbx = member.create_sandbox(runtime="gvisor")
+    try:
+        assert member.exec(sbx["id"], command="echo kept > /work/k")["exit_code"] == 0
+        assert member.post(f"/v1/sandboxes/{sbx['id']}/stop").status == 200
+        assert member.post(f"/v1/sandboxes/{sbx['id']}/start").status == 200
+        assert member.exec(sbx["id"], command="cat /work/k")["stdout"] == "kept\n"
+    finally:
+        member.delete(f"/v1/sandboxes/{sbx['id']}")
