@@ -154,14 +154,15 @@ test("idleTimeoutS and ttlS round trip through create, update and get", async ()
 });
 
 test("a key over its rate limit: rate_limited, 429, retryAfterS from Retry-After", async () => {
-  // The daemon's default member limit (50/s, bursts of 200) is what this runs into: waves of 64
+  // The daemon's default member limit (50/s, bursts of 200) is what this runs into: waves of 32
   // requests at once outrun the refill however slow a loaded machine makes each one (one after
-  // another, 5,000 took 127 s on CI's machine and never did).
+  // another, 5,000 took 127 s on CI's machine and never did). 32, below the listener's idle
+  // connections per source (64): at 64 the listener's own defence closed some (status 0).
   const { c } = await newOrg("member");
   let err;
-  for (let wave = 0; wave < 80 && !err; wave++) {
-    const answers = await Promise.all(Array.from({ length: 64 }, () => c.whoami().then(() => undefined, (e) => e)));
-    err = answers.find((e) => e !== undefined);
+  for (let wave = 0; wave < 160 && !err; wave++) {
+    const answers = await Promise.all(Array.from({ length: 32 }, () => c.whoami().then(() => undefined, (e) => e)));
+    err = answers.find((e) => e !== undefined && e.status === 429) ?? answers.find((e) => e !== undefined);
   }
   assert.ok(err instanceof SandfortError, "no 429 after 5000 requests: is the member rate limit off?");
   assert.equal(err.status, 429);
