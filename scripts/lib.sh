@@ -114,10 +114,15 @@ sf_ensure_gvisor() {
   local prefix=$1 config=/etc/docker/daemon.json
   if ! command -v runsc >/dev/null 2>&1; then
     sf_log "$prefix" "installing runsc (gVisor) from Debian"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends runsc >/dev/null 2>&1 || {
-      sf_log "$prefix" "runsc could not be installed"
-      return 1
-    }
+    # The package lists may predate runsc (a machine whose packages were all present skips
+    # setup's `apt-get update`): refreshed once when the first try does not find it.
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends runsc >/dev/null 2>&1; then
+      apt-get update -q >/dev/null 2>&1 || true
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends runsc >/dev/null 2>&1 || {
+        sf_log "$prefix" "runsc could not be installed"
+        return 1
+      }
+    fi
   fi
   local changed
   changed=$(SF_RUNSC_PATH=$(command -v runsc) SF_RUNSC_ARGS=$SF_RUNSC_ARGS python3 - "$config" <<'PY'
