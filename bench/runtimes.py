@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """runc against gVisor sandboxes (issue 34, docs/gvisor.md), through sandfortd, in one run:
 
-  create → started (the agent answering), exec `true` p50/p99 (the REST API's one-shot exec:
+  create → started (the agent answering), a file's stat (the agent alone: no process, no shell),
+  exec `true` p50/p99 (the REST API's one-shot exec:
   over the door and a link home for gVisor, over the socket in the container for runc), a
   session's builtin (`echo`), a 1 MiB file up and down, an egress CONNECT's answer (a denied host:
   the proxy's decision, no upstream), and the host memory of idle sandboxes (RSS of the
@@ -75,6 +76,9 @@ def measure(client, runtime):
     fig["create → started, p50 ms"] = statistics.median(created)
     sid = client.create_sandbox(runtime=runtime)["id"]
     try:
+        # The agent alone (one stat, no process, no shell): the transport's share of a call.
+        fig["a file's stat, p50 ms"] = pct(timed(lambda: client.get(f"/v1/sandboxes/{sid}/files/stat?path=/work"),
+                                                 N_EXEC), 50)
         execs = timed(lambda: client.exec(sid, argv=["true"]), N_EXEC)
         fig["exec true, p50 ms"] = pct(execs, 50)
         fig["exec true, p99 ms"] = pct(execs, 99)
