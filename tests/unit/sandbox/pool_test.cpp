@@ -123,6 +123,15 @@ TEST_CASE("pool: creates it cannot serve are made cold", "[sandbox][pool]") {
   as_user.wait = true;
   auto b = settle(f, f.svc->create(f.org_a.id, as_user));
   REQUIRE(b);
+  // A gVisor create gets a gVisor container of its own, never the pool's runc member.
+  create_request gvisor;
+  gvisor.runtime = "gvisor";
+  gvisor.wait = true;
+  auto c = settle(f, f.svc->create(f.org_a.id, gvisor));
+  REQUIRE(c);
+  CHECK(c->spec.runtime == "gvisor");
+  CHECK(f.engine.created.back().runtime == "runsc");
+  CHECK(f.engine.created.back().network_mode == "none");
   CHECK(f.agent.claims.empty());
   CHECK(f.svc->pools().at(0).ready == 1);
   CHECK_FALSE(spec_from_json(store::sandbox_store(*f.db).get_sandbox(f.org_a.id, a->id)->spec_json).pooled);
