@@ -25,28 +25,17 @@
 
 #include "sandfort/http/server.hpp"
 #include "support/raw_client.hpp"
+#include "support/run_coroutine.hpp"
 
 namespace sandfort::http::test {
 
 namespace asio = boost::asio;
 
-// Runs work to completion on ioc (which may also serve a server); throws when it does not
-// finish within limit, so a hang fails the test instead of stalling it.
+// Runs work to completion on ioc (which may also serve a server); a hang fails the test instead
+// of stalling it (support/run_coroutine.hpp).
 template <typename T>
-T run_on(asio::io_context& ioc, asio::awaitable<T> work, std::chrono::milliseconds limit = std::chrono::seconds(20)) {
-  std::optional<T> out;
-  std::exception_ptr failure;
-  asio::co_spawn(
-      ioc, [&]() -> asio::awaitable<void> { out.emplace(co_await std::move(work)); },
-      [&](std::exception_ptr e) {
-        failure = e;
-        ioc.stop();
-      });
-  ioc.restart();
-  ioc.run_for(limit);
-  if (failure) std::rethrow_exception(failure);
-  if (!out) throw std::runtime_error("the coroutine did not finish in time");
-  return std::move(*out);
+T run_on(asio::io_context& ioc, asio::awaitable<T> work, std::chrono::seconds limit = std::chrono::seconds(20)) {
+  return testing::run_coroutine(ioc, std::move(work), limit);
 }
 
 // A server on 127.0.0.1:<ephemeral> whose io_context runs on its own thread. Test code talks
