@@ -1,17 +1,21 @@
 #!/usr/bin/python3
-"""runc against gVisor sandboxes (issue 34, docs/gvisor.md), through sandfortd, in one run:
+"""runc against gVisor sandboxes (issue 34, docs/gvisor.md), through sandfortd, in one run, and runc
+with no network interface (`runc_dials_home`: the gVisor sandbox's transport on runc's kernel):
 
   create → started (the agent answering), a file's stat (the agent alone: no process, no shell),
   exec `true` p50/p99 (the REST API's one-shot exec:
   over the door and a link home for gVisor, over the socket in the container for runc), a
   session's builtin (`echo`), a 1 MiB file up and down, an egress CONNECT's answer (a denied host:
-  the proxy's decision, no upstream), and the host memory of idle sandboxes (RSS of the
+  the proxy's decision, no upstream), a preview request (Python's http.server in the sandbox, a
+  new upstream connection per request: over the sandbox network for runc, through the agent and a
+  link home for gVisor), and the host memory of idle sandboxes (RSS of the
   processes in each container's cgroup, runsc's own included).
 
 Run after ./scripts/setup and ./scripts/build:   /usr/bin/python3 bench/runtimes.py [--quick]
 It starts its own sandfortd on a temporary state directory and removes everything it made.
 """
 
+import http.client
 import os
 import statistics
 import subprocess
@@ -65,7 +69,28 @@ def container_rss_mib(sandbox_id):
     return total / 1024
 
 
-def measure(client, runtime):
+def preview_requests(daemon, client, sid):
+    client.post(f"/v1/sandboxes/{sid}/commands",
+                {"command": "mkdir -p /srv && echo ok > /srv/i && cd /srv && exec python3 -m http.server 8080"})
+    deadline = time.time() + 30
+    while not any(p["port"] == 8080 for p in client.get(f"/v1/sandboxes/{sid}/ports").json()["items"]):
+        assert time.time() < deadline, "the preview's server did not listen"
+        time.sleep(0.1)
+    token = client.get(f"/v1/sandboxes/{sid}/preview/8080").json()["token"]
+    headers = {"Host": f"8080-{sid}.preview.localhost:{daemon.preview_port}", "X-Sandfort-Preview-Token": token}
+    conn = http.client.HTTPConnection("127.0.0.1", daemon.preview_port, timeout=30)
+
+    def get():
+        conn.request("GET", "/i", headers=headers)
+        r = conn.getresponse()
+        assert (r.status, r.read()) == (200, b"ok\n")
+    try:
+        return timed(get, N_EXEC)
+    finally:
+        conn.close()
+
+
+def measure(daemon, client, runtime):
     fig = {}
     created = []
     for _ in range(N_CREATE):
@@ -103,6 +128,7 @@ def measure(client, runtime):
                    "out.sort(); print(out[len(out) // 2])\n")
         fig["egress CONNECT answered (403), p50 ms"] = float(client.exec(sid, argv=["python3", "-c", connect],
                                                                          timeout_s=120)["stdout"])
+        fig["preview request, p50 ms"] = pct(preview_requests(daemon, client, sid), 50)
     finally:
         client.delete(f"/v1/sandboxes/{sid}")
     idle = [client.create_sandbox(runtime=runtime)["id"] for _ in range(N_IDLE)]
@@ -116,17 +142,27 @@ def measure(client, runtime):
 
 
 def main():
+    columns = {}
     daemon = Daemon({"log_level": "warn", "host": {"memory_overcommit": 8}}).start()
     try:
         client = daemon.admin()
-        runc = measure(client, "runc")
-        gvisor = measure(client, "gvisor")
+        columns["runc"] = measure(daemon, client, "runc")
+        columns["gvisor"] = measure(daemon, client, "gvisor")
     finally:
         daemon.stop()
         daemon.cleanup()
-    print(f"{'':44} {'runc':>10} {'gvisor':>10} {'ratio':>7}")
+    # runc with no interface (runc_dials_home): the gVisor sandbox's transport on runc's kernel.
+    daemon = Daemon({"log_level": "warn", "host": {"memory_overcommit": 8}, "runc_dials_home": True}).start()
+    try:
+        columns["runc, home"] = measure(daemon, daemon.admin(), "runc")
+    finally:
+        daemon.stop()
+        daemon.cleanup()
+    runc, gvisor, home = columns["runc"], columns["gvisor"], columns["runc, home"]
+    print(f"{'':44} {'runc':>10} {'runc,home':>10} {'gvisor':>10} {'home/runc':>9} {'gvisor/runc':>11}")
     for key in runc:
-        print(f"{key:44} {runc[key]:10.2f} {gvisor[key]:10.2f} {gvisor[key] / runc[key]:7.2f}")
+        print(f"{key:44} {runc[key]:10.2f} {home[key]:10.2f} {gvisor[key]:10.2f} {home[key] / runc[key]:9.2f} "
+              f"{gvisor[key] / runc[key]:11.2f}")
 
 
 if __name__ == "__main__":

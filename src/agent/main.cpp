@@ -27,6 +27,7 @@
 #include "commands/commands.hpp"
 #include "git/credentials.hpp"
 #include "home/dial.hpp"
+#include "ports/forward.hpp"
 #include "interpreter/contexts.hpp"
 #include "sandfort/version.hpp"
 #include "process/oom.hpp"
@@ -259,10 +260,12 @@ int main(int argc, char** argv) {
     agent::home::dial_options dialing;
     dialing.door = opts.home;
     dialing.egress_listen = opts.egress_listen;
-    if (auto dialed = agent::home::dial_home(ioc, dialing, server); !dialed) {
+    auto dialed = agent::home::dial_home(ioc, dialing, server);
+    if (!dialed) {
       std::fprintf(stderr, "sandfort-agent: %s\n", dialed.err().message.c_str());
       return 1;
     }
+    if (*dialed != 0) agent::ports::keep_private(*dialed);
   } else if (auto listening = server.listen_unix(opts.socket); !listening) {
     std::fprintf(stderr, "sandfort-agent: %s\n", listening.err().message.c_str());
     return 1;

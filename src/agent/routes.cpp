@@ -7,6 +7,7 @@
 #include "fs/routes.hpp"
 #include "git/routes.hpp"
 #include "interpreter/routes.hpp"
+#include "ports/forward.hpp"
 #include "ports/routes.hpp"
 #include "commands/routes.hpp"
 #include "process/exec_json.hpp"
@@ -62,6 +63,7 @@ std::vector<stream_route> stream_routes() {
   for (auto& r : command_stream_routes()) all.push_back(std::move(r));
   for (auto& r : fs::stream_routes()) all.push_back(std::move(r));
   for (auto& r : pty::stream_routes()) all.push_back(std::move(r));
+  for (auto& r : ports::stream_routes()) all.push_back(std::move(r));
   for (auto& r : interpreter::stream_routes()) all.push_back(std::move(r));
   return all;
 }

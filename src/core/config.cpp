@@ -37,6 +37,7 @@ json to_json_tree(const config& c) {
               {"runtime", c.runtime},
               {"gvisor_runtime", c.gvisor_runtime},
               {"default_runtime", c.default_runtime},
+              {"runc_dials_home", c.runc_dials_home},
               {"log_format", c.log_format},
               {"log_level", c.log_level},
               {"max_body_bytes", c.max_body_bytes},
@@ -233,6 +234,7 @@ config from_json_tree(const json& j) {
   c.runtime = j.at("runtime").get<std::string>();
   c.gvisor_runtime = j.at("gvisor_runtime").get<std::string>();
   c.default_runtime = j.at("default_runtime").get<std::string>();
+  c.runc_dials_home = j.at("runc_dials_home").get<bool>();
   c.log_format = j.at("log_format").get<std::string>();
   c.log_level = j.at("log_level").get<std::string>();
   c.max_body_bytes = j.at("max_body_bytes").get<std::uint64_t>();

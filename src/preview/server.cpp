@@ -7,6 +7,7 @@
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <functional>
 #include <list>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <variant>
 
@@ -97,7 +98,7 @@ http::response redirect(const std::string& location, const std::string& set_cook
 // Where a checked request goes.
 struct upstream {
   std::string sandbox_id;
-  std::string address;
+  std::string address;  // empty: through the sandbox's agent (dials_home)
   unsigned short port = 0;
   std::string target;  // without our token parameter
   // The URL carried the token: the answer gets keep_token_url_private() and, when the token was
@@ -184,10 +185,14 @@ verdict decide(state& st, const bhttp::request_header<>& req) {
   if (found->state == "paused") return page(503, "Sandbox " + id + " is paused; resume it to reach its preview.");
   if (found->state != "started") return page(503, "Sandbox " + id + " is " + found->state + ", not started.");
   // No address: its container left the sandbox network (or died and the row was cleared). Never
-  // relay to an address the sandbox's container does not hold now.
-  if (found->address.empty()) return page(503, "Sandbox " + id + " has no address on the sandbox network.");
+  // relay to an address the sandbox's container does not hold now. A sandbox that dials home has
+  // none and is reached through its agent.
+  if (found->dials_home && !st.options.open_port) return page(503, "Sandbox " + id + " has no previews here.");
+  if (!found->dials_home && found->address.empty())
+    return page(503, "Sandbox " + id + " has no address on the sandbox network.");
 
-  upstream up{id, found->address, address->port, std::string(req.target()), false, {}};
+  upstream up{id, found->dials_home ? std::string() : found->address, address->port, std::string(req.target()), false,
+              {}};
   std::string expected = found->key.empty() ? std::string() : make_token(found->key, id, address->port);
   auto query = take_query_parameter(req.target(), token_parameter);
   if (query.value)
@@ -250,40 +255,59 @@ class relay_registration {
   std::list<open_relay>::iterator it_;
 };
 
+// To the application: over the sandbox network, or through the sandbox's agent.
 asio::awaitable<bool> forward(state& st, http::exchange& ex, upstream up) {
   beast::error_code ec;
-  auto ip = asio::ip::make_address(up.address, ec);
-  if (ec) {
-    spdlog::warn("preview: sandbox {} has no usable address '{}'", up.sandbox_id, up.address);
-    http::response gone = bad_gateway(up, "answers");
-    co_return co_await http::respond(ex, std::move(gone));
+  std::optional<asio::ip::address> ip;
+  if (!up.address.empty()) {
+    ip = asio::ip::make_address(up.address, ec);
+    if (ec) {
+      spdlog::warn("preview: sandbox {} has no usable address '{}'", up.sandbox_id, up.address);
+      http::response gone = bad_gateway(up, "answers");
+      co_return co_await http::respond(ex, std::move(gone));
+    }
   }
   auto& req = ex.parser.get();
   req.target(up.target);
   strip_credentials(req);
   add_forwarded(req, ex, st.options.forwarded_proto);
 
-  http::any_stream to_app(co_await asio::this_coro::executor);
+  std::optional<http::any_stream> to_app;
   bool ended_by_us = false;
   // The client gets a clean end of stream (a FIN, not a reset); the session closes its socket.
   relay_registration registered(st.relays, up.sandbox_id, [&ended_by_us, &to_app, &ex] {
     ended_by_us = true;
-    to_app.close();
+    if (to_app) to_app->close();
     beast::error_code ignored;
     ex.stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
     ex.stream.socket().cancel(ignored);
   });
-  to_app.expires_after(st.options.connect_timeout);
-  tcp::endpoint app(ip, up.port);
-  auto [cec] = co_await to_app.async_connect(app, use_tuple);
-  if (ended_by_us) co_return false;
-  if (cec) {
-    spdlog::debug("preview: {}:{} of {}: {}", up.address, up.port, up.sandbox_id, cec.message());
-    http::response refused = bad_gateway(up, "is listening");
-    co_return co_await http::respond(ex, std::move(refused));
+  if (ip) {
+    to_app.emplace(co_await asio::this_coro::executor);
+    to_app->expires_after(st.options.connect_timeout);
+    auto [cec] = co_await to_app->async_connect(tcp::endpoint(*ip, up.port), use_tuple);
+    if (ended_by_us) co_return false;
+    if (cec) {
+      spdlog::debug("preview: {}:{} of {}: {}", up.address, up.port, up.sandbox_id, cec.message());
+      http::response refused = bad_gateway(up, "is listening");
+      co_return co_await http::respond(ex, std::move(refused));
+    }
+    to_app->expires_never();
+    to_app->socket().set_option(tcp::no_delay(true), ec);  // header and body go as separate writes
+  } else {
+    auto opening = st.options.open_port(up.sandbox_id, up.port);
+    auto opened = co_await std::move(opening);
+    if (ended_by_us) co_return false;
+    if (!opened) {
+      spdlog::debug("preview: port {} of {}: {}", up.port, up.sandbox_id, opened.err().message);
+      http::response refused = opened.err().code == errc::permission_denied
+                                   ? page(403, "Port " + std::to_string(up.port) + " of sandbox " + up.sandbox_id +
+                                                   " is its agent's own, not an application's.")
+                                   : bad_gateway(up, "is listening");
+      co_return co_await http::respond(ex, std::move(refused));
+    }
+    to_app.emplace(std::move(*opened));
   }
-  to_app.expires_never();
-  to_app.socket().set_option(tcp::no_delay(true), ec);  // header and body go as separate writes
 
   http::relay_options options;
   options.stamp_request_id = false;
@@ -292,10 +316,10 @@ asio::awaitable<bool> forward(state& st, http::exchange& ex, upstream up) {
       keep_token_url_private(answer);
       if (!up.set_cookie.empty()) answer.insert(bhttp::field::set_cookie, up.set_cookie);
     };
-  http::relay_result relayed = co_await http::relay(ex, to_app, std::move(options));
+  http::relay_result relayed = co_await http::relay(ex, *to_app, std::move(options));
   if (ended_by_us) co_return false;
   if (!relayed.unanswered) co_return relayed.keep_alive;
-  spdlog::debug("preview: {}:{} of {} did not answer: {}", up.address, up.port, up.sandbox_id,
+  spdlog::debug("preview: port {} of {} did not answer: {}", up.port, up.sandbox_id,
                 relayed.upstream_error.message());
   http::response silent = bad_gateway(up, "answered");
   co_return co_await http::respond(ex, std::move(silent));

@@ -14,6 +14,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "sandfort/home/port.hpp"
 #include "sandfort/http/client.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
@@ -309,6 +310,14 @@ result<std::vector<listening_port>> parse_port_list(std::string_view body) {
 
 using detail::agent_error;
 using detail::exec_result_from;
+
+asio::awaitable<result<agent_stream>> open_port(agent_connector& agent, const agent_address& at, unsigned short port) {
+  auto stream = co_await agent.connect(at);
+  if (!stream) co_return std::move(stream).err();
+  auto opened = co_await home::open_port(*stream, port, std::chrono::seconds(5));
+  if (!opened) co_return std::move(opened).err();
+  co_return std::move(*stream);
+}
 
 container_connector::container_connector(docker::engine& engine, answer_workers& workers, connector_options options)
     : engine_(engine), workers_(workers), options_(std::move(options)), budget_(options_.response_budget_bytes) {}

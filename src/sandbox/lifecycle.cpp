@@ -86,9 +86,10 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // volumes and a user are fixed when a container is made, so those creates are made cold.
   std::optional<pool_member> member;
   // Members are made with the default disk_mb (under hard enforcement, Docker's size of them),
-  // and as runc containers: a gVisor create is never handed one.
+  // and as runc containers on the sandbox network: a gVisor create, or one that dials home, is
+  // never handed one.
   if (spec->volumes.empty() && spec->user.empty() && spec->limits.disk_mb == cfg_.disk.default_mb &&
-      spec->runtime == "runc")
+      spec->runtime == "runc" && !spec->dials_home)
     member = pool_.take(image, {spec->limits.cpus, spec->limits.memory_mb, spec->limits.pids});
   // A member's memory was the host's already: taken, it moves from the pool to this sandbox.
   if (auto room = admission_.admit_to_host(org_id, spec->limits.memory_mb, {}, who, !member); !room) {

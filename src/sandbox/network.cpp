@@ -35,8 +35,11 @@ bool docker_resolver(std::string_view address) {
 
 // The preview router dials the container's IPv4 address on the sandbox network: a listener on a
 // wildcard address or on that address answers it; one on loopback (or any other address) does not.
-bool reachable_by_preview(std::string_view listener, const std::string& container_address) {
+// A sandbox that dials home has no such address: its agent dials its loopback (127.0.0.1, then
+// ::1), which a listener on a wildcard or a loopback address answers.
+bool reachable_by_preview(std::string_view listener, const agent_address& at, const std::string& container_address) {
   if (listener == "0.0.0.0" || listener == "::" || listener == "::ffff:0.0.0.0") return true;
+  if (at.dials_home) return listener == "127.0.0.1" || listener == "::ffff:127.0.0.1" || listener == "::1";
   if (container_address.empty()) return false;
   return listener == container_address || listener == "::ffff:" + container_address;
 }
@@ -116,14 +119,15 @@ result<preview_link> network_service::preview(const std::string& org_id, const s
 task<std::vector<listening_port>> network_service::ports(const std::string& org_id, const std::string& id_or_name) {
   auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
-  auto found = co_await agent_.ports(agent_address_of(*rec));
+  const agent_address at = agent_address_of(*rec);
+  auto found = co_await agent_.ports(at);
   if (!found) co_return std::move(found).err();
   std::string tmpl = preview_url_template(rec->id);
   std::vector<listening_port> listed;
   for (auto& p : *found) {
     if (docker_resolver(p.address)) continue;
     p.url = replace_all(tmpl, "{port}", std::to_string(p.port));
-    p.previewable = reachable_by_preview(p.address, rec->address);
+    p.previewable = reachable_by_preview(p.address, at, rec->address);
     listed.push_back(std::move(p));
   }
   co_return std::move(listed);

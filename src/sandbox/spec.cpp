@@ -100,7 +100,7 @@ std::string new_container_name() { return "sandfort-" + random_hex(8); }
 std::string home_root(const config& cfg) { return cfg.state_dir + "/home"; }
 
 agent_address agent_address_of(const store::sandbox_record& rec) {
-  return {rec.id, rec.container_id, spec_from_json(rec.spec_json).runtime == "gvisor"};
+  return {rec.id, rec.container_id, spec_from_json(rec.spec_json).dials_home};
 }
 
 result<sandbox_spec> validate_create(const config& cfg, const create_request& req) {
@@ -161,6 +161,7 @@ result<sandbox_spec> validate_create(const config& cfg, const create_request& re
   if (spec.runtime != "runc" && spec.runtime != "gvisor") return bad("runtime must be runc or gvisor");
   if (spec.runtime == "gvisor" && cfg.gvisor_runtime.empty())
     return make_error(errc::unavailable, "gVisor sandboxes are not offered by this daemon (gvisor_runtime is empty)");
+  spec.dials_home = spec.runtime == "gvisor" || cfg.runc_dials_home;
   return spec;
 }
 
@@ -193,12 +194,11 @@ std::map<std::string, std::string> sandbox_environment(const std::string& sandbo
 
 namespace {
 
-// A gVisor sandbox: runsc, no network interface at all, the agent dialing its door (mounted
-// read-only) instead of listening, and the proxy on the agent's 127.0.0.1:3128, without a
-// credential (the link it travels proves the sandbox).
-void dial_home(docker::container_spec& c, const config& cfg, const container_site& site,
-               const store::sandbox_record& rec, const sandbox_spec& spec) {
-  c.runtime = cfg.gvisor_runtime;
+// A sandbox that dials home (every gVisor one): no network interface at all, the agent dialing
+// its door (mounted read-only) instead of listening, and the proxy on the agent's
+// 127.0.0.1:3128, without a credential (the link it travels proves the sandbox).
+void dial_home(docker::container_spec& c, const container_site& site, const store::sandbox_record& rec,
+               const sandbox_spec& spec) {
   c.network_mode = "none";
   for (std::size_t i = 0; i + 1 < c.entrypoint.size(); ++i)
     if (c.entrypoint[i] == "--socket") {
@@ -259,9 +259,9 @@ docker::container_spec container_for(const config& cfg, const container_site& si
   c.init = true;
   // The internal sandbox network: its only way out is the egress proxy on the gateway.
   c.network_mode = site.network;
-  c.runtime = cfg.runtime;
+  c.runtime = spec.runtime == "gvisor" ? cfg.gvisor_runtime : cfg.runtime;
   c.stop_timeout_s = cfg.stop_timeout_s;
-  if (spec.runtime == "gvisor") dial_home(c, cfg, site, rec, spec);
+  if (spec.dials_home) dial_home(c, site, rec, spec);
   return c;
 }
 
@@ -275,7 +275,8 @@ std::string spec_to_json(const sandbox_spec& spec) {
             {"user", spec.user},
             {"workdir", spec.workdir},
             {"public_preview", spec.public_preview},
-            {"runtime", spec.runtime}};
+            {"runtime", spec.runtime},
+            {"dials_home", spec.dials_home}};
   if (!spec.volumes.empty()) {
     json volumes = json::array();
     for (const auto& v : spec.volumes)
@@ -315,6 +316,7 @@ sandbox_spec spec_from_json(const std::string& text) {
   spec.workdir = j.value("workdir", "");
   spec.public_preview = j.value("public_preview", false);
   spec.runtime = j.value("runtime", "runc");
+  spec.dials_home = j.value("dials_home", spec.runtime == "gvisor");  // rows made before the flag
   if (auto v = j.find("volumes"); v != j.end() && v->is_array())
     for (const auto& m : *v)
       if (m.is_object())

@@ -17,8 +17,9 @@ std::optional<preview::preview_target> preview_lookup::find(const std::string& s
   auto rec = sandboxes_.find_live_sandbox(sandbox_id);
   if (!rec) return std::nullopt;
   if (activity_) activity_->touch(rec->id);  // a preview request is use (the idle timeout)
-  return preview::preview_target{rec->id, rec->state, rec->address, spec_from_json(rec->spec_json).public_preview,
-                                 rec->preview_key};
+  const auto spec = spec_from_json(rec->spec_json);
+  return preview::preview_target{rec->id,          rec->state,      rec->address, spec.public_preview,
+                                 rec->preview_key, agent_address_of(*rec).dials_home};
 }
 
 }  // namespace sandfort::sandbox

@@ -328,11 +328,19 @@ int serve(const config_flags& f) {
   preview_opts.max_idle_per_source = static_cast<std::size_t>(cfg.preview.max_idle_connections_per_source);
   preview_opts.max_idle = static_cast<std::size_t>(cfg.preview.max_idle_connections);
   preview_opts.idle_source = connection_source;
-  preview_opts.header_timeout = std::chrono::seconds(cfg.header_timeout_s);  preview_opts.forwarded_proto = cfg.tls.enabled() ? "https" : "http";
+  preview_opts.header_timeout = std::chrono::seconds(cfg.header_timeout_s);
+  preview_opts.forwarded_proto = cfg.tls.enabled() ? "https" : "http";
   // Only the TLS front's client: the preview router appends it to X-Forwarded-For itself, after
   // whatever a proxy in front wrote (the app behind it gets the whole chain).
   preview_opts.client_address = [&clients](const http::peer& from, std::string_view) {
     return clients.resolve(from, {});
+  };
+  // A sandbox with no address (it dials home): its agent connects to the port on its loopback.
+  preview_opts.open_port = [&agent](const std::string& sandbox_id,
+                                    unsigned short port) -> asio::awaitable<result<http::any_stream>> {
+    const sandbox::agent_address at{sandbox_id, {}, true};
+    auto opening = sandbox::open_port(agent, at, port);
+    co_return co_await std::move(opening);
   };
   preview::preview_server previews(ioc, preview_opts, preview_directory);
   // Sandboxes that dial home (gVisor): a door each (src/home), their idle links, and their

@@ -2,11 +2,16 @@
 Debian's runsc: no network interface but lo, the agent dialing home over its door, egress through
 tunnels over the same door, and the isolation transcript staged from inside."""
 
+import base64
 import json
 import os
+import socket
 import subprocess
 
 import pytest
+
+from sandfort_harness import Daemon, new_org_member
+from test_preview import WS_ECHO, host_for, preview_get, start_command, wait_listening
 
 
 def runsc_registered():
@@ -103,6 +108,87 @@ def test_files_and_the_ports_list_over_the_links(member, gvisor):
     assert all(p["port"] != 3128 for p in r.json()["items"]), r.json()  # the agent's own listener is not listed
 
 
+# Streams its body in three pieces, a second apart, chunked: the preview must pass each on as it
+# comes (through the agent and the link), not when the answer ends.
+SLOW_SERVER = r"""
+import http.server, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        if self.path == "/slow":
+            self.send_response(200); self.send_header("Transfer-Encoding", "chunked"); self.end_headers()
+            for i in range(3):
+                piece = f"piece {i}\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece)); self.wfile.flush(); time.sleep(1)
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            body = b"hello from gvisor\n"
+            self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+            self.wfile.write(body)
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", 8080), H).serve_forever()
+"""
+
+
+def test_previews_reach_the_sandboxs_loopback_through_its_agent(daemon, member, gvisor):
+    # Listening on 127.0.0.1 only: on runc the preview could not reach it; here the agent dials it.
+    member.exec(gvisor["id"], argv=["sh", "-c", "cat > /tmp/slow.py"], stdin=SLOW_SERVER)
+    start_command(member, gvisor, "python3 /tmp/slow.py")
+    wait_listening(member, gvisor, 8080)
+    listed = [p for p in member.get(f"/v1/sandboxes/{gvisor['id']}/ports").json()["items"] if p["port"] == 8080]
+    assert listed and listed[0]["previewable"] is True, listed
+    token = member.get(f"/v1/sandboxes/{gvisor['id']}/preview/8080").json()["token"]
+    auth = {"X-Sandfort-Preview-Token": token}
+    assert preview_get(daemon, host_for(daemon, gvisor, 8080))[0] == 401
+    status, headers, body = preview_get(daemon, host_for(daemon, gvisor, 8080), headers=auth)
+    assert (status, body) == (200, b"hello from gvisor\n"), (status, headers, body)
+    # Streamed: the first piece arrives while the app still sleeps before the last.
+    s = socket.create_connection(("127.0.0.1", daemon.preview_port), timeout=10)
+    s.sendall(f"GET /slow HTTP/1.1\r\nHost: {host_for(daemon, gvisor, 8080)}\r\nX-Sandfort-Preview-Token: {token}"
+              "\r\n\r\n".encode())
+    first = b""
+    while b"piece 0" not in first:
+        chunk = s.recv(4096)
+        assert chunk, first
+        first += chunk
+    assert b"piece 2" not in first
+    rest = b""
+    while b"0\r\n\r\n" not in rest:
+        chunk = s.recv(4096)
+        assert chunk, rest
+        rest += chunk
+    assert b"piece 2" in rest
+    s.close()
+    # Nothing on a port: 502; the agent's own egress listener is not an application's: 403.
+    for port, status in ((8099, 502), (3128, 403)):
+        t = member.get(f"/v1/sandboxes/{gvisor['id']}/preview/{port}").json()["token"]
+        assert preview_get(daemon, host_for(daemon, gvisor, port), headers={"X-Sandfort-Preview-Token": t})[0] == status
+
+
+def test_a_websocket_through_the_preview_of_a_gvisor_sandbox(daemon, member, gvisor):
+    member.exec(gvisor["id"], argv=["sh", "-c", "cat > /tmp/ws.py"], stdin=WS_ECHO)
+    start_command(member, gvisor, "python3 /tmp/ws.py")
+    wait_listening(member, gvisor, 8765)
+    token = member.get(f"/v1/sandboxes/{gvisor['id']}/preview/8765").json()["token"]
+    s = socket.create_connection(("127.0.0.1", daemon.preview_port), timeout=10)
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET /ws HTTP/1.1\r\nHost: {host_for(daemon, gvisor, 8765)}\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+               f"X-Sandfort-Preview-Token: {token}\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    for payload in (b"ping over the door", b"and again"):
+        mask = os.urandom(4)
+        s.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+        frame = b""
+        while len(frame) < 2 + len(payload):
+            frame += s.recv(4096)
+        assert frame[2:] == payload
+    s.close()
+
+
 def test_stop_and_start_keep_files_and_dial_home_again(member):
     if not runsc_registered():
         pytest.fail("runsc is not registered") if os.environ.get("CI") == "true" else pytest.skip("no runsc")
@@ -114,3 +200,34 @@ def test_stop_and_start_keep_files_and_dial_home_again(member):
         assert member.exec(sbx["id"], command="cat /work/k")["stdout"] == "kept\n"
     finally:
         member.delete(f"/v1/sandboxes/{sbx['id']}")
+
+
+def test_runc_with_no_interface_dials_home_on_the_hosts_kernel():
+    """runc_dials_home: the same transport on runc (no bridge, no address, no credential)."""
+    d = Daemon({"runc_dials_home": True}).start()
+    try:
+        _, admin = new_org_member(d, "at-home")
+        sbx = admin.create_sandbox(egress_allowlist=["allowed.example"])
+        try:
+            assert sbx["runtime"] == "runc"
+            r = admin.exec(sbx["id"], command="uname -r; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; "
+                                              "echo $HTTPS_PROXY; ls /run/sandfort/home")
+            assert r["stdout"].split() == [os.uname().release, "lo", "http://127.0.0.1:3128", "home.sock"], r
+            r = admin.exec(sbx["id"], command="curl -sS -o /dev/null https://blocked.example/ 2>&1; true")
+            assert "response 403" in r["stdout"], r
+            r = admin.exec(sbx["id"], command="curl -sS -o /dev/null https://allowed.example/ 2>&1; true")
+            assert "response 502" in r["stdout"], r
+            start_command(admin, sbx, "mkdir -p /srv && echo runc at home > /srv/i && cd /srv && "
+                                      "exec python3 -m http.server --bind 127.0.0.1 8080")
+            wait_listening(admin, sbx, 8080)
+            token = admin.get(f"/v1/sandboxes/{sbx['id']}/preview/8080").json()["token"]
+            status, _, body = preview_get(d, host_for(d, sbx, 8080), "/i", headers={"X-Sandfort-Preview-Token": token})
+            assert (status, body) == (200, b"runc at home\n")
+            inspect = subprocess.run(["docker", "ps", "--filter", f"label=io.sandfort.sandbox={sbx['id']}",
+                                      "--format", "{{.Networks}}"], capture_output=True, text=True).stdout.strip()
+            assert inspect == "none", inspect
+        finally:
+            admin.delete(f"/v1/sandboxes/{sbx['id']}")
+    finally:
+        d.stop()
+        d.cleanup()

@@ -201,6 +201,10 @@ struct config {
   // (scripts/lib.sh registers "runsc"); empty: gVisor is not offered.
   std::string gvisor_runtime = "runsc";
   std::string default_runtime = "runc";  // of a create that names none: runc | gvisor
+  // runc sandboxes made as gVisor's are: no network interface but lo, the agent dialing home,
+  // egress through its 127.0.0.1:3128 (docs/gvisor.md, "runc with no interface"). Fixed per
+  // sandbox when it is made.
+  bool runc_dials_home = false;
   std::string log_format = "text";  // text | json
   std::string log_level = "info";
 

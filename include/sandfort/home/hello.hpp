@@ -34,4 +34,10 @@ boost::asio::awaitable<result<link_kind>> read_hello(http::any_stream& link,
                                                      std::chrono::milliseconds timeout = hello_timeout);
 boost::asio::awaitable<result<void>> write_hello(http::any_stream& link, link_kind kind);
 
+// The bytes of `link` up to and including the first `delimiter`, and not one byte further: at
+// most `max_bytes` (more is invalid_argument), within `timeout` (unavailable, as is an early end).
+boost::asio::awaitable<result<std::string>> read_exactly_through(http::any_stream& link, std::string_view delimiter,
+                                                                 std::size_t max_bytes,
+                                                                 std::chrono::milliseconds timeout);
+
 }  // namespace sandfort::home

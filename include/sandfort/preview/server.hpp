@@ -1,7 +1,8 @@
 #pragma once
 // The preview listener: `http://<port>-<sandbox id>.<preview domain>/…` is proxied to that port
-// of the sandbox's container on the sandbox network, plain HTTP and WebSockets alike, with no
-// expose call. Every request on a connection is checked and routed on its own.
+// of the sandbox's container on the sandbox network (or, for a sandbox with no network
+// interface, to that port of its loopback through its agent), plain HTTP and WebSockets alike,
+// with no expose call. Every request on a connection is checked and routed on its own.
 //
 // Answers of its own are short text pages: 400 not a preview address, 401 no or wrong token,
 // 403 a WebSocket opened with the cookie from a page outside the sandbox, 404 no such sandbox,
@@ -30,6 +31,9 @@ struct preview_target {
   std::string address;  // the container's IPv4 address on the sandbox network
   bool public_preview = false;
   std::string key;      // make_token's key
+  // No address at all (a gVisor sandbox): its ports are reached through its agent
+  // (preview_options::open_port).
+  bool dials_home = false;
 };
 
 // The seam to the sandbox service. Called on the io_context's thread, once per request.
@@ -56,6 +60,10 @@ struct preview_options {
   std::string forwarded_proto = "http";
   // Who a request comes from (the TLS front's client); empty: the TCP peer.
   std::function<std::string(const http::peer& from, std::string_view forwarded_for)> client_address;
+  // A connection to a port on the loopback of a sandbox that dials home, made by its agent;
+  // unavailable when nothing listens there. Empty: such sandboxes have no previews.
+  std::function<boost::asio::awaitable<result<http::any_stream>>(const std::string& sandbox_id, unsigned short port)>
+      open_port;
 };
 
 // Used from the io_context's thread only. The directory must outlive the server.

@@ -79,6 +79,13 @@ class agent_connector {
   virtual void forget(const std::string& sandbox_id) = 0;
 };
 
+// A TCP connection to `port` on the sandbox's loopback, made by its agent over a connection
+// from connect() (sandfort/home/port.hpp): the preview router's way to an application in a
+// sandbox that has no address. unavailable: nothing listens there; permission_denied: the port
+// is the agent's own.
+boost::asio::awaitable<result<agent_stream>> open_port(agent_connector& agent, const agent_address& at,
+                                                       unsigned short port);
+
 struct connector_options {
   // The agent's socket inside the container (a tmpfs of the container's own).
   std::string socket_in_container = "/run/sandfort/agent.sock";

@@ -87,6 +87,9 @@ struct sandbox_spec {
   // runc, or gvisor: a kernel of its own (runsc), no network interface, its agent dialing home
   // (docs/architecture.md, "The agent dials home").
   std::string runtime = "runc";
+  // No network interface; the agent dials home. Always so for gvisor; for runc when the daemon's
+  // runc_dials_home was set as the sandbox was made.
+  bool dials_home = false;
   // The organization's snapshot the sandbox was created from, as the caller named it (the row's
   // `snapshot` column holds its image); empty when created from an image reference.
   std::string snapshot_name;

@@ -147,15 +147,17 @@ asio::awaitable<void> accept_egress(std::shared_ptr<dialer> d, asio::ip::tcp::ac
 
 }  // namespace
 
-result<void> dial_home(asio::io_context& ioc, dial_options options, http::server& server) {
+result<unsigned short> dial_home(asio::io_context& ioc, dial_options options, http::server& server) {
   auto d = std::make_shared<dialer>(ioc, std::move(options), server);
+  unsigned short egress_port = 0;
   if (!d->options.egress_listen.empty()) {
     auto acceptor = http::listen_on(ioc, d->options.egress_listen);
     if (!acceptor) return std::move(acceptor).err();
+    egress_port = acceptor->local_endpoint().port();
     asio::co_spawn(ioc, accept_egress(d, std::move(*acceptor)), asio::detached);
   }
   asio::co_spawn(ioc, keep_dialing(d), asio::detached);
-  return {};
+  return egress_port;
 }
 
 }  // namespace sandfort::agent::home

@@ -26,9 +26,9 @@ struct dial_options {
   std::size_t max_tunnels = 256;
 };
 
-// Starts dialing (and listening for egress) on `ioc`; the server serves the calls. Fails only
-// when the egress address cannot be listened on; a door that does not answer yet is dialed again
-// (backing off to 2 s).
-result<void> dial_home(boost::asio::io_context& ioc, dial_options options, http::server& server);
+// Starts dialing (and listening for egress) on `ioc`; the server serves the calls. Returns the
+// egress port (0: none). Fails only when the egress address cannot be listened on; a door that
+// does not answer yet is dialed again (backing off to 2 s).
+result<unsigned short> dial_home(boost::asio::io_context& ioc, dial_options options, http::server& server);
 
 }  // namespace sandfort::agent::home

@@ -17,9 +17,11 @@
 #include <filesystem>
 
 #include "home/dial.hpp"
+#include "ports/forward.hpp"
 #include "sandfort/home/door.hpp"
 #include "sandfort/home/hello.hpp"
 #include "sandfort/home/pool.hpp"
+#include "sandfort/home/port.hpp"
 #include "sandfort/http/message.hpp"
 #include "sandfort/http/use_tuple.hpp"
 #include "support/run_coroutine.hpp"
@@ -368,4 +370,102 @@ TEST_CASE("home: the agent's egress listener carries each client over a tunnel l
   }());
   REQUIRE(heads.size() == 1);
   CHECK(heads[0].starts_with("sbx-dddddddddddddddd CONNECT api.example.com:443 HTTP/1.1\r\n"));
+}
+
+TEST_CASE("home: a port's upgrade is read to the end of its header and not one byte further", "[home]") {
+  asio::io_context ioc;
+  local::socket a(ioc), b(ioc);
+  asio::local::connect_pair(a, b);
+  http::any_stream daemon_end(std::move(a)), agent_end(std::move(b));
+  run_coroutine(ioc, [&]() -> asio::awaitable<bool> {
+    auto executor = co_await asio::this_coro::executor;
+    std::string request;
+    asio::co_spawn(executor, [&]() -> asio::awaitable<void> {
+      char buf[512];
+      auto [ec, n] = co_await agent_end.async_read_some(asio::buffer(buf), use_tuple);
+      request.assign(buf, ec ? 0 : n);
+      // The header's end split across two writes, and the application's first bytes right after it.
+      co_await send(agent_end, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: sandfort-tcp\r\n\r");
+      co_await sleep_for(20ms);
+      co_await send(agent_end, "\nbanner from the app\n");
+    }, asio::detached);
+    auto opened = co_await home::open_port(daemon_end, 8080, 2s);
+    REQUIRE(opened.ok());
+    CHECK(request == home::port_request(8080));
+    CHECK(request.starts_with("GET /tcp/8080 HTTP/1.1\r\n"));
+    char buf[64];
+    auto [ec, n] = co_await daemon_end.async_read_some(asio::buffer(buf), use_tuple);
+    REQUIRE_FALSE(ec);
+    CHECK(std::string(buf, n) == "banner from the app\n");
+    co_return true;
+  }());
+  CHECK(home::answer_status("HTTP/1.1 503 Service Unavailable\r\n\r\n") == 503);
+  CHECK(home::answer_status("HTTP/1.1 1O1 x\r\n\r\n") == 0);
+  CHECK(home::answer_status("SSH-2.0-x\r\n\r\n") == 0);
+}
+
+TEST_CASE("home: the agent connects a link to a port on its loopback; nothing listening and its own port are refused",
+          "[home]") {
+  temp_dir tmp;
+  asio::io_context ioc;
+  home::link_pool pool;
+  home::doors doors(ioc, {tmp.path + "/home"}, pool,
+                    [](const std::string&, http::any_stream) -> asio::awaitable<void> { co_return; });
+  auto dir = doors.open("sbx-eeeeeeeeeeeeeeee");
+  REQUIRE(dir.ok());
+  agent_side agent(ioc);
+  agent.server.set_stream_selector(http::make_stream_selector(agent::ports::stream_routes()));
+  agent::home::dial_options dialing;
+  dialing.door = *dir + "/home.sock";
+  dialing.egress_listen.clear();
+  REQUIRE(agent::home::dial_home(ioc, dialing, agent.server).ok());
+
+  // The application: it speaks first (a banner), then echoes.
+  asio::ip::tcp::acceptor app(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  const auto app_port = app.local_endpoint().port();
+  asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+    auto [aec, s] = co_await app.async_accept(use_tuple);
+    if (aec) co_return;
+    http::any_stream peer(std::move(s));
+    co_await send(peer, "hello from the app\n");
+    char buf[256];
+    for (;;) {
+      auto [rec, got] = co_await peer.async_read_some(asio::buffer(buf), use_tuple);
+      if (rec) co_return;
+      co_await send(peer, "echo:" + std::string(buf, got));
+    }
+  }, asio::detached);
+  asio::ip::tcp::acceptor own(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  agent::ports::keep_private(own.local_endpoint().port());
+  asio::ip::tcp::acceptor probe(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  const auto closed_port = probe.local_endpoint().port();
+  probe.close();
+
+  run_coroutine(ioc, [&]() -> asio::awaitable<bool> {
+    auto link = co_await pool.take("sbx-eeeeeeeeeeeeeeee", 2s);
+    REQUIRE(link.ok());
+    auto opened = co_await home::open_port(*link, app_port, 2s);
+    REQUIRE(opened.ok());
+    char buf[256];
+    link->expires_after(5s);
+    auto [ec, n] = co_await link->async_read_some(asio::buffer(buf), use_tuple);
+    REQUIRE_FALSE(ec);
+    CHECK(std::string(buf, n) == "hello from the app\n");
+    co_await send(*link, "ping");
+    auto [ec2, n2] = co_await link->async_read_some(asio::buffer(buf), use_tuple);
+    REQUIRE_FALSE(ec2);
+    CHECK(std::string(buf, n2) == "echo:ping");
+
+    auto nothing = co_await pool.take("sbx-eeeeeeeeeeeeeeee", 2s);
+    REQUIRE(nothing.ok());
+    auto refused = co_await home::open_port(*nothing, closed_port, 2s);
+    CHECK(refused.err().code == errc::unavailable);
+    CHECK(refused.err().message == "nothing is listening on port " + std::to_string(closed_port));
+
+    auto agents_own = co_await pool.take("sbx-eeeeeeeeeeeeeeee", 2s);
+    REQUIRE(agents_own.ok());
+    auto kept = co_await home::open_port(*agents_own, own.local_endpoint().port(), 2s);
+    CHECK(kept.err().code == errc::permission_denied);
+    co_return true;
+  }());
 }

@@ -227,6 +227,38 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
   CHECK(v.spec.workdir == "/work");
 }
 
+TEST_CASE("sandbox: runc_dials_home makes a runc sandbox as a gVisor one is made, on runc's kernel", "[sandbox][spec]") {
+  fixture f;
+  f.cfg.runc_dials_home = true;
+  create_request req;
+  auto v = f.create_started(req);
+  CHECK(v.spec.runtime == "runc");
+  CHECK(v.spec.dials_home);
+  REQUIRE(f.engine.created.size() == 1);
+  const auto& c = f.engine.created[0];
+  CHECK(c.runtime == f.cfg.runtime);  // not runsc
+  CHECK(c.network_mode == "none");   // no interface but lo: no bridge, no address, no firewall rules
+  CHECK(c.tmpfs.empty());
+  auto home = std::find(c.entrypoint.begin(), c.entrypoint.end(), "--home");
+  REQUIRE(home != c.entrypoint.end());
+  CHECK(*std::next(home) == "/run/sandfort/home/home.sock");
+  CHECK(std::find(c.entrypoint.begin(), c.entrypoint.end(), "--socket") == c.entrypoint.end());
+  REQUIRE(c.binds.size() == 2);
+  CHECK(c.binds[1].host_path == f.cfg.state_dir + "/home/" + v.id);
+  CHECK(c.binds[1].container_path == "/run/sandfort/home");
+  CHECK(c.binds[1].read_only);
+  // The proxy is the agent's, with no credential: the link proves the sandbox.
+  CHECK(std::find(c.env.begin(), c.env.end(), "HTTPS_PROXY=http://127.0.0.1:3128") != c.env.end());
+  // Fixed when made: the flag is the row's, whatever the daemon's setting later.
+  auto row = store::sandbox_store(*f.db).find_live_sandbox(v.id);
+  REQUIRE(row.ok());
+  f.cfg.runc_dials_home = false;
+  CHECK(agent_address_of(*row).dials_home);
+  // A row written before the flag existed: gVisor ones dialed home, runc ones did not.
+  CHECK(spec_from_json(R"({"runtime":"gvisor"})").dials_home);
+  CHECK_FALSE(spec_from_json(R"({"runtime":"runc"})").dials_home);
+}
+
 TEST_CASE("sandbox: the proxy environment names one proxy in both spellings, loopback off it", "[sandbox][spec]") {
   // docs/package-managers.md: curl and apt read http_proxy in lower case only, Go and others
   // the upper-case names, pip either: every variable must be there in both spellings.
