@@ -567,7 +567,10 @@ TOOLS = [
                                            "(gVisor), stronger isolation, slower syscalls; no "
                                            "network interface, egress through the proxy only "
                                            "(egress_allowlist applies as with runc). Choose it "
-                                           "when the user asks for stronger isolation. Default: "
+                                           "when the user asks for stronger isolation. With older "
+                                           "gVisor releases (Debian's) ls and stat fail there with "
+                                           "'Invalid argument': list files with find or python3. "
+                                           "Default: "
                                            "the server's default_runtime (usually runc); a server "
                                            "without gVisor refuses it."},
                 "volumes": {"type": "array", "maxItems": 8,

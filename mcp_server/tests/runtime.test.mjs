@@ -84,7 +84,7 @@ test('create_sandbox offers runtime as an enum whose description says what gviso
   assert.equal(runtime.type, 'string');
   assert.deepEqual(runtime.enum, ['runc', 'gvisor']);
   for (const said of [/separate kernel \(gVisor\)/, /stronger isolation/, /slower syscalls/, /no network interface/,
-    /egress through the proxy only/]) assert.match(runtime.description, said);
+    /egress through the proxy only/, /ls and stat fail/]) assert.match(runtime.description, said);
   assert.match(tool.description, /gvisor/);
   assert.equal(tool.outputSchema.properties.runtime.type, 'string');
 });
