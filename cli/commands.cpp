@@ -52,7 +52,7 @@ std::string preview_link(api_client& client, const std::string& id, int port) {
 void print_json(const json& j) { std::cout << j.dump(2) << "\n"; }
 
 void print_sandbox(const json& s) {
-  print_fields(s, {"id", "name", "state", "snapshot", "created_at", "updated_at", "expires_at", "ttl_s",
+  print_fields(s, {"id", "name", "state", "snapshot", "runtime", "created_at", "updated_at", "expires_at", "ttl_s",
                    "idle_timeout_s", "resources", "egress_allowlist", "labels", "env_keys", "workdir", "volumes",
                    "preview_url_template", "error_message"});
 }
@@ -189,6 +189,7 @@ json create_body(const create_options& o) {
   if (o.ttl_s) body["ttl_s"] = *o.ttl_s;
   if (o.idle_timeout_s) body["idle_timeout_s"] = *o.idle_timeout_s;
   if (!o.workdir.empty()) body["workdir"] = o.workdir;
+  if (!o.runtime.empty()) body["runtime"] = o.runtime;
   if (!o.volumes.empty()) {
     json mounts = json::array();
     for (const auto& spec : o.volumes) mounts.push_back(volume_mount(spec));
@@ -415,7 +416,8 @@ int cmd_sandbox_create(const create_options& o) {
 int cmd_sandbox_ls(bool as_json) {
   api_client client = connect_api();
   print_listing(client, "/v1/sandboxes",
-                {{"ID", "id"}, {"NAME", "name"}, {"STATE", "state"}, {"SNAPSHOT", "snapshot"}, {"CREATED", "created_at"}},
+                {{"ID", "id"}, {"NAME", "name"}, {"STATE", "state"}, {"RUNTIME", "runtime"}, {"SNAPSHOT", "snapshot"},
+                 {"CREATED", "created_at"}},
                 as_json);
   return 0;
 }

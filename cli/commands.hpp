@@ -61,6 +61,7 @@ struct create_options {
   std::optional<int> idle_timeout_s;  // stopped after that long unused; 0 never
   std::vector<std::string> volumes;   // NAME:/path[:ro]
   std::string workdir;                // empty: the server's default, /work
+  std::string runtime;                // runc or gvisor; empty: the server's default_runtime
   bool json = false;
 };
 

@@ -26,6 +26,10 @@ _sandfort() {
     COMPREPLY=($(compgen -W "login logout whoami sandbox volume snapshot exec new run rm cp logs preview shell audit org key completion --help" -- "$cur"))
     return
   fi
+  if [[ ${COMP_WORDS[COMP_CWORD-1]} == --runtime ]]; then
+    COMPREPLY=($(compgen -W "runc gvisor" -- "$cur"))
+    return
+  fi
   case "$cmd" in
     sandbox)
       if [[ $COMP_CWORD -eq 2 ]]; then
@@ -33,7 +37,7 @@ _sandfort() {
         return
       fi
       case "$sub" in
-        create) COMPREPLY=($(compgen -W "--wait --snapshot --egress --env --cpus --memory --ttl --idle-timeout --volume --json --help" -- "$cur")) ;;
+        create) COMPREPLY=($(compgen -W "--wait --snapshot --egress --env --cpus --memory --ttl --idle-timeout --volume --runtime --json --help" -- "$cur")) ;;
         ls) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
         get|rm|stop|start|pause|resume) COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --json --help" -- "$cur")) ;;
       esac ;;
@@ -70,7 +74,7 @@ _sandfort() {
       if [[ $COMP_CWORD -eq 2 ]]; then COMPREPLY=($(compgen -W "$(_sandfort_sandboxes) --help" -- "$cur")); fi ;;
     run) COMPREPLY=($(compgen -W "--id --timeout --help" -- "$cur")) ;;
     rm) COMPREPLY=($(compgen -W "--id --help" -- "$cur")) ;;
-    new) COMPREPLY=($(compgen -W "--name --snapshot --egress --env --cpus --memory --ttl --idle-timeout --volume --help" -- "$cur")) ;;
+    new) COMPREPLY=($(compgen -W "--name --snapshot --egress --env --cpus --memory --ttl --idle-timeout --volume --runtime --help" -- "$cur")) ;;
     whoami) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
     login) COMPREPLY=($(compgen -W "--base-url --oidc --client-id --scope --resource --audience --help" -- "$cur")) ;;
     cp) compopt -o default 2>/dev/null; COMPREPLY=($(compgen -W "$(_sandfort_sandboxes)" -- "$cur")) ;;

@@ -32,6 +32,11 @@ void add_create_options(CLI::App* cmd, sc::create_options& o) {
   cmd->add_option("--volume", o.volumes,
                   "Mount a volume of the organization: NAME:/path, or NAME:/path:ro read-only (repeatable)")
       ->allow_extra_args(false);
+  // Not checked here: which runtimes exist, and whether this daemon offers gVisor, are the
+  // server's to say (its 400 names the runtimes, its 503 says gVisor is not offered).
+  cmd->add_option("--runtime", o.runtime,
+                  "runc, or gvisor: a kernel of its own (gVisor), stronger isolation, slower system calls, no "
+                  "network interface (egress through the proxy only) (default: the server's, runc)");
 }
 
 void add_audit_filter_options(CLI::App* cmd, sc::audit_filter_options& f) {

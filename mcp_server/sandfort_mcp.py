@@ -156,6 +156,11 @@ def guardrail_advice(e):
     if e.code == "rate_limited":
         wait = f"{e.retry_after:g} s" if e.retry_after is not None else "a moment"
         return f"Too many requests: wait {wait} before calling again."
+    if e.code == "unavailable" and "gVisor" in (e.message or ""):
+        return ("This Sandfort server does not offer gVisor sandboxes (its operator has not set "
+                "gVisor up). Retrying will not help: create the sandbox without runtime (runc, a "
+                "container on the host's kernel) if that isolation is acceptable for the code, "
+                "otherwise tell the user.")
     if e.code == "host_full":
         return ("The host has no memory left for another sandbox (nothing was made). Delete or stop "
                 "sandboxes you no longer need (list_sandboxes, then delete_sandbox) and try again, "
@@ -253,6 +258,8 @@ SANDBOX_OUTPUT_SCHEMA = {
         "name": {"type": ["string", "null"]},
         "state": {"type": "string"},
         "snapshot": {"type": "string"},
+        # Not an enum: a daemon newer than this server may name a runtime it does not know.
+        "runtime": {"type": "string", "description": "runc or gvisor."},
         "ttl_s": {"type": ["integer", "null"]},
         "idle_timeout_s": {"type": ["integer", "null"]},
     },
@@ -261,7 +268,7 @@ SANDBOX_OUTPUT_SCHEMA = {
 
 
 def _sandbox_summary(s):
-    keys = ("id", "name", "state", "snapshot", "created_at", "expires_at", "ttl_s", "idle_timeout_s",
+    keys = ("id", "name", "state", "snapshot", "runtime", "created_at", "expires_at", "ttl_s", "idle_timeout_s",
             "resources", "egress_allowlist", "labels", "env_keys", "volumes", "preview_url_template",
             "error_message")
     return {k: s[k] for k in keys if k in s}
@@ -271,7 +278,7 @@ def tool_create_sandbox(sf, a):
     if "image" in a and "snapshot" in a:
         raise ToolFailure("Invalid arguments for create_sandbox: give image or snapshot, not both")
     fields = {key: a[key] for key in ("name", "env", "labels", "ttl_s", "idle_timeout_s",
-                                      "egress_allowlist", "workdir", "volumes") if key in a}
+                                      "egress_allowlist", "workdir", "volumes", "runtime") if key in a}
     resources = {k: a[k] for k in ("cpus", "memory_mb") if k in a}
     if resources:
         fields["resources"] = resources
@@ -282,7 +289,7 @@ def tool_create_sandbox(sf, a):
     summary = _sandbox_summary(s)
     text = (f"Created sandbox {s.get('id')}"
             + (f" (name {s['name']})" if s.get("name") else "")
-            + f" from {s.get('snapshot')}, state {s.get('state')}.\n"
+            + f" from {s.get('snapshot')}, runtime {s.get('runtime')}, state {s.get('state')}.\n"
             + "Use its id as sandbox_id in the other tools; delete it with delete_sandbox "
               "when done.\n" + json.dumps(summary, indent=2))
     return text, summary
@@ -410,7 +417,8 @@ def tool_list_sandboxes(sf, a):
         lines = [f"{len(items)} sandbox(es):"]
         for s in items:
             lines.append(f"- {s.get('id')}  state={s.get('state')}  name={s.get('name') or '-'}"
-                         f"  image={s.get('snapshot')}  created_at={s.get('created_at')}")
+                         f"  image={s.get('snapshot')}  runtime={s.get('runtime')}"
+                         f"  created_at={s.get('created_at')}")
         text = "\n".join(lines)
     if result["next_cursor"]:
         text += f"\nMore: call again with cursor={result['next_cursor']}"
@@ -519,7 +527,8 @@ TOOLS = [
             f"The default image {DEFAULT_IMAGE} has python3, node and bash. Returns the sandbox "
             "id to pass as sandbox_id to the other tools. The sandbox runs until delete_sandbox, "
             "ttl_s or idle_timeout_s ends it; it has no network access unless egress_allowlist "
-            "allows hosts. The organization's quotas and image policy may refuse it."),
+            "allows hosts. runtime gvisor gives it a kernel of its own for stronger isolation. "
+            "The organization's quotas and image policy may refuse it."),
         "inputSchema": {
             "type": "object",
             "properties": {
@@ -552,6 +561,18 @@ TOOLS = [
                               "description": "Memory limit in MiB."},
                 "workdir": {"type": "string", "description": "Absolute default working "
                                                               "directory."},
+                "runtime": {"type": "string", "enum": ["runc", "gvisor"],
+                            "description": "What the sandbox runs under. runc: a container on the "
+                                           "host's kernel, the fastest. gvisor: a separate kernel "
+                                           "(gVisor), stronger isolation, slower syscalls; no "
+                                           "network interface, egress through the proxy only "
+                                           "(egress_allowlist applies as with runc). Choose it "
+                                           "when the user asks for stronger isolation. With older "
+                                           "gVisor releases (Debian's) ls and stat fail there with "
+                                           "'Invalid argument': list files with find or python3. "
+                                           "Default: "
+                                           "the server's default_runtime (usually runc); a server "
+                                           "without gVisor refuses it."},
                 "volumes": {"type": "array", "maxItems": 8,
                             "items": {"type": "object",
                                       "properties": {

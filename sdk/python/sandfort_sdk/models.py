@@ -49,12 +49,15 @@ class SandboxInfo:
     volumes: List[Dict[str, Any]] = field(default_factory=list)
     preview_url_template: Optional[str] = None
     error_message: Optional[str] = None
+    # After the older fields: a SandboxInfo built positionally before it existed still is.
+    #: ``"runc"``, or ``"gvisor"``: gVisor's kernel, no network interface (docs/gvisor.md).
+    runtime: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":
         return cls(id=d["id"], state=d.get("state", ""), name=d.get("name"), snapshot=d.get("snapshot"),
-                   created_at=d.get("created_at"), updated_at=d.get("updated_at"),
+                   runtime=d.get("runtime"), created_at=d.get("created_at"), updated_at=d.get("updated_at"),
                    expires_at=d.get("expires_at"), ttl_s=d.get("ttl_s"), idle_timeout_s=d.get("idle_timeout_s"),
                    resources=Resources.from_json(d.get("resources")),
                    egress_allowlist=list(d.get("egress_allowlist") or []),

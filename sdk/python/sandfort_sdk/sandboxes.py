@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Literal, Mapping, Optional, Sequence, Union
 
 from ._resource import clean, seg
 from ._transport import Transport, socket_timeout_for
@@ -39,6 +39,7 @@ class SandboxesMixin:
                        user: Optional[str] = None, workdir: Optional[str] = None,
                        public_preview: Optional[bool] = None,
                        volumes: Optional[Sequence[Mapping[str, Any]]] = None,
+                       runtime: Optional[Literal["runc", "gvisor"]] = None,
                        timeout: Optional[float] = 600.0,
                        **extra: Any) -> "Sandbox":
         """Creates a sandbox. ``snapshot`` is one of the organization's snapshots by name or id
@@ -47,7 +48,11 @@ class SandboxesMixin:
         while: ``timeout`` is the socket timeout for this call). ``ttl_s``: stopped that long from
         now, deleted later; ``idle_timeout_s``: stopped after that long unused (0 never; the
         daemon's default when omitted). ``volumes``: ``[{"name": "cache", "mount_path": "/cache",
-        "read_only": False}]``, volumes of the organization to mount (:meth:`create_volume`). Extra
+        "read_only": False}]``, volumes of the organization to mount (:meth:`create_volume`).
+        ``runtime``: ``"runc"``, or ``"gvisor"``: a kernel of the sandbox's own (gVisor's runsc),
+        stronger isolation for slower system calls, and no network interface (egress through the
+        proxy only); the daemon's ``default_runtime`` when omitted. Any other value is the API's
+        ``InvalidArgumentError``, a daemon that does not offer gVisor raises ``UnavailableError``. Extra
         keyword arguments are sent as they are, for fields newer than this SDK. The organization's
         guardrails may refuse: ``QuotaExceededError``, ``ImageNotAllowedError``, ``ConflictError``
         while its kill switch is on."""
@@ -57,7 +62,7 @@ class SandboxesMixin:
                       "resources": dict(resources) if resources is not None else None,
                       "egress_allowlist": list(egress_allowlist) if egress_allowlist is not None else None,
                       "ttl_s": ttl_s, "idle_timeout_s": idle_timeout_s, "user": user, "workdir": workdir,
-                      "public_preview": public_preview,
+                      "public_preview": public_preview, "runtime": runtime,
                       "volumes": [clean(v) for v in volumes] if volumes is not None else None})
         body.update(extra)
         data = self._t.call("POST", "/v1/sandboxes", json_body=body, timeout=timeout)
@@ -150,6 +155,11 @@ class Sandbox:
     @property
     def state(self) -> str:
         return self.info.state
+
+    @property
+    def runtime(self) -> Optional[str]:
+        """``"runc"`` or ``"gvisor"``; None on a handle from :meth:`Client.sandbox` until ``refresh()``."""
+        return self.info.runtime
 
     @property
     def _base(self) -> str:

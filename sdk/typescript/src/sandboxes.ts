@@ -27,6 +27,7 @@ import type {
   PreviewLink,
   SandboxInfo,
   SandboxMetrics,
+  SandboxRuntime,
   StreamEvent,
   UpdateSandboxOptions,
   VolumeMount,
@@ -39,6 +40,7 @@ function toSandboxInfo(j: Json): SandboxInfo {
     name: j.name ?? null,
     state: j.state,
     snapshot: j.snapshot,
+    runtime: j.runtime,
     createdAt: j.created_at,
     updatedAt: j.updated_at ?? null,
     expiresAt: j.expires_at ?? null,
@@ -83,6 +85,7 @@ function createBody(o: CreateSandboxOptions): Json {
   if (o.workdir !== undefined) b.workdir = o.workdir;
   if (o.publicPreview !== undefined) b.public_preview = o.publicPreview;
   if (o.volumes !== undefined) b.volumes = o.volumes.map(mountBody);
+  if (o.runtime !== undefined) b.runtime = o.runtime;
   return b;
 }
 
@@ -168,6 +171,9 @@ export class Sandbox {
   }
   get state(): string {
     return this.info.state;
+  }
+  get runtime(): SandboxRuntime {
+    return this.info.runtime;
   }
 
   /** @internal */

@@ -1,5 +1,12 @@
 export type SandboxState = "creating" | "pulling" | "started" | "paused" | "stopped" | "error" | "deleted" | string;
 
+/**
+ * What a sandbox runs under. `runc`: the host's kernel, as any container. `gvisor`: gVisor's `runsc`,
+ * a kernel of the sandbox's own (stronger isolation, slower system calls) and no network interface
+ * (egress through the proxy only); docs/gvisor.md.
+ */
+export type SandboxRuntime = "runc" | "gvisor";
+
 export interface Resources {
   cpus?: number;
   memoryMb?: number;
@@ -11,6 +18,8 @@ export interface SandboxInfo {
   name: string | null;
   state: SandboxState;
   snapshot: string;
+  /** What it runs under (the daemon's `default_runtime` when the create named none). */
+  runtime: SandboxRuntime;
   createdAt: string;
   updatedAt: string | null;
   expiresAt: string | null;
@@ -99,6 +108,12 @@ export interface CreateSandboxOptions {
   publicPreview?: boolean;
   /** Volumes of the organization to mount (at most 8). */
   volumes?: VolumeMount[];
+  /**
+   * `gvisor`: run under gVisor's kernel, not the host's (see `SandboxRuntime`); the daemon's
+   * `default_runtime` (`runc`) when absent. Another value is the API's 400 (`SandfortError` with
+   * code `invalid_argument`); a daemon that does not offer gVisor answers 503 `unavailable`.
+   */
+  runtime?: SandboxRuntime;
 }
 
 export interface UpdateSandboxOptions {

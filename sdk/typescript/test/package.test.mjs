@@ -67,11 +67,15 @@ test("require (CommonJS) works from the installed tarball and talks to the daemo
 
 test("TypeScript consumers type-check against the declarations (ESM and CJS)", () => {
   const src = `
-import { SandfortClient, Sandbox, SandfortError, type CommandResult, type StreamEvent } from "@sandfort/sdk";
+import { SandfortClient, Sandbox, SandfortError, type CommandResult, type SandboxRuntime, type StreamEvent } from "@sandfort/sdk";
 async function main(): Promise<number> {
   const client = new SandfortClient({ baseUrl: "http://x", apiKey: "k" });
   const sbx: Sandbox = await client.createSandbox({ snapshot: "python:3.12-slim" });
   const r: CommandResult = await sbx.codeRun("python", "print(21 * 2)");
+  const g = await client.createSandbox({ runtime: "gvisor" });
+  const runtime: SandboxRuntime = g.runtime === g.info.runtime ? g.runtime : "runc";
+  // @ts-expect-error a runtime the API does not know is a type error, not a 400 at run time
+  await client.createSandbox({ runtime: "kata" });
   const s = await Sandbox.create();
   await s.files.write("/app/train.py", "print(1)");
   const { stdout } = await s.commands.run("python train.py");
@@ -81,7 +85,7 @@ async function main(): Promise<number> {
   const bytes: Uint8Array = await s.files.read("/x", { format: "bytes" });
   const text: string = await s.files.read("/x");
   try { await s.kill(); } catch (e) { if (e instanceof SandfortError) return e.status; }
-  return r.exitCode + stdout.length + bytes.length + text.length;
+  return r.exitCode + stdout.length + bytes.length + text.length + runtime.length;
 }
 void main;
 `;
