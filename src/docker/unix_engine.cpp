@@ -447,6 +447,15 @@ task<storage_info> unix_engine::storage() {
   co_return parse_storage_info(*body);
 }
 
+task<std::vector<std::string>> unix_engine::runtimes() {
+  auto body = co_await get_json("/info", "engine info");
+  if (!body) co_return std::move(body).err();
+  std::vector<std::string> names;
+  if (auto found = body->find("Runtimes"); found != body->end() && found->is_object())
+    for (auto it = found->begin(); it != found->end(); ++it) names.push_back(it.key());
+  co_return names;
+}
+
 task<container_info> unix_engine::inspect_container(const std::string& id) {
   auto path = container_path(id, "/json");
   if (!path) co_return std::move(path).err();

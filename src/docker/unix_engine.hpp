@@ -19,6 +19,7 @@ class unix_engine final : public engine {
   task<version_info> version() override;
   task<std::string> api_version() override;
   task<storage_info> storage() override;
+  task<std::vector<std::string>> runtimes() override;
   task<bool> image_exists(const std::string& ref) override;
   task<image_details> inspect_image(const std::string& ref) override;
   task<void> load_image(std::string archive) override;

@@ -1,5 +1,6 @@
 // Sandbox lifecycle: create (with image pull), wait for states, stop, start, delete, TTL; PATCH
 // of what may change while it runs, and its resource metrics.
+#include <algorithm>
 #include <set>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -45,6 +46,17 @@ nlohmann::json service::spec_for_audit(const std::string& spec_json) {
   return audit::floats_as_text(std::move(spec));
 }
 
+task<void> service::gvisor_offered() {
+  if (gvisor_seen_) co_return ok_t{};
+  auto names = co_await engine_.runtimes();
+  if (!names) co_return std::move(names).err();
+  if (std::find(names->begin(), names->end(), cfg_.gvisor_runtime) == names->end())
+    co_return make_error(errc::unavailable, "gVisor sandboxes are not offered here: the Docker Engine has no runtime '" +
+                                                cfg_.gvisor_runtime + "' (scripts/setup registers it; docs/gvisor.md)");
+  gvisor_seen_ = true;
+  co_return ok_t{};
+}
+
 task<sandbox_view> service::create(const std::string& org_id, const create_request& req, const audit::actor& who) {
   // The organization's own snapshot first (src/sandbox/snapshots.cpp); else an image reference.
   auto snapshot = snapshots_.resolve(org_id, req.snapshot);
@@ -58,6 +70,8 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // Reconciliation removes containers and marks rows it cannot account for: a sandbox created
   // while it sweeps could be taken for a leftover.
   if (!reconciler_.reconciled()) co_return make_error(errc::unavailable, "sandfortd is still reconciling with Docker; retry shortly");
+  if (spec->runtime == "gvisor")
+    if (auto offered = co_await gvisor_offered(); !offered) co_return std::move(offered).err();
   std::string image = req.snapshot.empty() ? cfg_.default_image : req.snapshot;
   if (*snapshot) image = (*snapshot)->image_ref;
   // The one door (image_resolution.cpp): an image here now must be the one named, and no

@@ -217,6 +217,8 @@ class engine {
   virtual task<std::string> api_version() = 0;
   // The storage driver and its backing filesystem (GET /info).
   virtual task<storage_info> storage() = 0;
+  // The runtimes registered with the engine (GET /info's Runtimes: "runc", "runsc", …).
+  virtual task<std::vector<std::string>> runtimes() = 0;
   virtual task<bool> image_exists(const std::string& ref) = 0;
   // ref is a name ("python:3.12-slim") or an id ("sha256:<64 hex>"); absent is `not_found`.
   // The engine falls back to matching a name it does not know as an image-id prefix: the answer

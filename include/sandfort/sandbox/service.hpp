@@ -139,6 +139,10 @@ class service : private sandbox_stopper {
                   const std::optional<store::sandbox_deadline>& deadline) override;
   // Where this daemon makes containers now (spec.hpp): its instance, network and disk enforcement.
   container_site site() const;
+  // unavailable unless the engine has the runtime gVisor sandboxes are made with (asked until
+  // it has: runsc may be registered while sandfortd runs).
+  task<void> gvisor_offered();
+  bool gvisor_seen_ = false;
   sandbox_view view_of(const store::sandbox_record& rec) const;
   boost::asio::any_io_executor executor_;
   const config& cfg_;

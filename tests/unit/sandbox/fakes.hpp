@@ -113,6 +113,8 @@ class fake_engine final : public docker::engine {
   docker::task<std::string> api_version() override { co_return std::string("1.41"); }
   docker::storage_info storage_answer{"overlay2", "extfs", "/var/lib/docker"};
   docker::task<docker::storage_info> storage() override { co_return storage_answer; }
+  std::vector<std::string> runtime_names{"runc", "runsc"};
+  docker::task<std::vector<std::string>> runtimes() override { co_return runtime_names; }
 
   docker::task<bool> image_exists(const std::string& ref) override {
     std::string image = ref;

@@ -33,6 +33,7 @@ class slow_engine final : public docker::engine {
   docker::task<docker::version_info> version() override { return e.version(); }
   docker::task<std::string> api_version() override { return e.api_version(); }
   docker::task<docker::storage_info> storage() override { return e.storage(); }
+  docker::task<std::vector<std::string>> runtimes() override { return e.runtimes(); }
   docker::task<bool> image_exists(const std::string& ref) override { return e.image_exists(ref); }
   docker::task<docker::image_details> inspect_image(const std::string& ref) override { return e.inspect_image(ref); }
   docker::task<void> load_image(std::string archive) override { return e.load_image(std::move(archive)); }

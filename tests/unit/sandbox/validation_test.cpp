@@ -259,6 +259,25 @@ TEST_CASE("sandbox: runc_dials_home makes a runc sandbox as a gVisor one is made
   CHECK_FALSE(spec_from_json(R"({"runtime":"runc"})").dials_home);
 }
 
+TEST_CASE("sandbox: a gVisor create on an engine without runsc is refused before anything is made", "[sandbox][spec]") {
+  fixture f;
+  f.engine.runtime_names = {"runc"};
+  create_request req;
+  req.runtime = "gvisor";
+  req.wait = true;
+  auto v = f.create(f.org_a.id, req);
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.err().code == errc::unavailable);
+  CHECK(v.err().message.find("no runtime 'runsc'") != std::string::npos);
+  CHECK(f.engine.created.empty());
+  CHECK(store::sandbox_store(*f.db).list_live_sandboxes(f.org_a.id)->empty());
+  // Registered while sandfortd runs: the next create is made.
+  f.engine.runtime_names.push_back("runsc");
+  auto made = f.create(f.org_a.id, req);
+  REQUIRE(made.ok());
+  CHECK(made->spec.runtime == "gvisor");
+}
+
 TEST_CASE("sandbox: the proxy environment names one proxy in both spellings, loopback off it", "[sandbox][spec]") {
   // docs/package-managers.md: curl and apt read http_proxy in lower case only, Go and others
   // the upper-case names, pip either: every variable must be there in both spellings.
