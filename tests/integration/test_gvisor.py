@@ -2,25 +2,16 @@
 Debian's runsc: no network interface but lo, the agent dialing home over its door, egress through
 tunnels over the same door, and the isolation transcript staged from inside."""
 
-import json
 import os
-import subprocess
 
 import pytest
 
-
-def runsc_registered():
-    r = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True,
-                       timeout=60)
-    return r.returncode == 0 and "runsc" in json.loads(r.stdout or "{}")
+from sandfort_harness import require_runsc
 
 
 @pytest.fixture(scope="module")
 def gvisor(member):
-    if not runsc_registered():
-        if os.environ.get("CI") == "true":
-            pytest.fail("runsc is not registered with the Docker Engine (scripts/setup registers it)")
-        pytest.skip("runsc is not registered with the Docker Engine (scripts/setup registers it)")
+    require_runsc()
     sbx = member.create_sandbox(runtime="gvisor", egress_allowlist=["allowed.example"])
     assert sbx["state"] == "started", sbx
     yield sbx
@@ -104,8 +95,7 @@ def test_files_and_the_ports_list_over_the_links(member, gvisor):
 
 
 def test_stop_and_start_keep_files_and_dial_home_again(member):
-    if not runsc_registered():
-        pytest.fail("runsc is not registered") if os.environ.get("CI") == "true" else pytest.skip("no runsc")
+    require_runsc()
     sbx = member.create_sandbox(runtime="gvisor")
     try:
         assert member.exec(sbx["id"], command="echo kept > /work/k")["exit_code"] == 0
