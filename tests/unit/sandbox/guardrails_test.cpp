@@ -212,7 +212,7 @@ limits_update runtimes(std::optional<std::vector<std::string>> allowed) {
   return u;
 }
 
-std::size_t live_rows(fixture& f, const std::string& org_id) {
+std::size_t rows_not_deleted(fixture& f, const std::string& org_id) {
   auto rows = store::sandbox_store(*f.db).list_live_sandboxes(org_id);
   REQUIRE(rows);
   return rows->size();
@@ -243,7 +243,7 @@ TEST_CASE("guardrails: an organization required to run gVisor gets it by default
   CHECK(http_status(refused.err().code) == 403);
   CHECK_THAT(refused.err().message, Catch::Contains("runtime runc is not allowed") && Catch::Contains("[\"gvisor\"]"));
   CHECK(f.engine.created.size() == containers);
-  CHECK(live_rows(f, f.org_a.id) == 0);
+  CHECK(rows_not_deleted(f, f.org_a.id) == 0);
   auto denied = events(f, f.org_a.id, "guardrail.runtime_not_allowed");
   REQUIRE(denied.size() == 1);
   CHECK(denied[0].outcome == "denied");
