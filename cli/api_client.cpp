@@ -210,6 +210,9 @@ void throw_api_error(const response& r) {
             (r.retry_after.empty() ? std::string(" later") : " in " + r.retry_after + " s");
   if (code == "quota_exceeded") text += "\nhint: " + quota_hint(message);
   if (code == "image_not_allowed") text += "\nhint: `sandfort org limits` shows the images the organization may use";
+  if (code == "runtime_not_allowed")
+    text += "\nhint: `sandfort org limits` shows the runtimes the organization may use; a create that names none "
+            "gets one of them";
   if (code == "insufficient_storage")
     text += "\nhint: the daemon's state disk is full and nothing was changed; reads, deletes and stops still work "
             "(`sandfort sandbox rm` frees space); retry once space returns";

@@ -74,8 +74,9 @@ struct org_limits_options {
   std::optional<int> max_volumes;
   std::optional<int> max_snapshots;
   std::vector<std::string> allowed_images;
+  std::vector<std::string> allowed_runtimes;
   std::vector<std::string> reset;  // field names: max_sandboxes, max_cpus, max_memory_mb, allowed_images,
-                                   // max_volumes, max_snapshots
+                                   // max_volumes, max_snapshots, allowed_runtimes
   bool json = false;
 };
 

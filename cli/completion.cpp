@@ -101,12 +101,12 @@ _sandfort() {
         return
       fi
       if [[ "${COMP_WORDS[COMP_CWORD-1]}" == --reset ]]; then
-        COMPREPLY=($(compgen -W "max_sandboxes max_cpus max_memory_mb allowed_images max_volumes max_snapshots" -- "$cur"))
+        COMPREPLY=($(compgen -W "max_sandboxes max_cpus max_memory_mb allowed_images max_volumes max_snapshots allowed_runtimes" -- "$cur"))
         return
       fi
       case "$sub" in
         limits|stop-all) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
-        set-limits) COMPREPLY=($(compgen -W "--max-sandboxes --max-cpus --max-memory-mb --max-volumes --max-snapshots --allowed-image --reset --json --help" -- "$cur")) ;;
+        set-limits) COMPREPLY=($(compgen -W "--max-sandboxes --max-cpus --max-memory-mb --max-volumes --max-snapshots --allowed-image --allowed-runtime --reset --json --help" -- "$cur")) ;;
         lift) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
         create) COMPREPLY=($(compgen -W "--key-name --json --help" -- "$cur")) ;;
       esac ;;

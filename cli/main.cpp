@@ -155,10 +155,15 @@ void add_org_commands(CLI::App& app, org_args& a, int& status, bool& as_json) {
   set->add_option("--allowed-image", a.set.allowed_images,
                   "Image pattern it may start ('*' any run of characters; repeatable: the list replaces the old one)")
       ->allow_extra_args(false);
+  set->add_option("--allowed-runtime", a.set.allowed_runtimes,
+                  "Runtime its sandboxes may run on (repeatable: the list replaces the old one; "
+                  "`--allowed-runtime gvisor` requires gVisor)")
+      ->allow_extra_args(false)
+      ->check(CLI::IsMember({"runc", "gvisor"}));
   set->add_option("--reset", a.set.reset, "Put this limit back to the server's default (repeatable)")
       ->allow_extra_args(false)
-      ->check(CLI::IsMember(
-          {"max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images", "max_volumes", "max_snapshots"}));
+      ->check(CLI::IsMember({"max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images", "max_volumes",
+                             "max_snapshots", "allowed_runtimes"}));
   set->add_flag("--json", as_json, "Print the API's JSON");
   set->callback([&] {
     a.set.json = as_json;

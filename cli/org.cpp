@@ -15,8 +15,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* limit_fields[] = {"max_sandboxes",  "max_cpus",    "max_memory_mb",
-                                        "allowed_images", "max_volumes", "max_snapshots"};
+constexpr const char* limit_fields[] = {"max_sandboxes", "max_cpus",      "max_memory_mb",   "allowed_images",
+                                        "max_volumes",   "max_snapshots", "allowed_runtimes"};
 
 // The organization the command names, else the caller's own: the route wants an id or a name.
 std::string org_or_own(api_client& client, const std::string& org) {
@@ -52,7 +52,8 @@ void print_limits(const json& v) {
       if (f.is_string()) own.insert(f.get<std::string>());
   const std::pair<const char*, const char*> in_use[] = {
       {"max_sandboxes", "sandboxes"}, {"max_cpus", "cpus"},       {"max_memory_mb", "memory_mb"},
-      {"allowed_images", ""},         {"max_volumes", "volumes"}, {"max_snapshots", "snapshots"}};
+      {"allowed_images", ""},         {"max_volumes", "volumes"}, {"max_snapshots", "snapshots"},
+      {"allowed_runtimes", ""}};
   std::cout << "org: " << limit_cell(v.value("org_id", json())) << "\n";
   std::vector<std::vector<std::string>> rows = {{"LIMIT", "VALUE", "IN USE", "SET FOR THIS ORG"}};
   for (const auto& [limit, usage] : in_use)
@@ -78,6 +79,7 @@ json limits_body(const org_limits_options& o) {
   if (o.max_volumes) body["max_volumes"] = *o.max_volumes;
   if (o.max_snapshots) body["max_snapshots"] = *o.max_snapshots;
   if (!o.allowed_images.empty()) body["allowed_images"] = o.allowed_images;
+  if (!o.allowed_runtimes.empty()) body["allowed_runtimes"] = o.allowed_runtimes;
   for (const auto& name : o.reset) {
     if (body.contains(name) && !body[name].is_null())
       throw failure("--reset " + name + " and a new value for it: give one of them", 2);
@@ -87,7 +89,7 @@ json limits_body(const org_limits_options& o) {
     std::string all;
     for (const char* f : limit_fields) all += std::string(all.empty() ? "" : ", ") + f;
     throw failure("nothing to set: give --max-sandboxes, --max-cpus, --max-memory-mb, --max-volumes, "
-                  "--max-snapshots, --allowed-image or --reset (" +
+                  "--max-snapshots, --allowed-image, --allowed-runtime or --reset (" +
                       all + ")",
                   2);
   }

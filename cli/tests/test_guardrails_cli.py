@@ -127,6 +127,25 @@ def test_an_image_outside_the_policy_is_refused(cli, org):
     assert admin.json("org", "limits")["usage"]["sandboxes"] == 0
 
 
+def test_the_operator_requires_gvisor_and_a_stopped_runc_sandbox_is_refused_its_start(cli, org):
+    org_id, name, admin = org
+    sbx = admin.ok("sandbox", "create", "--wait").stdout.strip()  # runc: the daemon's default
+    admin.ok("sandbox", "stop", sbx)
+    v = cli.json("org", "set-limits", name, "--allowed-runtime", "gvisor")
+    assert v["limits"]["allowed_runtimes"] == ["gvisor"] and v["own"] == ["allowed_runtimes"], v
+    out = admin.ok("org", "limits").stdout
+    assert re.search(r'^allowed_runtimes\s+\["gvisor"\]\s+-\s+yes$', out, re.M), out
+    r = admin.run("sandbox", "start", sbx)
+    assert r.returncode == 1 and "runtime_not_allowed" in r.stderr and sbx in r.stderr, r.stderr
+    assert "hint:" in r.stderr and "org limits" in r.stderr, r.stderr
+    # Only runc and gvisor are runtimes; --reset goes back to the default, which allows both.
+    r = cli.run("org", "set-limits", name, "--allowed-runtime", "kata")
+    assert r.returncode == 2 and "kata" in r.stderr, r.stderr
+    v = cli.json("org", "set-limits", org_id, "--reset", "allowed_runtimes")
+    assert v["limits"]["allowed_runtimes"] == ["runc", "gvisor"] and v["own"] == [], v
+    admin.ok("sandbox", "start", sbx)
+
+
 def test_the_kill_switch_stops_refuses_and_is_lifted(cli, org):
     org_id, name, admin = org
     sid = admin.ok("sandbox", "create", "--wait", "--idle-timeout", "0").stdout.strip()

@@ -19,7 +19,8 @@ json limits_json(const sandbox::org_guardrails_view& v) {
             {"allowed_images", l.allowed_images},
             {"max_volumes", l.max_volumes},
             {"max_snapshots", l.max_snapshots},
-            {"max_disk_mb", l.max_disk_mb}}},
+            {"max_disk_mb", l.max_disk_mb},
+            {"allowed_runtimes", l.allowed_runtimes}}},
           {"own", v.own_fields},
           {"usage",
            {{"sandboxes", v.usage.sandboxes},
@@ -59,18 +60,19 @@ result<sandbox::limits_update> parse_limits(const http::request& req) {
   if (!body) return std::move(body).err();
   for (const auto& [key, unused] : body->items())
     if (key != "max_sandboxes" && key != "max_cpus" && key != "max_memory_mb" && key != "allowed_images" &&
-        key != "max_volumes" && key != "max_snapshots" && key != "max_disk_mb")
+        key != "max_volumes" && key != "max_snapshots" && key != "max_disk_mb" && key != "allowed_runtimes")
       return make_error(errc::invalid_argument,
                         "field '" + key +
                             "' is not a limit (max_sandboxes, max_cpus, max_memory_mb, allowed_images, max_volumes, "
-                            "max_snapshots, max_disk_mb)");
+                            "max_snapshots, max_disk_mb, allowed_runtimes)");
   sandbox::limits_update u;
   for (auto r : {read_nullable(*body, "max_sandboxes", u.max_sandboxes), read_nullable(*body, "max_cpus", u.max_cpus),
                  read_nullable(*body, "max_memory_mb", u.max_memory_mb),
                  read_nullable(*body, "allowed_images", u.allowed_images),
                  read_nullable(*body, "max_volumes", u.max_volumes),
                  read_nullable(*body, "max_snapshots", u.max_snapshots),
-                 read_nullable(*body, "max_disk_mb", u.max_disk_mb)})
+                 read_nullable(*body, "max_disk_mb", u.max_disk_mb),
+                 read_nullable(*body, "allowed_runtimes", u.allowed_runtimes)})
     if (!r) return std::move(r).err();
   return u;
 }

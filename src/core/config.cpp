@@ -100,6 +100,7 @@ json to_json_tree(const config& c) {
                 {"max_memory_mb", c.guardrails.max_memory_mb},
                 {"max_disk_mb", c.guardrails.max_disk_mb},
                 {"allowed_images", c.guardrails.allowed_images},
+                {"allowed_runtimes", c.guardrails.allowed_runtimes},
                 {"max_volumes", c.guardrails.max_volumes},
                 {"max_snapshots", c.guardrails.max_snapshots},
                 {"default_idle_timeout_s", c.guardrails.default_idle_timeout_s},
@@ -293,6 +294,7 @@ config from_json_tree(const json& j) {
   c.guardrails.max_memory_mb = g.at("max_memory_mb").get<std::int64_t>();
   c.guardrails.max_disk_mb = g.at("max_disk_mb").get<std::int64_t>();
   c.guardrails.allowed_images = g.at("allowed_images").get<std::vector<std::string>>();
+  c.guardrails.allowed_runtimes = g.at("allowed_runtimes").get<std::vector<std::string>>();
   c.guardrails.max_volumes = g.at("max_volumes").get<int>();
   c.guardrails.max_snapshots = g.at("max_snapshots").get<int>();
   c.guardrails.default_idle_timeout_s = g.at("default_idle_timeout_s").get<int>();
@@ -421,6 +423,23 @@ result<void> check_disk(const disk_config& d) {
   if (d.max_walk_entries < 1000 || d.max_walk_entries > 100'000'000)
     return bad("max_walk_entries must be 1000 to 100000000");
   if (d.max_walk_depth < 16 || d.max_walk_depth > 4096) return bad("max_walk_depth must be 16 to 4096");
+  return {};
+}
+
+// The organizations' default runtime policy: at least one runtime, each one this daemon can run
+// (an empty list, or gvisor alone without gvisor_runtime, would refuse every create).
+result<void> check_allowed_runtimes(const config& c) {
+  const auto& allowed = c.guardrails.allowed_runtimes;
+  const auto bad = [](const std::string& m) {
+    return make_error(errc::invalid_argument, "config: guardrails.allowed_runtimes " + m);
+  };
+  if (allowed.empty()) return bad("must name at least one runtime (runc, gvisor)");
+  for (const auto& r : allowed) {
+    if (r != "runc" && r != "gvisor") return bad("may hold only runc and gvisor, not '" + r + "'");
+    if (std::count(allowed.begin(), allowed.end(), r) > 1) return bad("names " + r + " twice");
+  }
+  if (allowed == std::vector<std::string>{"gvisor"} && c.gvisor_runtime.empty())
+    return bad("allows only gvisor, which needs gvisor_runtime");
   return {};
 }
 
@@ -579,6 +598,7 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
     return make_error(errc::invalid_argument, "config: default_runtime must be runc or gvisor");
   if (c.default_runtime == "gvisor" && c.gvisor_runtime.empty())
     return make_error(errc::invalid_argument, "config: default_runtime gvisor needs gvisor_runtime");
+  if (auto r = check_allowed_runtimes(c); !r) return r;
   if (auto r = check_store(c.store); !r) return r;
   if (auto r = check_disk(c.disk); !r) return r;
   if (c.guardrails.max_sandboxes < 0 || !(c.guardrails.max_cpus >= 0) || c.guardrails.max_memory_mb < 0 ||

@@ -18,6 +18,7 @@ std::string_view to_string(errc code) noexcept {
     case errc::image_not_allowed: return "image_not_allowed";
     case errc::host_full: return "host_full";
     case errc::insufficient_storage: return "insufficient_storage";
+    case errc::runtime_not_allowed: return "runtime_not_allowed";
   }
   return "internal";
 }
@@ -38,6 +39,7 @@ int http_status(errc code) noexcept {
     case errc::image_not_allowed: return 403;
     case errc::host_full: return 503;
     case errc::insufficient_storage: return 507;
+    case errc::runtime_not_allowed: return 403;
   }
   return 500;
 }

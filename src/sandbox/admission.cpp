@@ -1,6 +1,7 @@
 // Guardrails (admission.hpp, docs/guardrails.md): what an organization may take (quotas, image
-// policy), its kill switch, and the reaper that stops sandboxes past their TTL or idle timeout and
-// deletes them after a grace period. Every decision is in the organization's audit chain.
+// and runtime policies), its kill switch, and the reaper that stops sandboxes past their TTL or
+// idle timeout and deletes them after a grace period. Every decision is in the organization's
+// audit chain.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -8,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "sandfort/sandbox/admission.hpp"
@@ -51,12 +53,13 @@ std::string number(double v) {
   return s.size() > 2 && s.ends_with(".0") ? s.substr(0, s.size() - 2) : s;
 }
 
-result<std::vector<std::string>> patterns_from_json(const std::string& text) {
+// A stored list (image patterns, runtimes): a JSON array of strings, `what` naming it in errors.
+result<std::vector<std::string>> strings_from_json(const std::string& text, const std::string& what) {
   auto j = json::parse(text, nullptr, false);
-  if (!j.is_array()) return make_error(errc::internal, "stored image patterns are not a JSON array");
+  if (!j.is_array()) return make_error(errc::internal, "stored " + what + " are not a JSON array");
   std::vector<std::string> out;
   for (const auto& p : j) {
-    if (!p.is_string()) return make_error(errc::internal, "stored image patterns are not strings");
+    if (!p.is_string()) return make_error(errc::internal, "stored " + what + " are not strings");
     out.push_back(p.get<std::string>());
   }
   return out;
@@ -70,6 +73,25 @@ result<void> check_patterns(const std::vector<std::string>& patterns) {
   return {};
 }
 
+// An organization's runtimes: some, each known and once. Only gVisor can be missing from a daemon
+// (gvisor_runtime empty), and a policy allowing nothing else would refuse every create.
+result<void> check_runtimes(const std::vector<std::string>& runtimes, const config& cfg) {
+  if (runtimes.empty())
+    return make_error(errc::invalid_argument,
+                      "allowed_runtimes: name at least one runtime (runc, gvisor); null goes back to the default");
+  for (const auto& r : runtimes) {
+    if (r != "runc" && r != "gvisor")
+      return make_error(errc::invalid_argument, "allowed_runtimes: '" + r + "' is not a runtime (runc, gvisor)");
+    if (std::count(runtimes.begin(), runtimes.end(), r) > 1)
+      return make_error(errc::invalid_argument, "allowed_runtimes: " + r + " is named twice");
+  }
+  if (runtimes == std::vector<std::string>{"gvisor"} && cfg.gvisor_runtime.empty())
+    return make_error(errc::invalid_argument,
+                      "allowed_runtimes: gVisor is not offered by this daemon (gvisor_runtime is empty), "
+                      "so no sandbox could be created");
+  return {};
+}
+
 std::string when(time_point t) { return format_time(t); }
 
 }  // namespace
@@ -80,11 +102,25 @@ org_limits limits_in_force(const guardrails_config& d, const store::org_guardrai
   if (own.max_millicpus) l.max_cpus = static_cast<double>(*own.max_millicpus) / 1000.0;
   if (own.max_memory_mb) l.max_memory_mb = *own.max_memory_mb;
   if (own.allowed_images_json)
-    if (auto p = patterns_from_json(*own.allowed_images_json)) l.allowed_images = std::move(*p);
+    if (auto p = strings_from_json(*own.allowed_images_json, "image patterns")) l.allowed_images = std::move(*p);
+  l.allowed_runtimes = d.allowed_runtimes;
+  // An unreadable stored list would widen the policy if it fell back to the default: nothing
+  // is allowed then, and every create says so.
+  if (own.allowed_runtimes_json) {
+    auto r = strings_from_json(*own.allowed_runtimes_json, "runtimes");
+    l.allowed_runtimes = r ? std::move(*r) : std::vector<std::string>{};
+  }
   if (own.max_volumes) l.max_volumes = *own.max_volumes;
   if (own.max_snapshots) l.max_snapshots = *own.max_snapshots;
   l.max_disk_mb = own.max_disk_mb ? *own.max_disk_mb : d.max_disk_mb;
   return l;
+}
+
+std::string default_runtime_of(const org_limits& limits, const std::string& configured_default) {
+  const auto& allowed = limits.allowed_runtimes;
+  if (allowed.empty() || std::find(allowed.begin(), allowed.end(), configured_default) != allowed.end())
+    return configured_default;
+  return allowed.front();
 }
 
 result<void> admit_count(audit::journal& journal, const std::string& org_id, const audit::actor& who,
@@ -131,6 +167,12 @@ org_limits admission::limits_of(const store::org_guardrails& own) const {
   return limits_in_force(cfg_.guardrails, own);
 }
 
+result<std::string> admission::default_runtime(const std::string& org_id) {
+  auto own = guardrails_.get_org_guardrails(org_id);
+  if (!own) return std::move(own).err();
+  return default_runtime_of(limits_of(*own), cfg_.default_runtime);
+}
+
 result<org_guardrails_view> admission::guardrails(const std::string& org_id) {
   auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) return std::move(own).err();
@@ -145,7 +187,8 @@ result<org_guardrails_view> admission::guardrails(const std::string& org_id) {
                            std::pair{"allowed_images", own->allowed_images_json.has_value()},
                            std::pair{"max_volumes", own->max_volumes.has_value()},
                            std::pair{"max_snapshots", own->max_snapshots.has_value()},
-                           std::pair{"max_disk_mb", own->max_disk_mb.has_value()}})
+                           std::pair{"max_disk_mb", own->max_disk_mb.has_value()},
+                           std::pair{"allowed_runtimes", own->allowed_runtimes_json.has_value()}})
     if (set) v.own_fields.push_back(name);
   auto volumes = resources_.count_live_volumes(org_id);
   if (!volumes) return std::move(volumes).err();
@@ -184,6 +227,19 @@ result<void> admission::admit(const std::string& org_id, const sandbox_spec& spe
                       "): no sandbox may be created or started until it is lifted",
                   {{"since", *g->stopped_since}});
   const auto& l = g->limits;
+  // Checked for a start too, unlike the image: the runtime is the sandbox's isolation, and a
+  // stopped runc sandbox cannot be moved onto gVisor; it is recreated (a snapshot keeps its files).
+  if (std::find(l.allowed_runtimes.begin(), l.allowed_runtimes.end(), spec.runtime) == l.allowed_runtimes.end()) {
+    const auto allowed = json(l.allowed_runtimes).dump();
+    return refuse(errc::runtime_not_allowed, "guardrail.runtime_not_allowed",
+                  restarting.empty()
+                      ? "runtime " + spec.runtime + " is not allowed for this organization (allowed: " + allowed +
+                            "); ask for one of those, or name no runtime"
+                      : "sandbox " + restarting + " runs on " + spec.runtime +
+                            ", which this organization no longer allows (allowed: " + allowed +
+                            "); snapshot it and create a sandbox from the snapshot instead",
+                  {{"runtime", spec.runtime}, {"allowed", l.allowed_runtimes}});
+  }
   if (restarting.empty()) {
     const bool allowed = std::any_of(l.allowed_images.begin(), l.allowed_images.end(),
                                      [&](const std::string& p) { return glob_match(p, image); });
@@ -248,6 +304,12 @@ result<org_guardrails_view> admission::set_limits(const std::string& org_id, con
       if (auto r = check_patterns(**u.allowed_images); !r) return std::move(r).err();
     next.allowed_images_json = *u.allowed_images ? std::optional<std::string>(json(**u.allowed_images).dump()) : std::nullopt;
   }
+  if (u.allowed_runtimes) {
+    if (*u.allowed_runtimes)
+      if (auto r = check_runtimes(**u.allowed_runtimes, cfg_); !r) return std::move(r).err();
+    next.allowed_runtimes_json =
+        *u.allowed_runtimes ? std::optional<std::string>(json(**u.allowed_runtimes).dump()) : std::nullopt;
+  }
   if (u.max_disk_mb) {
     if (*u.max_disk_mb && (**u.max_disk_mb < 0 || **u.max_disk_mb > (std::int64_t{1} << 40)))
       return make_error(errc::invalid_argument, "max_disk_mb must be between 0 and 2^40");
@@ -272,7 +334,8 @@ result<org_guardrails_view> admission::set_limits(const std::string& org_id, con
                               {"allowed_images", limits.allowed_images},
                               {"max_volumes", limits.max_volumes},
                               {"max_snapshots", limits.max_snapshots},
-                              {"max_disk_mb", limits.max_disk_mb}}};
+                              {"max_disk_mb", limits.max_disk_mb},
+                              {"allowed_runtimes", limits.allowed_runtimes}}};
       });
   if (!done) return std::move(done).err();
   return guardrails(org_id);

@@ -63,6 +63,13 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   if (!snapshot) co_return std::move(snapshot).err();
   create_request checked = req;
   if (*snapshot) checked.snapshot.clear();  // a snapshot name is no image reference to check
+  // No runtime named: the organization's default, which its runtime policy may make gVisor
+  // (admission.hpp). A runtime named is checked against the policy by admit() below.
+  if (checked.runtime.empty()) {
+    auto runtime = admission_.default_runtime(org_id);
+    if (!runtime) co_return std::move(runtime).err();
+    checked.runtime = std::move(*runtime);
+  }
   auto spec = validate_create(cfg_, checked);
   if (!spec) co_return std::move(spec).err();
   if (*snapshot) spec->snapshot_name = req.snapshot;
@@ -101,7 +108,8 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   std::optional<pool_member> member;
   // Members are made with the default disk_mb (under hard enforcement, Docker's size of them),
   // and as runc containers on the sandbox network: a gVisor create, or one that dials home, is
-  // never handed one.
+  // never handed one (nor is an organization that may not run runc: admit() refused its runc
+  // create above).
   if (spec->volumes.empty() && spec->user.empty() && spec->limits.disk_mb == cfg_.disk.default_mb &&
       spec->runtime == "runc" && !spec->dials_home)
     member = pool_.take(image, {spec->limits.cpus, spec->limits.memory_mb, spec->limits.pids});

@@ -273,6 +273,12 @@ CREATE TABLE e2b_access_tokens (
 CREATE INDEX e2b_access_tokens_by_sandbox ON e2b_access_tokens (sandbox_id, created_at);
 )sql";
 
+// An organization's runtime policy (docs/guardrails.md, "Runtime policy"): a JSON array of the
+// runtimes its sandboxes may run on; NULL, as for every existing row, is the configured default.
+constexpr const char* v12_sql = R"sql(
+ALTER TABLE org_guardrails ADD COLUMN allowed_runtimes TEXT;
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -295,6 +301,7 @@ const std::vector<migration>& migrations() {
       {9, v9_sql},
       {10, v10_sql},
       {11, v11_sql},
+      {12, v12_sql},
   };
   return all;
 }

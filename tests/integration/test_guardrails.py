@@ -1,14 +1,16 @@
 """Guardrails against the real daemon and Docker (docs/guardrails.md): an agent loop creating
 sandboxes until its organization's quota refuses it, an image outside the organization's policy,
-an idle sandbox stopped and later deleted, a TTL, and the kill switch stopping a busy
-organization while another keeps working. Each decision is looked up in the audit chain."""
+an organization required to run gVisor, an idle sandbox stopped and later deleted, a TTL, and the
+kill switch stopping a busy organization while another keeps working. Each decision is looked up
+in the audit chain."""
 
+import subprocess
 import threading
 import time
 
 import pytest
 
-from sandfort_harness import Daemon
+from sandfort_harness import Daemon, docker_container, require_runsc
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +109,106 @@ def test_the_operator_sets_limits_and_images_outside_the_policy_are_refused(daem
     assert r.json()["limits"]["allowed_images"] == ["*"] and r.json()["own"] == ["max_cpus"], r
     r = admin.request("PUT", f"/v1/orgs/{org['id']}/limits", body={"max_sandbox": 1})
     assert r.status == 400, r
+
+
+def containers_of_org(org_id):
+    """Every container, running or not, labelled as the organization's (as `docker ps -a` lists them)."""
+    r = subprocess.run(["docker", "ps", "-a", "-q", "--filter", f"label=io.sandfort.org={org_id}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+def gvisor_only_org(daemon, name):
+    """An organization the operator requires to run gVisor: (org, its admin, a member)."""
+    org, admin = new_org(daemon, name)
+    key = daemon.admin().post(f"/v1/orgs/{org['id']}/api-keys", {"name": "m", "role": "member"}).json()["key"]
+    r = daemon.admin().request("PUT", f"/v1/orgs/{org['id']}/limits", body={"allowed_runtimes": ["gvisor"]})
+    assert r.status == 200, r
+    assert r.json()["limits"]["allowed_runtimes"] == ["gvisor"] and r.json()["own"] == ["allowed_runtimes"], r
+    return org, admin, daemon.client(key)
+
+
+def test_the_operator_requires_gvisor_and_a_runc_create_is_refused_with_nothing_made(daemon):
+    org, admin = new_org(daemon, "runtimes")
+    operator = daemon.admin()
+    limits = admin.get(f"/v1/orgs/{org['id']}/limits").json()
+    assert limits["limits"]["allowed_runtimes"] == ["runc", "gvisor"] and limits["own"] == [], limits
+    # Only the operator sets it; an empty, unknown or repeated list is refused and changes nothing.
+    r = admin.request("PUT", f"/v1/orgs/{org['id']}/limits", body={"allowed_runtimes": ["runc"]})
+    assert r.status == 403, r
+    for bad in ([], ["kata"], ["gvisor", "gvisor"], "gvisor"):
+        r = operator.request("PUT", f"/v1/orgs/{org['id']}/limits", body={"allowed_runtimes": bad})
+        assert r.status == 400 and r.json()["error"]["code"] == "invalid_argument", (bad, r)
+    assert admin.get(f"/v1/orgs/{org['id']}/limits").json()["own"] == []
+
+    org, admin, member = gvisor_only_org(daemon, "gvisor-only")
+    shown = admin.get(f"/v1/orgs/{org['id']}/limits").json()
+    assert shown["limits"]["allowed_runtimes"] == ["gvisor"] and shown["own"] == ["allowed_runtimes"], shown
+    [change] = events(admin, "org.limits")
+    assert change["details"]["allowed_runtimes"] == ["gvisor"], change
+    for wait in (True, False):
+        r = member.post("/v1/sandboxes", {"runtime": "runc", "wait": wait})
+        assert r.status == 403, r
+        err = r.json()["error"]
+        rid = r.headers.get("X-Request-Id") or r.headers.get("x-request-id")
+        assert err["code"] == "runtime_not_allowed" and err["request_id"] == rid, err
+        assert "runtime runc is not allowed" in err["message"] and '["gvisor"]' in err["message"], err
+    # Nothing was made: no container of the organization's, running or not, and no sandbox row.
+    assert containers_of_org(org["id"]) == []
+    assert member.get("/v1/sandboxes").json()["items"] == []
+    assert admin.get(f"/v1/orgs/{org['id']}/limits").json()["usage"]["sandboxes"] == 0
+    denied = events(admin, "guardrail.runtime_not_allowed")
+    assert len(denied) == 2 and all(e["outcome"] == "denied" and e["details"]["runtime"] == "runc" and
+                                    e["details"]["allowed"] == ["gvisor"] for e in denied), denied
+
+    # null: back to the configured default, which allows runc again and names it for a bare create.
+    r = operator.request("PUT", f"/v1/orgs/{org['id']}/limits", body={"allowed_runtimes": None})
+    assert r.status == 200 and r.json()["limits"]["allowed_runtimes"] == ["runc", "gvisor"] and r.json()["own"] == []
+    sbx = member.create_sandbox(runtime="runc")
+    try:
+        assert sbx["runtime"] == "runc" and sbx["state"] == "started", sbx
+        assert len(containers_of_org(org["id"])) == 1
+    finally:
+        member.delete(f"/v1/sandboxes/{sbx['id']}")
+
+
+def test_a_create_naming_no_runtime_in_a_gvisor_only_organization_gets_gvisor(daemon):
+    require_runsc()  # fails under CI when missing
+    org, admin, member = gvisor_only_org(daemon, "gvisor-default")
+    sbx = member.create_sandbox()  # the daemon's default_runtime is runc
+    try:
+        assert sbx["runtime"] == "gvisor" and sbx["state"] == "started", sbx
+        assert docker_container(sbx["id"])["HostConfig"]["Runtime"] == "runsc"
+        r = member.exec(sbx["id"], argv=["cat", "/proc/net/dev"])
+        assert r["exit_code"] == 0 and "eth0" not in r["stdout"], r  # gVisor's: no interface but lo
+        # Stopped and started again, it stays on gVisor, which the policy allows.
+        assert member.post(f"/v1/sandboxes/{sbx['id']}/stop").status == 200
+        assert member.post(f"/v1/sandboxes/{sbx['id']}/start").status == 200
+    finally:
+        member.delete(f"/v1/sandboxes/{sbx['id']}")
+    assert containers_of_org(org["id"]) == []
+
+
+def test_a_stopped_runc_sandbox_is_not_started_once_gvisor_is_required(daemon):
+    org, admin = new_org(daemon, "runc-then-gvisor")
+    sbx = admin.create_sandbox(runtime="runc")
+    operator = daemon.admin()
+    try:
+        assert admin.post(f"/v1/sandboxes/{sbx['id']}/stop").status == 200
+        r = operator.request("PUT", f"/v1/orgs/{org['id']}/limits", body={"allowed_runtimes": ["gvisor"]})
+        assert r.status == 200, r
+        r = admin.post(f"/v1/sandboxes/{sbx['id']}/start")
+        assert r.status == 403 and r.json()["error"]["code"] == "runtime_not_allowed", r
+        assert sbx["id"] in r.json()["error"]["message"], r
+        assert admin.get(f"/v1/sandboxes/{sbx['id']}").json()["state"] == "stopped"
+        [denied] = events(admin, "guardrail.runtime_not_allowed")
+        assert denied["target"] == sbx["id"], denied
+        r = operator.request("PUT", f"/v1/orgs/{org['id']}/limits", body={"allowed_runtimes": ["runc", "gvisor"]})
+        assert r.status == 200, r
+        assert admin.post(f"/v1/sandboxes/{sbx['id']}/start").status == 200
+    finally:
+        admin.delete(f"/v1/sandboxes/{sbx['id']}")
 
 
 def test_an_idle_sandbox_is_stopped_then_deleted_and_a_used_one_is_not(daemon):

@@ -3,29 +3,19 @@ Debian's runsc: no network interface but lo, the agent dialing home over its doo
 tunnels over the same door, and the isolation transcript staged from inside."""
 
 import base64
-import json
 import os
 import socket
 import subprocess
 
 import pytest
 
-from sandfort_harness import Daemon, new_org_member
+from sandfort_harness import Daemon, new_org_member, require_runsc
 from test_preview import WS_ECHO, host_for, preview_get, start_command, wait_listening
-
-
-def runsc_registered():
-    r = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True,
-                       timeout=60)
-    return r.returncode == 0 and "runsc" in json.loads(r.stdout or "{}")
 
 
 @pytest.fixture(scope="module")
 def gvisor(member):
-    if not runsc_registered():
-        if os.environ.get("CI") == "true":
-            pytest.fail("runsc is not registered with the Docker Engine (scripts/setup registers it)")
-        pytest.skip("runsc is not registered with the Docker Engine (scripts/setup registers it)")
+    require_runsc()
     sbx = member.create_sandbox(runtime="gvisor", egress_allowlist=["allowed.example"])
     assert sbx["state"] == "started", sbx
     yield sbx
@@ -190,8 +180,7 @@ def test_a_websocket_through_the_preview_of_a_gvisor_sandbox(daemon, member, gvi
 
 
 def test_stop_and_start_keep_files_and_dial_home_again(member):
-    if not runsc_registered():
-        pytest.fail("runsc is not registered") if os.environ.get("CI") == "true" else pytest.skip("no runsc")
+    require_runsc()
     sbx = member.create_sandbox(runtime="gvisor")
     try:
         assert member.exec(sbx["id"], command="echo kept > /work/k")["exit_code"] == 0

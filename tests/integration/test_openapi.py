@@ -436,6 +436,18 @@ def test_identity_and_guardrails(daemon, checker, org, superadmin):
                                      body={"max_sandboxes": 3, "allowed_images": ["*"], "max_cpus": None}), 200)
     checker.check("PUT", "/v1/orgs/{org}/limits",
                   superadmin.request("PUT", f"/v1/orgs/{spare}/limits", body={"max_gpus": 1}), 400)
+    # The runtime policy: shown in limits and own, its refusal in the error shape, null resets it.
+    limits = checker.check("PUT", "/v1/orgs/{org}/limits",
+                           superadmin.request("PUT", f"/v1/orgs/{spare}/limits", body={"allowed_runtimes": ["gvisor"]}),
+                           200)
+    assert limits["limits"]["allowed_runtimes"] == ["gvisor"] and "allowed_runtimes" in limits["own"], limits
+    checker.check("PUT", "/v1/orgs/{org}/limits",
+                  superadmin.request("PUT", f"/v1/orgs/{spare}/limits", body={"allowed_runtimes": []}), 400)
+    refused = checker.check("POST", "/v1/sandboxes", spare_admin.post("/v1/sandboxes", {"runtime": "runc"}), 403)
+    assert refused["error"]["code"] == "runtime_not_allowed", refused
+    limits = checker.check("PUT", "/v1/orgs/{org}/limits",
+                           superadmin.request("PUT", f"/v1/orgs/{spare}/limits", body={"allowed_runtimes": None}), 200)
+    assert limits["limits"]["allowed_runtimes"] == ["runc", "gvisor"] and "allowed_runtimes" not in limits["own"]
     checker.check("POST", "/v1/orgs/{org}/stop-all", spare_admin.post(f"/v1/orgs/{spare}/stop-all"), 200)
     limits = checker.check("GET", "/v1/orgs/{org}/limits", superadmin.get(f"/v1/orgs/{spare}/limits"), 200)
     assert limits["stopped"] is not None

@@ -128,6 +128,9 @@ struct guardrails_config {
   std::int64_t max_memory_mb = 65536;  // memory of its running sandboxes together
   std::int64_t max_disk_mb = 1048576;  // disk_mb of its sandboxes not deleted, together
   std::vector<std::string> allowed_images{"*"};  // image patterns ('*' any run of characters)
+  // Runtimes its sandboxes may run on (runc, gvisor). When default_runtime is not among them, a
+  // create that names none gets the first of them.
+  std::vector<std::string> allowed_runtimes{"runc", "gvisor"};
   int max_volumes = 20;    // volumes not deleted (each may fill the host's disk)
   int max_snapshots = 20;  // snapshots not deleted (each an image on the host's disk)
   // A sandbox without traffic (exec, sessions, files, PTY, previews) this long is stopped; 0: never.

@@ -24,6 +24,7 @@ enum class errc {
   image_not_allowed,  // 403: the organization's image policy does not allow that image or snapshot
   host_full,  // 503: the host cannot give a new sandbox what it asks (memory) without over-committing
   insufficient_storage,  // 507: the daemon's own disk is full; mutations wait until space returns
+  runtime_not_allowed,  // 403: the organization's runtime policy does not allow that runtime (runc, gvisor)
 };
 
 // The wire name of the code, as in the API's error shape ("not_found").

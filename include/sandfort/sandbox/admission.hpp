@@ -1,6 +1,7 @@
 #pragma once
 // Admission (src/sandbox/admission.cpp, host_admission.cpp; docs/guardrails.md, docs/limits.md):
-// whether an organization may have a sandbox running (its kill switch, image policy and quotas)
+// whether an organization may have a sandbox running (its kill switch, image and runtime policies
+// and quotas)
 // and whether the host can hold its memory; the organization's limits and their use; the kill
 // switch; the reaper that stops sandboxes past their TTL or idle timeout and deletes them after a
 // grace period. Every decision is in the organization's audit chain. It stops and deletes
@@ -49,10 +50,14 @@ class admission {
   boost::asio::awaitable<int> reap();
 
   // --- What the lifecycle and the warm pool ask before a sandbox or a member holds anything. ---
-  // Whether the organization may have this sandbox running: its kill switch, its image policy
-  // (for a new one) and its quotas. `restarting`: the id of a stopped sandbox being started (it
-  // is counted already). A refusal is recorded in the organization's audit chain.
-  // `own_snapshot`: the image is one of the organization's snapshots, which the policy does not cover.
+  // The runtime a create that names none runs on (default_runtime_of in types.hpp): the
+  // configured default, or the first the organization's runtime policy allows when that is not it.
+  result<std::string> default_runtime(const std::string& org_id);
+  // Whether the organization may have this sandbox running: its kill switch, its runtime policy,
+  // its image policy (for a new one) and its quotas. `restarting`: the id of a stopped sandbox
+  // being started (it is counted already). A refusal is recorded in the organization's audit chain.
+  // `own_snapshot`: the image is one of the organization's snapshots, which the image policy does
+  // not cover (the runtime policy does).
   result<void> admit(const std::string& org_id, const sandbox_spec& spec, const std::string& image,
                      const std::string& restarting, const audit::actor& who, bool own_snapshot = false);
   // Whether the host can hold `memory_mb` more beside every organization's sandboxes that hold

@@ -261,6 +261,8 @@ struct org_limits {
   std::int64_t max_volumes = 0;    // not deleted
   std::int64_t max_snapshots = 0;  // not deleted
   std::int64_t max_disk_mb = 0;    // disk_mb of sandboxes not deleted, together
+  // runc, gvisor: what its sandboxes may run on, created or started (docs/guardrails.md, "Runtime policy").
+  std::vector<std::string> allowed_runtimes;
 };
 
 struct org_usage {
@@ -291,11 +293,16 @@ struct limits_update {
   std::optional<std::optional<std::int64_t>> max_volumes;
   std::optional<std::optional<std::int64_t>> max_snapshots;
   std::optional<std::optional<std::int64_t>> max_disk_mb;
+  std::optional<std::optional<std::vector<std::string>>> allowed_runtimes;
 };
 
 // The limits in force for an organization: its own (`own`) where set, else the configured
 // defaults (src/sandbox/admission.cpp).
 org_limits limits_in_force(const guardrails_config& defaults, const store::org_guardrails& own);
+
+// The runtime of a create that names none: the configured default_runtime where the limits allow
+// it, else the first runtime they allow (an organization required to run gVisor gets gVisor).
+std::string default_runtime_of(const org_limits& limits, const std::string& configured_default);
 
 // A quota that counts things an organization keeps (sandboxes, volumes, snapshots: rows not
 // deleted). One more is refused when `in_use` + 1 would exceed `limit`.

@@ -25,6 +25,7 @@ struct org_guardrails {
   std::optional<std::int64_t> max_snapshots;       // snapshots not deleted (schema version 9)
   std::optional<std::int64_t> max_disk_mb;         // disk_mb of sandboxes not deleted (schema version 10)
   std::optional<std::string> allowed_images_json;  // JSON array of patterns, owned by the sandbox module
+  std::optional<std::string> allowed_runtimes_json;  // JSON array of runtimes, likewise (schema version 12)
   std::optional<std::string> stopped_since;        // the kill switch: set while new sandboxes are refused
   bool stopped_by_superadmin = false;
   std::string updated_at;

@@ -346,7 +346,8 @@ TEST_CASE("limits: read by the organization's admin, set by the operator, in the
   auto body = json::parse(res.body);
   CHECK(keys_of(body) == std::set<std::string>{"org_id", "limits", "own", "usage", "stopped"});
   CHECK(keys_of(body["limits"]) == std::set<std::string>{"max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images",
-                                                         "max_volumes", "max_snapshots", "max_disk_mb"});
+                                                         "max_volumes", "max_snapshots", "max_disk_mb",
+                                                         "allowed_runtimes"});
   CHECK(body["limits"]["max_sandboxes"] == 10);
   CHECK(body["usage"]["sandboxes"] == 2);
   CHECK(body["stopped"].is_null());
@@ -363,7 +364,19 @@ TEST_CASE("limits: read by the organization's admin, set by the operator, in the
   REQUIRE(u->max_cpus);
   CHECK_FALSE(*u->max_cpus);  // null: back to the default
   CHECK_FALSE(u->max_memory_mb);  // absent: unchanged
+  CHECK_FALSE(u->allowed_runtimes);
   CHECK(s.call("PUT", "/v1/orgs/beta/limits", "superadmin", R"({"max_gpus":1})").status == 400);
+
+  // The runtime policy: a list, or null for the default; its names are the service's to check.
+  REQUIRE(s.call("PUT", "/v1/orgs/beta/limits", "superadmin", R"({"allowed_runtimes":["gvisor"]})").status == 200);
+  u = s.on_world([](api::test::world& w) { return w.last_limits; });
+  REQUIRE((u && u->allowed_runtimes && *u->allowed_runtimes));
+  CHECK(**u->allowed_runtimes == std::vector<std::string>{"gvisor"});
+  REQUIRE(s.call("PUT", "/v1/orgs/beta/limits", "superadmin", R"({"allowed_runtimes":null})").status == 200);
+  u = s.on_world([](api::test::world& w) { return w.last_limits; });
+  REQUIRE((u && u->allowed_runtimes));
+  CHECK_FALSE(*u->allowed_runtimes);
+  CHECK(s.call("PUT", "/v1/orgs/beta/limits", "superadmin", R"({"allowed_runtimes":"gvisor"})").status == 400);
 }
 
 TEST_CASE("deleting an organization: its keys revoked, its sandboxes, volumes and snapshots removed, its chain closed",

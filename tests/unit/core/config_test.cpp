@@ -334,6 +334,39 @@ TEST_CASE("guardrails: volume and snapshot quotas default to 20 and come from ev
   std::remove(negative.c_str());
 }
 
+TEST_CASE("guardrails: the runtime policy allows both by default and comes from every layer, checked") {
+  auto d = load_config("", {}, nullptr);
+  REQUIRE(d.ok());
+  CHECK(d->guardrails.allowed_runtimes == std::vector<std::string>{"runc", "gvisor"});
+  REQUIRE(finalize_config(*d, "/usr/bin").ok());
+
+  auto path = write_temp(R"({"guardrails": {"allowed_runtimes": ["gvisor"]}})");
+  auto c = load_config(path, {}, nullptr);
+  REQUIRE(c.ok());
+  CHECK(c->guardrails.allowed_runtimes == std::vector<std::string>{"gvisor"});
+  CHECK(finalize_config(*c, "/usr/bin").ok());
+  std::remove(path.c_str());
+  char env1[] = "SANDFORT_GUARDRAILS_ALLOWED_RUNTIMES=gvisor, runc";
+  char* env[] = {env1, nullptr};
+  auto e = load_config("", {}, env);
+  REQUIRE(e.ok());
+  CHECK(e->guardrails.allowed_runtimes == std::vector<std::string>{"gvisor", "runc"});
+
+  // Each of these would refuse every create, or names what no sandbox runs on.
+  const auto refused = [](const config_overrides& set, const std::string& why) {
+    auto r = load_config("", set, nullptr);
+    REQUIRE(r.ok());
+    auto checked = finalize_config(*r, "/usr/bin");
+    INFO(why);
+    REQUIRE_FALSE(checked.ok());
+    CHECK_THAT(checked.err().message, Catch::Contains(why));
+  };
+  refused({{"guardrails.allowed_runtimes", ""}}, "at least one runtime");
+  refused({{"guardrails.allowed_runtimes", "runc, kata"}}, "not 'kata'");
+  refused({{"guardrails.allowed_runtimes", "runc, runc"}}, "names runc twice");
+  refused({{"guardrails.allowed_runtimes", "gvisor"}, {"gvisor_runtime", ""}}, "needs gvisor_runtime");
+}
+
 TEST_CASE("admission: host memory, the organization's rate and its key cap come from every layer, checked") {
   auto d = load_config("", {}, nullptr);
   REQUIRE(d.ok());

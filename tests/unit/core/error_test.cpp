@@ -16,6 +16,9 @@ TEST_CASE("every error class maps to its documented status and wire name") {
   CHECK(http_status(errc::unavailable) == 503);
   CHECK(to_string(errc::not_found) == "not_found");
   CHECK(to_string(errc::payload_too_large) == "payload_too_large");
+  CHECK(http_status(errc::image_not_allowed) == 403);
+  CHECK(http_status(errc::runtime_not_allowed) == 403);
+  CHECK(to_string(errc::runtime_not_allowed) == "runtime_not_allowed");
 }
 
 TEST_CASE("result holds a value or an error") {

@@ -205,6 +205,157 @@ TEST_CASE("guardrails: images outside the organization's patterns are refused wi
   CHECK(f.run(f.svc->create(f.org_b.id, node)));  // the default policy: any image
 }
 
+namespace {
+
+limits_update runtimes(std::optional<std::vector<std::string>> allowed) {
+  limits_update u;
+  u.allowed_runtimes = std::move(allowed);
+  return u;
+}
+
+std::size_t rows_not_deleted(fixture& f, const std::string& org_id) {
+  auto rows = store::sandbox_store(*f.db).list_live_sandboxes(org_id);
+  REQUIRE(rows);
+  return rows->size();
+}
+
+}  // namespace
+
+TEST_CASE("guardrails: an organization required to run gVisor gets it by default; runc is refused, nothing made",
+          "[sandbox][guardrails][runtimes]") {
+  fixture f;  // default_runtime runc, gvisor_runtime runsc
+  auto set = f.svc->admission().set_limits(f.org_a.id, runtimes(std::vector<std::string>{"gvisor"}),
+                                           audit::system_actor());
+  REQUIRE(set);
+  CHECK(set->limits.allowed_runtimes == std::vector<std::string>{"gvisor"});
+  CHECK(set->own_fields == std::vector<std::string>{"allowed_runtimes"});
+  auto limits_events = events(f, f.org_a.id, "org.limits");
+  REQUIRE(limits_events.size() == 1);
+  CHECK(nlohmann::json::parse(limits_events[0].details)["allowed_runtimes"] == nlohmann::json::array({"gvisor"}));
+
+  // Named runc: refused before anything exists, and recorded.
+  const auto containers = f.engine.created.size();
+  create_request runc;
+  runc.runtime = "runc";
+  runc.wait = true;
+  auto refused = f.create(f.org_a.id, runc);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::runtime_not_allowed);
+  CHECK(http_status(refused.err().code) == 403);
+  CHECK_THAT(refused.err().message, Catch::Contains("runtime runc is not allowed") && Catch::Contains("[\"gvisor\"]"));
+  CHECK(f.engine.created.size() == containers);
+  CHECK(rows_not_deleted(f, f.org_a.id) == 0);
+  auto denied = events(f, f.org_a.id, "guardrail.runtime_not_allowed");
+  REQUIRE(denied.size() == 1);
+  CHECK(denied[0].outcome == "denied");
+  CHECK(nlohmann::json::parse(denied[0].details)["runtime"] == "runc");
+  CHECK(nlohmann::json::parse(denied[0].details)["allowed"] == nlohmann::json::array({"gvisor"}));
+
+  // Named none: gVisor, the organization's policy, though the daemon's default is runc.
+  auto made = f.create_started();
+  CHECK(made.spec.runtime == "gvisor");
+  CHECK(f.engine.created.back().runtime == "runsc");
+  create_request gvisor;
+  gvisor.runtime = "gvisor";
+  gvisor.wait = true;
+  CHECK(f.create(f.org_a.id, gvisor));
+
+  // Its own snapshot skips the image policy, not the runtime policy.
+  REQUIRE(make_snapshot(f, f.org_a.id, made.id, "base"));
+  create_request from = runc;
+  from.snapshot = "base";
+  CHECK(f.create(f.org_a.id, from).err().code == errc::runtime_not_allowed);
+  from.runtime.clear();
+  auto from_snapshot = f.create(f.org_a.id, from);
+  REQUIRE(from_snapshot);
+  CHECK(from_snapshot->spec.runtime == "gvisor");
+
+  // Another organization keeps the configured default.
+  auto other = f.create(f.org_b.id, {});
+  REQUIRE(other);
+  CHECK(other->spec.runtime == "runc");
+
+  // null: back to the default, which allows both and names runc.
+  auto reset = f.svc->admission().set_limits(f.org_a.id, runtimes(std::nullopt), audit::system_actor());
+  REQUIRE(reset);
+  CHECK(reset->limits.allowed_runtimes == std::vector<std::string>{"runc", "gvisor"});
+  CHECK(reset->own_fields.empty());
+  auto again = f.create(f.org_a.id, runc);
+  REQUIRE(again);
+  CHECK(again->spec.runtime == "runc");
+  CHECK(f.create(f.org_a.id, {})->spec.runtime == "runc");
+}
+
+TEST_CASE("guardrails: a stopped runc sandbox is not started again once the organization must run gVisor",
+          "[sandbox][guardrails][runtimes]") {
+  fixture f;
+  auto box = f.create_started();
+  REQUIRE(f.run(f.svc->stop(f.org_a.id, box.id)));
+  REQUIRE(f.svc->admission().set_limits(f.org_a.id, runtimes(std::vector<std::string>{"gvisor"}),
+                                        audit::system_actor()));
+  auto refused = f.run(f.svc->start(f.org_a.id, box.id));
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::runtime_not_allowed);
+  CHECK_THAT(refused.err().message, Catch::Contains(box.id) && Catch::Contains("no longer allows"));
+  CHECK(f.get(f.org_a.id, box.id)->state == "stopped");
+  auto denied = events(f, f.org_a.id, "guardrail.runtime_not_allowed");
+  REQUIRE(denied.size() == 1);
+  CHECK(denied[0].target == box.id);
+
+  REQUIRE(f.svc->admission().set_limits(f.org_a.id, runtimes(std::vector<std::string>{"runc", "gvisor"}),
+                                        audit::system_actor()));
+  CHECK(f.run(f.svc->start(f.org_a.id, box.id)));
+}
+
+TEST_CASE("guardrails: a runtime policy names known runtimes, at least one, each once, that the daemon offers",
+          "[sandbox][guardrails][runtimes]") {
+  fixture f;
+  using list = std::vector<std::string>;
+  for (const auto& [bad, why] : {std::pair{list{}, "at least one runtime"}, std::pair{list{"kata"}, "'kata' is not"},
+                                 std::pair{list{"runc", "Runc"}, "'Runc' is not"},
+                                 std::pair{list{"gvisor", "gvisor"}, "gvisor is named twice"}}) {
+    auto r = f.svc->admission().set_limits(f.org_a.id, runtimes(bad), audit::system_actor());
+    INFO(why);
+    REQUIRE_FALSE(r);
+    CHECK(r.err().code == errc::invalid_argument);
+    CHECK_THAT(r.err().message, Catch::Contains(why));
+  }
+  CHECK(events(f, f.org_a.id, "org.limits").empty());  // nothing changed
+  CHECK(f.svc->admission().guardrails(f.org_a.id)->own_fields.empty());
+
+  // gVisor alone on a daemon that offers none would refuse every create; runc beside it would not.
+  f.cfg.gvisor_runtime.clear();
+  auto alone = f.svc->admission().set_limits(f.org_a.id, runtimes(list{"gvisor"}), audit::system_actor());
+  REQUIRE_FALSE(alone);
+  CHECK_THAT(alone.err().message, Catch::Contains("gvisor_runtime is empty"));
+  CHECK(f.svc->admission().set_limits(f.org_a.id, runtimes(list{"gvisor", "runc"}), audit::system_actor()));
+}
+
+TEST_CASE("guardrails: the default runtime is the configured one where allowed, else the first allowed",
+          "[sandbox][guardrails][runtimes]") {
+  org_limits l;
+  l.allowed_runtimes = {"runc", "gvisor"};
+  CHECK(default_runtime_of(l, "runc") == "runc");
+  CHECK(default_runtime_of(l, "gvisor") == "gvisor");
+  l.allowed_runtimes = {"runc"};
+  CHECK(default_runtime_of(l, "gvisor") == "runc");
+  l.allowed_runtimes = {"gvisor"};
+  CHECK(default_runtime_of(l, "runc") == "gvisor");
+
+  // The configured policy of every organization, and one organization's own over it.
+  fixture f;
+  f.cfg.guardrails.allowed_runtimes = {"gvisor"};
+  CHECK(f.create(f.org_b.id, {})->spec.runtime == "gvisor");
+  create_request runc;
+  runc.runtime = "runc";
+  CHECK(f.create(f.org_b.id, runc).err().code == errc::runtime_not_allowed);
+  REQUIRE(f.svc->admission().set_limits(f.org_a.id, runtimes(std::vector<std::string>{"runc"}), audit::system_actor()));
+  CHECK(f.create(f.org_a.id, {})->spec.runtime == "runc");
+  create_request gvisor;
+  gvisor.runtime = "gvisor";
+  CHECK(f.create(f.org_a.id, gvisor).err().code == errc::runtime_not_allowed);
+}
+
 TEST_CASE("guardrails: the kill switch stops every running sandbox and refuses new ones until lifted", "[sandbox][guardrails]") {
   fixture f;
   auto a = f.create_started();

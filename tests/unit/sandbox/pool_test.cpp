@@ -137,6 +137,37 @@ TEST_CASE("pool: creates it cannot serve are made cold", "[sandbox][pool]") {
   CHECK_FALSE(spec_from_json(store::sandbox_store(*f.db).get_sandbox(f.org_a.id, a->id)->spec_json).pooled);
 }
 
+TEST_CASE("pool: an organization required to run gVisor is never handed a member", "[sandbox][pool][runtimes]") {
+  fixture f;
+  with_pool(f, 1);
+  limits_update u;
+  u.allowed_runtimes = std::optional<std::vector<std::string>>(std::vector<std::string>{"gvisor"});
+  REQUIRE(f.svc->admission().set_limits(f.org_a.id, u, audit::system_actor()));
+  const auto containers = f.engine.created.size();
+  // A create the pool matches in every other way: made cold on gVisor, the member left waiting.
+  create_request plain;
+  plain.wait = true;
+  auto v = settle(f, f.svc->create(f.org_a.id, plain));
+  REQUIRE(v);
+  CHECK(v->spec.runtime == "gvisor");
+  CHECK_FALSE(spec_from_json(store::sandbox_store(*f.db).get_sandbox(f.org_a.id, v->id)->spec_json).pooled);
+  REQUIRE(f.engine.created.size() == containers + 1);
+  CHECK(f.engine.created.back().runtime == "runsc");
+  CHECK(f.agent.claims.empty());
+  // Asking for runc is refused before the pool is asked: no claim, no miss, nothing made.
+  create_request runc = plain;
+  runc.runtime = "runc";
+  CHECK(settle(f, f.svc->create(f.org_a.id, runc)).err().code == errc::runtime_not_allowed);
+  CHECK(f.engine.created.size() == containers + 1);
+  CHECK(f.svc->pools().at(0).ready == 1);
+  CHECK(f.svc->pools().at(0).claims == 0);
+  CHECK(f.svc->pools().at(0).misses == 0);
+  // Another organization still gets the member.
+  auto other = settle(f, f.svc->create(f.org_b.id, plain));
+  REQUIRE(other);
+  CHECK(spec_from_json(store::sandbox_store(*f.db).get_sandbox(f.org_b.id, other->id)->spec_json).pooled);
+}
+
 TEST_CASE("pool: a member that refuses the claim is removed and the create made cold", "[sandbox][pool]") {
   fixture f;
   with_pool(f, 1);

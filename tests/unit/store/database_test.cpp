@@ -19,7 +19,7 @@ using namespace sandfort::store;
 
 namespace {
 
-constexpr int migration_count = 11;
+constexpr int migration_count = 12;
 
 }  // namespace
 
@@ -145,13 +145,16 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
     REQUIRE(guardrail_store(*db).put_org_guardrails(g));
   }
   {
-    // Back to version 8: org_guardrails without the two columns version 9 added (nor version 10's).
+    // Back to version 8: org_guardrails without the two columns version 9 added (nor versions 10's
+    // and 12's).
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
     REQUIRE(sqlite3_exec(raw,
                          "ALTER TABLE org_guardrails DROP COLUMN max_volumes; "
                          "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; "
-                         "ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; DROP TABLE e2b_access_tokens; PRAGMA user_version = 8",
+                         "ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; "
+                         "ALTER TABLE org_guardrails DROP COLUMN allowed_runtimes; "
+                         "DROP TABLE e2b_access_tokens; PRAGMA user_version = 8",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
@@ -166,21 +169,26 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
   CHECK_FALSE(g->max_volumes);  // the configured default
   CHECK_FALSE(g->max_snapshots);
   CHECK_FALSE(g->max_disk_mb);
+  CHECK_FALSE(g->allowed_runtimes_json);
 
   // The new fields are stored, and null again clears them.
   g->max_volumes = 2;
   g->max_snapshots = 0;
   g->max_disk_mb = 4096;
+  g->allowed_runtimes_json = R"(["gvisor"])";
   REQUIRE(guardrail_store(*db).put_org_guardrails(*g));
   auto again = guardrail_store(*db).get_org_guardrails(org_id);
   REQUIRE(again);
   CHECK(again->max_disk_mb == std::optional<std::int64_t>(4096));
+  CHECK(again->allowed_runtimes_json == std::optional<std::string>(R"(["gvisor"])"));
   CHECK(again->max_volumes == std::optional<std::int64_t>(2));
   CHECK(again->max_snapshots == std::optional<std::int64_t>(0));
   CHECK(again->max_sandboxes == std::optional<std::int64_t>(3));
   again->max_volumes.reset();
+  again->allowed_runtimes_json.reset();
   REQUIRE(guardrail_store(*db).put_org_guardrails(*again));
   CHECK_FALSE(guardrail_store(*db).get_org_guardrails(org_id)->max_volumes);
+  CHECK_FALSE(guardrail_store(*db).get_org_guardrails(org_id)->allowed_runtimes_json);
   CHECK(guardrail_store(*db).get_org_guardrails(org_id)->max_snapshots == std::optional<std::int64_t>(0));
 }
 
