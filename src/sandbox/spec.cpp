@@ -99,9 +99,9 @@ std::string new_container_name() { return "sandfort-" + random_hex(8); }
 
 std::string home_root(const config& cfg) { return cfg.state_dir + "/home"; }
 
-agent_address agent_address_of(const store::sandbox_record& rec) {
-  return {rec.id, rec.container_id, spec_from_json(rec.spec_json).runtime == "gvisor"};
-}
+bool runs_on_gvisor(const store::sandbox_record& rec) { return spec_from_json(rec.spec_json).runtime == "gvisor"; }
+
+agent_address agent_address_of(const store::sandbox_record& rec) { return {rec.id, rec.container_id, runs_on_gvisor(rec)}; }
 
 result<sandbox_spec> validate_create(const config& cfg, const create_request& req) {
   sandbox_spec spec;

@@ -185,8 +185,16 @@ def test_background_commands_logs_stdin_follow_and_kill(daemon, org, member, box
 def test_a_terminal_with_resize_echo_ctrl_c_and_exit(daemon, org, box):
     out = subprocess.run([PTY_PROBE, str(daemon.port), box["id"], org["keys"]["member"], "header"],
                          capture_output=True, text=True, timeout=90)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "resized to 30 100: ok" in out.stdout and "exit code 7 reported: ok" in out.stdout, out.stdout
+    for step in ("initial size 24 80: ok", "resized to 30 100: ok", "echo hi read back: ok"):
+        assert step in out.stdout, out.stdout + out.stderr
+    if box["runtime"] == "runc":
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "ctrl-c interrupted sleep: ok" in out.stdout and "exit code 7 reported: ok" in out.stdout, out.stdout
+    else:
+        # This runsc's terminal has no ISIG: Ctrl-C reaches the line as the byte 0x03 and signals
+        # nobody (docs/gvisor.md). When a runsc that delivers it is installed, this fails: then the
+        # assertion above is the one for both.
+        assert "ctrl-c interrupted sleep: FAILED" in out.stdout and out.returncode != 0, out.stdout
 
 
 # --- files, git --------------------------------------------------------------------------------
@@ -422,10 +430,10 @@ def test_the_cpu_limit_holds_two_busy_loops_to_half_a_cpu(member, made, runtime)
     assert docker_container(sbx["id"])["HostConfig"]["NanoCpus"] == 500_000_000
     assert cpu_limit(sbx) == (50_000, 100_000)
     before, t0 = cpu_used_s(sbx), time.time()
-    r = sh(member, sbx, "timeout 3 sh -c 'while :; do :; done' & timeout 3 sh -c 'while :; do :; done'; wait",
+    r = sh(member, sbx, "timeout 3 sh -c 'while :; do :; done' & timeout 3 sh -c 'while :; do :; done'; echo $?; wait",
            timeout_s=30)
     used, wall = cpu_used_s(sbx) - before, time.time() - t0
-    assert r["exit_code"] == 124, r
+    assert r["stdout"] == "124\n", r
     # Two loops would take two CPUs for 3 s unbounded; the quota gives half of one (plus what the
     # calls around them take).
     assert 0.8 < used < 0.5 * wall + 0.6, (used, wall)
@@ -437,7 +445,7 @@ def test_a_fork_bomb_is_contained(daemon, member, box, made, runtime):
     # leaves a bomb too little to be a bomb, so both runtimes get 128.
     bomb = fresh(member, made, runtime, resources={"pids": 128})
     assert read(cgroup_file(bomb, "pids", "pids.max", "pids.max")).strip() == "128"
-    r = member.post(f"/v1/sandboxes/{bomb['id']}/process/exec", {"command": ":(){ :|:& };:", "timeout_s": 5})
+    r = member.post(f"/v1/sandboxes/{bomb['id']}/process/exec", {"command": "f(){ f|f& };f", "timeout_s": 5})
     # The host and the other sandboxes never noticed.
     assert daemon.client().get("/healthz").status == 200
     assert sh(member, box, "echo fine")["stdout"] == "fine\n"
@@ -663,8 +671,8 @@ def test_a_flood_of_tunnels_is_capped_and_stalls_nobody(egress, runtime):
         baseline = fd_count(pid)
         # Held tunnels: three per sandbox, the fourth refused with 429 (egress.max_tunnels_per_sandbox).
         hold = member.post(f"/v1/sandboxes/{sbx['id']}/commands", {
-            "argv": ["python3", "-c", CONNECT + "\ntime.sleep(30)\n", f"localhost:{up.port}", "hold", "4"],
-            "env": THROUGH_PROXY})
+            "command": f"python3 -c \"$HOLD\" localhost:{up.port} hold 4",
+            "env": {"HOLD": CONNECT + "\ntime.sleep(30)\n", **THROUGH_PROXY}})
         assert hold.status == 201, hold
         logs = wait_until("four answers", lambda: (o := member.get(
             f"/v1/sandboxes/{sbx['id']}/commands/{hold.json()['id']}/logs").json()["stdout"]).count("\n") >= 4 and o)
@@ -684,7 +692,8 @@ def test_a_flood_of_tunnels_is_capped_and_stalls_nobody(egress, runtime):
                  "print(len(held), flush=True)\n"
                  "time.sleep(4)\n")
         rss_before = rss_kib(pid)
-        cmd = member.post(f"/v1/sandboxes/{sbx['id']}/commands", {"argv": ["python3", "-c", flood]}).json()
+        cmd = member.post(f"/v1/sandboxes/{sbx['id']}/commands", {"command": "python3 -c \"$FLOOD\"",
+                                                                   "env": {"FLOOD": flood}}).json()
         peak = baseline
         deadline = time.time() + 30
         while time.time() < deadline:
