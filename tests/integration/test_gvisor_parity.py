@@ -651,14 +651,14 @@ def test_another_sandboxs_credential_opens_nothing(egress, runtime):
     sbx = egress_box(egress, runtime)
     other = make(member, "runc", egress_allowlist=["localhost", "claimed.example"])
     try:
-        status, env = egress["daemon"], docker_container(other["id"])["Config"]["Env"]
+        env = docker_container(other["id"])["Config"]["Env"]
         proxy = next(e.split("=", 1)[1] for e in env if e.startswith("HTTP_PROXY="))
         claim = urllib.parse.unquote(urllib.parse.urlsplit(proxy).netloc.rsplit("@", 1)[0])
         line = connect(member, sbx, "claimed.example:443", "status", env={"CLAIM": claim})
         # runc: the credential is bound to the other container's address (407). gVisor: the link
         # is the identity and a credential is not even read, so its own allowlist applies (403).
         assert line.startswith("HTTP/1.1 407" if runtime == "runc" else "HTTP/1.1 403"), line
-        assert status.proc.poll() is None
+        assert egress["daemon"].proc.poll() is None
     finally:
         member.delete(f"/v1/sandboxes/{other['id']}")
 
