@@ -536,9 +536,12 @@ def rss_kib(pid):
 
 
 def docker_containers_of(daemon):
-    """The sandbox containers a daemon made: those on its own sandbox network."""
+    """The sandbox containers a daemon made: those on its own sandbox network, and gVisor ones
+    (Docker's `none` network) by their door, a directory of the daemon's state mounted in them."""
+    home = os.path.join(daemon.state_dir, "home") + "/"
     return [c for c in _containers_labelled("io.sandfort.sandbox")
-            if daemon.network["name"] in (c.get("NetworkSettings", {}).get("Networks") or {})]
+            if daemon.network["name"] in (c.get("NetworkSettings", {}).get("Networks") or {})
+            or any((m.get("Source") or "").startswith(home) for m in c.get("Mounts") or [])]
 
 
 def read_sse(response_body):

@@ -550,8 +550,11 @@ def egress():
     org = admin.post("/v1/orgs", {"name": "parity-egress"}).json()
     key = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": "m", "role": "member"}).json()["key"]
     ups = {"http": HostUpstream(), "fountain": RawUpstream("fountain"), "sink": RawUpstream("sink")}
+    boxes = {}
     try:
-        yield {"daemon": d, "member": d.client(key), "up": ups, "boxes": {}}
+        yield {"daemon": d, "member": d.client(key), "up": ups, "boxes": boxes}
+        for sbx in boxes.values():
+            assert d.client(key).delete(f"/v1/sandboxes/{sbx['id']}").status == 204
     finally:
         ups["http"].close()
         ups["fountain"].close()
