@@ -18,8 +18,13 @@
 
 namespace sandfort::sandbox {
 
-std::string container_exit_reason(int exit_code, bool oom_killed) {
-  return "the container exited with code " + std::to_string(exit_code) + (oom_killed ? " (out of memory)" : "");
+std::string container_exit_reason(int exit_code, bool oom_killed, bool gvisor) {
+  std::string why = "the container exited with code " + std::to_string(exit_code);
+  if (oom_killed) return why + " (out of memory)";
+  if (gvisor && exit_code == 2)
+    why += " (gVisor's kernel ended: under gVisor a sandbox ends whole when it reaches its pids limit, which "
+           "runsc's own threads count against)";
+  return why;
 }
 
 namespace asio = boost::asio;
@@ -189,7 +194,7 @@ asio::awaitable<void> reconciler::recheck_sandbox(std::string sandbox_id) {
   if (cur->state == "stopped") co_return;  // stopped and still there: nothing to correct
   if (!info->running) {
     bool oom = info->oom_killed || oom_seen_.erase(container) > 0;
-    std::string why = container_exit_reason(info->exit_code, oom);
+    std::string why = container_exit_reason(info->exit_code, oom, runs_on_gvisor(*cur));
     spdlog::warn("sandbox {}: {}", sandbox_id, why);
     cur->address.clear();
     (void)transitions_.set_state(*cur, "stopped", why);

@@ -99,6 +99,8 @@ std::string new_container_name() { return "sandfort-" + random_hex(8); }
 
 std::string home_root(const config& cfg) { return cfg.state_dir + "/home"; }
 
+bool runs_on_gvisor(const store::sandbox_record& rec) { return spec_from_json(rec.spec_json).runtime == "gvisor"; }
+
 agent_address agent_address_of(const store::sandbox_record& rec) {
   return {rec.id, rec.container_id, spec_from_json(rec.spec_json).dials_home};
 }

@@ -2,6 +2,8 @@
 // waiters they wake, its container's removal, and what closes when it stops.
 #include "sandfort/sandbox/transitions.hpp"
 
+#include <boost/asio/steady_timer.hpp>
+
 #include "sandfort/http/use_tuple.hpp"
 #include "sandfort/sandbox/spec.hpp"
 
@@ -81,8 +83,22 @@ void transitions::disconnect(const std::string& sandbox_id) {
 
 asio::awaitable<error> transitions::explain_unreachable_agent(store::sandbox_record& rec, error e) {
   auto info = co_await engine_.inspect_container(rec.container_id);
+  // Under gVisor a limit reached ends the whole sandbox, and its links home end a moment before
+  // Docker has heard from runsc that it exited: a call that lost its agent asks again, for up to
+  // 3 s, so that it answers why (out of memory, its pids limit) instead of a bare 503.
+  const bool gvisor = runs_on_gvisor(rec);
+  if (gvisor && info && info->running) {
+    auto executor = co_await asio::this_coro::executor;
+    asio::steady_timer pause(executor);
+    for (int i = 0; i < 30 && info && info->running; ++i) {
+      pause.expires_after(std::chrono::milliseconds(100));
+      co_await pause.async_wait(use_tuple);
+      auto again = co_await engine_.inspect_container(rec.container_id);
+      info = std::move(again);
+    }
+  }
   if (info && !info->running) {
-    std::string why = container_exit_reason(info->exit_code, info->oom_killed);
+    std::string why = container_exit_reason(info->exit_code, info->oom_killed, gvisor);
     (void)set_state(rec, "stopped", why);
     co_return make_error(errc::conflict, "sandbox " + rec.id + " is stopped: " + why);
   }

@@ -1,6 +1,9 @@
 """gVisor sandboxes (`"runtime": "gvisor"`, docs/gvisor.md) against a real daemon, real Docker and
 Debian's runsc: no network interface but lo, the agent dialing home over its door, egress through
-tunnels over the same door, and the isolation transcript staged from inside."""
+tunnels over the same door, and the isolation transcript staged from inside. What both runtimes
+must do alike (every API feature, the guardrails with a fork bomb and a memory hog, the egress
+attacks: another host, another sandbox's credential, a flood of tunnels, endless data) is asserted
+on both by test_gvisor_parity.py."""
 
 import base64
 import os
@@ -45,6 +48,48 @@ def test_no_interface_but_lo_no_route_no_raw_socket(member, gvisor):
     assert "rc=0" not in r["stdout"], r
     r = sh(member, gvisor, "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)' 2>&1")
     assert "PermissionError" in r["stdout"], r
+
+
+# Every netlink family a container could use against the kernel, and two changes to the route family
+# that only CAP_NET_ADMIN may make (an address on lo, lo down), as raw netlink messages.
+NETLINK = r"""
+import errno, socket, struct
+families = {0: "route", 4: "sock_diag", 6: "xfrm", 9: "audit", 12: "netfilter", 15: "uevent", 16: "generic"}
+for number, name in families.items():
+    try:
+        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, number).close()
+        print(name, "opened")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+s.bind((0, 0))
+def ask(kind, flags, payload):
+    s.send(struct.pack("=LHHLL", 16 + len(payload), kind, flags, 1, 0) + payload)
+    answer = s.recv(65536)
+    if struct.unpack("=H", answer[4:6])[0] != 2:  # NLMSG_ERROR
+        return "done"
+    code = struct.unpack("=i", answer[16:20])[0]
+    return errno.errorcode[-code] if code else "done"
+lo = socket.if_nametoindex("lo")
+print("new address", ask(20, 0x1 | 0x4 | 0x400 | 0x200,
+                          struct.pack("=BBBBL", 2, 8, 0, 0, lo) + struct.pack("=HH", 8, 2) + bytes([127, 0, 0, 2])))
+print("lo down", ask(16, 0x1 | 0x4, struct.pack("=BxHiII", 0, 0, lo, 0, 1)))
+"""
+
+
+def test_netlink_is_refused_but_gvisors_own_read_only_route_table(member, gvisor):
+    r = member.exec(gvisor["id"], argv=["python3", "-c", NETLINK], timeout_s=30)
+    assert r["exit_code"] == 0, r
+    said = dict(line.rsplit(" ", 1) for line in r["stdout"].splitlines())
+    # gVisor implements the route family itself (its own netstack: the listing of lo) and a stub
+    # of uevent; every other family does not exist there. On runc all of them open against the
+    # host's kernel (and changes are refused by the missing capability only).
+    assert {k: v for k, v in said.items() if v == "opened"} == {"route": "opened", "uevent": "opened"}, said
+    assert all(said[f] == "EPROTONOSUPPORT" for f in ("sock_diag", "xfrm", "audit", "netfilter", "generic")), said
+    # And what the route family would change is refused.
+    assert said["new address"] in ("EACCES", "EPERM") and said["lo down"] in ("EACCES", "EPERM"), said
+    r = member.exec(gvisor["id"], command="tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+    assert r["stdout"].split() == ["lo"]
 
 
 def test_nothing_of_the_daemons_inside_and_the_door_is_read_only(member, gvisor):

@@ -86,7 +86,11 @@ sandbox_view to_view(const store::sandbox_record& rec);
 
 // Why a sandbox's container stopped by itself ("the container exited with code 137 (out of
 // memory)"): the same words whether Docker's events or a failed call noticed it first
-// (src/sandbox/container_events.cpp).
-std::string container_exit_reason(int exit_code, bool oom_killed);
+// (src/sandbox/container_events.cpp). `gvisor`: the container ran under runsc, where exit code 2
+// is gVisor's own kernel failing, as it does when the sandbox reaches its pids limit (runsc's
+// threads count against it; docs/gvisor.md): said so, since the code alone says nothing.
+std::string container_exit_reason(int exit_code, bool oom_killed, bool gvisor = false);
+// Whether a stored row's spec asks for gVisor.
+bool runs_on_gvisor(const store::sandbox_record& rec);
 
 }  // namespace sandfort::sandbox

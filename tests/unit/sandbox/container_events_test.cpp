@@ -418,3 +418,15 @@ TEST_CASE("events: overlapping operation marks defer the judgement until the las
   CHECK(r.error_message == "the container exited with code 3");
   CHECK(w.disconnected == std::vector<std::string>{v.id});
 }
+
+TEST_CASE("why a container stopped: out of memory, and gVisor's exit code 2 explained") {
+  using sandfort::sandbox::container_exit_reason;
+  CHECK(container_exit_reason(137, true) == "the container exited with code 137 (out of memory)");
+  CHECK(container_exit_reason(137, true, true) == "the container exited with code 137 (out of memory)");
+  CHECK(container_exit_reason(2, false) == "the container exited with code 2");
+  // Under runsc, 2 is gVisor's own kernel failing (its threads past the pids limit).
+  auto gvisor = container_exit_reason(2, false, true);
+  CHECK(gvisor.rfind("the container exited with code 2 (gVisor's kernel ended", 0) == 0);
+  CHECK(gvisor.find("pids limit") != std::string::npos);
+  CHECK(container_exit_reason(3, false, true) == "the container exited with code 3");
+}
