@@ -485,25 +485,6 @@ def docker(method, path, body=None):
         return r.status, raw
 
 
-def runsc_registered():
-    """Whether runsc is a runtime of the Docker Engine (scripts/setup registers it): gVisor sandboxes need it."""
-    r = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True,
-                       timeout=60)
-    return r.returncode == 0 and "runsc" in json.loads(r.stdout or "{}")
-
-
-def require_runsc():
-    """Skips the calling test where runsc is not registered; under CI (CI=true) fails instead: a test
-    never skips what it exists to test."""
-    import pytest  # the harness runs without pytest too
-    if runsc_registered():
-        return
-    why = "runsc is not registered with the Docker Engine (scripts/setup registers it)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(why)
-    pytest.skip(why)
-
-
 def _containers_labelled(label):
     status, body = docker("GET", "/containers/json?all=true&filters=" +
                           urllib.parse.quote(json.dumps({"label": [label]})))

@@ -5,7 +5,6 @@ must do alike (every API feature, the guardrails with a fork bomb and a memory h
 attacks: another host, another sandbox's credential, a flood of tunnels, endless data) is asserted
 on both by test_gvisor_parity.py."""
 
-import base64
 import os
 import socket
 import subprocess
@@ -13,7 +12,8 @@ import subprocess
 import pytest
 
 from sandfort_harness import Daemon, new_org_member, require_runsc
-from test_preview import WS_ECHO, host_for, preview_get, start_command, wait_listening
+from test_preview import (WS_ECHO, host_for, open_websocket, preview_get, start_command, wait_listening,
+                          websocket_echo)
 
 
 @pytest.fixture(scope="module")
@@ -205,22 +205,9 @@ def test_a_websocket_through_the_preview_of_a_gvisor_sandbox(daemon, member, gvi
     start_command(member, gvisor, "python3 /tmp/ws.py")
     wait_listening(member, gvisor, 8765)
     token = member.get(f"/v1/sandboxes/{gvisor['id']}/preview/8765").json()["token"]
-    s = socket.create_connection(("127.0.0.1", daemon.preview_port), timeout=10)
-    key = base64.b64encode(os.urandom(16)).decode()
-    s.sendall((f"GET /ws HTTP/1.1\r\nHost: {host_for(daemon, gvisor, 8765)}\r\nUpgrade: websocket\r\n"
-               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-               f"X-Sandfort-Preview-Token: {token}\r\n\r\n").encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += s.recv(4096)
-    assert head.startswith(b"HTTP/1.1 101"), head
+    s = open_websocket(daemon, gvisor, 8765, token)
     for payload in (b"ping over the door", b"and again"):
-        mask = os.urandom(4)
-        s.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
-        frame = b""
-        while len(frame) < 2 + len(payload):
-            frame += s.recv(4096)
-        assert frame[2:] == payload
+        assert websocket_echo(s, payload) == payload
     s.close()
 
 

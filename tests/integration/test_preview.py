@@ -145,6 +145,30 @@ def test_public_preview_needs_no_token(daemon, member):
         member.delete(f"/v1/sandboxes/{sbx['id']}")
 
 
+def open_websocket(daemon, sbx, port, token):
+    """A WebSocket to that port of the sandbox through the preview listener: the socket, its 101 read."""
+    s = socket.create_connection(("127.0.0.1", daemon.preview_port), timeout=10)
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET /ws HTTP/1.1\r\nHost: {host_for(daemon, sbx, port)}\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+               f"X-Sandfort-Preview-Token: {token}\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return s
+
+
+def websocket_echo(s, payload):
+    """Sends one short masked text frame to WS_ECHO and returns the payload of its answer."""
+    mask = os.urandom(4)
+    s.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+    frame = b""
+    while len(frame) < 2 + len(payload):
+        frame += s.recv(4096)
+    return frame[2:]
+
+
 def test_websocket_through_the_preview_and_deletion_kills_it(daemon, member):
     sbx = member.create_sandbox()
     deleted = False
@@ -153,22 +177,8 @@ def test_websocket_through_the_preview_and_deletion_kills_it(daemon, member):
         start_command(member, sbx, "python3 /tmp/ws.py")
         wait_listening(member, sbx, 8765)
         token = member.get(f"/v1/sandboxes/{sbx['id']}/preview/8765").json()["token"]
-        s = socket.create_connection(("127.0.0.1", daemon.preview_port), timeout=10)
-        key = base64.b64encode(os.urandom(16)).decode()
-        s.sendall((f"GET /ws HTTP/1.1\r\nHost: {host_for(daemon, sbx, 8765)}\r\nUpgrade: websocket\r\n"
-                   f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-                   f"X-Sandfort-Preview-Token: {token}\r\n\r\n").encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            head += s.recv(4096)
-        assert head.startswith(b"HTTP/1.1 101"), head
-        payload = b"ping through the preview"
-        mask = os.urandom(4)
-        s.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
-        frame = b""
-        while len(frame) < 2 + len(payload):
-            frame += s.recv(4096)
-        assert frame[2:] == payload
+        s = open_websocket(daemon, sbx, 8765, token)
+        assert websocket_echo(s, b"ping through the preview") == b"ping through the preview"
         # Deleting the sandbox closes the open relay at once and kills its URLs.
         assert member.delete(f"/v1/sandboxes/{sbx['id']}").status == 204
         deleted = True
