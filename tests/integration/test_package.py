@@ -102,6 +102,7 @@ def test_execstart_serves_a_sandbox_from_the_installed_paths(installed):
     class daemon:  # what docker_containers_of needs
         pass
     daemon.network = network
+    daemon.state_dir = state
     try:
         client = Client(port, key)
         deadline = time.time() + 60
