@@ -1,4 +1,5 @@
 // Validation of create requests and the container spec a sandbox gets (spec.hpp).
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -126,10 +127,17 @@ result<sandbox_spec> validate_create(const config& cfg, const create_request& re
     if (!valid_label_key(k)) return bad("label key '" + k + "' must be 1-63 characters of [A-Za-z0-9_.-/]");
     if (v.size() > 255) return bad("label value of " + k + " is longer than 255 characters");
   }
+  spec.runtime = req.runtime.empty() ? cfg.default_runtime : req.runtime;
+  if (spec.runtime != "runc" && spec.runtime != "gvisor") return bad("runtime must be runc or gvisor");
+  if (spec.runtime == "gvisor" && cfg.gvisor_runtime.empty())
+    return make_error(errc::unavailable, "gVisor sandboxes are not offered by this daemon (gvisor_runtime is empty)");
   const auto& max = cfg.max_resources;
   spec.limits.cpus = req.cpus.value_or(cfg.default_resources.cpus);
   spec.limits.memory_mb = req.memory_mb.value_or(cfg.default_resources.memory_mb);
-  spec.limits.pids = req.pids.value_or(cfg.default_resources.pids);
+  // runsc's own threads count against a gVisor sandbox's pids limit, about 22 per process alive
+  // at once (docs/gvisor.md): the runc default would end one running some 20 processes. One that
+  // names no pids gets the configured maximum instead.
+  spec.limits.pids = req.pids.value_or(spec.runtime == "gvisor" ? max.pids : cfg.default_resources.pids);
   if (!(spec.limits.cpus > 0) || spec.limits.cpus > max.cpus)
     return bad("resources.cpus must be > 0 and <= " + json(max.cpus).dump() + " (the configured maximum)");
   if (spec.limits.memory_mb < 64 || spec.limits.memory_mb > max.memory_mb)
@@ -159,10 +167,6 @@ result<sandbox_spec> validate_create(const config& cfg, const create_request& re
   spec.user = req.user;
   spec.workdir = req.workdir;
   spec.public_preview = req.public_preview;
-  spec.runtime = req.runtime.empty() ? cfg.default_runtime : req.runtime;
-  if (spec.runtime != "runc" && spec.runtime != "gvisor") return bad("runtime must be runc or gvisor");
-  if (spec.runtime == "gvisor" && cfg.gvisor_runtime.empty())
-    return make_error(errc::unavailable, "gVisor sandboxes are not offered by this daemon (gvisor_runtime is empty)");
   spec.dials_home = spec.runtime == "gvisor" || cfg.runc_dials_home;
   return spec;
 }

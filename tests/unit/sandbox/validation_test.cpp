@@ -259,6 +259,18 @@ TEST_CASE("sandbox: runc_dials_home makes a runc sandbox as a gVisor one is made
   CHECK_FALSE(spec_from_json(R"({"runtime":"runc"})").dials_home);
 }
 
+TEST_CASE("sandbox: a gVisor sandbox that names no pids gets the configured maximum", "[sandbox][spec]") {
+  // runsc's threads count against it (docs/gvisor.md); a runc one keeps the default.
+  fixture f;
+  create_request gvisor;
+  gvisor.runtime = "gvisor";
+  CHECK(f.create_started(gvisor).spec.limits.pids == f.cfg.max_resources.pids);
+  CHECK(f.engine.created.back().pids_limit == f.cfg.max_resources.pids);
+  gvisor.pids = 128;
+  CHECK(f.create_started(gvisor).spec.limits.pids == 128);
+  CHECK(f.create_started().spec.limits.pids == f.cfg.default_resources.pids);
+}
+
 TEST_CASE("sandbox: a gVisor create on an engine without runsc is refused before anything is made", "[sandbox][spec]") {
   fixture f;
   f.engine.runtime_names = {"runc"};
