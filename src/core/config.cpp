@@ -1,4 +1,5 @@
 #include "sandfort/core/config.hpp"
+#include "sandfort/core/runtimes.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -426,20 +427,10 @@ result<void> check_disk(const disk_config& d) {
   return {};
 }
 
-// The organizations' default runtime policy: at least one runtime, each one this daemon can run
-// (an empty list, or gvisor alone without gvisor_runtime, would refuse every create).
+// The organizations' default runtime policy (runtimes.hpp).
 result<void> check_allowed_runtimes(const config& c) {
-  const auto& allowed = c.guardrails.allowed_runtimes;
-  const auto bad = [](const std::string& m) {
-    return make_error(errc::invalid_argument, "config: guardrails.allowed_runtimes " + m);
-  };
-  if (allowed.empty()) return bad("must name at least one runtime (runc, gvisor)");
-  for (const auto& r : allowed) {
-    if (r != "runc" && r != "gvisor") return bad("may hold only runc and gvisor, not '" + r + "'");
-    if (std::count(allowed.begin(), allowed.end(), r) > 1) return bad("names " + r + " twice");
-  }
-  if (allowed == std::vector<std::string>{"gvisor"} && c.gvisor_runtime.empty())
-    return bad("allows only gvisor, which needs gvisor_runtime");
+  auto checked = check_runtime_list(c.guardrails.allowed_runtimes, c.gvisor_runtime);
+  if (!checked) return make_error(errc::invalid_argument, "config: guardrails.allowed_runtimes: " + checked.err().message);
   return {};
 }
 

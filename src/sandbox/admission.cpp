@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "sandfort/core/runtimes.hpp"
 #include "sandfort/sandbox/admission.hpp"
 #include "sandfort/sandbox/spec.hpp"
 
@@ -73,22 +74,12 @@ result<void> check_patterns(const std::vector<std::string>& patterns) {
   return {};
 }
 
-// An organization's runtimes: some, each known and once. Only gVisor can be missing from a daemon
-// (gvisor_runtime empty), and a policy allowing nothing else would refuse every create.
+// An organization's runtimes (runtimes.hpp); null, not an empty list, goes back to the default.
 result<void> check_runtimes(const std::vector<std::string>& runtimes, const config& cfg) {
-  if (runtimes.empty())
-    return make_error(errc::invalid_argument,
-                      "allowed_runtimes: name at least one runtime (runc, gvisor); null goes back to the default");
-  for (const auto& r : runtimes) {
-    if (r != "runc" && r != "gvisor")
-      return make_error(errc::invalid_argument, "allowed_runtimes: '" + r + "' is not a runtime (runc, gvisor)");
-    if (std::count(runtimes.begin(), runtimes.end(), r) > 1)
-      return make_error(errc::invalid_argument, "allowed_runtimes: " + r + " is named twice");
-  }
-  if (runtimes == std::vector<std::string>{"gvisor"} && cfg.gvisor_runtime.empty())
-    return make_error(errc::invalid_argument,
-                      "allowed_runtimes: gVisor is not offered by this daemon (gvisor_runtime is empty), "
-                      "so no sandbox could be created");
+  auto checked = check_runtime_list(runtimes, cfg.gvisor_runtime);
+  if (!checked)
+    return make_error(errc::invalid_argument, "allowed_runtimes: " + checked.err().message +
+                                                  (runtimes.empty() ? "; null goes back to the default" : ""));
   return {};
 }
 

@@ -19,7 +19,7 @@ std::optional<preview::preview_target> preview_lookup::find(const std::string& s
   if (activity_) activity_->touch(rec->id);  // a preview request is use (the idle timeout)
   const auto spec = spec_from_json(rec->spec_json);
   return preview::preview_target{rec->id,          rec->state,      rec->address, spec.public_preview,
-                                 rec->preview_key, agent_address_of(*rec).dials_home};
+                                 rec->preview_key, spec.dials_home};
 }
 
 }  // namespace sandfort::sandbox

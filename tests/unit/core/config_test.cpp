@@ -362,8 +362,8 @@ TEST_CASE("guardrails: the runtime policy allows both by default and comes from 
     CHECK_THAT(checked.err().message, Catch::Contains(why));
   };
   refused({{"guardrails.allowed_runtimes", ""}}, "at least one runtime");
-  refused({{"guardrails.allowed_runtimes", "runc, kata"}}, "not 'kata'");
-  refused({{"guardrails.allowed_runtimes", "runc, runc"}}, "names runc twice");
+  refused({{"guardrails.allowed_runtimes", "runc, kata"}}, "'kata' is not a runtime");
+  refused({{"guardrails.allowed_runtimes", "runc, runc"}}, "runc is named twice");
   refused({{"guardrails.allowed_runtimes", "gvisor"}, {"gvisor_runtime", ""}}, "needs gvisor_runtime");
 }
 
