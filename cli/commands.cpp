@@ -555,8 +555,21 @@ int cmd_logs(const std::vector<std::string>& args, bool follow) {
   return exit_code.value_or(0);
 }
 
-int cmd_preview(const std::string& id, int port, bool as_json) {
+int cmd_preview(const std::string& id, int port, int wait_s, bool as_json) {
   api_client client = connect_api();
+  // A server started a moment ago may not have bound yet: --wait looks until it has, so that the
+  // link printed opens at once instead of answering 502.
+  if (wait_s > 0) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+    for (;;) {
+      auto listening = previewable_ports(client, id);
+      if (!listening || listening->count(port)) break;  // unreadable: the preview call says why
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw failure("port " + std::to_string(port) + " of " + id + " is not listening after " +
+                      std::to_string(wait_s) + " s (a server bound to 127.0.0.1 only is not reachable by a preview)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
   json p = client.call(verb::get, sandbox_path(id) + "/preview/" + std::to_string(port));
   if (as_json) {
     print_json(p);

@@ -141,7 +141,8 @@ int cmd_logs(const std::vector<std::string>& args, bool follow);
 int cmd_shell(const std::string& id, const std::string& command);
 // A bash or zsh completion script on stdout.
 int cmd_completion(const std::string& shell);
-int cmd_preview(const std::string& id, int port, bool json);
+// The preview link of PORT; wait_s > 0 first waits up to that long for PORT to be listening.
+int cmd_preview(const std::string& id, int port, int wait_s, bool json);
 
 // An organization's guardrails (`org` empty: the caller's own).
 int cmd_org_limits(const std::string& org, bool json);

@@ -368,8 +368,11 @@ int main(int argc, char** argv) {
   auto* preview = app.add_subcommand("preview", "Print the preview URL and token of a sandbox port");
   preview->add_option("id", id, "Sandbox id or name")->required();
   preview->add_option("port", port, "Port inside the sandbox")->required()->check(CLI::Range(1, 65535));
+  int preview_wait_s = 0;
+  preview->add_option("--wait", preview_wait_s, "Seconds to wait for PORT to be listening first (a server just started)")
+      ->check(CLI::Range(0, 3600));
   json_flag(preview);
-  preview->callback([&] { status = sc::cmd_preview(id, port, as_json); });
+  preview->callback([&] { status = sc::cmd_preview(id, port, preview_wait_s, as_json); });
 
   audit_args audit_state;
   add_audit_commands(app, audit_state, status, as_json);

@@ -355,6 +355,23 @@ def test_run_prints_the_preview_url_of_a_port_it_opened(cli, sandbox):
     assert "preview:" not in r.stderr
 
 
+def test_preview_wait_answers_once_the_port_listens_and_fails_when_it_never_does(cli, sandbox):
+    # The server binds two seconds after `run` returns: without --wait its link would answer 502.
+    cli.ok("run", f"--id={sandbox}",
+           "mkdir -p /tmp/late && echo late-server > /tmp/late/index.html && "
+           "(cd /tmp/late && nohup sh -c 'sleep 2; exec python3 -m http.server 8732' >/dev/null 2>&1 &)")
+    r = cli.run("preview", "--wait", "60", sandbox, "8732")
+    assert r.returncode == 0, r.stderr
+    link = [l for l in r.stdout.splitlines() if l.startswith("link: ")][0][len("link: "):]
+    with urllib.request.urlopen(link, timeout=30) as resp:
+        assert resp.status == 200 and b"late-server" in resp.read()
+    # Nothing ever listens on 8733: exit 1, naming the port, after the wait.
+    r = cli.run("preview", "--wait", "1", sandbox, "8733")
+    assert r.returncode == 1 and "port 8733" in r.stderr and "not listening" in r.stderr, r.stderr
+    assert r.stdout == ""
+    assert cli.run("preview", "--wait", "-1", sandbox, "8733").returncode == 2
+
+
 def start_background(cli, sandbox, command):
     url = urllib.parse.urlparse(cli.base_url)
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
