@@ -11,6 +11,7 @@
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/docker/image_archive.hpp"
+#include "sandfort/sandbox/gvisor_preload.hpp"
 #include "sandfort/sandbox/service.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
@@ -426,7 +427,8 @@ task<sandbox_metrics> service::metrics(const std::string& org_id, const std::str
 }
 
 container_site service::site() const {
-  return {db_.instance_id(), net_.info().name, net_.info().gateway, disk_.hard_enforcement(), home_root(cfg_)};
+  return {db_.instance_id(), net_.info().name, net_.info().gateway, disk_.hard_enforcement(), home_root(cfg_),
+          cfg_.gvisor_runtime.empty() ? std::string{} : gvisor_preload_path(cfg_)};
 }
 
 sandbox_view service::view_of(const store::sandbox_record& rec) const {

@@ -1,9 +1,11 @@
 // Validation of create requests and the container spec a sandbox gets (spec.hpp).
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <cstring>
 #include <set>
 
 #include "sandfort/core/ids.hpp"
+#include "sandfort/sandbox/gvisor_preload.hpp"
 #include "sandfort/sandbox/image_policy.hpp"
 #include "sandfort/sandbox/spec.hpp"
 
@@ -221,6 +223,20 @@ void dial_home(docker::container_spec& c, const container_site& site, const stor
   for (const auto& [k, v] : env) c.env.push_back(k + "=" + v);
 }
 
+// Every process of the sandbox loads the shim first (a caller's own LD_PRELOAD after it): the
+// dynamic linker reads LD_PRELOAD from the environment the agent passes on to every child.
+void preload_statx_shim(docker::container_spec& c, const container_site& site) {
+  c.binds.push_back({site.gvisor_preload, gvisor_preload_in_container, true});
+  std::string preload = gvisor_preload_in_container;
+  for (auto& entry : c.env)
+    if (entry.starts_with("LD_PRELOAD=")) {
+      preload += ":" + entry.substr(std::strlen("LD_PRELOAD="));
+      entry.clear();
+    }
+  std::erase(c.env, std::string{});
+  c.env.push_back("LD_PRELOAD=" + preload);
+}
+
 }  // namespace
 
 docker::container_spec container_for(const config& cfg, const container_site& site, const store::sandbox_record& rec,
@@ -268,6 +284,7 @@ docker::container_spec container_for(const config& cfg, const container_site& si
   c.runtime = spec.runtime == "gvisor" ? cfg.gvisor_runtime : cfg.runtime;
   c.stop_timeout_s = cfg.stop_timeout_s;
   if (spec.dials_home) dial_home(c, site, rec, spec);
+  if (spec.runtime == "gvisor" && !site.gvisor_preload.empty()) preload_statx_shim(c, site);
   return c;
 }
 

@@ -42,6 +42,7 @@
 #include "sandfort/proxy/proxy.hpp"
 #include "sandfort/home/door.hpp"
 #include "sandfort/home/pool.hpp"
+#include "sandfort/sandbox/gvisor_preload.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/store_lookups.hpp"
 #include "sandfort/sandbox/service.hpp"
@@ -242,6 +243,8 @@ int serve(const config_flags& f) {
   raise_descriptor_limit();
   if (!std::filesystem::exists(cfg.agent_path))
     throw std::runtime_error("sandbox agent not found at " + cfg.agent_path + " (set agent_path)");
+  if (!cfg.gvisor_runtime.empty())
+    if (auto r = sandbox::install_gvisor_preload(cfg); !r) throw std::runtime_error("gVisor: " + r.err().message);
   auto db = open_store(cfg);
   // Serving: a write lock held by an admin command must not stall every tenant's requests.
   db->set_busy_timeout(std::chrono::milliseconds(20));

@@ -5,6 +5,7 @@ must do alike (every API feature, the guardrails with a fork bomb and a memory h
 attacks: another host, another sandbox's credential, a flood of tunnels, endless data) is asserted
 on both by test_gvisor_parity.py."""
 
+import base64
 import os
 import socket
 import subprocess
@@ -97,6 +98,36 @@ def test_nothing_of_the_daemons_inside_and_the_door_is_read_only(member, gvisor)
     assert r["stdout"] == "0\nsock=1\n", r
     r = sh(member, gvisor, "touch /run/sandfort/home/planted 2>&1; echo rc=$?; rm -f /run/sandfort/home/home.sock 2>&1")
     assert "Read-only file system" in r["stdout"] and "rc=1" in r["stdout"], r
+
+
+def test_ls_and_stat_work_through_the_preloaded_shim_which_root_inside_cannot_touch(daemon, member):
+    """Debian's runsc answers EINVAL to statx with AT_NO_AUTOMOUNT, which every `ls` and `stat` of
+    coreutils 9.1 passes: the shim sandfortd preloads drops the flag (docs/gvisor.md)."""
+    require_runsc()
+    sbx = member.create_sandbox(runtime="gvisor", env={"LD_PRELOAD": "/lib/x86_64-linux-gnu/libm.so.6"})
+    try:
+        r = sh(member, sbx, "ls -la /etc | grep -c ' hostname$'; stat -c '%n %a' /etc/hostname; "
+                            "ls /nothing-here 2>&1; echo rc=$?")
+        assert r["stdout"] == ("1\n/etc/hostname 644\n"
+                               "ls: cannot access '/nothing-here': No such file or directory\nrc=2\n"), r
+        # Without the shim the quirk is there: what the shim fixes is real.
+        r = sh(member, sbx, "LD_PRELOAD= ls / 2>&1; echo rc=$?")
+        assert "Invalid argument" in r["stdout"] and "rc=2" in r["stdout"], r
+        # The caller's own preload comes after it; the file is read-only to root inside.
+        assert sh(member, sbx, 'printf %s "$LD_PRELOAD"')["stdout"] == "/.sandfort/statx.so:/lib/x86_64-linux-gnu/libm.so.6"
+        r = sh(member, sbx, "(echo planted > /.sandfort/statx.so) 2>&1; chmod 777 /.sandfort/statx.so 2>&1; "
+                            "rm -f /.sandfort/statx.so 2>&1; echo rm=$?; ls -la /etc > /dev/null && echo still-works")
+        assert r["stdout"].count("Read-only file system") == 2 and "rm=1" in r["stdout"], r
+        assert r["stdout"].endswith("still-works\n"), r
+        host_copy = os.path.join(daemon.state_dir, "gvisor", "statx-shim.so")
+        assert os.stat(host_copy).st_mode & 0o7777 == 0o444
+        with open(host_copy, "rb") as f:
+            host_bytes = f.read()
+        assert host_bytes[:4] == b"\x7fELF"
+        inside = sh(member, sbx, "base64 -w0 /.sandfort/statx.so")["stdout"]
+        assert base64.b64decode(inside) == host_bytes  # unchanged by the attempts above
+    finally:
+        member.delete(f"/v1/sandboxes/{sbx['id']}")
 
 
 def test_egress_goes_through_the_proxy_with_the_sandboxs_own_allowlist(member, gvisor):

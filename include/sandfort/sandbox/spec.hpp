@@ -65,6 +65,7 @@ struct container_site {
   std::string gateway;      // where the egress proxy listens on it
   bool hard_disk = false;   // the engine's storage enforces disk_mb (src/sandbox/disk_guard.cpp)
   std::string home_root;    // the doors of sandboxes that dial home: <home_root>/<sandbox id> (src/home)
+  std::string gvisor_preload;  // the host file gVisor sandboxes preload (gvisor_preload.hpp); empty: none
 };
 // The container of a sandbox, made from `image` by its id. Every label of the image that
 // sandfortd does not set is set empty: Docker would merge the image's labels into the
