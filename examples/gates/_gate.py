@@ -9,6 +9,8 @@ import os
 import sys
 import time
 import traceback
+from collections import namedtuple
+from urllib.parse import urlsplit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -113,3 +115,20 @@ def sh(sbx, command, **kw):
     """exec in a sandbox, waiting out rate limits."""
     kw.setdefault("timeout_s", 60)
     return retry(sbx.process.exec, command, **kw)
+
+
+# How a sandbox reaches the egress proxy, read from its HTTP_PROXY. On the sandbox network (runc)
+# it is the gateway's proxy port with a per-sandbox credential; a sandbox with no network interface
+# (gVisor, or runc_dials_home) has its agent's listener on 127.0.0.1 and no credential at all: its
+# door is its identity (docs/gvisor.md).
+Proxy = namedtuple("Proxy", "url user secret host port dials_home")
+
+
+def proxy_of(sbx):
+    url = sh(sbx, "printf %s \"$HTTP_PROXY\"").stdout
+    parts = urlsplit(url)
+    assert parts.scheme == "http" and parts.hostname and parts.port, f"HTTP_PROXY is not a proxy URL: {url[:40]!r}"
+    dials_home = parts.hostname == "127.0.0.1" and not parts.username
+    assert dials_home or (parts.username and parts.password), \
+        f"HTTP_PROXY inside the sandbox is neither a proxy URL with a credential nor the agent's: {url[:40]!r}"
+    return Proxy(url, parts.username, parts.password, parts.hostname, parts.port, dials_home)

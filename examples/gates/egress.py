@@ -22,6 +22,11 @@ Checks (docs/security.md, "Egress"):
 - a missing credential, a forged one, and another sandbox's real one used from the wrong
   sandbox get 407;
 - removing the host from the allowlist (PATCH) applies to the next connection: 403.
+A sandbox with no network interface (gVisor, or runc with runc_dials_home; docs/gvisor.md) has no
+credential to forge: its proxy is its agent's listener on its own 127.0.0.1, and sandfortd knows it
+by the door its tunnels come through. There the credential check becomes: a claimed identity (a
+proxy credential naming an allowlisted sandbox, or none) from a sandbox whose allowlist is empty
+still gets 403.
 """
 
 import http.server
@@ -122,10 +127,9 @@ def main(gate):
 
     try:
         sbx = create()
-        proxy_url = sh(sbx, "printf %s \"$HTTP_PROXY\"").stdout
-        parts = urlsplit(proxy_url)
-        assert parts.username == sbx.id and parts.password, f"unexpected HTTP_PROXY {proxy_url[:40]!r}"
-        gw = f"{parts.hostname}:{parts.port}"
+        proxy = _gate.proxy_of(sbx)
+        assert proxy.dials_home or proxy.user == sbx.id, f"the proxy credential names {proxy.user}, not {sbx.id}"
+        gw = f"{proxy.host}:{proxy.port}"
 
         def allowed():
             status, err = code(sbx, f"{tunnel}{url}")
@@ -169,7 +173,26 @@ def main(gate):
             status, err = code(other, f"{tunnel}--proxy {stolen} {url}")
             assert re.fullmatch(r"[23]\d\d", status), f"the credential from its own sandbox: {status!r} {err!r}"
             return "407 for " + ", ".join(results) + f"; the real one works from its own sandbox ({status})"
-        gate.check("forged proxy credential gets 407", forged)
+
+        def claimed():
+            other = create()
+            retry(other.set_egress_allowlist, [])
+            results = {}
+            for label, via in (("no credential", f"http://{gw}"),
+                               ("a credential naming the allowlisted sandbox", f"http://{sbx.id}:x@{gw}"),
+                               ("a forged sandbox id", f"http://sbx-0000000000000000:secret@{gw}")):
+                status, err = code(other, f"{tunnel}--proxy {via} {url}")
+                results[label] = status if status != "000" else err
+            bad = {k: v for k, v in results.items() if "403" not in v}
+            assert not bad, f"not 403: {bad}"
+            status, err = code(sbx, f"{tunnel}{url}")
+            assert re.fullmatch(r"[23]\d\d", status), f"the allowlisted sandbox itself: {status!r} {err!r}"
+            return (f"from a sandbox with an empty allowlist, 403 for {', '.join(results)}; "
+                    f"the allowlisted sandbox itself: {status}")
+        if proxy.dials_home:
+            gate.check("a claimed identity is not believed (the door is the identity)", claimed)
+        else:
+            gate.check("forged proxy credential gets 407", forged)
 
         def patched():
             retry(sbx.set_egress_allowlist, [])

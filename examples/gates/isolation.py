@@ -14,6 +14,10 @@ The key needs the member role (or higher). Checks (docs/security.md):
 - the host (the sandbox network's gateway) answers only on the proxy port; when the API URL is on
   this machine's loopback, every IPv4 address of this machine is probed too, with a listener the
   gate opens on all of them.
+Sandboxes with no network interface (gVisor, or runc with runc_dials_home; docs/gvisor.md) are
+checked for what they are: only `lo`, the proxy on their own 127.0.0.1 with no credential, no
+address of a neighbour or of the host reachable; under gVisor a fork bomb ends the whole sandbox
+(the API says why) instead of being held at its limit.
 Optional: SANDFORT_PREVIEW_PORT (the preview listener's port, else taken from the preview URL
 template), SANDFORT_GATE_IMAGE (default: the server's default image; needs python3 and curl).
 """
@@ -85,6 +89,12 @@ class Listener:
         self.sock.close()
 
 
+def interfaces(sbx):
+    """The network interfaces inside, from /proc/net/dev (gVisor has no /sys/class/net)."""
+    out = sh(sbx, "tail -n +3 /proc/net/dev | cut -d: -f1").stdout
+    return sorted(line.strip() for line in out.splitlines() if line.strip())
+
+
 def local_addresses():
     try:
         out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True).stdout
@@ -107,13 +117,14 @@ def main(gate):
     try:
         sbx = create()
         neighbour = create()
-        proxy_url = sh(sbx, "printf %s \"$HTTP_PROXY\"").stdout
-        m = re.match(r"^http://([^:@/]+):([^@/]+)@([^:/]+):(\d+)/?$", proxy_url)
-        assert m, f"HTTP_PROXY inside the sandbox is not a proxy URL with a credential: {proxy_url[:40]!r}"
-        proxy_user, _, gateway, proxy_port = m.group(1), m.group(2), m.group(3), int(m.group(4))
+        proxy = _gate.proxy_of(sbx)
+        gateway, proxy_port = proxy.host, proxy.port  # dials home: its own 127.0.0.1, no gateway
+        gvisor = sbx.info.runtime == "gvisor"
 
         # --- the fork bomb -------------------------------------------------------------------
         def fork_bomb():
+            if gvisor:
+                return fork_bomb_under_gvisor()
             bomb = create(resources={"pids": 64})
             # A real one for /bin/sh (dash), which runs `command`: `:(){ :|:& };:` is a syntax error
             # there, and nothing would fork. It returns at once and forks on in the background.
@@ -131,6 +142,28 @@ def main(gate):
             limit = r.stdout.split("\n")[1].strip()
             assert limit == "64", f"pids.max is {limit!r}, not 64"
             return "pids.max 64; /healthz 200 and the neighbour answer during the bomb; a stop ends it"
+
+        def fork_bomb_under_gvisor():
+            # runsc's own threads count against pids (an idle sandbox holds about 40): 128 leaves
+            # the bomb room to be one. Reaching the limit ends the whole sandbox (docs/gvisor.md).
+            bomb = create(resources={"pids": 128})
+            try:
+                sh(bomb, "f(){ f|f& };f", timeout_s=5)
+            except Exception:  # noqa: BLE001 - the call may end with the sandbox; the state says
+                pass
+            time.sleep(3)
+            health = urllib.request.urlopen(c.base_url + "/healthz", timeout=10).status
+            assert health == 200, f"/healthz answered {health} during the bomb"
+            assert sh(neighbour, "echo fine").stdout == "fine\n", "the neighbour did not answer"
+            deadline = time.time() + 30
+            while (got := retry(c.get_sandbox, bomb.id)).state != "stopped":
+                assert time.time() < deadline, f"the bombed sandbox is still {got.state}"
+                time.sleep(0.5)
+            assert "pids" in (got.info.error_message or ""), f"stopped without naming its limit: {got.info.error_message!r}"
+            bomb.start()
+            assert sh(bomb, "echo ok").stdout == "ok\n", "the bombed sandbox did not answer after its start"
+            return ("pids 128 (gVisor): the sandbox ended whole, stopped naming its pids limit; /healthz 200 and the "
+                    "neighbour answer during the bomb; a start gives it back")
         gate.check("fork bomb contained", fork_bomb)
 
         # --- the metadata address ----------------------------------------------------------------
@@ -153,17 +186,22 @@ def main(gate):
         def environment():
             r = sh(sbx, "env | grep SANDFORT_; echo rc=$?")
             assert r.stdout.strip() == "rc=1", f"env | grep SANDFORT_ printed {r.stdout.strip()!r}"
-            other_url = sh(neighbour, "printf %s \"$HTTP_PROXY\"").stdout
-            other_secret = urlsplit(other_url).password
-            assert other_secret, "the neighbour has no proxy credential to compare with"
+            other = _gate.proxy_of(neighbour)
+            assert other.dials_home == proxy.dials_home, "two sandboxes of one create reach the proxy differently"
             # Everything every process inside sees, compared here (no secret is sent in).
             everything = sh(sbx, "env; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; echo; done 2>/dev/null; true").stdout
             assert key not in everything, "the gate's own API key is visible inside the sandbox"
             assert "sfk_" not in everything, "an API key (sfk_…) is visible inside the sandbox"
-            assert other_secret not in everything, "another sandbox's proxy credential is visible inside"
-            assert proxy_user == sbx.id, f"the proxy credential names {proxy_user}, not {sbx.id}"
             names = sorted({line.split("=", 1)[0] for line in everything.splitlines() if "=" in line})
             assert not [n for n in names if n.startswith("SANDFORT")], names
+            if proxy.dials_home:
+                # No credential to steal: the proxy knows the sandbox by the door its tunnel came through.
+                assert other.secret is None and proxy.secret is None
+                return (f"env | grep SANDFORT_ empty; no API key; no proxy credential at all, the door is the identity "
+                        f"({len(names)} variable names seen)")
+            assert other.secret, "the neighbour has no proxy credential to compare with"
+            assert other.secret not in everything, "another sandbox's proxy credential is visible inside"
+            assert proxy.user == sbx.id, f"the proxy credential names {proxy.user}, not {sbx.id}"
             return f"env | grep SANDFORT_ empty; no API key; only its own proxy credential ({len(names)} variable names seen)"
         gate.check("env | grep SANDFORT_ shows nothing secret", environment)
 
@@ -185,6 +223,13 @@ def main(gate):
             while sh(neighbour, "curl -s -o /dev/null -w '%{http_code}' --noproxy '*' localhost:8000/").stdout != "200":
                 assert time.time() < deadline, "the neighbour's server did not start"
                 time.sleep(0.3)
+            if proxy.dials_home:
+                # No address to try: each has lo alone, and the neighbour's loopback is not this one's.
+                for one in (sbx, neighbour):
+                    assert interfaces(one) == ["lo"], f"{one.id} has interfaces {interfaces(one)}"
+                got = probe(sbx, [["127.0.0.1", 8000]])
+                assert all(v.startswith("refused") for v in got.values()), got
+                return "no interface but lo in either; the neighbour's server (200 on its own 127.0.0.1:8000) is not on this one's"
             address = sh(neighbour, "hostname -i").stdout.split()[0]
             got = probe(sbx, [[address, 8000], [address, 22]])
             assert all(v.startswith("refused") for v in got.values()), got
@@ -207,26 +252,35 @@ def main(gate):
                 preview_port = m.group(1) if m else "8081"
             ports = sorted({22, 80, 443, 2375, 2376, 8080, 8081, 3128 if proxy_port != 3128 else 22,
                             api.port or 80, int(preview_port)} - {proxy_port})
-            addresses = [gateway]
+            # With no interface the proxy is on the sandbox's own loopback: there is no gateway, and
+            # the host is every address it has.
+            addresses = [] if proxy.dials_home else [gateway]
             listener = None
             local = api.hostname in ("localhost", "127.0.0.1", "::1")
             if local:
                 listener = Listener()
                 ports.append(listener.port)
                 addresses += [a for a in local_addresses() if a != gateway]
+            elif proxy.dials_home:
+                addresses += sorted({ai[4][0] for ai in socket.getaddrinfo(api.hostname, None, socket.AF_INET)})
+            if proxy.dials_home:
+                assert interfaces(sbx) == ["lo"], f"interfaces inside: {interfaces(sbx)}"
             try:
                 targets = [[a, p] for a in addresses for p in ports]
                 got = probe(sbx, targets + [[gateway, proxy_port]])
-                proxy = got.pop(f"{gateway}:{proxy_port}")
+                proxy_answer = got.pop(f"{gateway}:{proxy_port}")
                 open_ = {k: v for k, v in got.items() if not v.startswith("refused")}
                 assert not open_, f"reachable from the sandbox: {sorted(open_)}"
-                assert proxy == "connected", f"the proxy port {gateway}:{proxy_port} did not answer: {proxy}"
+                assert proxy_answer == "connected", f"the proxy port {gateway}:{proxy_port} did not answer: {proxy_answer}"
                 if listener:
                     assert listener.accepted == 0, f"the gate's listener accepted {listener.accepted} connections"
             finally:
                 if listener:
                     listener.close()
-            where = f"gateway {gateway}" + (f" and {len(addresses) - 1} more addresses of this host" if local else "")
+            if proxy.dials_home:
+                where = f"no interface but lo; {len(addresses)} addresses of this host"
+            else:
+                where = f"gateway {gateway}" + (f" and {len(addresses) - 1} more addresses of this host" if local else "")
             return f"{where}: ports {','.join(map(str, ports))} refused; proxy port {proxy_port} answers"
         gate.check("host unreachable except the proxy port", host)
     finally:
