@@ -158,18 +158,23 @@ def main(gate):
             return f"{DENIED_HOST}: CONNECT and plain HTTP refused with 403"
         gate.check("another host gets 403", denied)
 
+        def through_each(sbx_from, proxies, expected):
+            """Each (label, proxy URL) used from sbx_from must get `expected`; {label: what it got}."""
+            results = {}
+            for label, via in proxies:
+                status, err = code(sbx_from, f"{tunnel}--proxy {via} {url}")
+                results[label] = status if status != "000" else err
+            bad = {k: v for k, v in results.items() if expected not in v}
+            assert not bad, f"not {expected}: {bad}"
+            return results
+
         def forged():
             other = create()
             stolen = sh(other, "printf %s \"$HTTP_PROXY\"").stdout
-            results = {}
-            for label, proxy in (("no credential", f"http://{gw}"),
-                                 ("forged password", f"http://{sbx.id}:forged{int(time.time())}@{gw}"),
-                                 ("forged sandbox id", f"http://sbx-0000000000000000:secret@{gw}"),
-                                 ("another sandbox's real credential", stolen)):
-                status, err = code(sbx, f"{tunnel}--proxy {proxy} {url}")
-                results[label] = status if status != "000" else err
-            bad = {k: v for k, v in results.items() if "407" not in v}
-            assert not bad, f"not 407: {bad}"
+            results = through_each(sbx, (("no credential", f"http://{gw}"),
+                                         ("forged password", f"http://{sbx.id}:forged{int(time.time())}@{gw}"),
+                                         ("forged sandbox id", f"http://sbx-0000000000000000:secret@{gw}"),
+                                         ("another sandbox's real credential", stolen)), "407")
             status, err = code(other, f"{tunnel}--proxy {stolen} {url}")
             assert re.fullmatch(r"[23]\d\d", status), f"the credential from its own sandbox: {status!r} {err!r}"
             return "407 for " + ", ".join(results) + f"; the real one works from its own sandbox ({status})"
@@ -177,18 +182,14 @@ def main(gate):
         def claimed():
             other = create()
             retry(other.set_egress_allowlist, [])
-            results = {}
-            for label, via in (("no credential", f"http://{gw}"),
-                               ("a credential naming the allowlisted sandbox", f"http://{sbx.id}:x@{gw}"),
-                               ("a forged sandbox id", f"http://sbx-0000000000000000:secret@{gw}")):
-                status, err = code(other, f"{tunnel}--proxy {via} {url}")
-                results[label] = status if status != "000" else err
-            bad = {k: v for k, v in results.items() if "403" not in v}
-            assert not bad, f"not 403: {bad}"
+            results = through_each(other, (("no credential", f"http://{gw}"),
+                                           ("a credential naming the allowlisted sandbox", f"http://{sbx.id}:x@{gw}"),
+                                           ("a forged sandbox id", f"http://sbx-0000000000000000:secret@{gw}")), "403")
             status, err = code(sbx, f"{tunnel}{url}")
             assert re.fullmatch(r"[23]\d\d", status), f"the allowlisted sandbox itself: {status!r} {err!r}"
             return (f"from a sandbox with an empty allowlist, 403 for {', '.join(results)}; "
                     f"the allowlisted sandbox itself: {status}")
+
         if proxy.dials_home:
             gate.check("a claimed identity is not believed (the door is the identity)", claimed)
         else:

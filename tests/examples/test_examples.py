@@ -41,10 +41,7 @@ def upstream():
 def daemon():
     d = Daemon({"egress": {"allowed_ranges": "127.0.0.0/8"}}).start()
     yield d
-    rc = d.stop()
-    log = d.log()
-    d.cleanup()
-    assert rc == 0, "sandfortd did not exit cleanly:\n" + log
+    d.stop_and_cleanup()
 
 
 def daemon_env(daemon):
@@ -216,10 +213,7 @@ def test_every_gate_on_gvisor(upstream):
         assert "PASS isolation: host unreachable except the proxy port (no interface but lo;" in out.stdout
         assert_no_sandbox_left(d)
     finally:
-        rc = d.stop()
-        log = d.log()
-        d.cleanup()
-    assert rc == 0, "sandfortd did not exit cleanly:\n" + log
+        d.stop_and_cleanup()
 
 
 def check_every_gate_passed(out, gate_checks, arrived):

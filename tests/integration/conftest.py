@@ -19,10 +19,7 @@ def daemon():
                                                "org": unlimited}},
                 "host": {"memory_overcommit": 8}}).start()
     yield d
-    rc = d.stop()
-    log = d.log()  # before cleanup removes it
-    d.cleanup()
-    assert rc == 0, f"sandfortd did not exit cleanly on SIGTERM (exit {rc}):\n" + log
+    d.stop_and_cleanup()
 
 
 @pytest.fixture(scope="session")

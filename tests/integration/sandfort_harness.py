@@ -392,6 +392,13 @@ class Daemon:
             self.proc.wait(timeout)
         return self.proc.returncode if self.proc else None
 
+    def stop_and_cleanup(self):
+        """stop(), then cleanup(); fails unless sandfortd exited cleanly (status 0 on SIGTERM)."""
+        rc = self.stop()
+        log = self.log()  # before cleanup removes it
+        self.cleanup()
+        assert rc == 0, f"sandfortd did not exit cleanly on SIGTERM (exit {rc}):\n" + log
+
     def kill(self):
         if self.proc and self.proc.poll() is None:
             self.proc.kill()

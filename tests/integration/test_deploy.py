@@ -344,10 +344,7 @@ def deployment(request, pki):
                 yield Deployment(f"https://{API_HOST}:{port}", pki.ca, PREVIEW_DOMAIN, port, port,
                                  daemon.admin_key, f"http://127.0.0.1:{daemon.port}", request.param)
     finally:
-        rc = daemon.stop()
-        log = daemon.log()
-        daemon.cleanup()
-        assert rc == 0, f"sandfortd did not exit cleanly (exit {rc}):\n" + log
+        daemon.stop_and_cleanup()
 
 
 # --- https helpers ---------------------------------------------------------------------------

@@ -63,10 +63,7 @@ def mirror_member(registry):
         assert r.status == 201, r
         yield d.client(r.json()["key"])
     finally:
-        rc = d.stop()
-        log = d.log()
-        d.cleanup()
-    assert rc == 0, "sandfortd did not exit cleanly on SIGTERM:\n" + log
+        d.stop_and_cleanup()
 
 
 def test_a_loopback_registry_not_listed_is_400_and_nothing_is_pulled(member, registry):

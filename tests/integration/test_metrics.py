@@ -227,10 +227,7 @@ def daemon():
                 "guardrails": {"rate_limits": {"viewer": unlimited, "member": unlimited, "admin": unlimited,
                                                "org": unlimited}}}).start()
     yield d
-    rc = d.stop()
-    log = d.log()
-    d.cleanup()
-    assert rc == 0, f"sandfortd did not exit cleanly on SIGTERM (exit {rc}):\n" + log
+    d.stop_and_cleanup()
 
 
 @pytest.fixture(scope="module")

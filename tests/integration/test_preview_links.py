@@ -83,10 +83,7 @@ def daemon():
     """A daemon of its own, logging at debug level: its whole log is searched for the token."""
     d = Daemon({"log_level": "debug", "host": {"memory_overcommit": 8}}).start()
     yield d
-    rc = d.stop()
-    log = d.log()
-    d.cleanup()
-    assert rc == 0, f"sandfortd did not exit cleanly on SIGTERM (exit {rc}):\n" + log
+    d.stop_and_cleanup()
 
 
 @pytest.fixture(scope="module")

@@ -39,10 +39,7 @@ def upstream():
 def attack_daemon():
     d = Daemon({"egress": {"allowed_ranges": "127.0.0.0/8"}}).start()
     yield d
-    rc = d.stop()
-    log = d.log()
-    d.cleanup()
-    assert rc == 0, "sandfortd did not exit cleanly:\n" + log
+    d.stop_and_cleanup()
 
 
 def new_member(daemon, name):

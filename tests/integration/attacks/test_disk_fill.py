@@ -32,10 +32,7 @@ def disk_daemon():
     d = Daemon({"disk": {"check_interval_s": INTERVAL_S},
                 "guardrails": {"rate_limits": {"member": unlimited, "admin": unlimited}}}).start()
     yield d
-    rc = d.stop()
-    log = d.log()
-    d.cleanup()
-    assert rc == 0, log
+    d.stop_and_cleanup()
 
 
 @pytest.fixture(scope="module")

@@ -160,10 +160,7 @@ def mirror_member(hostile_registry):
         assert r.status == 201, r
         yield d, d.client(r.json()["key"])
     finally:
-        rc = d.stop()
-        log = d.log()
-        d.cleanup()
-    assert rc == 0, "sandfortd did not exit cleanly:\n" + log
+        d.stop_and_cleanup()
 
 
 @pytest.mark.parametrize("name", ["five", "fiveplain", "four", "auth"])

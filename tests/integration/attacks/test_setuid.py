@@ -46,10 +46,7 @@ def loose_daemon():
         yield d, member, sbx
         member.delete(f"/v1/sandboxes/{sbx['id']}")
     finally:
-        rc = d.stop()
-        log = d.log()
-        d.cleanup()
-    assert rc == 0, "sandfortd did not exit cleanly:\n" + log
+        d.stop_and_cleanup()
 
 
 def sh(member, sandbox_id, script):
