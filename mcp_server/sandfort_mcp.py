@@ -146,6 +146,10 @@ def guardrail_advice(e):
     if e.code == "image_not_allowed":
         return ("The organization may not use this image. Omit image to use the default one, "
                 "or use an image its policy allows; ask the user which.")
+    if e.code == "runtime_not_allowed":
+        return ("The organization's policy requires another runtime (the message lists the ones it "
+                "allows). Create the sandbox without runtime to get an allowed one, or with a runtime "
+                "the message lists; retrying the same runtime will not help.")
     if e.code == "conflict" and "kill switch" in (e.message or ""):
         return ("The organization's kill switch is on: no sandbox can be created or started "
                 "until an administrator lifts it. Do not retry; tell the user.")
@@ -528,7 +532,7 @@ TOOLS = [
             "id to pass as sandbox_id to the other tools. The sandbox runs until delete_sandbox, "
             "ttl_s or idle_timeout_s ends it; it has no network access unless egress_allowlist "
             "allows hosts. runtime gvisor gives it a kernel of its own for stronger isolation. "
-            "The organization's quotas and image policy may refuse it."),
+            "The organization's quotas, image policy and runtime policy may refuse it."),
         "inputSchema": {
             "type": "object",
             "properties": {
@@ -571,8 +575,9 @@ TOOLS = [
                                            "gVisor releases (Debian's) ls and stat fail there with "
                                            "'Invalid argument': list files with find or python3. "
                                            "Default: "
-                                           "the server's default_runtime (usually runc); a server "
-                                           "without gVisor refuses it."},
+                                           "the server's default_runtime (usually runc), or one "
+                                           "the organization's policy allows; a server without "
+                                           "gVisor refuses it."},
                 "volumes": {"type": "array", "maxItems": 8,
                             "items": {"type": "object",
                                       "properties": {

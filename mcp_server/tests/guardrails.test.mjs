@@ -1,9 +1,10 @@
 // The MCP server against an organization's guardrails, through the official MCP client over stdio:
 // idle_timeout_s in create_sandbox, and the refusals a model cannot fix by retrying — the sandbox
-// quota, the image policy, the kill switch — as tool errors that say what to do. The suite's key
-// (tests/integration/with_daemon.py) is the superadmin's: it makes a fresh organization with small
-// limits, and the server runs with that organization's admin key. A rate-limited answer comes from
-// a small local HTTP server, since the live daemon's rate limit cannot be made small from here.
+// quota, the image policy, the runtime policy, the kill switch — as tool errors that say what to
+// do. The suite's key (tests/integration/with_daemon.py) is the superadmin's: it makes a fresh
+// organization with small limits, and the server runs with that organization's admin key. A
+// rate-limited answer comes from a small local HTTP server, since the live daemon's rate limit
+// cannot be made small from here.
 //
 //   /usr/bin/python3 tests/integration/with_daemon.py -- node --test mcp_server/tests/
 import { test, before, after } from 'node:test';
@@ -107,6 +108,23 @@ test('an image outside the policy: a tool error naming image_not_allowed and wha
   const text = textOf(r);
   assert.match(text, /Sandfort API error 403 image_not_allowed: image python:3\.12-slim is not allowed/);
   assert.match(text, /Omit image to use the default/);
+});
+
+test('a runtime outside the policy: a tool error naming runtime_not_allowed and what to do', async () => {
+  // gVisor required of the organization: the runc create is refused before any container.
+  const set = await api('PUT', `/v1/orgs/${org.id}/limits`, { allowed_runtimes: ['gvisor'] });
+  assert.equal(set.status, 200);
+  try {
+    const r = await create({ runtime: 'runc' });
+    assert.equal(r.isError, true);
+    const text = textOf(r);
+    assert.match(text, /Sandfort API error 403 runtime_not_allowed: runtime runc is not allowed/);
+    assert.match(text, /\["gvisor"\]/);
+    assert.match(text, /policy requires another runtime/);
+    assert.match(text, /Create the sandbox without runtime/);
+  } finally {
+    assert.equal((await api('PUT', `/v1/orgs/${org.id}/limits`, { allowed_runtimes: null })).status, 200);
+  }
 });
 
 test('the kill switch: a tool error that says not to retry; lifted, creating works again', async () => {

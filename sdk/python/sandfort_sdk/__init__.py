@@ -16,7 +16,7 @@ from .errors import (APIConnectionError, APIError, AuthenticationError, Configur
                      ImageNotAllowedError, InsufficientStorageError, InternalServerError, InvalidArgumentError,
                      NotFoundError,
                      PayloadTooLargeError,
-                     PermissionDeniedError, QuotaExceededError, RateLimitedError, SandfortError,
+                     PermissionDeniedError, QuotaExceededError, RateLimitedError, RuntimeNotAllowedError, SandfortError,
                      SessionRestartedWarning, StreamError, UnavailableError, HostFullError)
 from .files import DirectoryWatch, FileSystem
 from .git import Git
@@ -41,7 +41,8 @@ __all__ = [
     "SandfortError", "ConfigurationError", "APIConnectionError", "StreamError", "APIError", "SessionRestartedWarning",
     "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",
     "PayloadTooLargeError", "QuotaExceededError", "RateLimitedError", "InternalServerError", "UnavailableError",
-    "ImageNotAllowedError", "InsufficientStorageError", "HostFullError", "OrgLimits", "Limits", "LimitsUsage", "OrgStop", "StopAllReport",
+    "ImageNotAllowedError", "RuntimeNotAllowedError", "InsufficientStorageError", "HostFullError",
+    "OrgLimits", "Limits", "LimitsUsage", "OrgStop", "StopAllReport",
     "ApiKey", "ArchiveResult", "CommandInfo", "CommandLogs", "ExecResult", "FileInfo", "Metrics",
     "GitResult", "GitStatus", "GitFileStatus", "GitBranches", "GitBranch",
     "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "Snapshot", "StreamEvent",

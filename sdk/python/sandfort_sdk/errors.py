@@ -77,6 +77,12 @@ class ImageNotAllowedError(PermissionDeniedError):
     (``allowed_images`` of :meth:`Client.org_limits`)."""
 
 
+class RuntimeNotAllowedError(PermissionDeniedError):
+    """403 ``runtime_not_allowed``: a create or start on a runtime outside the organization's
+    runtime policy (``allowed_runtimes`` of :meth:`Client.org_limits`; the message lists them). A
+    create that names no runtime gets an allowed one."""
+
+
 class QuotaExceededError(APIError):
     """429 ``quota_exceeded``: an organization's quota of sandboxes, CPUs or memory is used up (the
     message names the quota, its limit and the use; deleting or stopping sandboxes makes room),
@@ -112,6 +118,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "unauthenticated": AuthenticationError,
     "permission_denied": PermissionDeniedError,
     "image_not_allowed": ImageNotAllowedError,
+    "runtime_not_allowed": RuntimeNotAllowedError,
     "not_found": NotFoundError,
     "conflict": ConflictError,
     "payload_too_large": PayloadTooLargeError,

@@ -20,7 +20,8 @@ from .models import WhoAmI
 __all__ = ["Limits", "LimitsUsage", "OrgStop", "OrgLimits", "StopAllReport", "LIMIT_FIELDS", "GuardrailsMixin"]
 
 # The fields PUT /v1/orgs/{org}/limits takes.
-LIMIT_FIELDS = ("max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images", "max_volumes", "max_snapshots")
+LIMIT_FIELDS = ("max_sandboxes", "max_cpus", "max_memory_mb", "allowed_images", "max_volumes", "max_snapshots",
+                "max_disk_mb", "allowed_runtimes")
 
 
 class _Unset:
@@ -36,40 +37,49 @@ UNSET: Any = _Unset()
 @dataclass
 class Limits:
     """What an organization may take: sandboxes not deleted, CPUs and memory of its running
-    sandboxes together, the image patterns it may start (``*`` any run of characters), and
-    volumes and snapshots not deleted."""
+    sandboxes together, the image patterns it may start (``*`` any run of characters), volumes
+    and snapshots not deleted, the ``disk_mb`` of its sandboxes not deleted together, and the
+    runtimes its sandboxes may be created or started on (``"runc"``, ``"gvisor"``; ``["gvisor"]``
+    requires gVisor)."""
     max_sandboxes: int
     max_cpus: float
     max_memory_mb: int
     allowed_images: List[str] = field(default_factory=list)
     max_volumes: int = 0
     max_snapshots: int = 0
+    max_disk_mb: int = 0
+    allowed_runtimes: List[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Limits":
         return cls(max_sandboxes=int(d.get("max_sandboxes", 0)), max_cpus=float(d.get("max_cpus", 0)),
                    max_memory_mb=int(d.get("max_memory_mb", 0)),
                    allowed_images=list(d.get("allowed_images") or []),
-                   max_volumes=int(d.get("max_volumes", 0)), max_snapshots=int(d.get("max_snapshots", 0)))
+                   max_volumes=int(d.get("max_volumes", 0)), max_snapshots=int(d.get("max_snapshots", 0)),
+                   max_disk_mb=int(d.get("max_disk_mb", 0)),
+                   allowed_runtimes=list(d.get("allowed_runtimes") or []))
 
 
 @dataclass
 class LimitsUsage:
     """What it uses now: ``sandboxes`` not deleted (stopped ones count), ``running`` among them,
-    the CPUs and memory of the running ones, and ``volumes`` and ``snapshots`` not deleted."""
+    the CPUs and memory of the running ones, ``volumes`` and ``snapshots`` not deleted, and the
+    ``disk_mb`` of the sandboxes not deleted."""
     sandboxes: int = 0
     running: int = 0
     cpus: float = 0.0
     memory_mb: int = 0
     volumes: int = 0
     snapshots: int = 0
+    disk_mb: int = 0
 
     @classmethod
     def from_json(cls, d: Optional[Dict[str, Any]]) -> "LimitsUsage":
         d = d or {}
         return cls(sandboxes=int(d.get("sandboxes", 0)), running=int(d.get("running", 0)),
                    cpus=float(d.get("cpus", 0)), memory_mb=int(d.get("memory_mb", 0)),
-                   volumes=int(d.get("volumes", 0)), snapshots=int(d.get("snapshots", 0)))
+                   volumes=int(d.get("volumes", 0)), snapshots=int(d.get("snapshots", 0)),
+                   disk_mb=int(d.get("disk_mb", 0)))
 
 
 @dataclass
@@ -144,18 +154,22 @@ class GuardrailsMixin:
 
     def set_org_limits(self, org: str, *, max_sandboxes: Any = UNSET, max_cpus: Any = UNSET,
                        max_memory_mb: Any = UNSET, allowed_images: Any = UNSET, max_volumes: Any = UNSET,
-                       max_snapshots: Any = UNSET, **extra: Any) -> OrgLimits:
+                       max_snapshots: Any = UNSET, max_disk_mb: Any = UNSET, allowed_runtimes: Any = UNSET,
+                       **extra: Any) -> OrgLimits:
         """Superadmin: sets an organization's limits. Only the fields given change; ``None`` resets
         a field to the daemon's configured default. Returns the limits as ``org_limits`` does."""
         if not org:
             raise ValueError("set_org_limits needs the organization (an id or a name)")
         given = {"max_sandboxes": max_sandboxes, "max_cpus": max_cpus, "max_memory_mb": max_memory_mb,
-                 "allowed_images": allowed_images, "max_volumes": max_volumes, "max_snapshots": max_snapshots}
+                 "allowed_images": allowed_images, "max_volumes": max_volumes, "max_snapshots": max_snapshots,
+                 "max_disk_mb": max_disk_mb, "allowed_runtimes": allowed_runtimes}
         body: Dict[str, Any] = {k: v for k, v in given.items() if v is not UNSET}
-        if isinstance(body.get("allowed_images"), (list, tuple)):
-            body["allowed_images"] = list(body["allowed_images"])
-        elif isinstance(body.get("allowed_images"), str):
-            raise TypeError("allowed_images is a list of patterns, not one string")
+        # A string would be sent as one, and read by nobody as meant: "gvisor" is not ["gvisor"].
+        for name, what in (("allowed_images", "patterns"), ("allowed_runtimes", "runtimes")):
+            if isinstance(body.get(name), (list, tuple)):
+                body[name] = list(body[name])
+            elif isinstance(body.get(name), str):
+                raise TypeError(f"{name} is a list of {what}, not one string")
         body.update(extra)
         return OrgLimits.from_json(self._t.call("PUT", self._org_path(org, "limits"), json_body=body))
 

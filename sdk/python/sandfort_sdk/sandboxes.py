@@ -51,11 +51,13 @@ class SandboxesMixin:
         "read_only": False}]``, volumes of the organization to mount (:meth:`create_volume`).
         ``runtime``: ``"runc"``, or ``"gvisor"``: a kernel of the sandbox's own (gVisor's runsc),
         stronger isolation for slower system calls, and no network interface (egress through the
-        proxy only); the daemon's ``default_runtime`` when omitted. Any other value is the API's
-        ``InvalidArgumentError``, a daemon that does not offer gVisor raises ``UnavailableError``. Extra
-        keyword arguments are sent as they are, for fields newer than this SDK. The organization's
-        guardrails may refuse: ``QuotaExceededError``, ``ImageNotAllowedError``, ``ConflictError``
-        while its kill switch is on."""
+        proxy only); when omitted, the daemon's ``default_runtime``, or the first runtime the
+        organization's ``allowed_runtimes`` allows when that one is not allowed. Any other value is
+        the API's ``InvalidArgumentError``, a daemon that does not offer gVisor raises
+        ``UnavailableError``. Extra keyword arguments are sent as they are, for fields newer than this
+        SDK. The organization's guardrails may refuse: ``QuotaExceededError``, ``ImageNotAllowedError``,
+        ``RuntimeNotAllowedError`` (a ``runtime`` its policy does not allow), ``ConflictError`` while
+        its kill switch is on."""
         body = clean({"snapshot": snapshot, "name": name, "wait": wait,
                       "env": dict(env) if env is not None else None,
                       "labels": dict(labels) if labels is not None else None,

@@ -1,6 +1,7 @@
 """Guardrails through the SDK against the live daemon: the superadmin sets an organization's
 limits, its admin creates sandboxes until the quota refuses (QuotaExceededError), an image
-outside the policy (ImageNotAllowedError), the kill switch (stop_all, ConflictError, lift),
+outside the policy (ImageNotAllowedError), a runtime outside the policy (RuntimeNotAllowedError) and
+the disk quota, the kill switch (stop_all, ConflictError, lift),
 idle_timeout_s and ttl_s round trips, and a rate limit (RateLimitedError with retry_after) on a
 daemon of the test's own with small rate limits."""
 
@@ -12,7 +13,8 @@ import uuid
 import pytest
 
 from sandfort_sdk import (APIError, Client, ConflictError, ImageNotAllowedError, InvalidArgumentError, OrgLimits,
-                          PermissionDeniedError, QuotaExceededError, RateLimitedError, StopAllReport)
+                          PermissionDeniedError, QuotaExceededError, RateLimitedError, RuntimeNotAllowedError,
+                          StopAllReport)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -95,6 +97,38 @@ def test_images_outside_the_policy_and_who_sets_limits(client, org):
     assert "max_sandbox" in ei.value.message
     with pytest.raises(TypeError):
         client.set_org_limits(o.id, allowed_images="sandfort/*")
+
+
+def test_runtimes_outside_the_policy_and_the_disk_quota(client, org):
+    o, admin = org
+    # gVisor required of the organization: refused before any container, so runsc is not needed here.
+    limits = client.set_org_limits(o.id, allowed_runtimes=("gvisor",), max_disk_mb=16)
+    assert limits.limits.allowed_runtimes == ["gvisor"] and limits.limits.max_disk_mb == 16
+    assert set(limits.own) == {"allowed_runtimes", "max_disk_mb"}
+    mine = admin.org_limits()  # its admin reads the policy in force
+    assert mine.limits.allowed_runtimes == ["gvisor"] and mine.limits.max_disk_mb == 16 and mine.usage.disk_mb == 0
+    with pytest.raises(RuntimeNotAllowedError) as ei:
+        admin.create_sandbox(runtime="runc", wait=False)
+    e = ei.value
+    assert isinstance(e, PermissionDeniedError) and e.status == 403 and e.code == "runtime_not_allowed"
+    assert "runtime runc is not allowed" in e.message and '["gvisor"]' in e.message, e.message
+    assert admin.org_limits().usage.sandboxes == 0
+    with pytest.raises(PermissionDeniedError) as ei:
+        admin.set_org_limits(o.id, allowed_runtimes=["runc"])
+    assert ei.value.code == "permission_denied" and not isinstance(ei.value, RuntimeNotAllowedError)
+    with pytest.raises(TypeError):
+        client.set_org_limits(o.id, allowed_runtimes="gvisor")
+    # None: back to the configured default (both runtimes); the disk quota of 16 MiB still refuses
+    # a sandbox of the default disk_mb.
+    limits = client.set_org_limits(o.id, allowed_runtimes=None)
+    assert limits.limits.allowed_runtimes == ["runc", "gvisor"] and limits.own == ["max_disk_mb"]
+    with pytest.raises(QuotaExceededError) as ei:
+        admin.create_sandbox(runtime="runc", wait=False)
+    assert "disk_mb" in ei.value.message, ei.value.message
+    limits = client.set_org_limits(o.id, max_disk_mb=None)
+    assert limits.own == [] and limits.limits.max_disk_mb > 16
+    sbx = admin.create_sandbox(runtime="runc", wait=False)
+    assert admin.org_limits().usage.disk_mb == sbx.info.raw["resources"]["disk_mb"] > 0
 
 
 def test_the_kill_switch_stops_refuses_and_is_lifted(client, org):

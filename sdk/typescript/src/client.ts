@@ -44,8 +44,8 @@ export class SandfortClient {
 
   /**
    * Creates a sandbox and (by default) waits until it is started. The organization's guardrails
-   * may refuse it: `quota_exceeded` (429), `image_not_allowed` (403), `conflict` (409) while its
-   * kill switch is on.
+   * may refuse it: `quota_exceeded` (429), `image_not_allowed` (403), `runtime_not_allowed` (403: a
+   * `runtime` its policy does not allow), `conflict` (409) while its kill switch is on.
    */
   async createSandbox(opts: CreateSandboxOptions = {}): Promise<Sandbox> {
     return this.sandboxes.create(opts);

@@ -2,7 +2,8 @@
  * The API's error codes (docs/api.md), plus the client's own: `connection_error`, `timeout`,
  * `aborted`, `config`, `protocol`. Guardrails answer `quota_exceeded` (429: an organization's
  * quota of sandboxes, CPUs or memory, or a full disk), `image_not_allowed` (403: outside the
- * organization's image policy), `conflict` (409, also while its kill switch is on) and
+ * organization's image policy), `runtime_not_allowed` (403: a create or start on a runtime outside
+ * its runtime policy), `conflict` (409, also while its kill switch is on) and
  * `rate_limited` (429, with `retryAfterS`). `insufficient_storage` (507): the daemon's state
  * disk is full and nothing was changed; reads, deletes and stops still work. The host answers
  * `host_full` (503: its memory cannot hold the sandbox beside every running one; nothing was made).
@@ -12,6 +13,7 @@ export type ErrorCode =
   | "unauthenticated"
   | "permission_denied"
   | "image_not_allowed"
+  | "runtime_not_allowed"
   | "not_found"
   | "conflict"
   | "payload_too_large"

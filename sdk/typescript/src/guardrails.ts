@@ -6,7 +6,7 @@
  * threw only the superadmin lifts.
  */
 import type { Transport } from "./http.js";
-import type { WhoAmI } from "./types.js";
+import type { SandboxRuntime, WhoAmI } from "./types.js";
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -24,6 +24,10 @@ export interface Limits {
   maxVolumes: number;
   /** Snapshots not deleted. */
   maxSnapshots: number;
+  /** `disk_mb` (MiB) of its sandboxes not deleted together (stopped ones count). */
+  maxDiskMb: number;
+  /** Runtimes its sandboxes may be created or started on; `["gvisor"]` requires gVisor. */
+  allowedRuntimes: SandboxRuntime[];
 }
 
 export type LimitField = keyof Limits;
@@ -40,6 +44,8 @@ export interface LimitsUsage {
   volumes: number;
   /** Snapshots not deleted. */
   snapshots: number;
+  /** `disk_mb` (MiB) of the sandboxes not deleted. */
+  diskMb: number;
 }
 
 export interface OrgLimits {
@@ -66,6 +72,8 @@ const WIRE: Record<LimitField, string> = {
   allowedImages: "allowed_images",
   maxVolumes: "max_volumes",
   maxSnapshots: "max_snapshots",
+  maxDiskMb: "max_disk_mb",
+  allowedRuntimes: "allowed_runtimes",
 };
 const FIELD_OF: Record<string, LimitField> = Object.fromEntries(
   Object.entries(WIRE).map(([k, v]) => [v, k as LimitField]),
@@ -84,6 +92,8 @@ function toOrgLimits(j: Json): OrgLimits {
       allowedImages: l.allowed_images ?? [],
       maxVolumes: l.max_volumes,
       maxSnapshots: l.max_snapshots,
+      maxDiskMb: l.max_disk_mb,
+      allowedRuntimes: l.allowed_runtimes ?? [],
     },
     own: ((j.own ?? []) as string[]).map((f) => FIELD_OF[f] ?? (f as LimitField)),
     usage: {
@@ -93,6 +103,7 @@ function toOrgLimits(j: Json): OrgLimits {
       memoryMb: u.memory_mb ?? 0,
       volumes: u.volumes ?? 0,
       snapshots: u.snapshots ?? 0,
+      diskMb: u.disk_mb ?? 0,
     },
     stopped: s && typeof s === "object" ? { since: s.since, bySuperadmin: !!s.by_superadmin } : null,
   };

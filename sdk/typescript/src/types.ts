@@ -109,9 +109,11 @@ export interface CreateSandboxOptions {
   /** Volumes of the organization to mount (at most 8). */
   volumes?: VolumeMount[];
   /**
-   * `gvisor`: run under gVisor's kernel, not the host's (see `SandboxRuntime`); the daemon's
-   * `default_runtime` (`runc`) when absent. Another value is the API's 400 (`SandfortError` with
-   * code `invalid_argument`); a daemon that does not offer gVisor answers 503 `unavailable`.
+   * `gvisor`: run under gVisor's kernel, not the host's (see `SandboxRuntime`); when absent, the
+   * daemon's `default_runtime` (`runc`), or the first runtime the organization's `allowedRuntimes`
+   * allows when that one is not allowed. Another value is the API's 400 (`SandfortError` with code
+   * `invalid_argument`); one the organization's policy does not allow is 403 `runtime_not_allowed`;
+   * a daemon that does not offer gVisor answers 503 `unavailable`.
    */
   runtime?: SandboxRuntime;
 }

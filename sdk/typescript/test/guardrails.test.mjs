@@ -1,7 +1,8 @@
 // Guardrails through the SDK against the live daemon: the superadmin (the suite's key) sets an
 // organization's limits, its admin creates sandboxes until the quota refuses them, an image
-// outside the policy, the kill switch (stopAll, conflict, liftStopAll), idleTimeoutS / ttlS round
-// trips, and a key over its rate limit (rate_limited with retryAfterS).
+// outside the policy, a runtime outside the policy and the disk quota, the kill switch (stopAll,
+// conflict, liftStopAll), idleTimeoutS / ttlS round trips, and a key over its rate limit
+// (rate_limited with retryAfterS).
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
@@ -101,6 +102,47 @@ test("an image outside the policy: image_not_allowed, 403; null resets a limit, 
   const back = await client.setOrgLimits(org.id, { maxVolumes: null, maxSnapshots: null });
   assert.deepEqual(back.own, ["maxCpus"]);
   assert.ok(back.limits.maxVolumes > 1 && back.limits.maxSnapshots > 3);
+});
+
+test("a runtime outside the policy: runtime_not_allowed, 403; the disk quota and its use", async () => {
+  const { org, c } = await newOrg();
+  // gVisor required of the organization: refused before any container, so runsc is not needed here.
+  const set = await client.setOrgLimits(org.id, { allowedRuntimes: ["gvisor"], maxDiskMb: 16 });
+  assert.deepEqual(set.limits.allowedRuntimes, ["gvisor"]);
+  assert.equal(set.limits.maxDiskMb, 16);
+  assert.deepEqual([...set.own].sort(), ["allowedRuntimes", "maxDiskMb"]);
+  const mine = await c.orgLimits(); // its admin reads the policy in force
+  assert.deepEqual(mine.limits.allowedRuntimes, ["gvisor"]);
+  assert.equal(mine.limits.maxDiskMb, 16);
+  assert.equal(mine.usage.diskMb, 0);
+  const err = await c.createSandbox({ runtime: "runc", wait: false }).catch((e) => e);
+  assert.ok(err instanceof SandfortError);
+  assert.equal(err.status, 403);
+  assert.equal(err.code, "runtime_not_allowed");
+  assert.match(err.message, /runtime runc is not allowed/);
+  assert.match(err.message, /\["gvisor"\]/);
+  assert.equal((await c.orgLimits()).usage.sandboxes, 0);
+  await assert.rejects(c.setOrgLimits(org.id, { allowedRuntimes: ["runc"] }), {
+    status: 403,
+    code: "permission_denied",
+  });
+  // null: back to the configured default (both runtimes); the disk quota of 16 MiB still refuses a
+  // sandbox of the default disk_mb.
+  const reset = await client.setOrgLimits(org.id, { allowedRuntimes: null });
+  assert.deepEqual(reset.limits.allowedRuntimes, ["runc", "gvisor"]);
+  assert.deepEqual(reset.own, ["maxDiskMb"]);
+  await assert.rejects(c.createSandbox({ runtime: "runc", wait: false }), {
+    status: 429,
+    code: "quota_exceeded",
+    message: /disk_mb/,
+  });
+  const back = await client.setOrgLimits(org.id, { maxDiskMb: null });
+  assert.deepEqual(back.own, []);
+  assert.ok(back.limits.maxDiskMb > 16);
+  const sbx = await c.createSandbox({ runtime: "runc", wait: false });
+  const raw = await c.http.json("GET", `/v1/sandboxes/${sbx.id}`);
+  assert.ok(raw.resources.disk_mb > 0);
+  assert.equal((await c.orgLimits()).usage.diskMb, raw.resources.disk_mb);
 });
 
 test("the kill switch: stopAll stops, creating and starting are conflicts, liftStopAll", async () => {
