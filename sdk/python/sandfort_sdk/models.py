@@ -20,11 +20,12 @@ class Resources:
     cpus: Optional[float] = None
     memory_mb: Optional[int] = None
     pids: Optional[int] = None
+    disk_mb: Optional[int] = None  # the writable layer plus mounted volumes (docs/api.md)
 
     @classmethod
     def from_json(cls, d: Optional[Dict[str, Any]]) -> "Resources":
         d = d or {}
-        return cls(cpus=d.get("cpus"), memory_mb=d.get("memory_mb"), pids=d.get("pids"))
+        return cls(cpus=d.get("cpus"), memory_mb=d.get("memory_mb"), pids=d.get("pids"), disk_mb=d.get("disk_mb"))
 
 
 @dataclass

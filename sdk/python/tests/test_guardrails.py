@@ -127,8 +127,10 @@ def test_runtimes_outside_the_policy_and_the_disk_quota(client, org):
     assert "disk_mb" in ei.value.message, ei.value.message
     limits = client.set_org_limits(o.id, max_disk_mb=None)
     assert limits.own == [] and limits.limits.max_disk_mb > 16
-    sbx = admin.create_sandbox(runtime="runc", wait=False)
-    assert admin.org_limits().usage.disk_mb == sbx.info.raw["resources"]["disk_mb"] > 0
+    # The disk_mb asked for is the sandbox's, typed, and the organization's use.
+    sbx = admin.create_sandbox(runtime="runc", wait=False, resources={"disk_mb": 2048})
+    assert sbx.info.resources.disk_mb == 2048 and admin.get_sandbox(sbx.id).info.resources.disk_mb == 2048
+    assert admin.org_limits().usage.disk_mb == 2048
 
 
 def test_the_kill_switch_stops_refuses_and_is_lifted(client, org):

@@ -46,7 +46,7 @@ function toSandboxInfo(j: Json): SandboxInfo {
     expiresAt: j.expires_at ?? null,
     ttlS: j.ttl_s ?? null,
     idleTimeoutS: j.idle_timeout_s ?? null,
-    resources: { cpus: r.cpus, memoryMb: r.memory_mb, pids: r.pids },
+    resources: { cpus: r.cpus, memoryMb: r.memory_mb, pids: r.pids, diskMb: r.disk_mb },
     egressAllowlist: j.egress_allowlist ?? [],
     labels: j.labels ?? {},
     envKeys: j.env_keys ?? [],
@@ -76,6 +76,7 @@ function createBody(o: CreateSandboxOptions): Json {
     if (o.resources.cpus !== undefined) r.cpus = o.resources.cpus;
     if (o.resources.memoryMb !== undefined) r.memory_mb = o.resources.memoryMb;
     if (o.resources.pids !== undefined) r.pids = o.resources.pids;
+    if (o.resources.diskMb !== undefined) r.disk_mb = o.resources.diskMb;
     b.resources = r;
   }
   if (o.egressAllowlist !== undefined) b.egress_allowlist = o.egressAllowlist;

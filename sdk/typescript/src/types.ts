@@ -11,6 +11,8 @@ export interface Resources {
   cpus?: number;
   memoryMb?: number;
   pids?: number;
+  /** The writable layer plus mounted volumes, MiB (`resources.disk_mb`, docs/api.md). */
+  diskMb?: number;
 }
 
 export interface SandboxInfo {
