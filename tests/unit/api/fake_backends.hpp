@@ -299,6 +299,15 @@ class fake_identity final : public identity_backend {
     w_.note("identity.revoke_org_keys", org_id, "", who.name);
     return 0;
   }
+  result<auth::console_grant> open_console_session(const auth::principal& p, const std::string&,
+                                                   const audit::actor& who) override {
+    w_.note("identity.open_console_session", p.org_id, p.id, who.name);
+    return auth::console_grant{std::string(64, 'c'), std::string(32, 'f'), "2026-01-02T08:00:00.000Z"};
+  }
+  result<void> close_console_session(const auth::principal& p, const audit::actor& who) override {
+    w_.note("identity.close_console_session", p.org_id, p.id, who.name);
+    return {};
+  }
 
  private:
   world& w_;
