@@ -53,7 +53,7 @@ async function signedIn(key) {
   await page.goto(`${BASE}/console/`);
   await page.getByLabel("API key").fill(key);
   await page.getByRole("button", { name: "Sign in" }).click();
-  await page.locator("#sandboxes, main p.muted").first().waitFor();
+  await page.locator("#signed-in-as").waitFor();
   return { context, page, errors };
 }
 
