@@ -31,6 +31,12 @@ long long seconds_until(const std::string& when) {
   return std::chrono::duration_cast<std::chrono::seconds>(t - std::chrono::system_clock::now()).count();
 }
 
+http::response no_session(const http::context& ctx) {
+  return http::error_response(
+      make_error(errc::not_found, "no console session: this request came without the console's cookie"),
+      ctx.request_id);
+}
+
 json session_json(const auth::principal& p, const std::string& csrf_token) {
   json j = whoami_json(p);
   j["csrf_token"] = csrf_token;
@@ -66,20 +72,14 @@ std::vector<api_route> console_routes() {
       // What a console page loads with: who is signed in, and the token its changes carry.
       {http::verb::get, "/v1/console/session", permission::read,
        [](dependencies&, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         if (p.console_session.empty())
-           co_return http::error_response(
-               make_error(errc::not_found, "no console session: this request came without the console's cookie"),
-               ctx.request_id);
+         if (p.console_session.empty()) co_return no_session(ctx);
          auto res = http::json_response(200, session_json(p, p.console_csrf));
          res.set(http::bhttp::field::cache_control, "no-store");
          co_return res;
        }},
       {http::verb::delete_, "/v1/console/session", permission::read,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         if (p.console_session.empty())
-           co_return http::error_response(
-               make_error(errc::not_found, "no console session: this request came without the console's cookie"),
-               ctx.request_id);
+         if (p.console_session.empty()) co_return no_session(ctx);
          if (auto r = deps.identity.close_console_session(p, actor_of(p, ctx.request_id, ctx.remote)); !r)
            co_return http::error_response(r.err(), ctx.request_id);
          auto res = http::empty_response(204);
