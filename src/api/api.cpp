@@ -5,7 +5,10 @@
 #include <optional>
 #include <spdlog/spdlog.h>
 
+#include "console_csrf.hpp"
+#include "console_pages.hpp"
 #include "routes.hpp"
+#include "sandfort/auth/console_sessions.hpp"
 
 namespace sandfort::api {
 
@@ -35,8 +38,8 @@ void add_route_table(std::vector<api_route> (*table)()) {
 
 std::vector<api_route> route_registry() {
   std::vector<api_route> all;
-  for (auto table : {health_routes, identity_routes, sandbox_routes, stream_routes, audit_routes, guardrail_routes,
-                     volume_routes, snapshot_routes, pool_routes, metrics_routes})
+  for (auto table : {health_routes, identity_routes, console_routes, sandbox_routes, stream_routes, audit_routes,
+                     guardrail_routes, volume_routes, snapshot_routes, pool_routes, metrics_routes})
     for (auto& r : table()) all.push_back(std::move(r));
   for (auto table : added_tables())
     for (auto& r : table()) all.push_back(std::move(r));
@@ -104,7 +107,8 @@ result<void> permits(const api_route& r, const auth::principal& who) {
 }
 
 asio::awaitable<result<auth::principal>> guard(dependencies& deps, const api_route& r, std::string bearer,
-                                               std::string request_id, std::string remote) {
+                                               const http::bhttp::fields& headers, std::string request_id,
+                                               std::string remote) {
   if (!r.needs) co_return auth::principal{};
   auto who = co_await deps.gate.authenticate(std::move(bearer), std::move(request_id));
   if (!who) {
@@ -113,6 +117,9 @@ asio::awaitable<result<auth::principal>> guard(dependencies& deps, const api_rou
   }
   if (auto refused = over_rate_limit(deps, *who, remote)) co_return std::move(*refused);
   if (auto allowed = permits(r, *who); !allowed) co_return std::move(allowed).err();
+  if (!who->console_session.empty())
+    if (auto sent_by_console = console_request_allowed(r.method, headers, who->console_csrf); !sent_by_console)
+      co_return std::move(sent_by_console).err();
   if (auto room = admit_on_state_disk(deps, r.method, r.pattern); !room) co_return std::move(room).err();
   co_return who;
 }
@@ -137,9 +144,20 @@ std::string field(const http::bhttp::fields& h, http::bhttp::field f) {
   return it == h.end() ? std::string() : std::string(it->value());
 }
 
-// The Authorization value the guard is given: the header itself, or a dialect's key header as a bearer.
+// The console's session cookie as the authenticator takes it ("Console <value>"), or empty.
+std::string console_credential(const http::bhttp::fields& h) {
+  std::string cookie = auth::console_cookie_of(field(h, http::bhttp::field::cookie));
+  return cookie.empty() ? std::string() : std::string(auth::console_scheme) + cookie;
+}
+
+// The Authorization value the guard is given: the header itself (else the console's cookie), or a
+// dialect's key header as a bearer.
 std::string credential_of(const http::bhttp::fields& h, const api_route& r) {
-  if (!r.dialect || r.dialect->key_header.empty()) return field(h, http::bhttp::field::authorization);
+  if (!r.dialect) {
+    std::string authorization = field(h, http::bhttp::field::authorization);
+    return authorization.empty() ? console_credential(h) : authorization;
+  }
+  if (r.dialect->key_header.empty()) return field(h, http::bhttp::field::authorization);
   auto it = h.find(r.dialect->key_header);
   return it == h.end() ? std::string() : "Bearer " + std::string(it->value());
 }
@@ -148,7 +166,7 @@ std::string credential_of(const http::bhttp::fields& h, const api_route& r) {
 http::handler buffered(std::shared_ptr<dependencies> deps, api_route r) {
   return [deps, r = std::move(r)](http::context& ctx) -> asio::awaitable<http::response> {
     ctx.attributes["route"] = r.pattern;  // the request metrics' label
-    auto who = co_await guard(*deps, r, credential_of(ctx.req, r), ctx.request_id, ctx.remote);
+    auto who = co_await guard(*deps, r, credential_of(ctx.req, r), ctx.req, ctx.request_id, ctx.remote);
     if (!who) {
       if (r.dialect) co_return r.dialect->refuse(who.err(), ctx.request_id);
       auto res = http::error_response(who.err(), ctx.request_id);
@@ -180,7 +198,7 @@ std::pair<std::string, std::string> credentials(const http::exchange& ex) {
     start = comma + 1;
   }
   if (auto it = ex.query.find("access_token"); it != ex.query.end()) return {"Bearer " + it->second, ""};
-  return {"", ""};
+  return {console_credential(h), ""};
 }
 
 void log_exchange(const http::exchange& ex, const std::string& org, unsigned status_hint,
@@ -205,7 +223,7 @@ http::stream_handler streamed(std::shared_ptr<dependencies> deps, api_route r) {
     } on_end{r};
     auto [bearer, subprotocol] = credentials(ex);
     if (r.dialect) bearer = credential_of(ex.parser.get(), r);
-    auto who = co_await guard(*deps, r, bearer, ex.request_id, ex.remote);
+    auto who = co_await guard(*deps, r, bearer, ex.parser.get(), ex.request_id, ex.remote);
     if (!who) {
       on_end.status = static_cast<unsigned>(http_status(who.err().code));
       log_exchange(ex, "", on_end.status, on_end.started);
@@ -238,6 +256,10 @@ http::handler make_handler(dependencies d) {
 
   return [routes](http::context& ctx) -> asio::awaitable<http::response> {
     auto started = std::chrono::steady_clock::now();
+    if (auto page = console_page(ctx)) {
+      ctx.attributes["route"] = "/console";
+      co_return std::move(*page);
+    }
     auto res = co_await routes->dispatch(ctx);
     auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     spdlog::info("{} {} {} {:.1f}ms org={} principal={} id={}", std::string(ctx.req.method_string()), ctx.path,

@@ -57,20 +57,24 @@ http::response create_key(dependencies& deps, http::context& ctx, const auth::pr
 
 }  // namespace
 
+json whoami_json(const auth::principal& p) {
+  json j = {{"org", p.org_name},
+            {"org_id", p.org_id},
+            {"principal", p.id},
+            {"principal_name", p.name},
+            {"role", auth::to_string(p.granted)},
+            {"superadmin", p.superadmin},
+            {"auth", auth::to_string(p.via)}};
+  if (p.via == auth::method::oidc) j["issuer"] = p.issuer;
+  return j;
+}
+
 std::vector<api_route> identity_routes() {
   using auth::permission;
   return {
       {http::verb::get, "/v1/whoami", permission::read,
        [](dependencies&, http::context&, const auth::principal& p) -> awaitable<http::response> {
-         json j = {{"org", p.org_name},
-                   {"org_id", p.org_id},
-                   {"principal", p.id},
-                   {"principal_name", p.name},
-                   {"role", auth::to_string(p.granted)},
-                   {"superadmin", p.superadmin},
-                   {"auth", auth::to_string(p.via)}};
-         if (p.via == auth::method::oidc) j["issuer"] = p.issuer;
-         co_return http::json_response(200, j);
+         co_return http::json_response(200, whoami_json(p));
        }},
       {http::verb::post, "/v1/orgs", permission::superadmin,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {

@@ -79,16 +79,22 @@ std::vector<api_route> volume_routes();
 std::vector<api_route> snapshot_routes();
 std::vector<api_route> pool_routes();
 std::vector<api_route> metrics_routes();
+std::vector<api_route> console_routes();
+
+// GET /v1/whoami's body, which the console's session answers too.
+nlohmann::json whoami_json(const auth::principal& p);
 
 // The guard's permission step: whether `who` may call `r` (permission_denied if not).
 result<void> permits(const api_route& r, const auth::principal& who);
 
 // The one guard, in front of every route of every kind: authentication (a 401 is counted for
 // the audit chain's auth.failures records, by client address), the rate limit, the route's
-// permission, then the state disk (admit_on_state_disk). A route that needs no authentication
-// passes with an empty principal.
+// permission, the console's CSRF rule for a request that came with its cookie (console_csrf.hpp),
+// then the state disk (admit_on_state_disk). A route that needs no authentication passes with an
+// empty principal.
 boost::asio::awaitable<result<auth::principal>> guard(dependencies& deps, const api_route& r, std::string bearer,
-                                                     std::string request_id, std::string remote);
+                                                     const http::bhttp::fields& headers, std::string request_id,
+                                                     std::string remote);
 
 // The organization a request names (by id or name, `named`): the caller's own when it names
 // none or its own; any other one for the superadmin only. Another organization is not_found to

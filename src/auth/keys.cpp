@@ -132,8 +132,11 @@ result<principal> authenticate(store::database& db, const clock& clk, const std:
   auto token = bearer_token(authorization);
   if (!token) return std::move(token).err();
   if (!is_id(*token, secret_prefix, secret_random_bytes * 2)) return unauthenticated("invalid API key");
+  return authenticate_key_hash(db, clk, sha256_hex(*token));
+}
 
-  auto key = store::org_store(db).find_api_key_by_hash(sha256_hex(*token));
+result<principal> authenticate_key_hash(store::database& db, const clock& clk, const std::string& key_sha256) {
+  auto key = store::org_store(db).find_api_key_by_hash(key_sha256);
   if (!key) {
     if (key.err().code == errc::not_found) return unauthenticated("invalid API key");
     return std::move(key).err();  // the database failing is not the caller's fault

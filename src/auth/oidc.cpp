@@ -8,6 +8,7 @@
 #include <optional>
 #include <spdlog/spdlog.h>
 
+#include "sandfort/auth/console_sessions.hpp"
 #include "sandfort/auth/jwt.hpp"
 #include "sandfort/auth/keys.hpp"
 #include "sandfort/http/url_client.hpp"
@@ -261,6 +262,9 @@ result<principal> oidc_verifier::to_principal(const issuer_state& is, const json
 }
 
 awaitable<result<principal>> authenticator::authenticate(std::string authorization, std::string request_id) {
+  // The console's cookie, as the API's guard passes it on (console_sessions.hpp).
+  if (authorization.starts_with(console_scheme))
+    co_return authenticate_console(db_, clk_, authorization.substr(console_scheme.size()));
   auto token = bearer_token(authorization);
   if (!token) co_return std::move(token).err();
   if (is_api_key(*token) || !oidc_ || !oidc_->enabled()) co_return auth::authenticate(db_, clk_, authorization);

@@ -201,6 +201,20 @@ class identity_adapter final : public api::identity_backend {
           return audit::record{"api_key.revoke_all", org_id, "ok", {{"revoked", n}}};
         });
   }
+  result<auth::console_grant> open_console_session(const auth::principal& p, const std::string& api_key,
+                                                   const audit::actor& who) override {
+    return p_.journal.record_change(
+        {p.org_id}, who, [&] { return auth::open_console_session(p_.db, p_.clk, {}, p, api_key); },
+        [&](const auth::console_grant& g) {
+          // The key's id names who signed in; neither the cookie nor the key reaches the chain.
+          return audit::record{"console.sign_in", p.id, "ok", {{"expires_at", g.expires_at}}};
+        });
+  }
+  result<void> close_console_session(const auth::principal& p, const audit::actor& who) override {
+    return p_.journal.record_change(
+        {p.org_id}, who, [&] { return auth::close_console_session(p_.db, p); },
+        [&] { return audit::record{"console.sign_out", p.id}; });
+  }
 
  private:
   const backend_parts& p_;  // the database for transactions

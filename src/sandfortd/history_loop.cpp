@@ -7,6 +7,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include "sandfort/store/console_session_store.hpp"
+
 namespace sandfort::daemon {
 
 namespace asio = boost::asio;
@@ -32,6 +34,18 @@ asio::awaitable<history_round> keep_history_bounded_once(store::database& db, co
     }
     if (round.pruned > 0)
       spdlog::info("store: pruned {} sandboxes deleted before {}", round.pruned, cutoff);
+  }
+  // An expired session opens nothing already (the lookup compares expires_at); this keeps the
+  // table the size of the sessions alive.
+  while (!stopping && !space.full) {
+    auto pruned = store::console_session_store(db).prune_sessions(format_time(clk.now()), prune_batch_rows);
+    if (!pruned) {
+      spdlog::warn("store: pruning expired console sessions: {}", pruned.err().message);
+      break;
+    }
+    round.sessions_pruned += static_cast<std::size_t>(*pruned);
+    if (static_cast<std::size_t>(*pruned) < prune_batch_rows) break;
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
   }
   auto wal = db.checkpoint_wal();
   if (!wal) {

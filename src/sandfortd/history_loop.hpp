@@ -1,7 +1,7 @@
 #pragma once
 // The store's upkeep, so that it stays the same size under steady use: rows of sandboxes deleted
 // longer than store.deleted_retention_s ago are pruned (the audit log is the permanent record),
-// and the WAL is checkpointed (its file kept as the store's reserve), every
+// so are console sessions past their expiry, and the WAL is checkpointed (its file kept as the store's reserve), every
 // store.maintenance_interval_s. On a full state disk only the checkpoint runs.
 
 #include <boost/asio/awaitable.hpp>
@@ -19,6 +19,7 @@ constexpr std::size_t prune_batch_rows = 500;
 
 struct history_round {
   std::size_t pruned = 0;
+  std::size_t sessions_pruned = 0;  // console sessions past their expiry
   bool wal_busy = false;  // a reader kept the WAL: it was copied as far as possible, not emptied
   int wal_frames = -1;    // frames in the WAL before it was emptied (-1: unknown)
   bool disk_full = false;  // the state directory's disk was full: nothing was pruned

@@ -279,6 +279,24 @@ constexpr const char* v12_sql = R"sql(
 ALTER TABLE org_guardrails ADD COLUMN allowed_runtimes TEXT;
 )sql";
 
+// Console sign-ins (docs/console.md): the SHA-256 of each session cookie, never the cookie. A
+// session made with an API key names that key by its SHA-256 and is worth exactly what the key is
+// on every request (revoked, expired or its organization disabled: the session opens nothing);
+// one made through the identity provider holds the principal it proved, as JSON, until it expires.
+constexpr const char* v13_sql = R"sql(
+CREATE TABLE console_sessions (
+  id_sha256   TEXT PRIMARY KEY,
+  credential  TEXT NOT NULL,
+  key_sha256  TEXT,
+  identity    TEXT,
+  csrf_token  TEXT NOT NULL,
+  created_at  TEXT NOT NULL,
+  expires_at  TEXT NOT NULL
+);
+CREATE INDEX console_sessions_by_credential ON console_sessions (credential, created_at);
+CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_at);
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -302,6 +320,7 @@ const std::vector<migration>& migrations() {
       {10, v10_sql},
       {11, v11_sql},
       {12, v12_sql},
+      {13, v13_sql},
   };
   return all;
 }

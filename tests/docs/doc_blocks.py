@@ -20,7 +20,7 @@ PYTHON = "/usr/bin/python3"
 
 # The files whose blocks run, in the order they run.
 DOC_FILES = ["README.md", "docs/cli.md", "docs/sdk-python.md", "docs/sdk-typescript.md", "docs/mcp.md",
-             "docs/audit.md"]
+             "docs/audit.md", "docs/console.md"]
 
 # Fence language -> how it runs. Every other language is not run; a fence without one is an error.
 RUNNERS = {"sh": "shell", "bash": "shell", "python": "python", "ts": "ts", "typescript": "ts",

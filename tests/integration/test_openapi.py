@@ -475,6 +475,22 @@ def test_identity_and_guardrails(daemon, checker, org, superadmin):
     checker.check("DELETE", "/v1/api-keys/{id}", admin.delete(f"/v1/api-keys/{created['id']}"), 404)
     checker.check("GET", "/v1/whoami", daemon.client(created["key"]).get("/v1/whoami"), 401)
 
+    # The console's session (docs/console.md): opened with a key, read and closed with its cookie.
+    opened = checker.check("POST", "/v1/console/session", member.post("/v1/console/session"), 201)
+    checker.check("POST", "/v1/console/session", daemon.client("sfk_" + "0" * 32).post("/v1/console/session"), 401)
+    cookie = member.post("/v1/console/session").headers["Set-Cookie"].split(";")[0]
+    browser = daemon.client(None)
+    checker.check("GET", "/v1/console/session", browser.get("/v1/console/session", headers={"Cookie": cookie}), 200)
+    checker.check("GET", "/v1/console/session", member.get("/v1/console/session"), 404)
+    page = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{daemon.port}"}
+    checker.check("DELETE", "/v1/console/session", browser.delete("/v1/console/session", headers=page), 403)
+    csrf = browser.get("/v1/console/session", headers={"Cookie": cookie}).json()["csrf_token"]
+    assert csrf != opened["csrf_token"]  # a session of its own
+    checker.check("POST", "/v1/console/session",
+                  browser.post("/v1/console/session", headers={**page, "X-Sandfort-CSRF": csrf}), 400)
+    checker.check("DELETE", "/v1/console/session",
+                  browser.delete("/v1/console/session", headers={**page, "X-Sandfort-CSRF": csrf}), 204)
+
 
 def test_sandboxes_volumes_and_snapshots(daemon, checker, org):
     member, viewer = org["member"], org["viewer"]

@@ -19,6 +19,7 @@
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/rate_limit_summary.hpp"
 #include "sandfort/audit/records.hpp"
+#include "sandfort/auth/console_sessions.hpp"
 #include "sandfort/auth/principal.hpp"
 #include "sandfort/sandbox/commands.hpp"
 #include "sandfort/sandbox/types.hpp"
@@ -129,6 +130,11 @@ class identity_backend {
   virtual result<void> revoke_key(const std::string& org_id, const std::string& key_id, const audit::actor& who) = 0;
   // Every key of the organization (api_key.revoke_all); how many.
   virtual result<int> revoke_org_keys(const std::string& org_id, const audit::actor& who) = 0;
+  // The console's sign-in (console_routes.cpp): a session for the principal `api_key` authenticated
+  // as (console.sign_in), and its end (console.sign_out).
+  virtual result<auth::console_grant> open_console_session(const auth::principal& p, const std::string& api_key,
+                                                           const audit::actor& who) = 0;
+  virtual result<void> close_console_session(const auth::principal& p, const audit::actor& who) = 0;
 };
 
 // The audit chain as read: its events and signed checkpoints.

@@ -31,6 +31,8 @@ bool is_api_key(std::string_view token);
 // missing, malformed, unknown, revoked or expired, and for a key of an organization that is
 // not active (permission_denied while it is disabled). Records the key's use, once a minute.
 result<principal> authenticate(store::database& db, const clock& clk, const std::string& authorization);
+// The same checks for a key known by its SHA-256 (a console session made with it).
+result<principal> authenticate_key_hash(store::database& db, const clock& clk, const std::string& key_sha256);
 
 // The organization a principal belongs to, if it may act now: unauthenticated when it is
 // gone (deleting/deleted), permission_denied while disabled.

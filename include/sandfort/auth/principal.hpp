@@ -29,6 +29,10 @@ struct principal {
   std::string name;    // the key's name, or the user's name claim (email by default)
   std::string issuer;  // the identity provider (oidc only)
   role granted = role::viewer;
+  // Set when the request came with a console session's cookie (console_sessions.hpp): the
+  // session's SHA-256, and the token a change must carry in X-Sandfort-CSRF.
+  std::string console_session;
+  std::string console_csrf;
 };
 
 }  // namespace sandfort::auth

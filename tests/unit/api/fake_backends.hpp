@@ -88,8 +88,13 @@ class fake_gate final : public request_gate {
  public:
   explicit fake_gate(world& w) : w_(w) {}
   // "Bearer viewer|member|admin": a key of org A with that role; "Bearer superadmin": the operator's.
+  // The console's cookie "viewer|member|admin" ("Console <role>"): that key's console session,
+  // whose CSRF token is "csrf-<role>".
   task<auth::principal> authenticate(std::string authorization, std::string) override {
-    const std::string who = authorization.rfind("Bearer ", 0) == 0 ? authorization.substr(7) : "";
+    const bool console = authorization.starts_with(auth::console_scheme);
+    const std::string who = authorization.rfind("Bearer ", 0) == 0 ? authorization.substr(7)
+                            : console                              ? authorization.substr(auth::console_scheme.size())
+                                                                   : "";
     auth::principal p;
     p.org_id = org_a;
     p.org_name = "alpha";
@@ -104,6 +109,10 @@ class fake_gate final : public request_gate {
       p.granted = *r;
     } else {
       co_return make_error(errc::unauthenticated, "missing or invalid API key");
+    }
+    if (console) {
+      p.console_session = "session-" + who;
+      p.console_csrf = "csrf-" + who;
     }
     co_return p;
   }
@@ -298,6 +307,15 @@ class fake_identity final : public identity_backend {
   result<int> revoke_org_keys(const std::string& org_id, const audit::actor& who) override {
     w_.note("identity.revoke_org_keys", org_id, "", who.name);
     return 0;
+  }
+  result<auth::console_grant> open_console_session(const auth::principal& p, const std::string&,
+                                                   const audit::actor& who) override {
+    w_.note("identity.open_console_session", p.org_id, p.id, who.name);
+    return auth::console_grant{std::string(64, 'c'), std::string(32, 'f'), "2026-01-02T08:00:00.000Z"};
+  }
+  result<void> close_console_session(const auth::principal& p, const audit::actor& who) override {
+    w_.note("identity.close_console_session", p.org_id, p.id, who.name);
+    return {};
   }
 
  private:

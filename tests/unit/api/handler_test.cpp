@@ -26,9 +26,10 @@ struct api_server {
   }
 
   // One request as `who` ("viewer", "member", "admin", "superadmin"; "" sends no credentials).
+  // `headers`: more header lines, each ending in \r\n.
   testing::raw_response call(const std::string& method, const std::string& target, const std::string& who,
-                             const std::string& body = "") {
-    std::string req = method + " " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n";
+                             const std::string& body = "", const std::string& headers = "") {
+    std::string req = method + " " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n" + headers;
     if (!who.empty()) req += "Authorization: Bearer " + who + "\r\n";
     if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH")
       req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
@@ -98,7 +99,8 @@ TEST_CASE("every route: a caller of one organization naming another's resource i
   api_server s;
   int named = 0, unnamed = 0;
   for (const auto& r : api::route_registry()) {
-    if (!r.needs) continue;
+    // The console's session names no resource, and answers only a cookie (its own test below).
+    if (!r.needs || r.pattern == "/v1/console/session") continue;
     const std::string method(http::bhttp::to_string(r.method));
     std::string target = naming_org_b(r.pattern);
     if (r.pattern.starts_with("/v1/audit") && r.pattern != "/v1/audit/public-key") target += "?org=" + org_b;
@@ -452,4 +454,47 @@ TEST_CASE("volumes and snapshots: the named-resource routes read each kind's cre
     CHECK(s.calls()[0].what == k.backend + ".remove");
     CHECK(s.calls()[0].target == own);
   }
+}
+
+TEST_CASE("the console's cookie: the key's principal; a change needs its CSRF token and this host's Origin",
+          "[api][handlers][console]") {
+  api_server s;
+  const std::string cookie = "Cookie: theme=dark; sandfort_session=member\r\n";
+  const std::string from_console = "Origin: http://localhost\r\nX-Sandfort-CSRF: csrf-member\r\n";
+  auto session = s.call("GET", "/v1/console/session", "", "", cookie);
+  REQUIRE(session.status == 200);
+  CHECK(json::parse(session.body)["csrf_token"] == "csrf-member");
+  CHECK(json::parse(session.body)["role"] == "member");
+  // With a key instead of the cookie there is no session to show.
+  CHECK(s.call("GET", "/v1/console/session", "member").status == 404);
+  CHECK(s.call("GET", "/v1/sandboxes", "", "", cookie).status == 200);
+
+  s.forget_calls();
+  for (const std::string& forged : {std::string(), std::string("Origin: http://localhost\r\n"),
+                                    std::string("X-Sandfort-CSRF: csrf-member\r\n"),
+                                    std::string("Origin: http://evil.example\r\nX-Sandfort-CSRF: csrf-member\r\n"),
+                                    std::string("Origin: http://localhost\r\nX-Sandfort-CSRF: csrf-viewer\r\n")}) {
+    INFO(forged);
+    auto refused = s.call("POST", "/v1/sandboxes", "", "{}", cookie + forged);
+    CHECK(refused.status == 403);
+    CHECK(json::parse(refused.body)["error"]["code"] == "permission_denied");
+  }
+  CHECK(s.calls().empty());  // nothing reached a backend
+  CHECK(s.call("POST", "/v1/sandboxes", "", "{}", cookie + from_console).status == 201);
+
+  // A viewer's session is a viewer: the role is checked before anything else.
+  auto viewer = s.call("POST", "/v1/sandboxes", "", "{}",
+                       "Cookie: sandfort_session=viewer\r\nOrigin: http://localhost\r\nX-Sandfort-CSRF: csrf-viewer\r\n");
+  CHECK(viewer.status == 403);
+  CHECK_THAT(json::parse(viewer.body)["error"]["message"].get<std::string>(), Catch::Contains("role viewer"));
+
+  // Opening a session wants a key in Authorization, not another session.
+  CHECK(s.call("POST", "/v1/console/session", "", "", cookie + from_console).status == 400);
+  s.forget_calls();
+  auto out = s.call("DELETE", "/v1/console/session", "", "", cookie + from_console);
+  CHECK(out.status == 204);
+  CHECK_THAT(out.headers["set-cookie"], Catch::Contains("sandfort_session=;") && Catch::Contains("Max-Age=0"));
+  auto calls = s.calls();
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].what == "identity.close_console_session");
 }

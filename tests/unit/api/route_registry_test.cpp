@@ -31,8 +31,9 @@ int rank_of(auth::permission p) {
 
 struct guard_fixture {
   api::test::fake_backends b;
+  http::bhttp::fields no_headers;
   result<auth::principal> guard(const api_route& r, const std::string& authorization) {
-    return testing::run_coroutine(api::guard(b.deps, r, authorization, "req-guard-test", "198.51.100.7"));
+    return testing::run_coroutine(api::guard(b.deps, r, authorization, no_headers, "req-guard-test", "198.51.100.7"));
   }
 };
 

@@ -1,0 +1,43 @@
+// The console's only way to the server: the public REST API, same origin, with the session cookie.
+// Every change carries the session's CSRF token (X-Sandfort-CSRF); docs/console.md says why.
+let csrf = "";
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function send(method, path, { body, headers = {} } = {}) {
+  const h = { ...headers };
+  if (body !== undefined) h["Content-Type"] = "application/json";
+  if (method !== "GET" && method !== "HEAD" && csrf) h["X-Sandfort-CSRF"] = csrf;
+  const res = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body),
+                                  credentials: "same-origin", cache: "no-store" });
+  if (res.status === 204) return null;
+  const data = await res.json().catch(() => null);
+  if (!res.ok) {
+    const err = data && data.error ? data.error : { code: "unknown", message: `HTTP ${res.status}` };
+    throw new ApiError(res.status, err.code, err.message);
+  }
+  return data;
+}
+
+export async function api(method, path, body) {
+  const data = await send(method, path, { body });
+  if (path === "/v1/console/session" && method === "GET") csrf = data.csrf_token;
+  return data;
+}
+
+export async function signIn(key) {
+  const data = await send("POST", "/v1/console/session", { headers: { Authorization: `Bearer ${key}` } });
+  csrf = data.csrf_token;
+  return data;
+}
+
+export async function signOut() {
+  await send("DELETE", "/v1/console/session");
+  csrf = "";
+}

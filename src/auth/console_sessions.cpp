@@ -1,0 +1,84 @@
+#include "sandfort/auth/console_sessions.hpp"
+
+#include "sandfort/auth/keys.hpp"
+#include "sandfort/core/ids.hpp"
+#include "sandfort/crypto/digest.hpp"
+#include "sandfort/store/console_session_store.hpp"
+#include "sandfort/store/org_store.hpp"
+
+namespace sandfort::auth {
+
+namespace {
+
+constexpr std::size_t cookie_bytes = 32;
+constexpr std::size_t csrf_bytes = 16;
+
+bool is_lower_hex(std::string_view s, std::size_t length) {
+  if (s.size() != length) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+}  // namespace
+
+result<console_grant> open_console_session(store::database& db, const clock& clk, const console_session_options& o,
+                                           const principal& who, const std::string& api_key) {
+  if (who.via != method::api_key || !is_api_key(api_key))
+    return make_error(errc::invalid_argument, "a console session is opened with an API key");
+  const std::string key_sha256 = sha256_hex(api_key);
+  auto key = store::org_store(db).find_api_key_by_hash(key_sha256);
+  if (!key) return key.err().code == errc::not_found ? unauthenticated("invalid API key") : std::move(key).err();
+  if (key->id != who.id) return unauthenticated("invalid API key");  // not the key that was checked
+
+  const time_point now = clk.now();
+  std::string expires_at = format_time(now + o.lifetime);
+  // A session never outlives its key (ISO 8601 in UTC: the earlier one sorts first).
+  if (key->expires_at && *key->expires_at < expires_at) expires_at = *key->expires_at;
+  console_grant grant{random_hex(cookie_bytes), random_hex(csrf_bytes), expires_at};
+  store::console_session s{"key:" + key_sha256, key_sha256, "", grant.csrf_token, format_time(now), expires_at};
+  if (auto r = store::console_session_store(db).add_session(sha256_hex(grant.cookie), s, o.per_credential); !r)
+    return std::move(r).err();
+  return grant;
+}
+
+result<principal> authenticate_console(store::database& db, const clock& clk, const std::string& cookie) {
+  // Malformed values cost no query, and the error never repeats what was sent.
+  if (!is_lower_hex(cookie, cookie_bytes * 2)) return unauthenticated("invalid console session");
+  const std::string id = sha256_hex(cookie);
+  auto s = store::console_session_store(db).find_session(id, format_time(clk.now()));
+  if (!s) {
+    if (s.err().code == errc::not_found) return unauthenticated("console session expired or signed out");
+    return std::move(s).err();
+  }
+  if (s->key_sha256.empty()) return unauthenticated("console session of an unknown kind");
+  auto who = authenticate_key_hash(db, clk, s->key_sha256);
+  if (!who) return who;
+  who->console_session = id;
+  who->console_csrf = s->csrf_token;
+  return who;
+}
+
+result<void> close_console_session(store::database& db, const principal& who) {
+  if (who.console_session.empty()) return make_error(errc::invalid_argument, "not a console session");
+  return store::console_session_store(db).remove_session(who.console_session);
+}
+
+std::string console_cookie_of(std::string_view header) {
+  std::string found;
+  while (!header.empty()) {
+    auto semi = header.find(';');
+    std::string_view pair = header.substr(0, semi);
+    header = semi == std::string_view::npos ? std::string_view{} : header.substr(semi + 1);
+    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+    auto eq = pair.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string_view name = pair.substr(0, eq);
+    // The Secure name wins: a cookie set by plain HTTP on the same host cannot shadow it.
+    if (name == console_cookie_secure) return std::string(pair.substr(eq + 1));
+    if (name == console_cookie && found.empty()) found = pair.substr(eq + 1);
+  }
+  return found;
+}
+
+}  // namespace sandfort::auth
