@@ -91,7 +91,7 @@ def test_a_change_needs_the_csrf_token_and_this_hosts_origin(daemon, org):
     form = Browser(daemon, cookie, origin="https://evil.example").request(
         "POST", "/v1/sandboxes", None, **{"Content-Type": "application/x-www-form-urlencoded"})
     assert form.status == 403, form
-    listed = daemon.client(org["keys"]["member"]).get("/v1/sandboxes?labels=forged:yes").json()["items"]
+    listed = daemon.client(org["keys"]["member"]).get("/v1/sandboxes?label=forged:yes").json()["items"]
     assert listed == []  # nothing was made
 
     made = Browser(daemon, cookie, csrf).request("POST", "/v1/sandboxes", {"wait": False, "labels": {"by": "console"}})
