@@ -509,6 +509,11 @@ task<network_info> unix_engine::create_network(const network_spec& spec) {
                                client_options(options_.timeout));
   if (!res) co_return std::move(res).err();
   std::string what = "create network " + spec.name + " (" + spec.subnet + ")";
+  // Docker answers 403 when the addresses are taken ("Pool overlaps with other one on this
+  // address space"): the operator's fix is another subnet, so the message says so.
+  if (res->result_int() == 403)
+    co_return make_error(errc::invalid_argument, what + ": " + detail::engine_message(res->body()) +
+                                                     " (another Docker network holds these addresses: set network.subnet to a free range)");
   if (!is_status(*res, {201, 200})) co_return error_of(*res, what);
   co_return co_await inspect_network(spec.name);
 }

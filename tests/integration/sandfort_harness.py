@@ -48,6 +48,11 @@ class PortTaken(RuntimeError):
     """The daemon could not listen: a port free_port() chose was taken before it bound it."""
 
 
+class SubnetTaken(RuntimeError):
+    """The daemon could not create its sandbox network: another test daemon created one on the
+    /24 free_subnet() chose between its look and this daemon's start."""
+
+
 class Response:
     def __init__(self, status, headers, body):
         self.status = status
@@ -333,7 +338,8 @@ class Daemon:
 
     def start(self, wait_ready=True):
         # Suites run in parallel: between free_port() and the daemon's bind another process may
-        # take a port. Then the daemon exits at once naming it, and starts again on fresh ones.
+        # take a port, and between free_subnet() and the network's creation another daemon may
+        # take the /24. Then the daemon exits at once naming it, and starts again on fresh ones.
         for _ in range(4):
             try:
                 return self._start(wait_ready)
@@ -341,8 +347,12 @@ class Daemon:
                 self.port, self.preview_port = free_port(), free_port()
                 self.config["listen"] = f"127.0.0.1:{self.port}"
                 self.config.setdefault("preview", {})["listen"] = f"127.0.0.1:{self.preview_port}"
-                with open(self.config_path, "w") as f:
-                    json.dump(self.config, f)
+            except SubnetTaken:
+                self.network["subnet"] = free_subnet()
+                self.gateway = str(next(ipaddress.ip_network(self.network["subnet"]).hosts()))
+                self.config["network"]["subnet"] = self.network["subnet"]
+            with open(self.config_path, "w") as f:
+                json.dump(self.config, f)
         return self._start(wait_ready)
 
     def _start(self, wait_ready):
@@ -355,8 +365,11 @@ class Daemon:
             if self.proc.poll() is not None:
                 with open(self.log_path) as f:
                     f.seek(begun)
-                    if "Address already in use" in f.read():
+                    said = f.read()
+                    if "Address already in use" in said:
                         raise PortTaken(self.log())
+                    if "another Docker network holds these addresses" in said:
+                        raise SubnetTaken(self.log())
                 raise RuntimeError("sandfortd exited at start:\n" + self.log())
             try:
                 # A short timeout: what holds the port may be another process that never answers

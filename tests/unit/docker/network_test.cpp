@@ -129,6 +129,17 @@ TEST_CASE("a network is created, inspected and joined on the real engine", "[doc
   REQUIRE_FALSE(again.ok());
   CHECK(again.err().code == errc::conflict);
 
+  // Another name on the same addresses: Docker refuses (403), and the message names the fix.
+  network_spec overlapping = spec;
+  overlapping.name += "-overlap";
+  overlapping.bridge = "sfo" + token;
+  cleanup overlap_guard{overlapping.name};
+  auto taken = run(engine.create_network(overlapping));
+  REQUIRE_FALSE(taken.ok());
+  CHECK(taken.err().code == errc::invalid_argument);
+  CHECK(taken.err().message.find("overlaps") != std::string::npos);
+  CHECK(taken.err().message.find("set network.subnet") != std::string::npos);
+
   container_spec c;
   c.name = "sandfort-test-net-member-" + token;
   c.image = test::base_image;
