@@ -261,6 +261,9 @@ http::handler make_handler(dependencies d) {
       co_return std::move(*page);
     }
     auto res = co_await routes->dispatch(ctx);
+    // A JSON answer, or a file's bytes, never runs as a script in a page that loads it with the
+    // console's cookie (docs/console.md).
+    res.set("X-Content-Type-Options", "nosniff");
     auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     spdlog::info("{} {} {} {:.1f}ms org={} principal={} id={}", std::string(ctx.req.method_string()), ctx.path,
                  res.result_int(), ms, ctx.attributes["org"], ctx.attributes["principal"], ctx.request_id);

@@ -167,6 +167,7 @@ asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_op
   if (rec) co_return unanswered(rec);
   auto& res = res_parser.get();
   if (options.stamp_request_id) res.set("X-Request-Id", ex.request_id);
+  if (options.no_sniff) res.set("X-Content-Type-Options", "nosniff");
   if (options.amend_answer) options.amend_answer(res);
 
   if (upgrade && res.result() == bhttp::status::switching_protocols) {

@@ -25,6 +25,7 @@ stream_selector make_stream_selector(std::vector<stream_route> routes) {
 
 boost::asio::awaitable<bool> respond(exchange& ex, response res) {
   res.set("X-Request-Id", ex.request_id);
+  res.set("X-Content-Type-Options", "nosniff");
   res.keep_alive(ex.parser.get().keep_alive() && ex.parser.is_done());
   res.prepare_payload();
   auto [ec, n] = co_await bhttp::async_write(ex.stream, res, use_tuple);

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <variant>
 
+#include "sandfort/http/console_cookie.hpp"
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/http/proxy.hpp"
 #include "sandfort/http/server.hpp"
@@ -206,7 +207,8 @@ verdict decide(state& st, const bhttp::request_header<>& req) {
   return up;
 }
 
-// The application never sees the preview's credentials; its other cookies pass. A Referer that
+// The application never sees the preview's credentials, nor the console's session should a
+// deployment serve previews on the console's own host; its other cookies pass. A Referer that
 // still names a URL with the token (a browser that ignores Referrer-Policy) loses the parameter.
 void strip_credentials(bhttp::request_header<>& req) {
   req.erase(token_header);
@@ -218,6 +220,8 @@ void strip_credentials(bhttp::request_header<>& req) {
   std::vector<std::string> kept;
   for (auto [it, end] = req.equal_range(bhttp::field::cookie); it != end; ++it) {
     auto split = take_cookie(it->value(), token_cookie);
+    for (std::string_view console : {http::console_cookie, http::console_cookie_secure})
+      split = take_cookie(split.rest, console);
     if (!split.rest.empty()) kept.push_back(std::move(split.rest));
   }
   req.erase(bhttp::field::cookie);
@@ -311,6 +315,7 @@ asio::awaitable<bool> forward(state& st, http::exchange& ex, upstream up) {
 
   http::relay_options options;
   options.stamp_request_id = false;
+  options.no_sniff = false;
   if (up.token_in_url)
     options.amend_answer = [&up](bhttp::fields& answer) {
       keep_token_url_private(answer);

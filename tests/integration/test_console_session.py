@@ -128,6 +128,11 @@ def test_a_terminal_opens_from_this_hosts_origin_only(daemon, org):
     sbx = member.create_sandbox()
     try:
         cookie, _ = sign_in(daemon, org["keys"]["member"])
+        # A file's bytes (relayed from the agent) and a JSON answer never run as a script in a page
+        # that loads them with the cookie.
+        raw = Browser(daemon, cookie).request("GET", f"/v1/sandboxes/{sbx['id']}/files?path=/etc/hostname")
+        assert raw.status == 200 and raw.headers.get("X-Content-Type-Options") == "nosniff", raw.headers
+        assert Browser(daemon, cookie).request("GET", "/v1/whoami").headers.get("X-Content-Type-Options") == "nosniff"
         assert pty_status(daemon, sbx["id"], cookie, f"http://127.0.0.1:{daemon.port}") == 101
         for origin in ("https://evil.example", f"http://8080-{sbx['id']}.preview.localhost:{daemon.preview_port}", ""):
             assert pty_status(daemon, sbx["id"], cookie, origin) == 403, origin

@@ -13,14 +13,14 @@
 #include "sandfort/auth/principal.hpp"
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/error.hpp"
+#include "sandfort/http/console_cookie.hpp"
 #include "sandfort/store/database.hpp"
 
 namespace sandfort::auth {
 
-// The cookie's name; `__Host-` when it is Secure (the browser then refuses it from any other host,
-// a subdomain such as a preview's included, and over plain HTTP).
-inline constexpr const char* console_cookie = "sandfort_session";
-inline constexpr const char* console_cookie_secure = "__Host-sandfort_session";
+// The cookie's name (sandfort/http/console_cookie.hpp).
+using http::console_cookie;
+using http::console_cookie_secure;
 // How the API's guard hands a cookie's value to the authenticator, in place of an Authorization
 // header's value: "Console <cookie>".
 inline constexpr std::string_view console_scheme = "Console ";

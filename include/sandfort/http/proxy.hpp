@@ -22,6 +22,10 @@ struct relay_options {
   // X-Request-Id on the forwarded request and on the relayed answer: sandfortd and the agent
   // share ids. A preview leaves an application's requests and answers as they are.
   bool stamp_request_id = true;
+  // X-Content-Type-Options: nosniff on the relayed answer: an agent's file served as it is must
+  // never run as a script on a page that loads it (docs/console.md). A preview's application
+  // answers for itself.
+  bool no_sniff = true;
   // When not empty, set as Sec-WebSocket-Protocol on a 101 answer (see forward_options).
   std::string websocket_protocol;
   // Deadlines on the upstream, for upstreams that are not trusted to answer (zero: none). The

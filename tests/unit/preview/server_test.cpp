@@ -44,7 +44,9 @@ TEST_CASE("preview: a token in the header reaches the app, which never sees our 
   env.directory().put(started(sandbox_a));
   auto req = request(verb::get, "/hello?x=1", env.app_host(sandbox_a));
   req.set("X-Sandfort-Preview-Token", token_for(env, sandbox_a));
-  req.set(bhttp::field::cookie, "theme=dark; sandfort_preview_token=" + token_for(env, sandbox_a) + "; session=s1");
+  // The console's session, on a deployment that would put previews on its host: never the app's.
+  req.set(bhttp::field::cookie, "theme=dark; sandfort_preview_token=" + token_for(env, sandbox_a) +
+                                    "; sandfort_session=c0ffee; session=s1; __Host-sandfort_session=c0ffee");
   req.set("X-Forwarded-For", "203.0.113.7");
   auto res = fetch(env.preview_port(), std::move(req));
   REQUIRE(res);
