@@ -256,11 +256,14 @@ http::handler make_handler(dependencies d) {
 
   return [routes](http::context& ctx) -> asio::awaitable<http::response> {
     auto started = std::chrono::steady_clock::now();
+    // The console's files are logged and counted as every answer is, under one label.
+    http::response res;
     if (auto page = console_page(ctx)) {
       ctx.attributes["route"] = "/console";
-      co_return std::move(*page);
+      res = std::move(*page);
+    } else {
+      res = co_await routes->dispatch(ctx);
     }
-    auto res = co_await routes->dispatch(ctx);
     auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     spdlog::info("{} {} {} {:.1f}ms org={} principal={} id={}", std::string(ctx.req.method_string()), ctx.path,
                  res.result_int(), ms, ctx.attributes["org"], ctx.attributes["principal"], ctx.request_id);
