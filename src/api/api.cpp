@@ -256,11 +256,14 @@ http::handler make_handler(dependencies d) {
 
   return [routes](http::context& ctx) -> asio::awaitable<http::response> {
     auto started = std::chrono::steady_clock::now();
+    // The console's files are logged and counted as every answer is, under one label.
+    http::response res;
     if (auto page = console_page(ctx)) {
       ctx.attributes["route"] = "/console";
-      co_return std::move(*page);
+      res = std::move(*page);
+    } else {
+      res = co_await routes->dispatch(ctx);
     }
-    auto res = co_await routes->dispatch(ctx);
     // A JSON answer, or a file's bytes, never runs as a script in a page that loads it with the
     // console's cookie (docs/console.md).
     res.set("X-Content-Type-Options", "nosniff");
