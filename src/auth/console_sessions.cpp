@@ -65,20 +65,10 @@ result<void> close_console_session(store::database& db, const principal& who) {
 }
 
 std::string console_cookie_of(std::string_view header) {
-  std::string found;
-  while (!header.empty()) {
-    auto semi = header.find(';');
-    std::string_view pair = header.substr(0, semi);
-    header = semi == std::string_view::npos ? std::string_view{} : header.substr(semi + 1);
-    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
-    auto eq = pair.find('=');
-    if (eq == std::string_view::npos) continue;
-    std::string_view name = pair.substr(0, eq);
-    // The Secure name wins: a cookie set by plain HTTP on the same host cannot shadow it.
-    if (name == console_cookie_secure) return std::string(pair.substr(eq + 1));
-    if (name == console_cookie && found.empty()) found = pair.substr(eq + 1);
-  }
-  return found;
+  // The Secure name wins: a cookie set by plain HTTP on the same host cannot shadow it.
+  for (const char* name : {console_cookie_secure, console_cookie})
+    if (auto values = http::take_cookie(header, name).values; !values.empty()) return values.front();
+  return {};
 }
 
 }  // namespace sandfort::auth

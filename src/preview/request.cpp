@@ -44,21 +44,4 @@ query_split take_query_parameter(std::string_view target, std::string_view name)
   return out;
 }
 
-cookie_split take_cookie(std::string_view cookie_header, std::string_view name) {
-  cookie_split out;
-  for_each_piece(cookie_header, ';', [&](std::string_view raw) {
-    std::string_view pair = trim(raw);
-    if (pair.empty()) return;
-    auto equals = pair.find('=');
-    if (trim(pair.substr(0, equals)) != name) {
-      out.rest += (out.rest.empty() ? "" : "; ") + std::string(pair);
-      return;
-    }
-    std::string_view value = equals == std::string_view::npos ? std::string_view() : trim(pair.substr(equals + 1));
-    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
-    out.values.emplace_back(value);
-  });
-  return out;
-}
-
 }  // namespace sandfort::preview

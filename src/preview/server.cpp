@@ -11,7 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <variant>
 
-#include "sandfort/http/console_cookie.hpp"
+#include "sandfort/http/cookie.hpp"
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/http/proxy.hpp"
 #include "sandfort/http/server.hpp"
@@ -121,7 +121,7 @@ proof presented_token(const bhttp::request_header<>& req, const std::string& exp
   for (auto [it, end] = req.equal_range(token_header); it != end; ++it)
     in_header |= constant_time_equal(it->value(), expected);
   for (auto [it, end] = req.equal_range(bhttp::field::cookie); it != end; ++it)
-    for (const auto& value : take_cookie(it->value(), token_cookie).values)
+    for (const auto& value : http::take_cookie(it->value(), token_cookie).values)
       in_cookie |= constant_time_equal(value, expected);
   if (in_header) return proof::header;
   return in_cookie ? proof::cookie : proof::none;
@@ -219,9 +219,9 @@ void strip_credentials(bhttp::request_header<>& req) {
   }
   std::vector<std::string> kept;
   for (auto [it, end] = req.equal_range(bhttp::field::cookie); it != end; ++it) {
-    auto split = take_cookie(it->value(), token_cookie);
+    auto split = http::take_cookie(it->value(), token_cookie);
     for (std::string_view console : {http::console_cookie, http::console_cookie_secure})
-      split = take_cookie(split.rest, console);
+      split = http::take_cookie(split.rest, console);
     if (!split.rest.empty()) kept.push_back(std::move(split.rest));
   }
   req.erase(bhttp::field::cookie);

@@ -13,6 +13,7 @@
 #include "sandfort/core/ids.hpp"
 #include "sandfort/http/message.hpp"
 #include "sandfort/preview/address.hpp"
+#include "sandfort/http/cookie.hpp"
 #include "sandfort/preview/request.hpp"
 #include "support.hpp"
 
@@ -55,8 +56,8 @@ void check_query(std::string_view target) {
 }
 
 void check_cookie(std::string_view header) {
-  auto c = take_cookie(header, token_cookie);
-  auto again = take_cookie(c.rest, token_cookie);
+  auto c = http::take_cookie(header, token_cookie);
+  auto again = http::take_cookie(c.rest, token_cookie);
   FUZZ_CHECK(again.values.empty());
   FUZZ_CHECK(again.rest == c.rest);
   FUZZ_CHECK(c.rest.size() <= header.size() + header.size() / 2 + 2);

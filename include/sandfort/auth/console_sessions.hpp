@@ -13,12 +13,12 @@
 #include "sandfort/auth/principal.hpp"
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/error.hpp"
-#include "sandfort/http/console_cookie.hpp"
+#include "sandfort/http/cookie.hpp"
 #include "sandfort/store/database.hpp"
 
 namespace sandfort::auth {
 
-// The cookie's name (sandfort/http/console_cookie.hpp).
+// The cookie's name (sandfort/http/cookie.hpp).
 using http::console_cookie;
 using http::console_cookie_secure;
 // How the API's guard hands a cookie's value to the authenticator, in place of an Authorization

@@ -123,18 +123,3 @@ TEST_CASE("preview: take_query_parameter removes the token and keeps the rest in
   CHECK(split.target == "/plain");
   CHECK_FALSE(split.value);
 }
-
-TEST_CASE("preview: take_cookie removes our cookie and keeps the others", "[preview][request]") {
-  auto split = take_cookie("a=1; sandfort_preview_token=t1; b=2", "sandfort_preview_token");
-  CHECK(split.rest == "a=1; b=2");
-  REQUIRE(split.values.size() == 1);
-  CHECK(split.values[0] == "t1");
-
-  split = take_cookie("sandfort_preview_token=\"t1\";sandfort_preview_token=t2", "sandfort_preview_token");
-  CHECK(split.rest.empty());
-  CHECK(split.values == std::vector<std::string>{"t1", "t2"});
-
-  split = take_cookie("xsandfort_preview_token=1; session=abc", "sandfort_preview_token");
-  CHECK(split.rest == "xsandfort_preview_token=1; session=abc");
-  CHECK(split.values.empty());
-}
