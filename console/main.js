@@ -1,27 +1,18 @@
-// The console's page: signs in with an API key (a session cookie stands for it, docs/console.md),
-// then shows the organization's sandboxes. Everything is drawn with textContent, never innerHTML:
-// a sandbox's name, a label or an image reference is the agent's to choose, and renders as text.
+// The console's shell: the session (signing in with an API key: a session cookie stands for it,
+// docs/console.md), the navigation, and the router from the URL's #fragment to a page.
 import { api, ApiError, signIn, signOut } from "./api.js";
+import { el, errorLine, leavePage, show } from "./dom.js";
+import { showSandboxes } from "./sandboxes.js";
 
-const app = document.getElementById("app");
 const who = document.getElementById("who");
 const nav = document.getElementById("nav");
 
-function el(tag, attrs = {}, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") e.className = v;
-    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v);
-  }
-  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  return e;
-}
+// #/path → a page. Each takes the session and the path's parts after its own.
+const pages = {
+  sandboxes: (session, rest) => showSandboxes(session, rest),
+};
 
-function show(...nodes) {
-  app.replaceChildren(...nodes);
-  app.focus();
-}
+let session = null;
 
 function showSignIn(message) {
   nav.hidden = true;
@@ -48,54 +39,43 @@ function showSignIn(message) {
   key.focus();
 }
 
-function showWho(session) {
+function showWho(s) {
   nav.hidden = false;
   const out = el("button", { class: "plain", type: "button", onclick: async () => {
     await signOut();
+    session = null;
     showSignIn("Signed out.");
   } }, "Sign out");
-  who.replaceChildren(el("span", { id: "signed-in-as" }, `${session.principal_name} · ${session.role} · ${session.org}`), out);
-}
-
-function age(iso) {
-  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
-  if (s < 90) return `${Math.round(s)} s`;
-  if (s < 5400) return `${Math.round(s / 60)} min`;
-  if (s < 129600) return `${Math.round(s / 3600)} h`;
-  return `${Math.round(s / 86400)} d`;
-}
-
-async function showSandboxes() {
-  const page = await api("GET", "/v1/sandboxes?limit=500");
-  const rows = page.items.map((s) => el("tr", { "data-id": s.id },
-    el("td", {}, el("code", {}, s.id)),
-    el("td", {}, s.name ?? ""),
-    el("td", { class: `state state-${s.state}` }, s.state, s.error_message ? el("div", { class: "muted" }, s.error_message) : ""),
-    el("td", { class: "hide-narrow" }, s.snapshot ?? "", el("div", { class: "muted" }, s.runtime ?? "")),
-    el("td", { class: "hide-narrow" }, Object.entries(s.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(", ")),
-    el("td", { class: "hide-narrow", title: s.created_at }, age(s.created_at))));
-  const table = el("table", { id: "sandboxes" },
-    el("thead", {}, el("tr", {}, ...["Id", "Name", "State", "Image", "Labels", "Age"].map((h, i) =>
-      el("th", { scope: "col", class: i >= 3 ? "hide-narrow" : "" }, h)))),
-    el("tbody", {}, ...rows));
-  show(el("h1", {}, "Sandboxes"),
-       page.items.length ? table : el("p", { class: "muted" }, "No sandboxes yet."));
+  who.replaceChildren(el("span", { id: "signed-in-as" }, `${s.principal_name} · ${s.role} · ${s.org}`), out);
 }
 
 async function route() {
-  let session;
-  try {
-    session = await api("GET", "/v1/console/session");
-  } catch (e) {
-    if (e instanceof ApiError && (e.status === 401 || e.status === 404)) return showSignIn();
-    throw e;
+  leavePage();
+  if (!session) {
+    try {
+      session = await api("GET", "/v1/console/session");
+    } catch (e) {
+      if (e instanceof ApiError && (e.status === 401 || e.status === 404)) return showSignIn();
+      throw e;
+    }
+    showWho(session);
   }
-  showWho(session);
-  await showSandboxes();
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  const page = pages[parts[0]] ?? pages.sandboxes;
+  for (const a of nav.querySelectorAll("a")) {
+    if (a.getAttribute("href") === `#/${parts[0] ?? "sandboxes"}`) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  await page(session, parts.slice(1));
+}
+
+function showFailure(e) {
+  if (e instanceof ApiError && e.status === 401) {
+    session = null;
+    return showSignIn("Your session has ended: sign in again.");
+  }
+  show(el("h1", {}, "Something went wrong"), errorLine(e));
 }
 
 window.addEventListener("hashchange", () => route().catch(showFailure));
-function showFailure(e) {
-  show(el("h1", {}, "Something went wrong"), el("p", { class: "error", role: "alert" }, e instanceof ApiError ? e.message : String(e)));
-}
 route().catch(showFailure);

@@ -7,9 +7,10 @@
 namespace sandfort::api {
 
 struct console_asset {
-  std::string_view name;          // served at /console/<name>
+  std::string_view name;          // served at /console/<name> ("vendor/xterm.mjs")
   std::string_view content_type;
   std::string_view body;
+  std::string_view gzipped;       // the same bytes gzip-compressed at build; empty: not worth it
   std::string_view etag;          // quoted, from the file's SHA-256
 };
 
