@@ -60,7 +60,9 @@ async function route() {
     }
     showWho(session);
   }
-  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  // "#/sandboxes/sbx-1?state=started": the path's parts; a page reads its own query.
+  const path = location.hash.replace(/^#\/?/, "").split("?")[0];
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   const page = pages[parts[0]] ?? pages.sandboxes;
   for (const a of nav.querySelectorAll("a")) {
     if (a.getAttribute("href") === `#/${parts[0] ?? "sandboxes"}`) a.setAttribute("aria-current", "page");

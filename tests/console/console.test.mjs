@@ -4,31 +4,17 @@
 // page's headers, signing out.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { request } from "node:http";
+import { gunzipSync } from "node:zlib";
 import { chromium } from "playwright-core";
+import { BASE, ADMIN, CHROMIUM, call, signIn } from "./support.mjs";
 
-const BASE = process.env.SANDFORT_BASE_URL;
-const ADMIN = process.env.SANDFORT_API_KEY;
-const CHROMIUM = process.env.SANDFORT_CHROMIUM ?? "/usr/bin/chromium";
 const HOSTILE = `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>`;
-
-async function call(method, path, key, body) {
-  const res = await fetch(BASE + path, {
-    method,
-    headers: { Authorization: `Bearer ${key}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
 
 let browser;
 const org = {};
 
 before(async () => {
-  assert.ok(BASE && ADMIN, "run through tests/integration/with_daemon.py");
-  assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM} (scripts/setup installs Debian's)`);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
   const o = await call("POST", "/v1/orgs", ADMIN, { name: `console-${Date.now()}` });
   org.id = o.id;
@@ -44,20 +30,7 @@ after(async () => {
   if (org.sandbox) await call("DELETE", `/v1/sandboxes/${org.sandbox.id}`, org.member).catch(() => {});
 });
 
-async function signedIn(key) {
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(String(e)));
-  // A script error, or one the page logs; not the network's lines (the page asks for its session
-  // before signing in, and that is a 401 by design).
-  page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") && errors.push(m.text()));
-  await page.goto(`${BASE}/console/`);
-  await page.getByLabel("API key").fill(key);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.locator("#signed-in-as").waitFor();
-  return { context, page, errors };
-}
+const signedIn = (key) => signIn(browser, key);
 
 test("the page is served with a strict policy and no frame may hold it", async () => {
   const res = await fetch(`${BASE}/console/`);
@@ -76,6 +49,25 @@ test("the page is served with a strict policy and no frame may hold it", async (
   assert.equal(bare.status, 308);
   assert.equal(bare.headers.get("location"), "/console/");
   assert.equal((await fetch(`${BASE}/console/nothing.js`)).status, 404);
+  // Sent gzipped to a client that takes it, as it is to one that does not; each with its own tag.
+  const raw = async (encoding) => {
+    return new Promise((resolve, reject) => {
+      request(`${BASE}/console/vendor/xterm/xterm.mjs`, { headers: { "Accept-Encoding": encoding } }, (r) => {
+        const chunks = [];
+        r.on("data", (c) => chunks.push(c));
+        r.on("end", () => resolve({ headers: r.headers, body: Buffer.concat(chunks) }));
+      }).on("error", reject).end();
+    });
+  };
+  const zipped = await raw("gzip, deflate, br");
+  const plain = await raw("identity");
+  assert.equal(zipped.headers["content-encoding"], "gzip");
+  assert.equal(plain.headers["content-encoding"], undefined);
+  assert.ok(gunzipSync(zipped.body).equals(plain.body));
+  assert.ok(zipped.body.length < plain.body.length / 3);
+  assert.notEqual(zipped.headers.etag, plain.headers.etag);
+  assert.equal(zipped.headers.vary, "Accept-Encoding");
+  assert.equal((await raw("gzip;q=0")).headers["content-encoding"], undefined);
   assert.equal((await fetch(`${BASE}/console/`, { method: "POST" })).status, 405);
 });
 

@@ -55,4 +55,5 @@ def test_scripts_run_prints_what_the_readme_runner_prints():
     with open(os.path.join(REPO, "scripts", "run")) as f:
         text = f.read()
     assert "Sandfort is running at $URL" in text and "Admin API key: $KEY" in text
+    assert "Console: $URL/console/" in text
 

@@ -1,0 +1,38 @@
+// What every console test file shares: the daemon with_daemon.py started (SANDFORT_BASE_URL, and
+// its superadmin key in SANDFORT_API_KEY), Debian's Chromium, an API call with a key, and signing
+// in through the page's form.
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+
+export const BASE = process.env.SANDFORT_BASE_URL;
+export const ADMIN = process.env.SANDFORT_API_KEY;
+export const CHROMIUM = process.env.SANDFORT_CHROMIUM ?? "/usr/bin/chromium";
+assert.ok(BASE && ADMIN, "run through tests/integration/with_daemon.py");
+assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM} (scripts/setup installs Debian's)`);
+
+export async function call(method, path, key, body) {
+  const res = await fetch(BASE + path, {
+    method,
+    headers: { Authorization: `Bearer ${key}`, ...(body ? { "Content-Type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+// A new browser context signed in with key, on the sandbox list; errors collects the page's
+// script errors and the errors it logs (not the network's lines: the page asks for its session
+// before signing in, and that is a 401 by design).
+export async function signIn(browser, key, viewport = { width: 1280, height: 800 }) {
+  const context = await browser.newContext({ viewport });
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") && errors.push(m.text()));
+  await page.goto(`${BASE}/console/`);
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.locator("#signed-in-as").waitFor();
+  return { context, page, errors };
+}
