@@ -62,9 +62,14 @@ before(async () => {
   const o = await call("POST", "/v1/orgs", ADMIN, { name: `console-sbx-${stamp}` });
   org.id = o.id;
   org.name = o.name;
-  for (const role of ["member", "viewer"])
+  for (const role of ["admin", "member", "viewer"])
     org[role] = (await call("POST", `/v1/orgs/${o.id}/api-keys`, ADMIN, { name: `console-${role}`, role })).key;
   org.sandbox = await call("POST", "/v1/sandboxes", org.member, { wait: true, name: "console-page", labels: { team: "console" } });
+  // A connection the proxy refuses (the allowlist is empty): its decision reaches the audit chain
+  // within a minute, while the tests below run, and the egress test finds it on the page.
+  await call("POST", `/v1/sandboxes/${org.sandbox.id}/process/exec`, org.member, {
+    argv: ["python3", "-c", "import urllib.request\ntry: urllib.request.urlopen('http://refused.example/', timeout=10)\nexcept Exception as e: print(e)"],
+  });
   // Another organization, with a sandbox of its own whose id the first one must not see.
   const p = await call("POST", "/v1/orgs", ADMIN, { name: `console-other-${stamp}` });
   other.member = (await call("POST", `/v1/orgs/${p.id}/api-keys`, ADMIN, { name: "other-member", role: "member" })).key;
@@ -326,6 +331,25 @@ test("egress: the allowlist edited on the page is the sandbox's; a bad entry is 
     await page.locator("#egress-section [role=alert]").waitFor();
     assert.deepEqual((await call("GET", `/v1/sandboxes/${org.sandbox.id}`, org.member)).egress_allowlist, ["example.com", "*.pypi.org"]);
     await page.locator("#egress-counts").filter({ hasText: "connections allowed" }).waitFor({ timeout: 20000 });
+    // The proxy's decisions are the audit log's, an admin's to read: a member is told so.
+    assert.match(await page.locator("#egress-decisions").textContent(), /audit log/);
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("egress: an admin sees the proxy's recent decisions for the sandbox", async () => {
+  // Written once a minute (audit.summary_interval_s); the refusal was made in before().
+  await until("the egress event", async () => (await call("GET", `/v1/audit?action=egress&target=${org.sandbox.id}`, org.admin))
+    .items.some((e) => e.details.host === "refused.example"), 120000);
+  const { context, page, errors } = await signedIn(org.admin);
+  try {
+    await openSandbox(page, "egress");
+    const refused = page.locator("#egress-decision-list tbody tr").filter({ hasText: "refused.example:80" });
+    await refused.waitFor();
+    assert.match(await refused.textContent(), /denied/);
+    assert.match(await refused.textContent(), /host not in the allowlist/);
     assert.deepEqual(errors, []);
   } finally {
     await context.close();
