@@ -151,11 +151,15 @@ export function fileBrowser(sandboxId, { canWrite, start }) {
   }
 
   function draw() {
-    drawCrumbs();
+    const hadFocus = root.contains(document.activeElement);
     redraw(root, () => {
+      drawCrumbs();
       tbody.replaceChildren(...(items.length ? items.map(row)
         : [el("tr", {}, el("td", { colspan: "6", class: "muted" }, "This directory is empty."))]));
     });
+    // The focused entry went with the directory it was in: the keyboard carries on in the new one.
+    if (hadFocus && !root.contains(document.activeElement))
+      (tbody.querySelector("td.name button") ?? (upButton.disabled ? refresh : upButton)).focus();
   }
 
   async function list(path) {
