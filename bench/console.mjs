@@ -57,7 +57,7 @@ try {
   });
   const page = await signedIn(context);
   await page.locator("#sandboxes").waitFor();
-  await page.goto(`${BASE}/console/#/sandboxes/${sandbox.id}`);
+  await page.goto(`${BASE}/console/#/sandboxes/${sandbox.id}/terminal`);
   await page.locator("#terminal .xterm").waitFor();
   await page.waitForLoadState("networkidle");
   await context.close();

@@ -41,3 +41,28 @@ export async function signOut() {
   await send("DELETE", "/v1/console/session");
   csrf = "";
 }
+
+// A change whose body is raw bytes (a file uploaded as it is), not JSON. The same CSRF header as
+// every other change; the browser streams the Blob, nothing is read into the page.
+export async function apiRaw(method, path, blob) {
+  const h = { "Content-Type": "application/octet-stream" };
+  if (csrf) h["X-Sandfort-CSRF"] = csrf;
+  const res = await fetch(path, { method, headers: h, body: blob, credentials: "same-origin", cache: "no-store" });
+  if (!res.ok) throw await failure(res);
+  return res.status === 204 ? null : res.json().catch(() => null);
+}
+
+// A read answered as it comes (a file's bytes, an event stream): the Response itself, once its
+// status says it is not an error. `signal` (an AbortController's) ends it.
+export async function apiStream(path, { signal, accept } = {}) {
+  const res = await fetch(path, { headers: accept ? { Accept: accept } : {}, credentials: "same-origin",
+                                  cache: "no-store", signal });
+  if (!res.ok) throw await failure(res);
+  return res;
+}
+
+async function failure(res) {
+  const data = await res.json().catch(() => null);
+  const err = data && data.error ? data.error : { code: "unknown", message: `HTTP ${res.status}` };
+  return new ApiError(res.status, err.code, err.message);
+}

@@ -2,6 +2,7 @@
 // docs/console.md), the navigation, and the router from the URL's #fragment to a page.
 import { api, ApiError, signIn, signOut } from "./api.js";
 import { el, errorLine, leavePage, show } from "./dom.js";
+import { showSandbox } from "./sandbox.js";
 import { showSandboxes } from "./sandboxes.js";
 
 const who = document.getElementById("who");
@@ -9,7 +10,8 @@ const nav = document.getElementById("nav");
 
 // #/path → a page. Each takes the session and the path's parts after its own.
 const pages = {
-  sandboxes: (session, rest) => showSandboxes(session, rest),
+  // #/sandboxes is the list; #/sandboxes/<id or name>[/<section>] one sandbox's page.
+  sandboxes: (session, rest) => (rest[0] ? showSandbox(session, rest[0], rest[1]) : showSandboxes(session, rest)),
 };
 
 let session = null;

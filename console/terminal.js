@@ -92,7 +92,10 @@ export function mountTerminal(container, sandboxId, { onExit } = {}) {
   const observer = new ResizeObserver(() => fit.fit());
   observer.observe(screen);
 
+  let closed = false;
   const close = () => {
+    if (closed) return;
+    closed = true;
     observer.disconnect();
     socket.close(1000);
     term.dispose();
