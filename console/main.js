@@ -3,6 +3,8 @@
 import { api, ApiError, signIn, signOut } from "./api.js";
 import { el, errorLine, leavePage, show } from "./dom.js";
 import { showSandboxes } from "./sandboxes.js";
+import { showAudit } from "./audit.js";
+import { showAdmin } from "./admin.js";
 
 const who = document.getElementById("who");
 const nav = document.getElementById("nav");
@@ -10,6 +12,8 @@ const nav = document.getElementById("nav");
 // #/path → a page. Each takes the session and the path's parts after its own.
 const pages = {
   sandboxes: (session, rest) => showSandboxes(session, rest),
+  audit: (session, rest) => showAudit(session, rest),
+  admin: (session, rest) => showAdmin(session, rest),
 };
 
 let session = null;
@@ -41,6 +45,9 @@ function showSignIn(message) {
 
 function showWho(s) {
   nav.hidden = false;
+  // Links to pages of a role the session lacks are not offered (the API refuses them anyway).
+  const rank = { viewer: 0, member: 1, admin: 2 };
+  for (const a of nav.querySelectorAll("a[data-role]")) a.hidden = (rank[s.role] ?? 0) < rank[a.dataset.role];
   const out = el("button", { class: "plain", type: "button", onclick: async () => {
     await signOut();
     session = null;
