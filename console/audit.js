@@ -114,6 +114,8 @@ async function exportJsonl(view) {
   return { blob: new Blob(parts, { type: "application/x-ndjson" }), lines };
 }
 
+const plural = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
+
 function fileName(s) {
   return String(s).replace(/[^A-Za-z0-9._-]+/g, "_").slice(0, 80);
 }
@@ -171,9 +173,9 @@ export async function showAudit(session, rest) {
       const at = new Date().toISOString();
       verdict.replaceChildren(v.ok
         ? el("p", { class: "verdict verdict-ok" }, el("strong", {}, "OK"),
-             ` — ${v.events} events verified, ${v.checkpoints} signed checkpoints (checked ${when(at)})`)
+             ` — ${plural(v.events, "event")} verified, ${plural(v.checkpoints, "signed checkpoint")} (checked ${when(at)})`)
         : el("p", { class: "verdict verdict-bad", role: "alert" }, el("strong", {}, `BROKEN at seq ${v.first_bad_seq}`),
-             `: ${v.reason ?? ""} (${v.events} events verified before it) `,
+             `: ${v.reason ?? ""} (${plural(v.events, "event")} verified before it) `,
              el("button", { type: "button", class: "plain", onclick: () => load(() => eventsAfter(view, v.first_bad_seq - 1)) },
                 `Show events from seq ${v.first_bad_seq}`)),
         el("p", { class: "muted" }, "Head ", el("code", { class: "hash" }, v.head_hash || "(none)")));
