@@ -91,8 +91,8 @@ function keyForm(path, onCreated) {
       if (expiry.value) body.expires_in_s = Number(expiry.value);
       const created = await api("POST", path, body);
       form.reset();
-      onCreated();
       await showSecret(created);
+      onCreated();
     } catch (e) {
       error.textContent = e.message;
     } finally {
@@ -113,7 +113,8 @@ function keyState(k) {
   return { text: "working", working: true };
 }
 
-async function drawKeys(session, page, body) {
+// focus: the id of an element to focus once drawn (the form, after a key was made).
+async function drawKeys(session, page, body, focus) {
   let keys;
   try {
     keys = await api("GET", "/v1/api-keys");
@@ -159,7 +160,8 @@ async function drawKeys(session, page, body) {
          el("th", { scope: "col", class: i === 1 || i === 3 ? "hide-narrow" : "" }, h)))),
        el("tbody", {}, ...rows)),
     message,
-    admin ? keyForm("/v1/api-keys", () => drawKeys(session, page, body)) : "");
+    admin ? keyForm("/v1/api-keys", () => drawKeys(session, page, body, "new-key-name")) : "");
+  if (focus) document.getElementById(focus)?.focus();
 }
 
 // ---------------------------------------------------------------- limits and the kill switch
@@ -209,9 +211,10 @@ function limitsForm(org, v, redraw) {
   error);
 }
 
-function drawKill(session, org, label, v, body, reload) {
+// report: what the last engage stopped, drawn under the new state.
+function drawKill(session, org, label, v, body, reload, report) {
   const admin = session.role === "admin";
-  const out = el("div", { id: "kill-switch-report", "aria-live": "polite" });
+  const out = el("div", { id: "kill-switch-report", "aria-live": "polite" }, report ?? "");
   const s = v.stopped;
   const state = s
     ? el("p", { class: "verdict verdict-bad" }, el("strong", {}, "Engaged"),
@@ -226,11 +229,11 @@ function drawKill(session, org, label, v, body, reload) {
       try {
         const r = await api("POST", `${orgPath(org)}/stop-all`);
         const failed = Object.entries(r.failed ?? {});
-        await reload();
-        out.replaceChildren(el("p", {}, `Stopped ${r.stopped.length} sandbox${r.stopped.length === 1 ? "" : "es"}`,
-                                   r.stopped.length ? ": " : ".", ...r.stopped.map((id) => el("code", { class: "chip" }, id))),
-                            failed.length ? el("p", { class: "error" }, "Not stopped: ",
-                                               failed.map(([id, why]) => `${id} (${why})`).join(", ")) : "");
+        await reload([
+          el("p", {}, `Stopped ${r.stopped.length} sandbox${r.stopped.length === 1 ? "" : "es"}`,
+             r.stopped.length ? ": " : ".", ...r.stopped.map((id) => el("code", { class: "chip" }, id))),
+          failed.length ? el("p", { class: "error" }, "Not stopped: ", failed.map(([id, why]) => `${id} (${why})`).join(", ")) : "",
+        ]);
       } catch (e) {
         out.replaceChildren(errorLine(e));
       }
@@ -253,7 +256,7 @@ function drawKill(session, org, label, v, body, reload) {
 }
 
 // Limits, usage and the kill switch of one organization: one read (GET /v1/orgs/{org}/limits).
-async function drawGuardrails(session, page, org, label, limitsBody, killBody) {
+async function drawGuardrails(session, page, org, label, limitsBody, killBody, report) {
   let v;
   try {
     v = await api("GET", `${orgPath(org)}/limits`);
@@ -264,18 +267,18 @@ async function drawGuardrails(session, page, org, label, limitsBody, killBody) {
     return;
   }
   if (!page.alive) return;
-  const reload = () => drawGuardrails(session, page, org, label, limitsBody, killBody);
+  const reload = (r) => drawGuardrails(session, page, org, label, limitsBody, killBody, r);
   const drawLimits = (lv) => limitsBody.replaceChildren(
     limitsTable(lv),
     session.superadmin
       ? limitsForm(org, lv, (nv) => drawLimits(nv))
       : el("p", { class: "muted" }, "The operator (superadmin) sets the limits; an organization's admin reads them."));
   drawLimits(v);
-  drawKill(session, org, label, v, killBody, reload);
+  drawKill(session, org, label, v, killBody, reload, report);
 }
 
 // ---------------------------------------------------------------- organizations (superadmin)
-async function drawOrgs(session, page, body) {
+async function drawOrgs(session, page, body, focus) {
   let orgs;
   try {
     orgs = await api("GET", "/v1/orgs");
@@ -285,7 +288,7 @@ async function drawOrgs(session, page, body) {
   }
   if (!page.alive) return;
   const message = el("div", { "aria-live": "polite" });
-  const redraw = () => drawOrgs(session, page, body);
+  const redraw = (f) => drawOrgs(session, page, body, f);
   const change = async (o, verb, question) => {
     if (!await confirmAction(question, verb === "disable" ? "Disable" : "Enable")) return;
     try {
@@ -325,8 +328,8 @@ async function drawOrgs(session, page, body) {
       const key = withKey.checked
         ? await api("POST", `${orgPath(o.id)}/api-keys`, { name: "admin", role: "admin" }) : null;
       form.reset();
-      redraw();
       if (key) await showSecret(key);
+      redraw("new-org-name");
     } catch (e) {
       error.textContent = e.message;
     }
@@ -341,6 +344,7 @@ async function drawOrgs(session, page, body) {
          el("th", { scope: "col", class: i === 1 || i === 3 || i === 4 ? "hide-narrow" : "" }, h)))),
        el("tbody", {}, ...rows)),
     message, form);
+  if (focus) document.getElementById(focus)?.focus();
 }
 
 // ---------------------------------------------------------------- the pages
