@@ -92,7 +92,26 @@ async function confirm(page, label, expect) {
   await dialog.waitFor({ state: "detached" });
 }
 
+// A narrow window (a phone's width) scrolls down, never sideways; back to 1280x800 after.
+async function fitsNarrow(page) {
+  await page.setViewportSize({ width: 400, height: 800 });
+  const [scroll, width] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  await page.setViewportSize({ width: 1280, height: 800 });
+  assert.ok(scroll <= width, `at 400 px wide the page is ${scroll} px wide`);
+}
+
 const actionsShown = (page) => page.locator("#audit-events td.action").allTextContents();
+
+test("the pages draw with el() only: no HTML parsed from strings, no inline style, writes through api()", () => {
+  for (const name of ["audit.js", "admin.js"]) {
+    const src = readFileSync(fileURLToPath(new URL(`../../console/${name}`, import.meta.url)), "utf8");
+    assert.doesNotMatch(src, /innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function/, name);
+    assert.doesNotMatch(src, /["']style["']\s*:|\.style\b|setAttribute\(\s*["']style/, name);
+    // The one fetch() outside api() is the export's GET (JSON Lines, which api() does not read).
+    const fetches = [...src.matchAll(/\bfetch\(/g)].length;
+    assert.equal(fetches, name === "audit.js" ? 1 : 0, name);
+  }
+});
 
 test("an admin sees a sandbox's event, verifies the chain, signs a checkpoint, filters by action and exports JSON Lines", async () => {
   const { context, page, errors } = await signedIn(org.admin);
@@ -143,6 +162,7 @@ test("an admin sees a sandbox's event, verifies the chain, signs a checkpoint, f
     await page.getByRole("button", { name: "Clear" }).click();
     await until(async () => (await actionsShown(page)).some((a) => a !== "sandbox.create"), "every action again");
     await page.screenshot({ path: `${SHOTS}audit.png` });
+    await fitsNarrow(page);
     assert.deepEqual(errors, []);
   } finally {
     await context.close();
@@ -187,6 +207,7 @@ test("an admin creates a key whose secret is shown once, revokes it, and uses th
     assert.equal(await page.locator("#api-keys img, #api-keys script").count(), 0);
     assert.equal(await page.evaluate(() => window.pwned), undefined);
     await page.screenshot({ path: `${SHOTS}admin.png` });
+    await fitsNarrow(page);
 
     // Revoking asks first: "Cancel" keeps the key, "Revoke" ends it at once.
     await row.getByRole("button", { name: /Revoke/ }).click();
