@@ -156,7 +156,7 @@ async function drawKeys(session, page, body, focus) {
   });
   body.replaceChildren(
     el("table", { id: "api-keys" },
-       el("thead", {}, el("tr", {}, ...["Name", "Id", "Role", "Created", "Last used", "Expires", "State", ""].map((h, i) =>
+       el("thead", {}, el("tr", {}, ...["Name", "Id", "Role", "Created", "Last used", "Expires", "State", "Actions"].map((h, i) =>
          el("th", { scope: "col", class: i === 1 || i === 3 ? "hide-narrow" : "" }, h)))),
        el("tbody", {}, ...rows)),
     message,
@@ -340,7 +340,7 @@ async function drawOrgs(session, page, body, focus) {
 
   body.replaceChildren(
     el("table", { id: "orgs" },
-       el("thead", {}, el("tr", {}, ...["Name", "Id", "State", "Created", "State changed", ""].map((h, i) =>
+       el("thead", {}, el("tr", {}, ...["Name", "Id", "State", "Created", "State changed", "Actions"].map((h, i) =>
          el("th", { scope: "col", class: i === 1 || i === 3 || i === 4 ? "hide-narrow" : "" }, h)))),
        el("tbody", {}, ...rows)),
     message, form);
