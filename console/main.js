@@ -2,6 +2,8 @@
 // docs/console.md), the navigation, and the router from the URL's #fragment to a page.
 import { api, ApiError, signIn, signOut } from "./api.js";
 import { el, errorLine, leavePage, show } from "./dom.js";
+import { showAdmin } from "./admin.js";
+import { showAudit } from "./audit.js";
 import { showSandbox } from "./sandbox.js";
 import { showSandboxes } from "./sandboxes.js";
 
@@ -12,6 +14,8 @@ const nav = document.getElementById("nav");
 const pages = {
   // #/sandboxes is the list; #/sandboxes/<id or name>[/<section>] one sandbox's page.
   sandboxes: (session, rest) => (rest[0] ? showSandbox(session, rest[0], rest[1]) : showSandboxes(session, rest)),
+  audit: (session, rest) => showAudit(session, rest),
+  admin: (session, rest) => showAdmin(session, rest),
 };
 
 let session = null;
@@ -43,6 +47,9 @@ function showSignIn(message) {
 
 function showWho(s) {
   nav.hidden = false;
+  // Links to pages of a role the session lacks are not offered (the API refuses them anyway).
+  const rank = { viewer: 0, member: 1, admin: 2 };
+  for (const a of nav.querySelectorAll("a[data-role]")) a.hidden = (rank[s.role] ?? 0) < rank[a.dataset.role];
   const out = el("button", { class: "plain", type: "button", onclick: async () => {
     await signOut();
     session = null;
