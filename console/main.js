@@ -88,5 +88,12 @@ function showFailure(e) {
   show(el("h1", {}, "Something went wrong"), errorLine(e));
 }
 
-window.addEventListener("hashchange", () => route().catch(showFailure));
-route().catch(showFailure);
+// One page at a time: a navigation waits for the page being drawn, so an older page's answers
+// never land over a newer page (a quick back and forth, a link followed while a page loads).
+let drawing = Promise.resolve();
+function navigate() {
+  drawing = drawing.then(() => route().catch(showFailure));
+  return drawing;
+}
+window.addEventListener("hashchange", navigate);
+navigate();

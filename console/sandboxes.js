@@ -89,9 +89,15 @@ export async function showSandboxes(session) {
     performance.measure("sandboxes-render", "sandboxes-render-start");
   }
 
+  // One request at a time; a refresh asked for during one (a filter, a page, an action) runs
+  // right after it, so what is shown always answers the latest ask.
   let loading = false;
+  let again = false;
   async function refresh() {
-    if (loading) return;
+    if (loading) {
+      again = true;
+      return;
+    }
     loading = true;
     const params = new URLSearchParams({ limit: String(PAGE_SIZE) });
     if (state.value) params.set("state", state.value);
@@ -112,6 +118,10 @@ export async function showSandboxes(session) {
       failure.replaceChildren(errorLine(e));
     } finally {
       loading = false;
+      if (again) {
+        again = false;
+        refresh();
+      }
     }
   }
 

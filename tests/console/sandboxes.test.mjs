@@ -49,6 +49,7 @@ test("a member creates a sandbox from the page, filters, stops, starts and delet
     await page.getByLabel("Label").fill("made:console");
     await page.getByRole("button", { name: "Filter" }).click();
     await page.locator(`#sandboxes tr[data-id="${other.id}"]`).waitFor({ state: "detached" });
+    await page.locator("#list-status").filter({ hasText: /^1 sandbox on page 1/ }).waitFor();
     assert.equal(await page.locator("#sandboxes tbody tr").count(), 1);
     assert.match(page.url(), /label=made%3Aconsole/);
 
