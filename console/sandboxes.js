@@ -39,7 +39,7 @@ export async function showSandboxes(session) {
   const cursors = [null];  // the cursor of each page seen: back goes to the one before
 
   const headers = ["Id", "Name", "State", "Image", "Resources", "Labels", "Age", ...(canAct ? ["Actions"] : [])];
-  const table = el("table", { id: "sandboxes" },
+  const table = el("table", { id: "sandboxes", class: canAct ? "with-actions" : "" },
     el("thead", {}, el("tr", {}, ...headers.map((h, i) =>
       el("th", { scope: "col", class: i >= 3 && i <= 6 ? "hide-narrow" : "" }, h)))), body);
 
@@ -68,14 +68,24 @@ export async function showSandboxes(session) {
       canAct ? el("td", { class: "actions" },
         ...[...actionsFor(s.state), "delete"].map((a) =>
           el("button", { type: "button", class: a === "delete" ? "plain danger-text" : "plain", "data-action": a,
-                         "aria-label": `${a} ${s.name ?? s.id}`, onclick: () => act(s, a) }, a))) : null);
+                         "aria-label": `${a} ${s.name ?? s.id}` }, a))) : null);
   }
+
+  // One listener for every row's buttons (a page of 500 rows would otherwise hold 1,500).
+  const shown = new Map();  // id → the sandbox its row shows
+  body.addEventListener("click", (ev) => {
+    const button = ev.target.closest("button[data-action]");
+    const s = button && shown.get(button.closest("tr").dataset.id);
+    if (s) act(s, button.dataset.action);
+  });
 
   // Rows whose sandbox did not change are kept as they are (and a focused button keeps focus).
   function render(items) {
     performance.mark("sandboxes-render-start");
     const old = new Map([...body.rows].map((r) => [r.dataset.id, r]));
+    shown.clear();
     const rows = items.map((s) => {
+      shown.set(s.id, s);
       const signature = JSON.stringify(s);
       const kept = old.get(s.id);
       if (kept && kept.dataset.signature === signature) return kept;
