@@ -185,7 +185,7 @@ export async function showSandbox(session, idOrName, section) {
 
   drawFacts();
   show(el("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, el("a", { href: "#/sandboxes" }, "Sandboxes"),
-          el("span", { class: "muted", "aria-hidden": "true" }, " / "), el("span", { "aria-current": "page" }, sb.id)),
+          el("span", { class: "muted", "aria-hidden": "true" }, "/"), el("span", { "aria-current": "page" }, sb.id)),
        title, headProblem, facts, tablist,
        ...SECTIONS.map(([k]) => panels[k].element));
   select(current);
