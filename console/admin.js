@@ -155,7 +155,7 @@ async function drawKeys(session, page, body, focus) {
         : ""));
   });
   body.replaceChildren(
-    el("table", { id: "api-keys" },
+    el("table", { id: "api-keys", class: "admin" },
        el("thead", {}, el("tr", {}, ...["Name", "Id", "Role", "Created", "Last used", "Expires", "State", "Actions"].map((h, i) =>
          el("th", { scope: "col", class: i === 1 || i === 3 ? "hide-narrow" : "" }, h)))),
        el("tbody", {}, ...rows)),
@@ -167,7 +167,7 @@ async function drawKeys(session, page, body, focus) {
 // ---------------------------------------------------------------- limits and the kill switch
 function limitsTable(v) {
   const own = new Set(v.own ?? []);
-  return el("table", { id: "limits" },
+  return el("table", { id: "limits", class: "admin" },
     el("thead", {}, el("tr", {}, ...["Limit", "In force", "In use", "Set"].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, ...LIMITS.map(([key, label, used]) => el("tr", { "data-limit": key },
       el("th", { scope: "row" }, label),
@@ -339,7 +339,7 @@ async function drawOrgs(session, page, body, focus) {
   el("div", { class: "field end" }, el("button", { type: "submit" }, "Create organization")), error);
 
   body.replaceChildren(
-    el("table", { id: "orgs" },
+    el("table", { id: "orgs", class: "admin" },
        el("thead", {}, el("tr", {}, ...["Name", "Id", "State", "Created", "State changed", "Actions"].map((h, i) =>
          el("th", { scope: "col", class: i === 1 || i === 3 || i === 4 ? "hide-narrow" : "" }, h)))),
        el("tbody", {}, ...rows)),

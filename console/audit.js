@@ -65,16 +65,15 @@ function eventRow(e) {
   return el("tr", { "data-seq": String(e.seq) },
     el("td", { class: "num" }, String(e.seq)),
     el("td", { class: "nowrap", title: e.ts }, when(e.ts)),
-    el("td", {}, e.actor ?? ""),
+    el("td", { class: "id" }, e.actor ?? ""),
     el("td", { class: "action" }, e.action ?? ""),
-    el("td", {}, e.target ?? ""),
+    el("td", { class: "id" }, e.target ?? ""),
     el("td", { class: `outcome outcome-${OUTCOMES.has(e.outcome) ? e.outcome : "other"}` }, e.outcome ?? ""),
     el("td", { class: "hide-narrow" }, el("code", { class: "details" }, details)));
 }
 
 function eventsTable(items) {
   return el("table", { id: "audit-events", class: "audit" },
-    el("caption", { class: "muted" }, "Newest first."),
     el("thead", {}, el("tr", {}, ...["Seq", "Time (UTC)", "Actor", "Action", "Target", "Outcome", "Details"].map((h) =>
       el("th", { scope: "col", class: h === "Details" ? "hide-narrow" : "" }, h)))),
     el("tbody", {}, ...[...items].reverse().map(eventRow)));
@@ -161,7 +160,7 @@ export async function showAudit(session, rest) {
   function drawCheckpoint(c) {
     checkpoint.replaceChildren(c
       ? el("p", {}, `Latest signed checkpoint: seq ${c.seq}, ${when(c.ts)}, key `, el("code", {}, c.key_id),
-           el("br"), "head ", el("code", { class: "hash" }, c.head_hash))
+           ", head ", el("code", { class: "hash" }, c.head_hash))
       : el("p", { class: "muted" }, "No signed checkpoint yet."));
   }
   async function verify() {
@@ -243,12 +242,13 @@ export async function showAudit(session, rest) {
     older.disabled = !more.older;
     newer.disabled = !more.newer;
     note.textContent = items.length
-      ? `Seq ${items[0].seq} to ${items[items.length - 1].seq}: ${items.length} event${items.length === 1 ? "" : "s"}.`
+      ? `${plural(items.length, "event")}, seq ${items[0].seq} to ${items[items.length - 1].seq}, newest first.`
       : "";
   }
   // emptyNote: when the page asked for is empty, the current one stays and this is said instead.
   async function load(fetchPage, emptyNote) {
     filterError.textContent = "";
+    exportNote.textContent = "";
     const was = [older.disabled, newer.disabled];
     for (const b of [older, newer, newest]) b.disabled = true;
     try {

@@ -319,7 +319,9 @@ test("the superadmin creates, disables and enables an organization, sets its lim
     assert.equal((await call("GET", "/v1/orgs", SUPER)).items.find((o) => o.id === created.id).state, "active");
 
     // Its own page: the operator sets a limit.
+    // (The Administration page has a limits form too, the operator's own organization's: wait for the new page.)
     await row.getByRole("link").click();
+    await page.locator("h1", { hasText: /^Organization / }).waitFor();
     await page.locator("#limits-form").waitFor();
     await page.getByLabel("Sandboxes").fill("7");
     await page.getByRole("button", { name: "Save limits" }).click();
