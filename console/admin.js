@@ -24,8 +24,8 @@ const shown = (v) => (Array.isArray(v) ? v.join(", ") : v === null || v === unde
 const orgPath = (org) => `/v1/orgs/${encodeURIComponent(org)}`;
 
 function panel(id, title) {
-  const body = el("div", { class: "panel-body" }, el("p", { class: "muted" }, "Loading…"));
-  const node = el("section", { id, class: "panel", "aria-labelledby": `${id}-h` }, el("h2", { id: `${id}-h` }, title), body);
+  const body = el("div", { class: "ops-panel-body" }, el("p", { class: "muted" }, "Loading…"));
+  const node = el("section", { id, class: "ops-panel", "aria-labelledby": `${id}-h` }, el("h2", { id: `${id}-h` }, title), body);
   return { node, body };
 }
 
@@ -35,7 +35,7 @@ function panel(id, title) {
 function showSecret(created) {
   return new Promise((resolve) => {
     let secret = created.key;
-    const code = el("code", { id: "new-key-secret", class: "secret" }, secret);
+    const code = el("code", { id: "new-key-secret", class: "ops-secret" }, secret);
     const said = el("span", { class: "muted", "aria-live": "polite" });
     const copy = async () => {
       try {
@@ -56,7 +56,7 @@ function showSecret(created) {
       el("p", {}, el("strong", {}, "Copy it now: it is shown this once."),
          " The server keeps only its hash, and the console does not keep it."),
       code,
-      el("div", { class: "actions" },
+      el("div", { class: "ops-actions" },
          el("button", { type: "button", class: "plain", onclick: copy }, "Copy"), said,
          el("button", { type: "button", id: "new-key-done", onclick: () => done() }, "Done")));
     const done = () => {
@@ -82,7 +82,7 @@ function keyForm(path, onCreated) {
                     ...EXPIRIES.map(([v, label]) => el("option", { value: v }, label)));
   const error = el("p", { class: "error", role: "alert" });
   const submit = el("button", { type: "submit" }, "Create key");
-  const form = el("form", { id: "new-key", class: "inline-form", "aria-label": "Create an API key", onsubmit: async (ev) => {
+  const form = el("form", { id: "new-key", class: "ops-form", "aria-label": "Create an API key", onsubmit: async (ev) => {
     ev.preventDefault();
     error.textContent = "";
     submit.disabled = true;
@@ -99,10 +99,10 @@ function keyForm(path, onCreated) {
       submit.disabled = false;
     }
   } },
-  el("div", { class: "field" }, el("label", { for: "new-key-name" }, "Name"), name),
-  el("div", { class: "field" }, el("label", { for: "new-key-role" }, "Role"), role),
-  el("div", { class: "field" }, el("label", { for: "new-key-expiry" }, "Expires"), expiry),
-  el("div", { class: "field end" }, submit), error);
+  el("div", { class: "ops-field" }, el("label", { for: "new-key-name" }, "Name"), name),
+  el("div", { class: "ops-field" }, el("label", { for: "new-key-role" }, "Role"), role),
+  el("div", { class: "ops-field" }, el("label", { for: "new-key-expiry" }, "Expires"), expiry),
+  el("div", { class: "ops-field ops-end" }, submit), error);
   return form;
 }
 
@@ -142,20 +142,20 @@ async function drawKeys(session, page, body, focus) {
   const rows = keys.items.map((k) => {
     const state = keyState(k);
     const mine = k.id === session.principal;
-    return el("tr", { "data-id": k.id, class: state.working ? "" : "gone" },
-      el("td", {}, k.name, mine ? el("span", { class: "badge" }, "this session") : ""),
+    return el("tr", { "data-id": k.id, class: state.working ? "" : "ops-gone" },
+      el("td", {}, k.name, mine ? el("span", { class: "ops-badge" }, "this session") : ""),
       el("td", { class: "hide-narrow" }, el("code", {}, k.id)),
       el("td", {}, k.role),
-      el("td", { class: "hide-narrow nowrap", title: k.created_at }, when(k.created_at)),
-      el("td", { class: "nowrap", title: k.last_used_at ?? "" }, k.last_used_at ? `${age(k.last_used_at)} ago` : "never"),
-      el("td", { class: "nowrap", title: k.expires_at ?? "" }, k.expires_at ? when(k.expires_at) : "never"),
+      el("td", { class: "hide-narrow ops-nowrap", title: k.created_at }, when(k.created_at)),
+      el("td", { class: "ops-nowrap", title: k.last_used_at ?? "" }, k.last_used_at ? `${age(k.last_used_at)} ago` : "never"),
+      el("td", { class: "ops-nowrap", title: k.expires_at ?? "" }, k.expires_at ? when(k.expires_at) : "never"),
       el("td", {}, state.text),
       el("td", {}, admin && state.working
-        ? el("button", { type: "button", class: "danger small", "aria-label": `Revoke ${k.name}`, onclick: () => revoke(k, mine) }, "Revoke")
+        ? el("button", { type: "button", class: "danger ops-small", "aria-label": `Revoke ${k.name}`, onclick: () => revoke(k, mine) }, "Revoke")
         : ""));
   });
   body.replaceChildren(
-    el("table", { id: "api-keys" },
+    el("table", { id: "api-keys", class: "ops-table ops-admin" },
        el("thead", {}, el("tr", {}, ...["Name", "Id", "Role", "Created", "Last used", "Expires", "State", "Actions"].map((h, i) =>
          el("th", { scope: "col", class: i === 1 || i === 3 ? "hide-narrow" : "" }, h)))),
        el("tbody", {}, ...rows)),
@@ -167,7 +167,7 @@ async function drawKeys(session, page, body, focus) {
 // ---------------------------------------------------------------- limits and the kill switch
 function limitsTable(v) {
   const own = new Set(v.own ?? []);
-  return el("table", { id: "limits" },
+  return el("table", { id: "limits", class: "ops-table ops-admin" },
     el("thead", {}, el("tr", {}, ...["Limit", "In force", "In use", "Set"].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, ...LIMITS.map(([key, label, used]) => el("tr", { "data-limit": key },
       el("th", { scope: "row" }, label),
@@ -183,10 +183,10 @@ function limitsForm(org, v, redraw) {
     const input = el("input", { id: `limit-${key}`, name: key, value: shown(v.limits[key]), autocomplete: "off",
                                 inputmode: kind === "list" ? undefined : "decimal" });
     return { key, kind, input, was: shown(v.limits[key]),
-             node: el("div", { class: "field" }, el("label", { for: `limit-${key}` }, label), input) };
+             node: el("div", { class: "ops-field" }, el("label", { for: `limit-${key}` }, label), input) };
   });
   const error = el("p", { class: "error", role: "alert" });
-  return el("form", { id: "limits-form", class: "inline-form", "aria-label": "Set the limits", onsubmit: async (ev) => {
+  return el("form", { id: "limits-form", class: "ops-form", "aria-label": "Set the limits", onsubmit: async (ev) => {
     ev.preventDefault();
     error.textContent = "";
     const body = {};
@@ -206,8 +206,8 @@ function limitsForm(org, v, redraw) {
     }
   } },
   ...inputs.map((f) => f.node),
-  el("div", { class: "field end" }, el("button", { type: "submit" }, "Save limits")),
-  el("p", { class: "muted wide" }, "Lists are separated by commas; an emptied field goes back to the configured default."),
+  el("div", { class: "ops-field ops-end" }, el("button", { type: "submit" }, "Save limits")),
+  el("p", { class: "muted ops-wide" }, "Lists are separated by commas; an emptied field goes back to the configured default."),
   error);
 }
 
@@ -231,7 +231,7 @@ function drawKill(session, org, label, v, body, reload, report) {
         const failed = Object.entries(r.failed ?? {});
         await reload([
           el("p", {}, `Stopped ${r.stopped.length} sandbox${r.stopped.length === 1 ? "" : "es"}`,
-             r.stopped.length ? ": " : ".", ...r.stopped.map((id) => el("code", { class: "chip" }, id))),
+             r.stopped.length ? ": " : ".", ...r.stopped.map((id) => el("code", { class: "ops-chip" }, id))),
           failed.length ? el("p", { class: "error" }, "Not stopped: ", failed.map(([id, why]) => `${id} (${why})`).join(", ")) : "",
         ]);
       } catch (e) {
@@ -300,19 +300,19 @@ async function drawOrgs(session, page, body, focus) {
   };
   const rows = orgs.items.map((o) => el("tr", { "data-id": o.id },
     el("td", {}, el("a", { href: `#/admin/orgs/${encodeURIComponent(o.id)}` }, o.name),
-       o.superadmin ? el("span", { class: "badge" }, "operator") : ""),
+       o.superadmin ? el("span", { class: "ops-badge" }, "operator") : ""),
     el("td", { class: "hide-narrow" }, el("code", {}, o.id)),
     el("td", { class: `org-state org-${o.state === "active" ? "active" : "inactive"}` }, o.state),
-    el("td", { class: "hide-narrow nowrap", title: o.created_at }, when(o.created_at)),
-    el("td", { class: "hide-narrow nowrap", title: o.state_changed_at ?? "" }, when(o.state_changed_at)),
+    el("td", { class: "hide-narrow ops-nowrap", title: o.created_at }, when(o.created_at)),
+    el("td", { class: "hide-narrow ops-nowrap", title: o.state_changed_at ?? "" }, when(o.state_changed_at)),
     el("td", {},
        !o.superadmin && o.state === "active"
-         ? el("button", { type: "button", class: "danger small", "aria-label": `Disable ${o.name}`, onclick: () =>
+         ? el("button", { type: "button", class: "danger ops-small", "aria-label": `Disable ${o.name}`, onclick: () =>
              change(o, "disable", `Disable the organization "${o.name}"? Its keys and tokens are refused at once and ` +
                                   "its started sandboxes stop.") }, "Disable")
          : "",
        !o.superadmin && o.state === "disabled"
-         ? el("button", { type: "button", class: "small", "aria-label": `Enable ${o.name}`, onclick: () =>
+         ? el("button", { type: "button", class: "ops-small", "aria-label": `Enable ${o.name}`, onclick: () =>
              change(o, "enable", `Enable the organization "${o.name}" again? Its keys work again; its sandboxes stay ` +
                                  "stopped until started.") }, "Enable")
          : "")));
@@ -320,7 +320,7 @@ async function drawOrgs(session, page, body, focus) {
   const name = el("input", { id: "new-org-name", name: "name", required: "", maxlength: "100", autocomplete: "off" });
   const withKey = el("input", { id: "new-org-key", name: "admin_key", type: "checkbox" });
   const error = el("p", { class: "error", role: "alert" });
-  const form = el("form", { id: "new-org", class: "inline-form", "aria-label": "Create an organization", onsubmit: async (ev) => {
+  const form = el("form", { id: "new-org", class: "ops-form", "aria-label": "Create an organization", onsubmit: async (ev) => {
     ev.preventDefault();
     error.textContent = "";
     try {
@@ -334,12 +334,12 @@ async function drawOrgs(session, page, body, focus) {
       error.textContent = e.message;
     }
   } },
-  el("div", { class: "field" }, el("label", { for: "new-org-name" }, "Name"), name),
-  el("div", { class: "field end" }, el("label", { class: "check" }, withKey, " and its first admin key")),
-  el("div", { class: "field end" }, el("button", { type: "submit" }, "Create organization")), error);
+  el("div", { class: "ops-field" }, el("label", { for: "new-org-name" }, "Name"), name),
+  el("div", { class: "ops-field ops-end" }, el("label", { class: "ops-check" }, withKey, " and its first admin key")),
+  el("div", { class: "ops-field ops-end" }, el("button", { type: "submit" }, "Create organization")), error);
 
   body.replaceChildren(
-    el("table", { id: "orgs" },
+    el("table", { id: "orgs", class: "ops-table ops-admin" },
        el("thead", {}, el("tr", {}, ...["Name", "Id", "State", "Created", "State changed", "Actions"].map((h, i) =>
          el("th", { scope: "col", class: i === 1 || i === 3 || i === 4 ? "hide-narrow" : "" }, h)))),
        el("tbody", {}, ...rows)),
@@ -363,7 +363,7 @@ async function showOwn(session) {
   const orgs = session.superadmin ? panel("admin-orgs", "Organizations") : null;
   show(el("h1", {}, "Administration"), org.node, keys.node, limits.node, kill.node, orgs ? orgs.node : "");
 
-  org.body.replaceChildren(el("dl", { class: "facts" },
+  org.body.replaceChildren(el("dl", { class: "ops-facts" },
     el("dt", {}, "Name"), el("dd", {}, session.org),
     el("dt", {}, "Id"), el("dd", {}, el("code", {}, session.org_id)),
     el("dt", {}, "Signed in as"), el("dd", {}, `${session.principal_name} (`, el("code", {}, session.principal),

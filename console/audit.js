@@ -11,7 +11,7 @@ const OUTCOMES = new Set(["ok", "denied", "accepted", "started", "allowed"]);
 // What a refusal of the API says, in the page's words and the API's.
 export function refusal(e, what) {
   if (e instanceof ApiError && e.status === 403)
-    return el("p", { class: "error refusal", role: "alert" }, `Only an admin ${what}. `,
+    return el("p", { class: "error ops-refusal", role: "alert" }, `Only an admin ${what}. `,
               el("span", { class: "muted" }, `(The API answered 403: ${e.message})`));
   return errorLine(e);
 }
@@ -63,18 +63,17 @@ async function eventsBefore(view, before) {
 function eventRow(e) {
   const details = typeof e.details === "string" ? JSON.stringify(e.details) : JSON.stringify(e.details ?? {});
   return el("tr", { "data-seq": String(e.seq) },
-    el("td", { class: "num" }, String(e.seq)),
-    el("td", { class: "nowrap", title: e.ts }, when(e.ts)),
-    el("td", {}, e.actor ?? ""),
-    el("td", { class: "action" }, e.action ?? ""),
-    el("td", {}, e.target ?? ""),
+    el("td", { class: "ops-num" }, String(e.seq)),
+    el("td", { class: "ops-nowrap", title: e.ts }, when(e.ts)),
+    el("td", { class: "ops-id" }, e.actor ?? ""),
+    el("td", { class: "ops-action" }, e.action ?? ""),
+    el("td", { class: "ops-id" }, e.target ?? ""),
     el("td", { class: `outcome outcome-${OUTCOMES.has(e.outcome) ? e.outcome : "other"}` }, e.outcome ?? ""),
-    el("td", { class: "hide-narrow" }, el("code", { class: "details" }, details)));
+    el("td", { class: "hide-narrow" }, el("code", { class: "ops-details" }, details)));
 }
 
 function eventsTable(items) {
-  return el("table", { id: "audit-events", class: "audit" },
-    el("caption", { class: "muted" }, "Newest first."),
+  return el("table", { id: "audit-events", class: "ops-table ops-audit" },
     el("thead", {}, el("tr", {}, ...["Seq", "Time (UTC)", "Actor", "Action", "Target", "Outcome", "Details"].map((h) =>
       el("th", { scope: "col", class: h === "Details" ? "hide-narrow" : "" }, h)))),
     el("tbody", {}, ...[...items].reverse().map(eventRow)));
@@ -89,7 +88,7 @@ function utc(local) {
 
 function field(id, label, attrs = {}) {
   const input = el("input", { id, name: id, ...attrs });
-  return { input, node: el("div", { class: "field" }, el("label", { for: id }, label), input) };
+  return { input, node: el("div", { class: "ops-field" }, el("label", { for: id }, label), input) };
 }
 
 // GET /v1/audit?format=jsonl, following X-Next-Cursor, as one Blob. A GET: no CSRF header needed.
@@ -129,7 +128,7 @@ export async function showAudit(session, rest) {
 
   const heading = el("h1", {}, org ? `Audit log of ${org}` : "Audit log");
   const list = el("div", { id: "audit-list" }, el("p", { class: "muted" }, "Loading…"));
-  const status = el("section", { id: "audit-status", class: "panel", "aria-labelledby": "audit-status-h" },
+  const status = el("section", { id: "audit-status", class: "ops-panel", "aria-labelledby": "audit-status-h" },
                     el("h2", { id: "audit-status-h" }, "The chain"));
   show(heading, list);
 
@@ -150,7 +149,7 @@ export async function showAudit(session, rest) {
   const verifyButton = el("button", { type: "button", id: "verify-now", onclick: () => verify() }, "Verify now");
   const signButton = el("button", { type: "button", id: "sign-checkpoint", class: "plain", onclick: () => sign() },
                         "Sign a checkpoint now");
-  status.append(verdict, checkpoint, el("div", { class: "actions" }, verifyButton, signButton));
+  status.append(verdict, checkpoint, el("div", { class: "ops-actions" }, verifyButton, signButton));
 
   async function latestCheckpoint(seq) {
     if (seq === null || seq === undefined) return null;
@@ -161,7 +160,7 @@ export async function showAudit(session, rest) {
   function drawCheckpoint(c) {
     checkpoint.replaceChildren(c
       ? el("p", {}, `Latest signed checkpoint: seq ${c.seq}, ${when(c.ts)}, key `, el("code", {}, c.key_id),
-           el("br"), "head ", el("code", { class: "hash" }, c.head_hash))
+           ", head ", el("code", { class: "ops-hash" }, c.head_hash))
       : el("p", { class: "muted" }, "No signed checkpoint yet."));
   }
   async function verify() {
@@ -178,7 +177,7 @@ export async function showAudit(session, rest) {
              `: ${v.reason ?? ""} (${plural(v.events, "event")} verified before it) `,
              el("button", { type: "button", class: "plain", onclick: () => load(() => eventsAfter(view, v.first_bad_seq - 1)) },
                 `Show events from seq ${v.first_bad_seq}`)),
-        el("p", { class: "muted" }, "Head ", el("code", { class: "hash" }, v.head_hash || "(none)")));
+        el("p", { class: "muted" }, "Head ", el("code", { class: "ops-hash" }, v.head_hash || "(none)")));
       drawCheckpoint(await latestCheckpoint(v.latest_checkpoint_seq));
     } catch (e) {
       if (alive) verdict.replaceChildren(refusal(e, "verifies the audit chain"));
@@ -207,7 +206,7 @@ export async function showAudit(session, rest) {
   const until = field("audit-until", "Until (local time)", { type: "datetime-local", step: "1" });
   const after = field("audit-after", "After seq", { type: "number", min: "0", step: "1", inputmode: "numeric" });
   const filterError = el("p", { class: "error", role: "alert" });
-  const filters = el("form", { id: "audit-filters", class: "filters", "aria-label": "Filter events", onsubmit: (ev) => {
+  const filters = el("form", { id: "audit-filters", class: "ops-form", "aria-label": "Filter events", onsubmit: (ev) => {
     ev.preventDefault();
     view.filters = { actor: actor.input.value.trim(), action: action.input.value.trim(), target: target.input.value.trim(),
                      since: utc(since.input.value), until: utc(until.input.value) };
@@ -215,7 +214,7 @@ export async function showAudit(session, rest) {
     load(() => (from ? eventsAfter(view, Number(from)) : eventsBefore(view, Infinity)));
   } },
   actor.node, action.node, target.node, since.node, until.node, after.node,
-  el("div", { class: "actions" },
+  el("div", { class: "ops-actions" },
      el("button", { type: "submit" }, "Apply"),
      el("button", { type: "button", class: "plain", onclick: () => {
        for (const f of [actor, action, target, since, until, after]) f.input.value = "";
@@ -243,12 +242,13 @@ export async function showAudit(session, rest) {
     older.disabled = !more.older;
     newer.disabled = !more.newer;
     note.textContent = items.length
-      ? `Seq ${items[0].seq} to ${items[items.length - 1].seq}: ${items.length} event${items.length === 1 ? "" : "s"}.`
+      ? `${plural(items.length, "event")}, seq ${items[0].seq} to ${items[items.length - 1].seq}, newest first.`
       : "";
   }
   // emptyNote: when the page asked for is empty, the current one stays and this is said instead.
   async function load(fetchPage, emptyNote) {
     filterError.textContent = "";
+    exportNote.textContent = "";
     const was = [older.disabled, newer.disabled];
     for (const b of [older, newer, newest]) b.disabled = true;
     try {
@@ -301,7 +301,7 @@ export async function showAudit(session, rest) {
       if (lastUrl) URL.revokeObjectURL(lastUrl);
       lastUrl = URL.createObjectURL(blob);
       const stamp = new Date().toISOString().replace(/[:.]/g, "-");
-      const a = el("a", { href: lastUrl, download: `audit-${fileName(org || session.org)}-${stamp}.jsonl`, class: "hidden" });
+      const a = el("a", { href: lastUrl, download: `audit-${fileName(org || session.org)}-${stamp}.jsonl` });
       document.body.append(a);
       a.click();
       a.remove();
@@ -314,9 +314,9 @@ export async function showAudit(session, rest) {
     }
   });
 
-  const pager = el("div", { class: "pager" }, older, newer, newest,
-                   el("label", { class: "check" }, follow, " Follow new events"),
-                   el("span", { class: "spacer" }), exportButton, exportNote);
+  const pager = el("div", { class: "ops-pager" }, older, newer, newest,
+                   el("label", { class: "ops-check" }, follow, " Follow new events"),
+                   el("span", { class: "ops-spacer" }), exportButton, exportNote);
   list.replaceChildren(status, filters, pager, note, table);
   draw(first, { newer: false, older: first.older });
   verify();

@@ -100,7 +100,7 @@ async function fitsNarrow(page) {
   assert.ok(scroll <= width, `at 400 px wide the page is ${scroll} px wide`);
 }
 
-const actionsShown = (page) => page.locator("#audit-events td.action").allTextContents();
+const actionsShown = (page) => page.locator("#audit-events td.ops-action").allTextContents();
 
 test("the pages draw with el() only: no HTML parsed from strings, no inline style, writes through api()", () => {
   for (const name of ["audit.js", "admin.js"]) {
@@ -248,14 +248,14 @@ test("a viewer's audit and admin pages offer nothing to press, and a forged writ
     assert.equal(await page.locator('nav a[href="#/admin"]').isHidden(), true);
 
     await page.evaluate(() => { location.hash = "#/audit"; });
-    await page.locator("#app .refusal", { hasText: /only an admin reads the audit log/i }).waitFor();
-    assert.match(await page.locator("#app .refusal").textContent(), /403/);
+    await page.locator("#app .ops-refusal", { hasText: /only an admin reads the audit log/i }).waitFor();
+    assert.match(await page.locator("#app .ops-refusal").textContent(), /403/);
     assert.equal(await page.locator("#app button, #app form, #app input").count(), 0);
 
     await page.evaluate(() => { location.hash = "#/admin"; });
-    await page.locator("#admin-keys .refusal").waitFor();
-    await page.locator("#admin-limits .refusal").waitFor();
-    await page.locator("#admin-kill .refusal").waitFor();
+    await page.locator("#admin-keys .ops-refusal").waitFor();
+    await page.locator("#admin-limits .ops-refusal").waitFor();
+    await page.locator("#admin-kill .ops-refusal").waitFor();
     assert.equal(await page.locator("#app button, #app form, #app input, #app select").count(), 0);
     assert.equal(await page.locator("#admin-orgs").count(), 0);
 
@@ -284,7 +284,7 @@ test("a viewer's audit and admin pages offer nothing to press, and a forged writ
   const member = await signedIn(org.member);
   try {
     await member.page.evaluate(() => { location.hash = "#/audit"; });
-    await member.page.locator("#app .refusal", { hasText: /only an admin reads the audit log/i }).waitFor();
+    await member.page.locator("#app .ops-refusal", { hasText: /only an admin reads the audit log/i }).waitFor();
     assert.equal(await member.page.locator("#app button").count(), 0);
     assert.deepEqual(member.errors, []);
   } finally {
@@ -319,7 +319,9 @@ test("the superadmin creates, disables and enables an organization, sets its lim
     assert.equal((await call("GET", "/v1/orgs", SUPER)).items.find((o) => o.id === created.id).state, "active");
 
     // Its own page: the operator sets a limit.
+    // (The Administration page has a limits form too, the operator's own organization's: wait for the new page.)
     await row.getByRole("link").click();
+    await page.locator("h1", { hasText: /^Organization / }).waitFor();
     await page.locator("#limits-form").waitFor();
     await page.getByLabel("Sandboxes").fill("7");
     await page.getByRole("button", { name: "Save limits" }).click();
