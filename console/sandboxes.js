@@ -120,9 +120,10 @@ export async function showSandboxes(session) {
       status.textContent = page.items.length
         ? `${page.items.length} sandbox${page.items.length === 1 ? "" : "es"} on page ${cursors.length}.`
         : "No sandboxes match.";
-      pager.replaceChildren(
-        cursors.length > 1 ? el("button", { type: "button", class: "plain", onclick: () => { cursors.pop(); refresh(); } }, "Previous page") : null,
-        page.next_cursor ? el("button", { type: "button", class: "plain", onclick: () => { cursors.push(page.next_cursor); refresh(); } }, "Next page") : null);
+      pager.replaceChildren(...[
+        cursors.length > 1 && el("button", { type: "button", class: "plain", onclick: () => { cursors.pop(); refresh(); } }, "Previous page"),
+        page.next_cursor && el("button", { type: "button", class: "plain", onclick: () => { cursors.push(page.next_cursor); refresh(); } }, "Next page"),
+      ].filter(Boolean));
     } catch (e) {
       if (e instanceof ApiError && e.status === 401) throw e;
       failure.replaceChildren(errorLine(e));

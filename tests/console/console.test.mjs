@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { request } from "node:http";
 import { gunzipSync } from "node:zlib";
 import { chromium } from "playwright-core";
-import { BASE, ADMIN, CHROMIUM, call, signIn } from "./support.mjs";
+import { BASE, ADMIN, CHROMIUM, call, screenshot, signIn } from "./support.mjs";
 
 const HOSTILE = `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>`;
 
@@ -101,6 +101,9 @@ test("a wrong key is refused on the sign-in form, saying why", async () => {
   const page = await context.newPage();
   try {
     await page.goto(`${BASE}/console/`);
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.getByLabel("API key").waitFor();
+    await screenshot(page, "sign-in");
     await page.getByLabel("API key").fill("sfk_00000000000000000000000000000000");
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByRole("alert").filter({ hasText: /invalid API key/ }).waitFor();

@@ -3,7 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
-import { BASE, ADMIN, CHROMIUM, call, signIn } from "./support.mjs";
+import { BASE, ADMIN, CHROMIUM, call, screenshot, signIn } from "./support.mjs";
 
 let browser;
 const org = {};
@@ -46,6 +46,9 @@ test("a member creates a sandbox from the page, filters, stops, starts and delet
     await page.goto(`${BASE}/console/#/sandboxes`);
     const row = page.locator(`#sandboxes tr[data-id="${id}"]`);
     await row.waitFor();
+    await page.locator(`#sandboxes tr[data-id="${other.id}"]`).waitFor();
+    await screenshot(page, "sandboxes");
+    assert.equal((await page.locator(".pager").textContent()).trim(), "");  // one page: no pager
     await page.getByLabel("Label").fill("made:console");
     await page.getByRole("button", { name: "Filter" }).click();
     await page.locator(`#sandboxes tr[data-id="${other.id}"]`).waitFor({ state: "detached" });

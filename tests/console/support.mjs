@@ -36,3 +36,8 @@ export async function signIn(browser, key, viewport = { width: 1280, height: 800
   await page.locator("#signed-in-as").waitFor();
   return { context, page, errors };
 }
+
+// A screenshot of the page as it is, for docs/console.md (docs/console/<name>.png).
+export async function screenshot(page, name) {
+  await page.screenshot({ path: new URL(`../../docs/console/${name}.png`, import.meta.url).pathname });
+}

@@ -5,7 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
-import { BASE, ADMIN, CHROMIUM, call, signIn } from "./support.mjs";
+import { BASE, ADMIN, CHROMIUM, call, screenshot, signIn } from "./support.mjs";
 
 let browser;
 const org = {};
@@ -47,6 +47,7 @@ test("type into the terminal and read the answer; resize, paste, colour, exit", 
     await page.locator("#terminal .xterm").click();
 
     assert.equal(await typeAndWait(page, "echo $((6*7))", /^42$/), "42");
+    await screenshot(page, "terminal");
 
     // The window's size is the terminal's: narrower window, fewer columns, and stty says so.
     const before = (await typeAndWait(page, "stty size", /^\d+ \d+$/)).split(" ").map(Number);
