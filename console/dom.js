@@ -76,3 +76,15 @@ export function every(ms, fn) {
   const t = setInterval(fn, ms);
   whenLeaving(() => clearInterval(t));
 }
+
+// Lets the keyboard focus survive a redraw of what refreshes by itself: the element with the
+// same data-focus as the focused one before is focused after.
+export function redraw(container, draw) {
+  const active = document.activeElement;
+  const key = active && container.contains(active) ? active.getAttribute("data-focus") : null;
+  draw();
+  if (key === null) return;
+  for (const e of container.querySelectorAll("[data-focus]")) {
+    if (e.getAttribute("data-focus") === key) { e.focus(); return; }
+  }
+}

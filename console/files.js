@@ -4,7 +4,7 @@
 // GET …/files?path= (the session cookie goes with them; the browser streams the bytes to disk).
 // Every name is someone else's string (an agent's, often) and is drawn as text.
 import { api, apiRaw, apiStream } from "./api.js";
-import { age, bytes, confirmAction, el, errorLine } from "./dom.js";
+import { age, bytes, confirmAction, el, errorLine, redraw } from "./dom.js";
 
 // How much of a file the browser shows in place; the rest is for the download.
 export const VIEW_CAP = 1024 * 1024;
@@ -30,17 +30,6 @@ function nameProblem(name) {
   if (name.includes("/")) return "A name cannot contain “/”.";
   if (name === "." || name === "..") return `“${name}” is not a name.`;
   return "";
-}
-
-// Lets the keyboard focus survive a redraw: the element with the same data-focus stays focused.
-function redraw(container, draw) {
-  const active = document.activeElement;
-  const key = active && container.contains(active) ? active.getAttribute("data-focus") : null;
-  draw();
-  if (key === null) return;
-  for (const e of container.querySelectorAll("[data-focus]")) {
-    if (e.getAttribute("data-focus") === key) { e.focus(); return; }
-  }
 }
 
 export function fileBrowser(sandboxId, { canWrite, start }) {

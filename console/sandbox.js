@@ -4,7 +4,7 @@
 // API with the session's key: a viewer's page reads everything and shows no control that writes,
 // and what the API refuses (a stopped sandbox's files: 409) is said where it happened.
 import { api, ApiError, apiStream } from "./api.js";
-import { age, bytes, confirmAction, el, errorLine, every, show, whenLeaving } from "./dom.js";
+import { age, bytes, confirmAction, el, errorLine, every, redraw, show, whenLeaving } from "./dom.js";
 import { fileBrowser } from "./files.js";
 
 const q = encodeURIComponent;
@@ -31,17 +31,6 @@ function duration(s) {
 function fromNow(iso) {
   const s = (Date.parse(iso) - Date.now()) / 1000;
   return s >= 0 ? `in ${age(new Date(Date.now() - s * 1000).toISOString())}` : `${age(iso)} ago`;
-}
-
-// Lets the keyboard focus survive a redraw of a table that refreshes by itself.
-function redraw(container, draw) {
-  const active = document.activeElement;
-  const key = active && container.contains(active) ? active.getAttribute("data-focus") : null;
-  draw();
-  if (key === null) return;
-  for (const e of container.querySelectorAll("[data-focus]")) {
-    if (e.getAttribute("data-focus") === key) { e.focus(); return; }
-  }
 }
 
 function showNotFound(session, id) {

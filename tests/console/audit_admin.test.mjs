@@ -6,48 +6,20 @@
 // screenshots shown in docs/console.md.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import { ADMIN, BASE, CHROMIUM, call, raw, signIn, until } from "./support.mjs";
 
-const BASE = process.env.SANDFORT_BASE_URL;
-const SUPER = process.env.SANDFORT_API_KEY;
-const CHROMIUM = process.env.SANDFORT_CHROMIUM ?? "/usr/bin/chromium";
+const SUPER = ADMIN;
 const HOSTILE = `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>`;
 const SHOTS = fileURLToPath(new URL("../../docs/console/", import.meta.url));
-
-async function raw(method, path, key, body) {
-  return fetch(BASE + path, {
-    method,
-    headers: { Authorization: `Bearer ${key}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-}
-
-async function call(method, path, key, body) {
-  const res = await raw(method, path, key, body);
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
-
-async function until(fn, what, ms = 15000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 let browser;
 const org = {};
 const made = [];  // organizations to delete at the end
 
 before(async () => {
-  assert.ok(BASE && SUPER, "run through tests/integration/with_daemon.py");
-  assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM} (scripts/setup installs Debian's)`);
   mkdirSync(SHOTS, { recursive: true });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
   const o = await call("POST", "/v1/orgs", SUPER, { name: `audit-admin-${Date.now()}` });
@@ -68,20 +40,7 @@ after(async () => {
   for (const id of made) await raw("DELETE", `/v1/orgs/${id}`, SUPER).catch(() => {});
 });
 
-async function signedIn(key) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
-  const page = await context.newPage();
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(String(e)));
-  // A script error or one the page logs; not the network's lines (a 401 before signing in and the
-  // API's 403s to a viewer are by design).
-  page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") && errors.push(m.text()));
-  await page.goto(`${BASE}/console/`);
-  await page.getByLabel("API key").fill(key);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.locator("#signed-in-as").waitFor();
-  return { context, page, errors };
-}
+const signedIn = (key) => signIn(browser, key);
 
 // The confirmation dialog's own button (the page may have one of the same name behind it).
 async function confirm(page, label, expect) {
@@ -143,10 +102,10 @@ test("an admin sees a sandbox's event, verifies the chain, signs a checkpoint, f
     await page.getByRole("button", { name: "Apply" }).click();
     const api = await call("GET", "/v1/audit?action=sandbox.create", org.admin);
     assert.ok(api.items.length >= 1);
-    await until(async () => {
+    await until("the filtered page", async () => {
       const shown = await actionsShown(page);
       return shown.length === api.items.length && shown.every((a) => a === "sandbox.create");
-    }, "the filtered page");
+    });
     const seqs = await page.locator("#audit-events tbody tr").evaluateAll((rows) => rows.map((r) => Number(r.dataset.seq)));
     assert.deepEqual(seqs, api.items.map((e) => e.seq).reverse());
 
@@ -160,7 +119,7 @@ test("an admin sees a sandbox's event, verifies the chain, signs a checkpoint, f
 
     // Unfiltered again, for the picture.
     await page.getByRole("button", { name: "Clear" }).click();
-    await until(async () => (await actionsShown(page)).some((a) => a !== "sandbox.create"), "every action again");
+    await until("every action again", async () => (await actionsShown(page)).some((a) => a !== "sandbox.create"));
     await page.screenshot({ path: `${SHOTS}audit.png` });
     await fitsNarrow(page);
     assert.deepEqual(errors, []);
@@ -300,8 +259,7 @@ test("the superadmin creates, disables and enables an organization, sets its lim
     const name = `${HOSTILE} ${Date.now()}`;
     await page.locator("#new-org-name").fill(name);
     await page.getByRole("button", { name: "Create organization" }).click();
-    const created = await until(async () => (await call("GET", "/v1/orgs", SUPER)).items.find((o) => o.name === name),
-                                "the organization");
+    const created = await until("the organization", async () => (await call("GET", "/v1/orgs", SUPER)).items.find((o) => o.name === name));
     made.push(created.id);
     const row = page.locator(`#orgs tr[data-id="${created.id}"]`);
     await row.waitFor();

@@ -7,39 +7,15 @@
 // viewer's page without a control that writes; no page errors.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+import { ADMIN, BASE, CHROMIUM, call, raw, signIn, until } from "./support.mjs";
 
-const BASE = process.env.SANDFORT_BASE_URL;
-const ADMIN = process.env.SANDFORT_API_KEY;
-const CHROMIUM = process.env.SANDFORT_CHROMIUM ?? "/usr/bin/chromium";
 const HOSTILE = `<img src=x onerror=window.pwned=1>`;
 const SCREENSHOT = fileURLToPath(new URL("../../docs/console/sandbox.png", import.meta.url));
 
-async function call(method, path, key, body, { raw = false } = {}) {
-  const binary = body instanceof Uint8Array;
-  const res = await fetch(BASE + path, {
-    method,
-    headers: { Authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "Content-Type": binary ? "application/octet-stream" : "application/json" }) },
-    body: body === undefined ? undefined : binary ? body : JSON.stringify(body),
-  });
-  if (raw) return res;
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
-
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function until(what, fn, timeoutMs = 30000) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(250);
-  }
-}
 
 let browser;
 const org = {};
@@ -56,8 +32,6 @@ function awkwardBytes(n) {
 }
 
 before(async () => {
-  assert.ok(BASE && ADMIN, "run through tests/integration/with_daemon.py");
-  assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM} (scripts/setup installs Debian's)`);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
   const o = await call("POST", "/v1/orgs", ADMIN, { name: `console-sbx-${stamp}` });
   org.id = o.id;
@@ -83,23 +57,7 @@ after(async () => {
   if (other.sandbox) await call("DELETE", `/v1/sandboxes/${other.sandbox.id}`, other.member).catch(() => {});
 });
 
-async function signedIn(key, viewport = { width: 1280, height: 800 }) {
-  const context = await browser.newContext({ viewport, acceptDownloads: true });
-  const page = await context.newPage();
-  page.setDefaultTimeout(30000);
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(String(e)));
-  // A script error, or one the page logs; not the network's lines (a 404 for another
-  // organization's sandbox is the answer the page is tested for).
-  page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") && errors.push(m.text()));
-  await page.goto(`${BASE}/console/`);
-  await page.getByLabel("API key").fill(key);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.locator("#signed-in-as").waitFor().catch(async (e) => {
-    throw new Error(`not signed in: ${await page.locator("body").innerText()} ${errors.join(" ")} (${e.message})`);
-  });
-  return { context, page, errors };
-}
+const signedIn = (key, viewport) => signIn(browser, key, viewport);
 
 async function openSandbox(page, section = "files") {
   await page.goto(`${BASE}/console/#/sandboxes/${org.sandbox.id}/${section}`);
@@ -156,7 +114,7 @@ test("files: uploaded by the input and by a drop, downloaded back byte for byte;
     await page.getByLabel("Upload files").setInputFiles({ name: "upload.bin", mimeType: "application/octet-stream", buffer: Buffer.from(sent) });
     await row(page, "upload.bin").waitFor();
     // What the sandbox holds is what was sent.
-    const stored = new Uint8Array(await (await call("GET", `/v1/sandboxes/${org.sandbox.id}/files?path=/work/upload.bin`, org.member, undefined, { raw: true })).arrayBuffer());
+    const stored = new Uint8Array(await (await raw("GET", `/v1/sandboxes/${org.sandbox.id}/files?path=/work/upload.bin`, org.member)).arrayBuffer());
     assert.ok(Buffer.from(stored).equals(Buffer.from(sent)));
 
     // Downloaded by the page's link: the same bytes again.
@@ -247,7 +205,7 @@ test("files: a hostile name is drawn as text; new folder, rename, and delete aft
     await row(page, "new-name.txt").getByRole("button", { name: "Delete new-name.txt" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Delete", exact: true }).click();
     await row(page, "new-name.txt").waitFor({ state: "detached" });
-    assert.equal((await call("GET", `/v1/sandboxes/${org.sandbox.id}/files/stat?path=/work/new-name.txt`, org.member, undefined, { raw: true })).status, 404);
+    assert.equal((await raw("GET", `/v1/sandboxes/${org.sandbox.id}/files/stat?path=/work/new-name.txt`, org.member)).status, 404);
     // A directory goes with what is in it.
     await call("PUT", `/v1/sandboxes/${org.sandbox.id}/files?path=/work/made-here/inner.txt`, org.member, new TextEncoder().encode("x"));
     await row(page, "made-here/").getByRole("button", { name: "Delete made-here" }).click();

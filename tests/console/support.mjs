@@ -10,30 +10,53 @@ export const CHROMIUM = process.env.SANDFORT_CHROMIUM ?? "/usr/bin/chromium";
 assert.ok(BASE && ADMIN, "run through tests/integration/with_daemon.py");
 assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM} (scripts/setup installs Debian's)`);
 
-export async function call(method, path, key, body) {
-  const res = await fetch(BASE + path, {
+// The API with a key: raw() answers the Response; call() the JSON of a success, else throws.
+// A Uint8Array body is sent as bytes, anything else as JSON.
+export async function raw(method, path, key, body) {
+  const binary = body instanceof Uint8Array;
+  return fetch(BASE + path, {
     method,
-    headers: { Authorization: `Bearer ${key}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
+    headers: { Authorization: `Bearer ${key}`,
+               ...(body === undefined ? {} : { "Content-Type": binary ? "application/octet-stream" : "application/json" }) },
+    body: body === undefined ? undefined : binary ? body : JSON.stringify(body),
   });
+}
+
+export async function call(method, path, key, body) {
+  const res = await raw(method, path, key, body);
   const text = await res.text();
   if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
   return text ? JSON.parse(text) : null;
 }
 
+// fn's first truthy answer (a failing fn counts as not yet), asked every 250 ms.
+export async function until(what, fn, timeoutMs = 30000) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 // A new browser context signed in with key, on the sandbox list; errors collects the page's
 // script errors and the errors it logs (not the network's lines: the page asks for its session
-// before signing in, and that is a 401 by design).
+// before signing in, and a 401 is its answer; a 403 to a viewer or a 404 for another organization's
+// sandbox are answers the tests look for).
 export async function signIn(browser, key, viewport = { width: 1280, height: 800 }) {
-  const context = await browser.newContext({ viewport });
+  const context = await browser.newContext({ viewport, acceptDownloads: true });
   const page = await context.newPage();
+  page.setDefaultTimeout(30000);
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
   page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") && errors.push(m.text()));
   await page.goto(`${BASE}/console/`);
   await page.getByLabel("API key").fill(key);
   await page.getByRole("button", { name: "Sign in" }).click();
-  await page.locator("#signed-in-as").waitFor();
+  await page.locator("#signed-in-as").waitFor().catch(async (e) => {
+    throw new Error(`not signed in: ${await page.locator("body").innerText()} ${errors.join(" ")} (${e.message})`);
+  });
   return { context, page, errors };
 }
 
