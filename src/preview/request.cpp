@@ -6,12 +6,6 @@ namespace sandfort::preview {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // Calls fn(piece) for each piece of s between separators, empty ones included.
 template <typename Fn>
 void for_each_piece(std::string_view s, char separator, Fn fn) {
