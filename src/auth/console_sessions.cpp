@@ -58,12 +58,16 @@ std::string identity_json(const principal& who) {
 result<principal> identity_principal(store::database& db, const std::string& identity,
                                      const console_issuer_check& issuer_offered) {
   const auto j = nlohmann::json::parse(identity, nullptr, false);
-  auto text = [&](const char* k) { return j.is_object() && j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; };
+  auto text = [&](const char* k) -> std::string {
+    if (!j.is_object() || !j.contains(k) || !j[k].is_string()) return "";
+    return j[k].get<std::string>();
+  };
   auto granted = parse_role(text("role"));
   if (!granted || text("sub").empty() || text("issuer").empty() || text("org_id").empty())
     return unauthenticated("console session of an unknown kind");
   // Taking an issuer out of the configuration (or its console sign-in) ends its sessions.
-  if (!issuer_offered || !issuer_offered(text("issuer"))) return unauthenticated("console session of an issuer no longer configured");
+  if (!issuer_offered || !issuer_offered(text("issuer")))
+    return unauthenticated("console session of an issuer no longer configured for console sign-in");
   auto o = active_org(db, text("org_id"), false);
   if (!o) return std::move(o).err();
   principal p;
