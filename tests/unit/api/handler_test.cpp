@@ -504,7 +504,7 @@ TEST_CASE("the console's sign-in through an identity provider: issuers, start an
   api_server s;
   auto issuers = s.call("GET", "/v1/console/oidc/issuers", "");
   REQUIRE(issuers.status == 200);
-  CHECK(json::parse(issuers.body) == json{{"items", {{{"id", "0123456789abcdef"}, {"name", "Example IdP"}}}}});
+  CHECK(json::parse(issuers.body) == json::parse(R"({"items": [{"id": "0123456789abcdef", "name": "Example IdP"}]})"));
 
   // start: to the provider, with a pre-login cookie (Lax: the way back is a cross-site navigation);
   // the callback on the origin the browser used.
