@@ -10,6 +10,7 @@
 #include "sandfort/auth/console_login.hpp"
 #include "sandfort/auth/console_sessions.hpp"
 #include "sandfort/core/clock.hpp"
+#include "sandfort/http/admission.hpp"
 
 namespace sandfort::api {
 
@@ -144,7 +145,10 @@ std::vector<api_route> console_routes() {
                                                        std::string_view(host.data(), host.size()), deps.cfg.tls.enabled());
          if (!origin) co_return http::error_response(origin.err(), ctx.request_id);
          const std::string redirect_uri = *origin + std::string(auth::code_flow::callback_path);
-         auto begun = co_await deps.identity.start_console_login(issuer, redirect_uri, ctx.remote, ctx.request_id);
+         // Counted per address, an IPv6 one by its /64 (one subscriber's allocation), as the
+         // listener counts connections.
+         const std::string source = http::source_key(ctx.remote);
+         auto begun = co_await deps.identity.start_console_login(issuer, redirect_uri, source, ctx.request_id);
          if (!begun) {
            if (begun.err().code == errc::invalid_argument)
              co_return http::error_response(begun.err(), ctx.request_id);
