@@ -51,7 +51,7 @@ TEST_CASE("code flow: the callback's origin is console.public_url, else the Host
   CHECK(*code_flow::console_origin("", "localhost", false) == "http://localhost");
   // Whatever could turn the redirect URI into another URL is refused: a path, user info, a
   // query, a fragment, spaces, a port that is not one, nothing at all.
-  for (const std::string bad : {"", "evil.example/x", "a@evil.example", "host?x=1", "host#x", "host name",
+  for (const char* bad : {"", "evil.example/x", "a@evil.example", "host?x=1", "host#x", "host name",
                                 "host:80x", "host:", "host:123456", "[::1", "[]", ".host", "-host", "h\r\nX: y"}) {
     INFO(bad);
     CHECK(code_flow::console_origin("", bad, false).err().code == errc::invalid_argument);

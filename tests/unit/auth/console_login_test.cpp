@@ -122,8 +122,8 @@ struct login_fixture {
     return b;
   }
   result<proven_identity> finish(const begun& b, const std::string& browser, std::string code = "the-code",
-                                 std::string error = {}, std::string issuer = idp_iss) {
-    login_callback cb{b.query.at("state"), std::move(code), std::move(error), std::move(issuer), browser};
+                                 std::string error = {}, std::string iss_param = idp_iss) {
+    login_callback cb{b.query.at("state"), std::move(code), std::move(error), std::move(iss_param), browser};
     return testing::run_coroutine(login->finish(cb, "req-callback"));
   }
 };

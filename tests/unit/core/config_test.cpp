@@ -272,9 +272,9 @@ TEST_CASE("console sign-in that cannot work is refused at start, with the field 
   refused(issuer(R"("console_client_id": "c", "console_scopes": ["openid", "a b"])"), "not a scope token");
   refused(issuer(R"("console_client_id": "c", "console_client_auth": "private_key_jwt")"), "client_secret_basic or");
   refused(issuer(R"("console_client_id": "c", "console_name": "a\u0007b")"), "console_name must be");
-  for (const std::string url : {"sandfort.example.com", "https://h/console", "https://h?x", "ftp://h", "https://u@h",
+  for (const char* url : {"sandfort.example.com", "https://h/console", "https://h?x", "ftp://h", "https://u@h",
                                 "https://"})
-    refused(R"({"console": {"public_url": ")" + url + R"("}})", "console.public_url must be an origin");
+    refused(R"({"console": {"public_url": ")" + std::string(url) + R"("}})", "console.public_url must be an origin");
 }
 
 TEST_CASE("oidc.issuers cannot come from the environment or --set") {
