@@ -293,7 +293,8 @@ asio::awaitable<result<response>> send(std::string url, url_fetch_options option
 }  // namespace
 
 asio::awaitable<result<response>> fetch_url(std::string url, url_fetch_options options) {
-  co_return co_await send(std::move(url), std::move(options), outgoing{});
+  outgoing get;  // named: GCC 12 mishandles a temporary in a co_await expression
+  co_return co_await send(std::move(url), std::move(options), std::move(get));
 }
 
 asio::awaitable<result<response>> post_form(std::string url, std::string form_body, std::string authorization,
