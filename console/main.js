@@ -84,7 +84,12 @@ function showWho(s) {
   who.replaceChildren(el("span", { id: "signed-in-as" }, `${s.principal_name} · ${s.role} · ${s.org}`), out);
 }
 
+// Each route() is one navigation; one that a later navigation overtook while it waited for the
+// server draws nothing (the sign-in page with a reason must not be replaced by a slower load).
+let navigation = 0;
+
 async function route() {
+  const mine = ++navigation;
   leavePage();
   // Back from an identity provider without a session: say why, once (a reload shows the form alone).
   const [hashPath, hashQuery] = location.hash.replace(/^#\/?/, "").split("?");
@@ -96,12 +101,16 @@ async function route() {
     return showSignIn(code ? (Object.hasOwn(signInErrors, code) ? signInErrors[code] : "The sign-in failed.") : "");
   }
   if (!session) {
+    let loaded;
     try {
-      session = await api("GET", "/v1/console/session");
+      loaded = await api("GET", "/v1/console/session");
     } catch (e) {
+      if (mine !== navigation) return;
       if (e instanceof ApiError && (e.status === 401 || e.status === 404)) return showSignIn();
       throw e;
     }
+    if (mine !== navigation) return;
+    session = loaded;
     showWho(session);
   }
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);

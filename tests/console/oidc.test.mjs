@@ -37,6 +37,7 @@ async function signInPage() {
   page.on("pageerror", (e) => errors.push(String(e)));
   page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") && errors.push(m.text()));
   await page.goto(`${CONSOLE}/console/`);
+  await page.getByRole("link", { name: "Sign in with Test IdP" }).waitFor();
   return { context, page, errors };
 }
 
