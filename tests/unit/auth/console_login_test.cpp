@@ -347,3 +347,34 @@ TEST_CASE("console login: a provider's session is the proven principal until the
   // A token already past its expiry opens no session.
   CHECK(open_identity_console_session(*f.db, f.clk, {}, proven->who, f.clk.now()).err().code == errc::unauthenticated);
 }
+
+TEST_CASE("console login: a public client sends its id in the form; client_secret_post sends the secret there too",
+          "[auth][console_login]") {
+  login_fixture f;
+  auto form_of = [&](const std::string& body) {
+    std::map<std::string, std::string> form;
+    std::string ignored;
+    http::split_target("/?" + body, ignored, form);
+    return form;
+  };
+  SECTION("public: PKCE alone, no Authorization") {
+    f.cfg.issuers[0].console_client_secret.clear();
+    auto b = f.start();
+    f.answer_with(b.query.at("nonce"));
+    REQUIRE(f.finish(b, b.redirect.browser_secret));
+    auto form = form_of(f.tokens.form);
+    CHECK(form.at("client_id") == console_client);
+    CHECK(form.count("client_secret") == 0);
+    CHECK(f.tokens.authorization.empty());
+  }
+  SECTION("client_secret_post") {
+    f.cfg.issuers[0].console_client_auth = "client_secret_post";
+    auto b = f.start();
+    f.answer_with(b.query.at("nonce"));
+    REQUIRE(f.finish(b, b.redirect.browser_secret));
+    auto form = form_of(f.tokens.form);
+    CHECK(form.at("client_id") == console_client);
+    CHECK(form.at("client_secret") == "s3cret");
+    CHECK(f.tokens.authorization.empty());
+  }
+}
