@@ -1,5 +1,6 @@
-// The console's shell: the session (signing in with an API key: a session cookie stands for it,
-// docs/console.md), the navigation, and the router from the URL's #fragment to a page.
+// The console's shell: the session (signing in through an identity provider, or with an API key:
+// either way a session cookie stands for it, docs/console.md), the navigation, and the router from
+// the URL's #fragment to a page.
 import { api, ApiError, signIn, signOut } from "./api.js";
 import { el, errorLine, leavePage, show } from "./dom.js";
 import { showAdmin } from "./admin.js";
@@ -19,6 +20,39 @@ const pages = {
 };
 
 let session = null;
+
+// Why a sign-in through an identity provider came back without a session: the callback names a
+// short code (never the provider's own words), and only these are shown.
+const signInErrors = {
+  cancelled: "The sign-in was cancelled at the identity provider.",
+  provider_error: "The identity provider refused the sign-in.",
+  bad_callback: "The identity provider's answer was incomplete: try again.",
+  expired: "That sign-in took too long or was used already: try again.",
+  wrong_browser: "That sign-in began in another browser or window: try again here.",
+  issuer_mismatch: "The answer came from another identity provider than the one asked: try again.",
+  token_exchange: "The identity provider would not complete the sign-in: try again.",
+  token_refused: "Sandfort could not verify what the identity provider sent.",
+  no_access: "Your identity provider gives you no role here, or your organization is disabled.",
+  provider_unavailable: "The identity provider cannot be reached right now: try again later.",
+  busy: "Too many sign-ins are under way: try again in a few minutes.",
+  internal: "The sign-in failed on the server: try again.",
+};
+
+// One link per identity provider that offers sign-in: a plain navigation to the start route,
+// which sends the browser on to the provider (no script, no form: CSP's form-action stays 'self').
+async function providerLinks() {
+  let issuers = [];
+  try {
+    issuers = (await api("GET", "/v1/console/oidc/issuers")).items;
+  } catch {
+    return null;  // the key form still works
+  }
+  if (!issuers.length) return null;
+  return el("div", { class: "providers", id: "providers" },
+    ...issuers.map((i) => el("a", { class: "provider", href: `/v1/console/oidc/start?issuer=${encodeURIComponent(i.id)}` },
+                            `Sign in with ${i.name}`)),
+    el("p", { class: "muted" }, "or with an API key:"));
+}
 
 function showSignIn(message) {
   nav.hidden = true;
@@ -43,6 +77,7 @@ function showSignIn(message) {
   el("button", { type: "submit" }, "Sign in"), error);
   show(el("h1", {}, "Sign in"), form);
   key.focus();
+  providerLinks().then((links) => { if (links && form.isConnected) form.before(links); });
 }
 
 function showWho(s) {
@@ -60,6 +95,15 @@ function showWho(s) {
 
 async function route() {
   leavePage();
+  // Back from an identity provider without a session: say why, once (a reload shows the form alone).
+  const [hashPath, hashQuery] = location.hash.replace(/^#\/?/, "").split("?");
+  if (hashPath === "signin") {
+    const code = new URLSearchParams(hashQuery ?? "").get("error");
+    history.replaceState(null, "", location.pathname);
+    session = null;
+    // Only the codes above: the fragment is anyone's to write, and its words are not shown.
+    return showSignIn(code ? (Object.hasOwn(signInErrors, code) ? signInErrors[code] : "The sign-in failed.") : "");
+  }
   if (!session) {
     try {
       session = await api("GET", "/v1/console/session");

@@ -1,5 +1,8 @@
 #include "sandfort/auth/console_sessions.hpp"
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
 #include "sandfort/auth/keys.hpp"
 #include "sandfort/core/ids.hpp"
 #include "sandfort/crypto/digest.hpp"
@@ -42,7 +45,64 @@ result<console_grant> open_console_session(store::database& db, const clock& clk
   return grant;
 }
 
-result<principal> authenticate_console(store::database& db, const clock& clk, const std::string& cookie) {
+namespace {
+
+// The principal as a provider's session keeps it: who, where, with which role. The organization
+// is kept by id (a rename does not move the session) and read again on every request.
+std::string identity_json(const principal& who) {
+  return nlohmann::json{{"org_id", who.org_id}, {"role", to_string(who.granted)}, {"sub", who.id},
+                        {"name", who.name},     {"issuer", who.issuer}}
+      .dump();
+}
+
+result<principal> identity_principal(store::database& db, const std::string& identity,
+                                     const console_issuer_check& issuer_offered) {
+  const auto j = nlohmann::json::parse(identity, nullptr, false);
+  auto text = [&](const char* k) -> std::string {
+    if (!j.is_object() || !j.contains(k) || !j[k].is_string()) return "";
+    return j[k].get<std::string>();
+  };
+  auto granted = parse_role(text("role"));
+  if (!granted || text("sub").empty() || text("issuer").empty() || text("org_id").empty())
+    return unauthenticated("console session of an unknown kind");
+  // Taking an issuer out of the configuration (or its console sign-in) ends its sessions.
+  if (!issuer_offered || !issuer_offered(text("issuer")))
+    return unauthenticated("console session of an issuer no longer configured for console sign-in");
+  auto o = active_org(db, text("org_id"), false);
+  if (!o) return std::move(o).err();
+  principal p;
+  p.org_id = o->id;
+  p.org_name = o->name;
+  p.granted = *granted;
+  p.superadmin = o->superadmin && *granted == role::admin;
+  p.via = method::oidc;
+  p.id = text("sub");
+  p.name = text("name");
+  p.issuer = text("issuer");
+  return p;
+}
+
+}  // namespace
+
+result<console_grant> open_identity_console_session(store::database& db, const clock& clk,
+                                                    const console_session_options& o, const principal& who,
+                                                    time_point token_expires_at) {
+  if (who.via != method::oidc || who.issuer.empty() || who.id.empty())
+    return make_error(errc::invalid_argument, "a console session through an identity provider needs its principal");
+  const time_point now = clk.now();
+  // Worth what the token was worth, and no longer: nothing checks with the provider afterwards.
+  const time_point until = std::min(now + o.lifetime, token_expires_at);
+  if (until <= now) return unauthenticated("the identity provider's token has expired");
+  console_grant grant{random_hex(cookie_bytes), random_hex(csrf_bytes), format_time(until)};
+  store::console_session s{"oidc:" + who.id + "@" + who.issuer, "", identity_json(who), grant.csrf_token,
+                           format_time(now), grant.expires_at};
+  if (auto r = store::console_session_store(db).add_session(sha256_hex(grant.cookie), s, o.per_credential); !r)
+    return std::move(r).err();
+  return grant;
+}
+
+result<principal> authenticate_console(store::database& db, const clock& clk, const std::string& cookie,
+                                       const console_issuer_check& issuer_offered) {
   // Malformed values cost no query, and the error never repeats what was sent.
   if (!is_lower_hex(cookie, cookie_bytes * 2)) return unauthenticated("invalid console session");
   const std::string id = sha256_hex(cookie);
@@ -51,8 +111,9 @@ result<principal> authenticate_console(store::database& db, const clock& clk, co
     if (s.err().code == errc::not_found) return unauthenticated("console session expired or signed out");
     return std::move(s).err();
   }
-  if (s->key_sha256.empty()) return unauthenticated("console session of an unknown kind");
-  auto who = authenticate_key_hash(db, clk, s->key_sha256);
+  auto who = !s->key_sha256.empty()  ? authenticate_key_hash(db, clk, s->key_sha256)
+             : !s->identity.empty() ? identity_principal(db, s->identity, issuer_offered)
+                                    : result<principal>(unauthenticated("console session of an unknown kind"));
   if (!who) return who;
   who->console_session = id;
   who->console_csrf = s->csrf_token;

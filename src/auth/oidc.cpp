@@ -44,10 +44,6 @@ std::string printable(std::string_view s) {
 
 error refused() { return make_error(errc::unauthenticated, "invalid token"); }
 
-bool is_loopback_host(std::string_view host) {
-  return host == "localhost" || host == "::1" || host.starts_with("127.");
-}
-
 // A claim by name, or by a dotted path into nested objects ("realm_access.roles").
 const json* claim(const json& claims, const std::string& path) {
   const json* node = &claims;
@@ -92,6 +88,10 @@ error idp_down(const oidc_issuer_config& is, const std::string& why) {
 
 }  // namespace
 
+bool is_loopback_host(std::string_view host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
 url_fetcher network_fetcher(std::chrono::seconds timeout) {
   return [timeout](std::string url, const oidc_issuer_config& issuer) -> awaitable<result<http::response>> {
     http::url_fetch_options options;
@@ -100,6 +100,20 @@ url_fetcher network_fetcher(std::chrono::seconds timeout) {
     auto parts = http::parse_url(url);
     options.allow_plain_http = parts && is_loopback_host(parts->host);
     co_return co_await http::fetch_url(std::move(url), std::move(options));
+  };
+}
+
+form_poster network_poster(std::chrono::seconds timeout) {
+  return [timeout](std::string url, std::string form, std::string authorization,
+                   const oidc_issuer_config& issuer) -> awaitable<result<http::response>> {
+    http::url_fetch_options options;
+    options.timeout = timeout;
+    options.ca_file = issuer.ca_file;
+    // A token answer is a few KiB; a provider that sends more is not answering a token request.
+    options.body_limit = 64u << 10;
+    auto parts = http::parse_url(url);
+    options.allow_plain_http = parts && is_loopback_host(parts->host);
+    co_return co_await http::post_form(std::move(url), std::move(form), std::move(authorization), std::move(options));
   };
 }
 
@@ -166,20 +180,69 @@ awaitable<result<void>> oidc_verifier::refresh(issuer_state& is) {
 }
 
 awaitable<result<principal>> oidc_verifier::authenticate(std::string token, std::string request_id) {
+  auto verified = co_await verify_access_token(std::move(token), std::move(request_id));
+  if (!verified) co_return std::move(verified).err();
+  co_return std::move(verified->who);
+}
+
+awaitable<result<verified_access>> oidc_verifier::verify_access_token(std::string token, std::string request_id) {
+  if (token.size() > static_cast<std::size_t>(cfg_.max_token_bytes)) {
+    spdlog::warn("auth: token refused ({}): token of {} bytes is over the limit", request_id, token.size());
+    co_return refused();
+  }
+  auto claimed_issuer = jwt::peek_issuer(token);
+  if (!claimed_issuer) {
+    spdlog::warn("auth: token refused ({}): not a JWT with an iss claim", request_id);
+    co_return refused();
+  }
+  auto found = std::find_if(issuers_.begin(), issuers_.end(),
+                            [&](const auto& is) { return is->cfg.issuer == *claimed_issuer; });
+  if (found == issuers_.end()) {
+    spdlog::warn("auth: token refused ({}): issuer '{}' is not configured", request_id, printable(*claimed_issuer));
+    co_return refused();
+  }
+  issuer_state& is = **found;
+  auto verified = co_await verify_signed(is, token, is.policy, request_id);
+  if (!verified) co_return std::move(verified).err();
+  auto p = to_principal(is, verified->all, verified->subject);
+  if (!p) {
+    spdlog::warn("auth: token of {} (subject {}) refused ({}): {}", is.cfg.issuer, printable(verified->subject),
+                 request_id, p.err().message);
+    if (p.err().code == errc::unauthenticated) co_return refused();
+    co_return std::move(p).err();
+  }
+  co_return verified_access{std::move(*p), verified->expires_at};
+}
+
+awaitable<result<nlohmann::json>> oidc_verifier::verify_id_token(std::string issuer, std::string token,
+                                                                 std::string client_id, std::string request_id) {
+  auto found =
+      std::find_if(issuers_.begin(), issuers_.end(), [&](const auto& is) { return is->cfg.issuer == issuer; });
+  if (found == issuers_.end()) {
+    spdlog::warn("auth: ID token refused ({}): issuer '{}' is not configured", request_id, printable(issuer));
+    co_return refused();
+  }
+  issuer_state& is = **found;
+  // The issuer's own rules, but for the client: an ID token's audience is the client id.
+  jwt::policy policy = is.policy;
+  policy.audiences = {std::move(client_id)};
+  auto verified = co_await verify_signed(is, token, policy, request_id);
+  if (!verified) co_return std::move(verified).err();
+  co_return std::move(verified->all);
+}
+
+bool oidc_verifier::offers_console_sign_in(const std::string& issuer) const {
+  return std::any_of(issuers_.begin(), issuers_.end(),
+                     [&](const auto& is) { return is->cfg.issuer == issuer && !is->cfg.console_client_id.empty(); });
+}
+
+awaitable<result<jwt::claims>> oidc_verifier::verify_signed(issuer_state& is, const std::string& token,
+                                                            const jwt::policy& policy, const std::string& request_id) {
   auto refuse = [&](const std::string& why) {
     spdlog::warn("auth: token refused ({}): {}", request_id, why);
     return refused();
   };
-  if (token.size() > static_cast<std::size_t>(cfg_.max_token_bytes))
-    co_return refuse("token of " + std::to_string(token.size()) + " bytes is over the limit");
-  auto claimed_issuer = jwt::peek_issuer(token);
-  if (!claimed_issuer) co_return refuse("not a JWT with an iss claim");
-  auto found = std::find_if(issuers_.begin(), issuers_.end(),
-                            [&](const auto& is) { return is->cfg.issuer == *claimed_issuer; });
-  if (found == issuers_.end()) co_return refuse("issuer '" + printable(*claimed_issuer) + "' is not configured");
-  issuer_state& is = **found;
-
-  auto parsed = jwt::parse(token, is.policy);
+  auto parsed = jwt::parse(token, policy);
   if (!parsed) co_return refuse(parsed.err().message);
 
   const time_point now = clk_.now();
@@ -202,15 +265,9 @@ awaitable<result<principal>> oidc_verifier::authenticate(std::string token, std:
   }
   if (!key) co_return refuse("kid '" + printable(parsed->kid) + "' is not in the key set of " + is.cfg.issuer);
 
-  auto verified = jwt::verify(*parsed, *key, is.policy, clk_.now());
+  auto verified = jwt::verify(*parsed, *key, policy, clk_.now());
   if (!verified) co_return refuse(verified.err().message);
-  auto p = to_principal(is, verified->all, verified->subject);
-  if (!p) {
-    spdlog::warn("auth: token of {} (subject {}) refused ({}): {}", is.cfg.issuer, printable(verified->subject),
-                 request_id, p.err().message);
-    if (p.err().code == errc::unauthenticated) co_return refused();
-  }
-  co_return p;
+  co_return std::move(*verified);
 }
 
 // The verified claims → organization and role, by the issuer's configuration.
@@ -263,8 +320,12 @@ result<principal> oidc_verifier::to_principal(const issuer_state& is, const json
 
 awaitable<result<principal>> authenticator::authenticate(std::string authorization, std::string request_id) {
   // The console's cookie, as the API's guard passes it on (console_sessions.hpp).
-  if (authorization.starts_with(console_scheme))
-    co_return authenticate_console(db_, clk_, authorization.substr(console_scheme.size()));
+  if (authorization.starts_with(console_scheme)) {
+    console_issuer_check offered = [this](const std::string& issuer) {
+      return oidc_ != nullptr && oidc_->offers_console_sign_in(issuer);
+    };
+    co_return authenticate_console(db_, clk_, authorization.substr(console_scheme.size()), offered);
+  }
   auto token = bearer_token(authorization);
   if (!token) co_return std::move(token).err();
   if (is_api_key(*token) || !oidc_ || !oidc_->enabled()) co_return auth::authenticate(db_, clk_, authorization);

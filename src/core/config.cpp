@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 namespace sandfort {
@@ -90,6 +92,7 @@ json to_json_tree(const config& c) {
                 {"jwks_default_cache_s", c.oidc.jwks_default_cache_s},
                 {"jwks_max_cache_s", c.oidc.jwks_max_cache_s},
                 {"fetch_timeout_s", c.oidc.fetch_timeout_s}}},
+              {"console", {{"public_url", c.console.public_url}}},
               {"audit",
                {{"key_path", c.audit.key_path},
                 {"checkpoint_interval_s", c.audit.checkpoint_interval_s},
@@ -155,15 +158,23 @@ result<oidc_issuer_config> read_issuer(const json& j, std::size_t index) {
     out = v.get<std::vector<std::string>>();
     return {};
   };
-  static const char* known[] = {"issuer", "audience",   "jwks_uri",     "algorithms", "org_claim", "org",
-                                "role_claim", "role_map", "default_role", "name_claim", "ca_file"};
+  static const char* known[] = {"issuer",         "audience",          "jwks_uri",
+                                "algorithms",     "org_claim",         "org",
+                                "role_claim",     "role_map",          "default_role",
+                                "name_claim",     "ca_file",           "console_client_id",
+                                "console_client_secret_file", "console_client_auth", "console_name",
+                                "console_scopes"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return it.key() == k; }) == std::end(known))
       return make_error(errc::invalid_argument, "config: unknown key " + where + "." + it.key());
   for (auto r : {text("issuer", c.issuer), texts("audience", c.audiences), text("jwks_uri", c.jwks_uri),
                  texts("algorithms", c.algorithms), text("org_claim", c.org_claim), text("org", c.org),
                  text("role_claim", c.role_claim), text("default_role", c.default_role),
-                 text("name_claim", c.name_claim), text("ca_file", c.ca_file)})
+                 text("name_claim", c.name_claim), text("ca_file", c.ca_file),
+                 text("console_client_id", c.console_client_id),
+                 text("console_client_secret_file", c.console_client_secret_file),
+                 text("console_client_auth", c.console_client_auth), text("console_name", c.console_name),
+                 texts("console_scopes", c.console_scopes)})
     if (!r) return std::move(r).err();
   if (j.contains("role_map")) {
     const json& m = j["role_map"];
@@ -284,6 +295,7 @@ config from_json_tree(const json& j) {
   c.oidc.jwks_default_cache_s = o.at("jwks_default_cache_s").get<int>();
   c.oidc.jwks_max_cache_s = o.at("jwks_max_cache_s").get<int>();
   c.oidc.fetch_timeout_s = o.at("fetch_timeout_s").get<int>();
+  c.console.public_url = j.at("console").at("public_url").get<std::string>();
   const json& a = j.at("audit");
   c.audit.key_path = a.at("key_path").get<std::string>();
   c.audit.checkpoint_interval_s = a.at("checkpoint_interval_s").get<int>();
@@ -508,7 +520,83 @@ result<void> check_keys_and_host(const config& c) {
   return {};
 }
 
-result<void> check_oidc(const oidc_config& o) {
+bool has_control_or_space(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](unsigned char ch) { return ch <= 0x20 || ch == 0x7f; });
+}
+
+// A confidential client's secret, from its own file: refused when others may read it (the
+// secret then is not one), when it is empty, or when it is bigger than any secret is.
+result<std::string> read_client_secret(const std::string& path, const std::string& where) {
+  namespace fs = std::filesystem;
+  auto bad = [&](const std::string& why) {
+    return make_error(errc::invalid_argument, "config: " + where + ".console_client_secret_file " + path + ": " + why);
+  };
+  std::error_code ec;
+  auto st = fs::status(path, ec);
+  if (ec || !fs::is_regular_file(st)) return bad("not a readable file");
+  if ((st.permissions() & (fs::perms::others_read | fs::perms::others_write | fs::perms::others_exec)) != fs::perms::none)
+    return bad("others may read it; chmod o-rwx (0600 or 0640)");
+  constexpr std::uintmax_t max_secret_bytes = 4096;
+  if (fs::file_size(path, ec) > max_secret_bytes || ec) return bad("larger than 4096 bytes");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return bad("cannot be read");
+  std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A file written by `echo` ends with a newline that is no part of the secret.
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.empty()) return bad("empty");
+  if (has_control_or_space(secret)) return bad("the secret has spaces or control characters");
+  return secret;
+}
+
+// The console sign-in fields of one issuer; the secret is read here, once, at start.
+result<void> check_console_sign_in(oidc_issuer_config& is, const std::string& where) {
+  auto bad = [&](const std::string& what) { return make_error(errc::invalid_argument, "config: " + where + what); };
+  if (is.console_client_id.empty()) {
+    if (!is.console_client_secret_file.empty() || !is.console_name.empty())
+      return bad(".console_client_secret_file and console_name need console_client_id");
+    return {};
+  }
+  if (is.console_client_id.size() > 256 || has_control_or_space(is.console_client_id))
+    return bad(".console_client_id must be at most 256 characters without spaces");
+  if (is.console_client_auth != "client_secret_basic" && is.console_client_auth != "client_secret_post")
+    return bad(".console_client_auth must be client_secret_basic or client_secret_post");
+  if (is.console_name.size() > 100 ||
+      std::any_of(is.console_name.begin(), is.console_name.end(), [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; }))
+    return bad(".console_name must be at most 100 characters, none of them a control character");
+  if (std::find(is.console_scopes.begin(), is.console_scopes.end(), "openid") == is.console_scopes.end())
+    return bad(".console_scopes must include openid");
+  for (const auto& scope : is.console_scopes)
+    if (scope.empty() || scope.size() > 256 || has_control_or_space(scope) || scope.find('"') != std::string::npos)
+      return bad(".console_scopes: '" + scope + "' is not a scope token");
+  if (!is.console_client_secret_file.empty()) {
+    auto secret = read_client_secret(is.console_client_secret_file, where);
+    if (!secret) return std::move(secret).err();
+    is.console_client_secret = std::move(*secret);
+  }
+  return {};
+}
+
+// console.public_url: an origin, nothing more (the callback's path is the daemon's own).
+result<void> check_console(console_config& c) {
+  auto& url = c.public_url;
+  if (url.empty()) return {};
+  while (url.ends_with('/')) url.pop_back();
+  auto bad = [] {
+    return make_error(errc::invalid_argument,
+                      "config: console.public_url must be an origin such as https://sandfort.example.com "
+                      "(scheme, host and port only)");
+  };
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return bad();
+  const std::string scheme = url.substr(0, scheme_end);
+  const std::string authority = url.substr(scheme_end + 3);
+  if ((scheme != "https" && scheme != "http") || authority.empty() || has_control_or_space(authority) ||
+      authority.find_first_of("/?#@\\") != std::string::npos)
+    return bad();
+  return {};
+}
+
+result<void> check_oidc(oidc_config& o) {
   if (o.leeway_s < 0 || o.leeway_s > 600) return make_error(errc::invalid_argument, "config: oidc.leeway_s must be 0 to 600");
   if (o.max_token_bytes < 1024 || o.max_token_bytes > 65536)
     return make_error(errc::invalid_argument, "config: oidc.max_token_bytes must be 1024 to 65536");
@@ -517,7 +605,7 @@ result<void> check_oidc(const oidc_config& o) {
     return make_error(errc::invalid_argument,
                       "config: oidc intervals must be positive and jwks_max_cache_s >= jwks_min_refresh_s");
   for (std::size_t i = 0; i < o.issuers.size(); ++i) {
-    const auto& is = o.issuers[i];
+    auto& is = o.issuers[i];
     const std::string where = "config: oidc.issuers[" + std::to_string(i) + "]";
     if (!is.issuer.starts_with("https://") && !is.issuer.starts_with("http://"))
       return make_error(errc::invalid_argument, where + ".issuer must be an https:// URL");
@@ -538,6 +626,7 @@ result<void> check_oidc(const oidc_config& o) {
       return make_error(errc::invalid_argument, where + ".default_role must be admin, member or viewer");
     if (is.role_claim.empty() && is.default_role.empty())
       return make_error(errc::invalid_argument, where + " grants no role: set role_claim/role_map or default_role");
+    if (auto r = check_console_sign_in(is, "oidc.issuers[" + std::to_string(i) + "]"); !r) return r;
   }
   return {};
 }
@@ -647,6 +736,7 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
   if (auto r = check_rate_limits_and_maxima(c); !r) return r;
   if (auto r = check_keys_and_host(c); !r) return r;
   if (auto r = finalize_pools(c); !r) return r;
+  if (auto r = check_console(c.console); !r) return r;
   return check_oidc(c.oidc);
 }
 

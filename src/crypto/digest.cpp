@@ -10,13 +10,15 @@
 
 namespace sandfort {
 
-std::string sha256_hex(std::string_view data) {
+std::string sha256_bytes(std::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   if (EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr) != 1)
     throw std::runtime_error("EVP_Digest(sha256) failed");
-  return to_hex(std::string_view(reinterpret_cast<const char*>(digest), size));
+  return std::string(reinterpret_cast<const char*>(digest), size);
 }
+
+std::string sha256_hex(std::string_view data) { return to_hex(sha256_bytes(data)); }
 
 std::string hmac_sha256_hex(std::string_view key, std::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];

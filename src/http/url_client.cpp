@@ -108,11 +108,19 @@ result<void> parse_authority(std::string_view authority, url_parts& parts) {
 
 std::string origin(const url_parts& parts) { return parts.scheme + "://" + host_header(parts); }
 
-// One fetch in flight: where to, with what limits, and when it must be over.
+// What is sent: a GET, or a POST of a form (an OAuth token request).
+struct outgoing {
+  verb method = verb::get;
+  std::string form_body;
+  std::string authorization;  // empty: no Authorization header
+};
+
+// One fetch in flight: where to, what, with what limits, and when it must be over.
 struct fetch_job {
   url_parts parts;
   url_fetch_options options;
   clock_type::time_point deadline;
+  outgoing sent;
 };
 
 // The one shape of every transport failure: which peer, which step, why.
@@ -178,18 +186,24 @@ result<ssl::context> make_tls_context(const url_fetch_options& options) {
   return ctx;
 }
 
-request make_get(const url_parts& parts) {
-  request req{verb::get, parts.target, 11};
+request make_request(const url_parts& parts, const outgoing& sent) {
+  request req{sent.method, parts.target, 11};
   req.set(bhttp::field::host, host_header(parts));
   req.set(bhttp::field::user_agent, "sandfortd");
   req.set(bhttp::field::accept, "application/json");
   req.set(bhttp::field::connection, "close");
+  if (!sent.authorization.empty()) req.set(bhttp::field::authorization, sent.authorization);
+  if (sent.method == verb::post) {
+    req.set(bhttp::field::content_type, "application/x-www-form-urlencoded");
+    req.body() = sent.form_body;
+    req.prepare_payload();
+  }
   return req;
 }
 
 asio::awaitable<result<response>> exchange(any_stream& stream, const fetch_job& job) {
   if (auto late = past_deadline(job, "sending the request")) co_return std::move(*late);
-  auto req = make_get(job.parts);
+  auto req = make_request(job.parts, job.sent);
   auto [wec, written] = co_await bhttp::async_write(stream, req, use_tuple);
   if (wec) co_return unavailable(job, "sending the request", wec);
 
@@ -246,7 +260,9 @@ std::string host_header(const url_parts& parts) {
   return out;
 }
 
-asio::awaitable<result<response>> fetch_url(std::string url, url_fetch_options options) {
+namespace {
+
+asio::awaitable<result<response>> send(std::string url, url_fetch_options options, outgoing sent) {
   auto parts = parse_url(url);
   if (!parts) co_return std::move(parts).err();
   bool tls = parts->scheme == "https";
@@ -262,7 +278,7 @@ asio::awaitable<result<response>> fetch_url(std::string url, url_fetch_options o
   // One deadline for everything: the stream's timer is absolute, so every later read, write and
   // handshake step shares what the lookup and the connect left of it.
   const auto deadline = clock_type::now() + options.timeout;
-  const fetch_job job{std::move(*parts), std::move(options), deadline};
+  const fetch_job job{std::move(*parts), std::move(options), deadline, std::move(sent)};
   auto endpoints = co_await resolve(job);
   if (!endpoints) co_return std::move(endpoints).err();
   if (auto late = past_deadline(job, "connect")) co_return std::move(*late);
@@ -272,6 +288,19 @@ asio::awaitable<result<response>> fetch_url(std::string url, url_fetch_options o
   if (cec) co_return unavailable(job, "connect", cec);
   if (tls) co_return co_await exchange_tls(stream, *ctx, job);
   co_return co_await exchange(stream, job);
+}
+
+}  // namespace
+
+asio::awaitable<result<response>> fetch_url(std::string url, url_fetch_options options) {
+  outgoing get;  // named: GCC 12 mishandles a temporary in a co_await expression
+  co_return co_await send(std::move(url), std::move(options), std::move(get));
+}
+
+asio::awaitable<result<response>> post_form(std::string url, std::string form_body, std::string authorization,
+                                            url_fetch_options options) {
+  outgoing sent{verb::post, std::move(form_body), std::move(authorization)};
+  co_return co_await send(std::move(url), std::move(options), std::move(sent));
 }
 
 }  // namespace sandfort::http

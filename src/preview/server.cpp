@@ -220,7 +220,8 @@ void strip_credentials(bhttp::request_header<>& req) {
   std::vector<std::string> kept;
   for (auto [it, end] = req.equal_range(bhttp::field::cookie); it != end; ++it) {
     auto split = http::take_cookie(it->value(), token_cookie);
-    for (std::string_view console : {http::console_cookie, http::console_cookie_secure})
+    for (std::string_view console : {http::console_cookie, http::console_cookie_secure, http::console_login_cookie,
+                                     http::console_login_cookie_secure})
       split = http::take_cookie(split.rest, console);
     if (!split.rest.empty()) kept.push_back(std::move(split.rest));
   }

@@ -215,6 +215,27 @@ class identity_adapter final : public api::identity_backend {
         {p.org_id}, who, [&] { return auth::close_console_session(p_.db, p); },
         [&] { return audit::record{"console.sign_out", p.id}; });
   }
+  std::vector<auth::console_issuer> console_issuers() override { return p_.console_login.issuers(); }
+  task<auth::login_redirect> start_console_login(const std::string& issuer_id, const std::string& redirect_uri,
+                                                 const std::string& source, const std::string& request_id) override {
+    return p_.console_login.start(issuer_id, redirect_uri, source, request_id);
+  }
+  task<auth::proven_identity> finish_console_login(const auth::login_callback& callback,
+                                                   const std::string& request_id) override {
+    return p_.console_login.finish(callback, request_id);
+  }
+  result<auth::console_grant> open_identity_console_session(const auth::proven_identity& proven,
+                                                            const audit::actor& who) override {
+    return p_.journal.record_change(
+        {proven.who.org_id}, who,
+        [&] { return auth::open_identity_console_session(p_.db, p_.clk, {}, proven.who, proven.expires_at); },
+        [&](const auth::console_grant& g) {
+          // The user as the provider names them; neither the cookie nor a token reaches the chain.
+          return audit::record{"console.sign_in", proven.who.id, "ok",
+                               {{"expires_at", g.expires_at}, {"issuer", proven.who.issuer},
+                                {"role", auth::to_string(proven.who.granted)}}};
+        });
+  }
 
  private:
   const backend_parts& p_;  // the database for transactions

@@ -11,6 +11,7 @@
 #include "sandfort/audit/failure_summary.hpp"
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/rate_limit_summary.hpp"
+#include "sandfort/auth/console_login.hpp"
 #include "sandfort/auth/oidc.hpp"
 #include "sandfort/core/clock.hpp"
 #include "sandfort/sandbox/service.hpp"
@@ -30,6 +31,7 @@ struct backend_parts {
   audit::failure_summary& auth_failures;
   audit::rate_limit_summary& rate_refusals;
   api::background_reader& reader;  // long reads of the audit log, off the I/O thread
+  auth::console_login& console_login;  // the console's sign-in through an identity provider
 };
 
 // Every backend the API declares, each an adapter over `parts`.

@@ -47,6 +47,16 @@ asio::awaitable<history_round> keep_history_bounded_once(store::database& db, co
     if (static_cast<std::size_t>(*pruned) < prune_batch_rows) break;
     co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
   }
+  // Sign-ins through an identity provider that never came back (a closed tab, a flood of starts).
+  while (!stopping && !space.full) {
+    auto pruned = store::console_session_store(db).prune_pending_logins(format_time(clk.now()), prune_batch_rows);
+    if (!pruned) {
+      spdlog::warn("store: pruning expired console sign-ins: {}", pruned.err().message);
+      break;
+    }
+    if (static_cast<std::size_t>(*pruned) < prune_batch_rows) break;
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+  }
   auto wal = db.checkpoint_wal();
   if (!wal) {
     // Expected while the disk is full: the frames stay in the WAL until the file can grow.

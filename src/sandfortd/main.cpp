@@ -288,7 +288,12 @@ int serve(const config_flags& f) {
 
   auth::oidc_verifier oidc(cfg.oidc, *db, clk, auth::network_fetcher(std::chrono::seconds(cfg.oidc.fetch_timeout_s)));
   auth::authenticator authn(*db, clk, &oidc);
-  for (const auto& is : cfg.oidc.issuers) spdlog::info("oidc: accepting tokens of {}", is.issuer);
+  for (const auto& is : cfg.oidc.issuers)
+    spdlog::info("oidc: accepting tokens of {}{}", is.issuer,
+                 is.console_client_id.empty() ? "" : "; console sign-in as client " + is.console_client_id);
+  auth::console_login console_login(cfg.oidc, oidc, *db, clk,
+                                    auth::network_fetcher(std::chrono::seconds(cfg.oidc.fetch_timeout_s)),
+                                    auth::network_poster(std::chrono::seconds(cfg.oidc.fetch_timeout_s)));
 
   http::server_options options;
   options.body_limit = cfg.max_body_bytes;
@@ -311,7 +316,7 @@ int serve(const config_flags& f) {
   auto connection_source = [&clients](const http::peer& from) { return clients.connection_source(from); };
   options.idle_source = connection_source;
   daemon::api_backends backends(
-      {cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, rate_refusals, **reader});
+      {cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, rate_refusals, **reader, console_login});
   // The E2B-compatible endpoints (docs/e2b.md): their routes join the registry before it is read.
   daemon::e2b_tokens e2b_access_tokens(*db, clk);
   if (cfg.e2b.enabled) compat::e2b::register_routes(&e2b_access_tokens);

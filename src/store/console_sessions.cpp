@@ -52,4 +52,47 @@ result<std::int64_t> console_session_store::prune_sessions(const std::string& no
       .changes();
 }
 
+result<std::int64_t> console_session_store::count_pending_logins(const std::string& now) {
+  return query(*db_, "SELECT COUNT(*) FROM console_logins WHERE expires_at > ?1", now).count();
+}
+
+result<void> console_session_store::add_pending_login(const std::string& state_sha256, const pending_login& p,
+                                                      std::size_t keep) {
+  if (auto r = query(*db_,
+                     "INSERT INTO console_logins (state_sha256, browser_sha256, issuer, redirect_uri, code_verifier, "
+                     "nonce, source, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                     state_sha256, p.browser_sha256, p.issuer, p.redirect_uri, p.code_verifier, p.nonce, p.source,
+                     p.created_at, p.expires_at)
+                   .run();
+      !r)
+    return r;
+  // One address that starts sign-ins without end ends its own oldest, not everyone's.
+  return query(*db_,
+               "DELETE FROM console_logins WHERE source = ?1 AND state_sha256 NOT IN (SELECT state_sha256 FROM "
+               "console_logins WHERE source = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2)",
+               p.source, static_cast<std::int64_t>(keep))
+      .run();
+}
+
+result<pending_login> console_session_store::take_pending_login(const std::string& state_sha256) {
+  return query(*db_,
+               "DELETE FROM console_logins WHERE state_sha256 = ?1 RETURNING browser_sha256, issuer, redirect_uri, "
+               "code_verifier, nonce, source, created_at, expires_at",
+               state_sha256)
+      .one(
+          [](const statement& st) {
+            return pending_login{st.column_text(0), st.column_text(1), st.column_text(2), st.column_text(3),
+                                 st.column_text(4), st.column_text(5), st.column_text(6), st.column_text(7)};
+          },
+          "no such sign-in under way");
+}
+
+result<std::int64_t> console_session_store::prune_pending_logins(const std::string& now, std::size_t batch) {
+  return query(*db_,
+               "DELETE FROM console_logins WHERE state_sha256 IN (SELECT state_sha256 FROM console_logins WHERE "
+               "expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
+               now, static_cast<std::int64_t>(batch))
+      .changes();
+}
+
 }  // namespace sandfort::store

@@ -297,6 +297,26 @@ CREATE INDEX console_sessions_by_credential ON console_sessions (credential, cre
 CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_at);
 )sql";
 
+// Console sign-ins through an identity provider that have begun and not ended (docs/console.md):
+// one row per visit to the provider, found by the SHA-256 of its `state`, bound to the browser by
+// the SHA-256 of its pre-login cookie, used once and kept 5 minutes at most. `source` is the
+// client address, so that one address cannot fill the table for everyone.
+constexpr const char* v14_sql = R"sql(
+CREATE TABLE console_logins (
+  state_sha256   TEXT PRIMARY KEY,
+  browser_sha256 TEXT NOT NULL,
+  issuer         TEXT NOT NULL,
+  redirect_uri   TEXT NOT NULL,
+  code_verifier  TEXT NOT NULL,
+  nonce          TEXT NOT NULL,
+  source         TEXT NOT NULL,
+  created_at     TEXT NOT NULL,
+  expires_at     TEXT NOT NULL
+);
+CREATE INDEX console_logins_by_source ON console_logins (source, created_at);
+CREATE INDEX console_logins_by_expiry ON console_logins (expires_at);
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -321,6 +341,7 @@ const std::vector<migration>& migrations() {
       {11, v11_sql},
       {12, v12_sql},
       {13, v13_sql},
+      {14, v14_sql},
   };
   return all;
 }

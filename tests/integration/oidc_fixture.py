@@ -147,6 +147,21 @@ class _Browser:
         return self.open(urllib.parse.urljoin(page.url, form.action), {**form.fields, **values})
 
 
+class _StopLeaving(urllib.request.HTTPRedirectHandler):
+    """Follows redirects within one origin; one that leaves it (to a client's redirect URI) is
+    noted in `left` and not followed."""
+
+    def __init__(self, origin):
+        self.origin = origin
+        self.left = None
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if not newurl.startswith(self.origin + "/"):
+            self.left = newurl
+            return None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 class OidcProvider:
     """tests/oidc/provider.mjs as a subprocess. Issuer http://127.0.0.1:<port>."""
 
@@ -425,6 +440,34 @@ class OidcProvider:
         if status != 200:
             raise OidcError(f"device token for {username}: HTTP {status} {body}")
         return body
+
+    def authorization_code_approve(self, authorize_url, username, approve=True):
+        """The user's part of the authorization code flow in a browser of its own: open the
+        authorization URL (a client's request, e.g. where sandfortd's console sends the browser),
+        sign in as username, then allow (or deny, approve=False). Returns the URL the provider
+        sends the browser back to (the redirect URI with code and state, or with error), without
+        opening it. OidcError names the step that failed."""
+        stop = _StopLeaving(self.issuer)
+        browser = _Browser(self.timeout)
+        browser.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()), stop)
+        page = browser.open(authorize_url)
+        done = "open the authorization URL"
+        for _ in range(4):
+            if stop.left:
+                return stop.left
+            if "login" in page.forms:
+                page, done = browser.submit(page, "login", login=username), f"sign in as {username}"
+            elif "consent" in page.forms:
+                form = "consent" if approve else "abort"
+                page, done = browser.submit(page, form), "allow" if approve else "deny"
+            else:
+                break
+        if stop.left:
+            return stop.left
+        error = page.markers.get("error", {})
+        raise OidcError(f"authorization code flow, {done}: {page.url} answered HTTP {page.status} "
+                        f"with error {error.get('data-error')!r}: {page.body[:300]!r}")
 
     # --- forged tokens ---------------------------------------------------------------------------
 

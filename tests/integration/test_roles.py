@@ -57,6 +57,12 @@ def test_the_table_is_the_registry():
     assert not wrong, "\n".join(wrong)
 
 
+# Public routes that answer something other than 200 when called bare: the console's sign-in
+# through an identity provider (no issuer named: 400; a callback without its state: a redirect
+# back to the sign-in page).
+PUBLIC_BARE = {("GET", "/v1/console/oidc/start"): 400, ("GET", "/v1/console/oidc/callback"): 302}
+
+
 def fill(path, values):
     return re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], path)
 
@@ -105,7 +111,7 @@ def test_route_enforces_its_role(daemon, org, sandbox, principals, method, path,
     for headers in variants(method, path):
         if needs == "none":
             status, body = call(daemon.port, None, method, path, headers=headers)
-            assert status == 200, (path, status, body)
+            assert status == PUBLIC_BARE.get((method, path), 200), (path, status, body)
             continue
         status, _ = call(daemon.port, None, method, fill(path, real), headers=headers)
         assert status == 401, (method, path, "no key", status)

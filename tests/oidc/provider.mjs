@@ -18,6 +18,8 @@
 // The user's part of the device flow is plain HTML forms (no scripts), so a test can drive it with
 // an HTTP client and a cookie jar: /device (user code) -> /interaction/:uid (login=<username>)
 // -> /interaction/:uid (consent) -> success page. The consent is granted through provider.Grant.
+// The authorization code flow (clients sandfort-console and sandfort-console-public, the console's
+// sign-in) uses the same login and consent pages: /auth -> /interaction/:uid ... -> redirect_uri.
 //
 // Test hooks: GET /_test/stats counts requests per endpoint; POST /_test/fail?jwks=1&discovery=1
 // makes those endpoints answer 503 until POSTed again with 0.
@@ -36,9 +38,26 @@ const ACCOUNTS = {
   carol: { name: 'Carol Viewer', org: 'acme', groups: ['sandfort-viewers'] },
   dave: { name: 'Dave Nogroups', org: 'acme', groups: [] },
   mallory: { name: 'Mallory Outsider', org: 'other-org', groups: [] },
+  erin: { name: 'Erin Elsewhere', org: 'other-org', groups: ['sandfort-developers'] },
 };
 
 const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
+
+// The console's sign-in (docs/console.md): the authorization code flow with PKCE. Native clients,
+// so that oidc-provider takes a loopback redirect URI on any port (RFC 8252 7.3): each test
+// daemon listens on a port of its own. One confidential (its secret sent with Basic), one public.
+const CONSOLE_CALLBACKS = ['http://127.0.0.1/v1/console/oidc/callback', 'http://localhost/v1/console/oidc/callback'];
+function consoleClient(clientId, secret) {
+  return {
+    client_id: clientId,
+    ...(secret ? { client_secret: secret, token_endpoint_auth_method: 'client_secret_basic' }
+      : { token_endpoint_auth_method: 'none' }),
+    application_type: 'native',
+    grant_types: ['authorization_code'],
+    response_types: ['code'],
+    redirect_uris: CONSOLE_CALLBACKS,
+  };
+}
 
 // oidc-provider accepts client_secret_basic and client_secret_post alike for such a client.
 function machineClient(clientId, org, groups) {
@@ -71,6 +90,8 @@ export const DEFAULT_CLIENTS = [
     redirect_uris: [],
     scope: 'openid offline_access profile email',
   },
+  consoleClient('sandfort-console', 'sandfort-console-secret'),
+  consoleClient('sandfort-console-public'),
 ];
 
 function log(...parts) {

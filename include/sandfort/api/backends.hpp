@@ -19,6 +19,7 @@
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/rate_limit_summary.hpp"
 #include "sandfort/audit/records.hpp"
+#include "sandfort/auth/console_login.hpp"
 #include "sandfort/auth/console_sessions.hpp"
 #include "sandfort/auth/principal.hpp"
 #include "sandfort/sandbox/commands.hpp"
@@ -135,6 +136,17 @@ class identity_backend {
   virtual result<auth::console_grant> open_console_session(const auth::principal& p, const std::string& api_key,
                                                            const audit::actor& who) = 0;
   virtual result<void> close_console_session(const auth::principal& p, const audit::actor& who) = 0;
+  // The console's sign-in through an identity provider (console_routes.cpp, auth/console_login.hpp):
+  // the issuers that offer it; a sign-in begun (nobody is signed in yet, so nothing is audited);
+  // one finished, each failure's message a login_error code; and the session its principal then
+  // opens (console.sign_in, that principal the actor).
+  virtual std::vector<auth::console_issuer> console_issuers() = 0;
+  virtual task<auth::login_redirect> start_console_login(const std::string& issuer_id, const std::string& redirect_uri,
+                                                         const std::string& source, const std::string& request_id) = 0;
+  virtual task<auth::proven_identity> finish_console_login(const auth::login_callback& callback,
+                                                           const std::string& request_id) = 0;
+  virtual result<auth::console_grant> open_identity_console_session(const auth::proven_identity& proven,
+                                                                    const audit::actor& who) = 0;
 };
 
 // The audit chain as read: its events and signed checkpoints.

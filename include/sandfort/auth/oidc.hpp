@@ -12,8 +12,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "sandfort/auth/jwt.hpp"
 #include "sandfort/auth/principal.hpp"
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/config.hpp"
@@ -31,6 +33,21 @@ using url_fetcher =
 // plain http only to a loopback host.
 url_fetcher network_fetcher(std::chrono::seconds timeout);
 
+// POSTs a form to an issuer's endpoint (the console's token request), with an Authorization
+// header when it is not empty. The network one has the fetcher's rules.
+using form_poster = std::function<boost::asio::awaitable<result<http::response>>(
+    std::string url, std::string form, std::string authorization, const oidc_issuer_config& issuer)>;
+form_poster network_poster(std::chrono::seconds timeout);
+
+// Whether a host is this machine's loopback (plain http is allowed to it, and only to it).
+bool is_loopback_host(std::string_view host);
+
+// An access token that verified: the principal it stands for, and until when.
+struct verified_access {
+  principal who;
+  time_point expires_at;
+};
+
 class oidc_verifier {
  public:
   oidc_verifier(const oidc_config& cfg, store::database& db, const clock& clk, url_fetcher fetch);
@@ -46,6 +63,15 @@ class oidc_verifier {
   // permission_denied when the organization is disabled or the token grants no role,
   // idp_unavailable when the issuer's keys cannot be fetched.
   boost::asio::awaitable<result<principal>> authenticate(std::string token, std::string request_id);
+  // The same checks, with the token's expiry (the console's sign-in keeps a session until then).
+  boost::asio::awaitable<result<verified_access>> verify_access_token(std::string token, std::string request_id);
+  // An ID token of `issuer` for the client `client_id` (OpenID Connect Core 3.1.3.7): its signature
+  // by that issuer's keys, iss, aud containing client_id, exp; its claims (the caller checks the
+  // nonce). Refusals as authenticate's.
+  boost::asio::awaitable<result<nlohmann::json>> verify_id_token(std::string issuer, std::string token,
+                                                                 std::string client_id, std::string request_id);
+  // Whether `issuer` is configured with console sign-in (console_client_id).
+  bool offers_console_sign_in(const std::string& issuer) const;
 
   // How many times an issuer's keys were fetched (a test and metrics reading).
   std::uint64_t jwks_fetches() const { return jwks_fetches_; }
@@ -53,6 +79,9 @@ class oidc_verifier {
   struct issuer_state;
 
  private:
+  // A token of `is` whose signature and claims verify under `policy` (is.policy, or an ID token's).
+  boost::asio::awaitable<result<jwt::claims>> verify_signed(issuer_state& is, const std::string& token,
+                                                            const jwt::policy& policy, const std::string& request_id);
   boost::asio::awaitable<result<void>> refresh(issuer_state& is);
   boost::asio::awaitable<result<void>> fetch_keys(issuer_state& is);
   result<principal> to_principal(const issuer_state& is, const nlohmann::json& claims, const std::string& subject);

@@ -83,6 +83,19 @@ struct oidc_issuer_config {
   std::string default_role;
   std::string name_claim = "email";  // shown by whoami and in logs beside the subject
   std::string ca_file;               // empty: the system's trust store
+  // Console sign-in through this issuer (docs/console.md): the authorization code flow with PKCE,
+  // as the client console_client_id of the provider. Empty: its tokens are accepted, but the
+  // console offers no button for it.
+  std::string console_client_id;
+  // A confidential client's secret sits in a file of its own (not readable by others), so the
+  // configuration can be shared and logged; empty: a public client (PKCE alone).
+  std::string console_client_secret_file;
+  std::string console_client_secret;  // read from that file by finalize_config, never set in the config
+  // How the secret reaches the token endpoint: client_secret_basic (RFC 6749's must-support) or
+  // client_secret_post, for providers that hold a client to the method it was registered with.
+  std::string console_client_auth = "client_secret_basic";
+  std::string console_name;                         // the button's label; empty: the issuer's host
+  std::vector<std::string> console_scopes{"openid"};  // asked for at sign-in; must include openid
 };
 
 struct oidc_config {
@@ -93,6 +106,14 @@ struct oidc_config {
   int jwks_default_cache_s = 300;  // key set lifetime when the answer has no Cache-Control max-age
   int jwks_max_cache_s = 86400;    // the longest a key set is trusted without asking again
   int fetch_timeout_s = 5;
+};
+
+// The web console (docs/console.md).
+struct console_config {
+  // The origin people reach the console at ("https://sandfort.example.com"), from which the
+  // identity provider's redirect back is made. Empty: the Host the browser sent (the provider
+  // only redirects to URIs registered with it). Set it behind a reverse proxy.
+  std::string public_url;
 };
 
 // The audit chain (docs/audit.md).
@@ -246,6 +267,7 @@ struct config {
   preview_config preview{};
   images_config images{};
   oidc_config oidc{};
+  console_config console{};
   audit_config audit{};
   guardrails_config guardrails{};
   disk_config disk{};

@@ -7,7 +7,8 @@
 
 namespace sandfort {
 
-// Lowercase hex of SHA-256(data).
+// SHA-256(data): its 32 bytes, and their lowercase hex.
+std::string sha256_bytes(std::string_view data);
 std::string sha256_hex(std::string_view data);
 // Lowercase hex of HMAC-SHA-256(key, data).
 std::string hmac_sha256_hex(std::string_view key, std::string_view data);

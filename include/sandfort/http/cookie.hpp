@@ -14,6 +14,10 @@ namespace sandfort::http {
 // refuses it from any other host and over plain HTTP).
 inline constexpr const char* console_cookie = "sandfort_session";
 inline constexpr const char* console_cookie_secure = "__Host-sandfort_session";
+// The pre-login cookie of a sign-in through an identity provider (docs/console.md): SameSite=Lax,
+// since the provider's redirect back is a cross-site navigation; it opens nothing by itself.
+inline constexpr const char* console_login_cookie = "sandfort_login";
+inline constexpr const char* console_login_cookie_secure = "__Host-sandfort_login";
 
 struct cookie_split {
   std::string rest;                 // the header without them ("" when nothing is left)

@@ -1,7 +1,8 @@
 #pragma once
 // A small HTTP(S) client for fetching documents by URL (an OpenID provider's discovery document
-// and JWKS): one GET per connection, a deadline over the whole exchange, a verified TLS peer.
-// The daemon's own unix-socket peers use client.hpp instead.
+// and JWKS) and posting a form to one (its token endpoint): one request per connection, a deadline
+// over the whole exchange, a verified TLS peer. The daemon's own unix-socket peers use client.hpp
+// instead.
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
@@ -40,5 +41,10 @@ std::string host_header(const url_parts& parts);
 // unavailable for DNS, connect, TLS (including an unreadable ca_file), timeout, an oversized or
 // malformed response. Messages name the host and the cause, never the response body.
 boost::asio::awaitable<result<response>> fetch_url(std::string url, url_fetch_options options);
+
+// POSTs form_body (application/x-www-form-urlencoded: an OAuth token request) to url, with
+// `Authorization: <authorization>` when it is not empty; otherwise as fetch_url.
+boost::asio::awaitable<result<response>> post_form(std::string url, std::string form_body, std::string authorization,
+                                                   url_fetch_options options);
 
 }  // namespace sandfort::http

@@ -53,6 +53,11 @@ struct world {
   sandbox::exec_request last_exec;
   std::optional<sandbox::limits_update> last_limits;
   auth::role last_role = auth::role::viewer;
+  // The console's sign-in through an identity provider: what finish gives back (an error whose
+  // message is a login_error code, or this identity), and what the routes passed on.
+  std::optional<error> login_failure;
+  auth::login_callback last_callback;
+  std::string last_redirect_uri;
 
   void note(std::string what, const std::string& org, const std::string& target = {}, const std::string& actor = {}) {
     calls.push_back({std::move(what), org, target, actor});
@@ -316,6 +321,35 @@ class fake_identity final : public identity_backend {
   result<void> close_console_session(const auth::principal& p, const audit::actor& who) override {
     w_.note("identity.close_console_session", p.org_id, p.id, who.name);
     return {};
+  }
+  std::vector<auth::console_issuer> console_issuers() override {
+    return {{"0123456789abcdef", "Example IdP"}};
+  }
+  task<auth::login_redirect> start_console_login(const std::string& issuer_id, const std::string& redirect_uri,
+                                                 const std::string& source, const std::string&) override {
+    w_.note("identity.start_console_login", "", issuer_id, source);
+    w_.last_redirect_uri = redirect_uri;
+    if (issuer_id != "0123456789abcdef") co_return invalid_argument("no such issuer");
+    co_return auth::login_redirect{"https://idp.example.test/authorize?state=s", std::string(64, 'b')};
+  }
+  task<auth::proven_identity> finish_console_login(const auth::login_callback& callback, const std::string&) override {
+    w_.note("identity.finish_console_login", "", callback.state);
+    w_.last_callback = callback;
+    if (w_.login_failure) co_return *w_.login_failure;
+    auth::principal p;
+    p.org_id = org_a;
+    p.org_name = "alpha";
+    p.via = auth::method::oidc;
+    p.id = "alice";
+    p.issuer = "https://idp.example.test";
+    p.granted = auth::role::member;
+    co_return auth::proven_identity{p, std::chrono::system_clock::now() + std::chrono::minutes(10)};
+  }
+  result<auth::console_grant> open_identity_console_session(const auth::proven_identity& proven,
+                                                            const audit::actor& who) override {
+    w_.note("identity.open_identity_console_session", proven.who.org_id, proven.who.id, who.name);
+    return auth::console_grant{std::string(64, 'd'), std::string(32, 'e'),
+                               format_time(std::chrono::system_clock::now() + std::chrono::minutes(10))};
   }
 
  private:

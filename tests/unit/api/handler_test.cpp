@@ -498,3 +498,61 @@ TEST_CASE("the console's cookie: the key's principal; a change needs its CSRF to
   REQUIRE(calls.size() == 1);
   CHECK(calls[0].what == "identity.close_console_session");
 }
+
+TEST_CASE("the console's sign-in through an identity provider: issuers, start and callback as redirects",
+          "[api][handlers][console]") {
+  api_server s;
+  auto issuers = s.call("GET", "/v1/console/oidc/issuers", "");
+  REQUIRE(issuers.status == 200);
+  CHECK(json::parse(issuers.body) == json::parse(R"({"items": [{"id": "0123456789abcdef", "name": "Example IdP"}]})"));
+
+  // start: to the provider, with a pre-login cookie (Lax: the way back is a cross-site navigation);
+  // the callback on the origin the browser used.
+  auto start = s.call("GET", "/v1/console/oidc/start?issuer=0123456789abcdef", "");
+  CHECK(start.status == 302);
+  CHECK(start.headers["location"] == "https://idp.example.test/authorize?state=s");
+  CHECK(start.headers["cache-control"] == "no-store");
+  CHECK(start.headers["set-cookie"] ==
+        "sandfort_login=" + std::string(64, 'b') + "; Path=/; HttpOnly; SameSite=Lax; Max-Age=300");
+  CHECK(s.on_world([](auto& w) { return w.last_redirect_uri; }) == "http://localhost/v1/console/oidc/callback");
+  // A missing or unknown issuer, or a Host that is no host, is a bad request in the API's shape.
+  for (const std::string& target : {std::string("/v1/console/oidc/start"),
+                                    std::string("/v1/console/oidc/start?issuer=ffffffffffffffff")}) {
+    auto bad = s.call("GET", target, "");
+    CHECK(bad.status == 400);
+    CHECK(json::parse(bad.body)["error"]["code"] == "invalid_argument");
+  }
+
+  // callback: signed in → the session cookie, the pre-login cookie cleared, to the console.
+  s.forget_calls();
+  auto done = s.call("GET", "/v1/console/oidc/callback?code=c0de&state=5ta7e&iss=https%3A%2F%2Fidp.example.test", "",
+                     "", "Cookie: sandfort_login=" + std::string(64, 'b') + "\r\n");
+  CHECK(done.status == 302);
+  CHECK(done.headers["location"] == "/console/");
+  CHECK_THAT(done.headers["set-cookie"], Catch::StartsWith("sandfort_session=" + std::string(64, 'd') +
+                                                           "; Path=/; HttpOnly; SameSite=Strict; Max-Age="));
+  auto cb = s.on_world([](auto& w) { return w.last_callback; });
+  CHECK(cb.code == "c0de");
+  CHECK(cb.state == "5ta7e");
+  CHECK(cb.iss == "https://idp.example.test");
+  CHECK(cb.browser_secret == std::string(64, 'b'));
+  auto calls = s.calls();
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[1].what == "identity.open_identity_console_session");
+  CHECK(calls[1].actor == "oidc:alice@https://idp.example.test");
+
+  // A refusal goes back to the sign-in page with its short code, the pre-login cookie cleared;
+  // anything else than a known code is "internal", never a message of the provider's.
+  for (const auto& [message, code] : std::vector<std::pair<std::string, std::string>>{
+           {"wrong_browser", "wrong_browser"}, {"<script>alert(1)</script>", "internal"}}) {
+    s.on_world([m = message](auto& w) {
+      w.login_failure = make_error(errc::unauthenticated, m);
+      return 0;
+    });
+    auto refused = s.call("GET", "/v1/console/oidc/callback?code=c&state=s", "");
+    CHECK(refused.status == 302);
+    CHECK(refused.headers["location"] == "/console/#/signin?error=" + code);
+    CHECK(refused.headers["set-cookie"] == "sandfort_login=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0");
+    CHECK(refused.body.empty());
+  }
+}

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sandfort/core/config.hpp"
@@ -207,6 +208,73 @@ TEST_CASE("an issuer that cannot work is refused at start, with the field named"
   refused(R"({"issuer": "ftp://a", "audience": "x", "org": "acme"})", "https:// URL");
   refused(R"({"issuer": "https://a", "audience": 5, "org": "acme"})", "must be a string or a list");
   refused(R"("https://a")", "must be an object");
+}
+
+TEST_CASE("console sign-in per issuer: client id, a secret from a file only others cannot read, scopes, a label") {
+  auto secret = write_temp("s3cret-value\n");
+  REQUIRE(::chmod(secret.c_str(), 0600) == 0);
+  auto path = write_temp(R"({"console": {"public_url": "https://sandfort.example.com/"}, "oidc": {"issuers": [
+      {"issuer": "https://idp.example.com", "audience": "sandfort", "org": "acme", "default_role": "viewer",
+       "console_client_id": "sandfort-console", "console_client_secret_file": ")" + secret + R"(",
+       "console_scopes": ["openid", "email"], "console_name": "Example SSO"},
+      {"issuer": "https://public.example.com", "audience": "sandfort", "org": "acme", "default_role": "viewer",
+       "console_client_id": "sandfort-spa", "console_client_auth": "client_secret_post"},
+      {"issuer": "https://tokens-only.example.com", "audience": "sandfort", "org": "acme", "default_role": "viewer"}]}})");
+  auto c = load_config(path, {}, nullptr);
+  REQUIRE(c.ok());
+  REQUIRE(finalize_config(*c, "/usr/bin").ok());
+  CHECK(c->console.public_url == "https://sandfort.example.com");  // an origin: the trailing / goes
+  const auto& a = c->oidc.issuers[0];
+  CHECK(a.console_client_id == "sandfort-console");
+  CHECK(a.console_client_secret == "s3cret-value");  // the file's newline is no part of it
+  CHECK(a.console_client_auth == "client_secret_basic");
+  CHECK(a.console_scopes == std::vector<std::string>{"openid", "email"});
+  CHECK(a.console_name == "Example SSO");
+  const auto& b = c->oidc.issuers[1];
+  CHECK(b.console_client_secret.empty());  // a public client: PKCE alone
+  CHECK(b.console_client_auth == "client_secret_post");
+  CHECK(b.console_scopes == std::vector<std::string>{"openid"});
+  CHECK(c->oidc.issuers[2].console_client_id.empty());
+  // From the environment like any other key.
+  char env1[] = "SANDFORT_CONSOLE_PUBLIC_URL=https://console.example.org";
+  char* env[] = {env1, nullptr};
+  auto from_env = load_config("", {}, env);
+  REQUIRE(from_env.ok());
+  CHECK(from_env->console.public_url == "https://console.example.org");
+}
+
+TEST_CASE("console sign-in that cannot work is refused at start, with the field named") {
+  auto refused = [](const std::string& json_text, const std::string& expected) {
+    auto c = load_config(write_temp(json_text), {}, nullptr);
+    if (!c.ok()) {
+      CHECK_THAT(c.err().message, Catch::Contains(expected));
+      return;
+    }
+    auto f = finalize_config(*c, "/usr/bin");
+    REQUIRE_FALSE(f.ok());
+    CHECK_THAT(f.err().message, Catch::Contains(expected));
+  };
+  auto issuer = [](const std::string& extra) {
+    return R"({"oidc": {"issuers": [{"issuer": "https://a", "audience": "x", "org": "acme", "default_role": "viewer", )" +
+           extra + "}]}}";
+  };
+  auto readable = write_temp("s3cret");
+  REQUIRE(::chmod(readable.c_str(), 0644) == 0);
+  auto empty = write_temp("\n");
+  REQUIRE(::chmod(empty.c_str(), 0600) == 0);
+  refused(issuer(R"("console_client_secret": "inline")"), "unknown key oidc.issuers[0].console_client_secret");
+  refused(issuer(R"("console_client_secret_file": "/x")"), "need console_client_id");
+  refused(issuer(R"("console_client_id": "c", "console_client_secret_file": "/nonexistent/secret")"), "not a readable file");
+  refused(issuer(R"("console_client_id": "c", "console_client_secret_file": ")" + readable + "\""), "others may read it");
+  refused(issuer(R"("console_client_id": "c", "console_client_secret_file": ")" + empty + "\""), "empty");
+  refused(issuer(R"("console_client_id": "c d")"), "console_client_id must be");
+  refused(issuer(R"("console_client_id": "c", "console_scopes": ["email"])"), "must include openid");
+  refused(issuer(R"("console_client_id": "c", "console_scopes": ["openid", "a b"])"), "not a scope token");
+  refused(issuer(R"("console_client_id": "c", "console_client_auth": "private_key_jwt")"), "client_secret_basic or");
+  refused(issuer(R"("console_client_id": "c", "console_name": "a\u0007b")"), "console_name must be");
+  for (const char* url : {"sandfort.example.com", "https://h/console", "https://h?x", "ftp://h", "https://u@h",
+                                "https://"})
+    refused(R"({"console": {"public_url": ")" + std::string(url) + R"("}})", "console.public_url must be an origin");
 }
 
 TEST_CASE("oidc.issuers cannot come from the environment or --set") {

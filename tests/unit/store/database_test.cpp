@@ -19,7 +19,7 @@ using namespace sandfort::store;
 
 namespace {
 
-constexpr int migration_count = 13;
+constexpr int migration_count = 14;
 
 }  // namespace
 
@@ -116,7 +116,7 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
                          "DROP TRIGGER sandbox_labels_on_insert; DROP TRIGGER sandbox_labels_on_update; "
                          "DROP TRIGGER sandbox_labels_on_delete; DROP TRIGGER sandbox_deadlines_on_delete; "
                          "DROP TABLE sandbox_labels; DROP INDEX sandboxes_live_by_org; "
-                         "DROP INDEX sandboxes_deleted_at; DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; "
+                         "DROP INDEX sandboxes_deleted_at; DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
                          "PRAGMA user_version = 3",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);

@@ -489,12 +489,13 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
                          "ALTER TABLE org_guardrails DROP COLUMN max_volumes; "
                          "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; "
                          "ALTER TABLE org_guardrails DROP COLUMN allowed_runtimes; "
-                         "DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; PRAGMA user_version = 5",
+                         "DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
+                         "PRAGMA user_version = 5",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
   auto db = open_db(path);
-  CHECK(db->schema_version() == 13);
+  CHECK(db->schema_version() == 14);
   auto rows = sandbox_store(*db).list_sandboxes(org_id, filter("", {{"team", "x"}}));
   REQUIRE(rows);
   CHECK(ids_of(*rows) == std::vector<std::string>{kept});
