@@ -8,6 +8,7 @@ import { age, bytes, confirmAction, el, errorLine, every, show } from "./dom.js"
 
 const STATES = ["", "creating", "pulling", "started", "paused", "stopped", "error"];
 const REFRESH_MS = 3000;
+const PAGE_SIZES = [25, 50, 100, 500];  // offered; the address may name any size the API takes (1–1000)
 const PAGE_SIZE = 100;
 
 // Which actions a state allows, as the API defines them (docs/api.md "Sandboxes").
@@ -32,6 +33,11 @@ export async function showSandboxes(session) {
                    ...STATES.map((s) => el("option", { value: s, selected: s === (query.get("state") ?? "") }, s || "any state")));
   const label = el("input", { id: "filter-label", name: "label", placeholder: "team:x", value: query.get("label") ?? "",
                               "aria-describedby": "filter-help" });
+  const asked = Number(query.get("per_page"));
+  const size = Number.isInteger(asked) && asked >= 1 && asked <= 1000 ? asked : PAGE_SIZE;
+  const perPage = el("select", { id: "filter-per-page", name: "per_page" },
+                     ...[...new Set([...PAGE_SIZES, size])].sort((a, b) => a - b)
+                       .map((n) => el("option", { value: String(n), selected: n === size }, String(n))));
   const status = el("p", { class: "muted", role: "status", id: "list-status" });
   const failure = el("div");
   const body = el("tbody");
@@ -109,7 +115,7 @@ export async function showSandboxes(session) {
       return;
     }
     loading = true;
-    const params = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    const params = new URLSearchParams({ limit: perPage.value });
     if (state.value) params.set("state", state.value);
     if (label.value.trim()) params.set("label", label.value.trim());
     if (cursors.at(-1)) params.set("cursor", cursors.at(-1));
@@ -142,14 +148,16 @@ export async function showSandboxes(session) {
     const q = new URLSearchParams();
     if (state.value) q.set("state", state.value);
     if (label.value.trim()) q.set("label", label.value.trim());
+    if (Number(perPage.value) !== PAGE_SIZE) q.set("per_page", perPage.value);
     history.replaceState(null, "", `#/sandboxes${q.size ? `?${q}` : ""}`);
     refresh();
   } },
   el("label", { for: "filter-state" }, "State"), state,
   el("label", { for: "filter-label" }, "Label"), label,
   el("button", { type: "submit" }, "Filter"),
-  el("span", { id: "filter-help", class: "muted" }, "key:value, several joined by commas"));
-  state.addEventListener("change", () => filters.requestSubmit());
+  el("span", { id: "filter-help", class: "muted" }, "key:value, several joined by commas"),
+  el("label", { for: "filter-per-page" }, "Per page"), perPage);
+  for (const select of [state, perPage]) select.addEventListener("change", () => filters.requestSubmit());
 
   const create = canAct ? el("button", { type: "button", id: "create-sandbox", onclick: () => createDialog(refresh) }, "New sandbox") : null;
   show(el("div", { class: "heading" }, el("h1", {}, "Sandboxes"), create), filters, failure, table, pager, status);

@@ -122,3 +122,40 @@ test("a viewer sees the list and is offered no change; one forged from its sessi
     await context.close();
   }
 });
+
+test("pages of the size the address names, by the API's cursor: next, previous, and another size", async () => {
+  const tag = `p${Date.now()}`;
+  const made = [];
+  for (let i = 0; i < 3; i++)
+    made.push((await call("POST", "/v1/sandboxes", org.member,
+                          { wait: false, labels: { paging: tag }, resources: { memory_mb: 64 } })).id);
+  const { context, page, errors } = await signIn(browser, org.viewer);
+  try {
+    await page.goto(`${BASE}/console/#/sandboxes?label=paging:${tag}&per_page=2`);
+    const status = page.locator("#list-status");
+    const ids = async () => page.locator("#sandboxes tbody tr").evaluateAll((rows) => rows.map((r) => r.dataset.id));
+    await status.filter({ hasText: /^2 sandboxes on page 1/ }).waitFor();
+    assert.equal(await page.getByLabel("Per page").inputValue(), "2");
+    const first = await ids();
+    assert.equal(await page.getByRole("button", { name: "Previous page" }).count(), 0);
+
+    await page.getByRole("button", { name: "Next page" }).click();
+    await status.filter({ hasText: /^1 sandbox on page 2/ }).waitFor();
+    const second = await ids();
+    assert.deepEqual([...first, ...second].sort(), [...made].sort());
+    assert.equal(await page.getByRole("button", { name: "Next page" }).count(), 0);
+
+    await page.getByRole("button", { name: "Previous page" }).click();
+    await status.filter({ hasText: /^2 sandboxes on page 1/ }).waitFor();
+    assert.deepEqual(await ids(), first);
+
+    // Another size from the list: page 1 again, all three, and the address says so.
+    await page.getByLabel("Per page").selectOption("25");
+    await status.filter({ hasText: /^3 sandboxes on page 1/ }).waitFor();
+    assert.match(page.url(), /per_page=25/);
+    assert.equal((await page.locator(".pager").textContent()).trim(), "");
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+  }
+});
