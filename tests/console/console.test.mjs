@@ -1,13 +1,13 @@
 // The console (docs/console.md) in a real browser: Debian's Chromium driven by playwright-core,
 // against the daemon with_daemon.py started (SANDFORT_BASE_URL, and its superadmin key in
 // SANDFORT_API_KEY). Signing in with a key, the sandbox list, hostile names drawn as text, the
-// page's headers, signing out.
+// page's headers, a cross-site form post, signing out.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { request } from "node:http";
+import { createServer, request } from "node:http";
 import { gunzipSync } from "node:zlib";
 import { chromium } from "playwright-core";
-import { BASE, ADMIN, CHROMIUM, call, screenshot, signIn } from "./support.mjs";
+import { BASE, ADMIN, CHROMIUM, call, openSignIn, screenshot, signIn } from "./support.mjs";
 
 const HOSTILE = `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>`;
 
@@ -71,6 +71,25 @@ test("the page is served with a strict policy and no frame may hold it", async (
   assert.equal((await fetch(`${BASE}/console/`, { method: "POST" })).status, 405);
 });
 
+test("the page asks for every module main.js imports at once: its preloads are that set exactly", async () => {
+  // The static imports, followed from main.js through the files as served (dynamic import() is
+  // left out: xterm.js loads with the terminal only).
+  const imported = new Set();
+  const follow = async (name) => {
+    const text = await (await fetch(`${BASE}/console/${name}`)).text();
+    for (const [, dep] of text.matchAll(/^import [^;]*? from "\.\/([^"]+)";/gm)) {
+      if (imported.has(dep)) continue;
+      imported.add(dep);
+      await follow(dep);
+    }
+  };
+  await follow("main.js");
+  const html = await (await fetch(`${BASE}/console/`)).text();
+  const preloaded = [...html.matchAll(/<link rel="modulepreload" href="\/console\/([^"]+)">/g)].map((m) => m[1]);
+  assert.ok(imported.size >= 5);
+  assert.deepEqual(preloaded.sort(), [...imported].sort());
+});
+
 test("a member signs in with a key, sees the organization's sandboxes, and hostile names stay text", async () => {
   const { context, page, errors } = await signedIn(org.member);
   try {
@@ -97,12 +116,8 @@ test("a member signs in with a key, sees the organization's sandboxes, and hosti
 });
 
 test("a wrong key is refused on the sign-in form, saying why", async () => {
-  const context = await browser.newContext();
-  const page = await context.newPage();
+  const { context, page } = await openSignIn(browser);
   try {
-    await page.goto(`${BASE}/console/`);
-    await page.setViewportSize({ width: 1280, height: 800 });
-    await page.getByLabel("API key").waitFor();
     await screenshot(page, "sign-in");
     await page.getByLabel("API key").fill("sfk_00000000000000000000000000000000");
     await page.getByRole("button", { name: "Sign in" }).click();
@@ -125,5 +140,38 @@ test("signing out ends the session on the server, not only in the page", async (
     assert.deepEqual(await context.cookies(), []);
   } finally {
     await context.close();
+  }
+});
+
+test("a cross-site page's form posts, made in the signed-in browser, change nothing", async () => {
+  const target = await call("GET", `/v1/sandboxes/${org.sandbox.id}?wait_for=started&timeout_s=60`, org.member);
+  assert.equal(target.state, "started");
+  // Another site: "localhost" is not the console's 127.0.0.1. A stop as a plain form, and a create
+  // as the classic JSON-in-text/plain form.
+  const attacker = createServer((req, res) => {
+    res.setHeader("Content-Type", "text/html");
+    res.end(`<form id="stop" method="POST" action="${BASE}/v1/sandboxes/${target.id}/stop"><input name="x" value="1"></form>
+<form id="create" method="POST" enctype="text/plain" action="${BASE}/v1/sandboxes"><input name='{"name":"made-by-csrf","wait":false,"x":"' value='"}'></form>`);
+  });
+  await new Promise((r) => attacker.listen(0, "127.0.0.1", r));
+  const { context } = await signedIn(org.member);
+  try {
+    for (const form of ["stop", "create"]) {
+      const tab = await context.newPage();  // a tab of its own: each post navigates away
+      await tab.goto(`http://localhost:${attacker.address().port}/`);
+      const [answer] = await Promise.all([
+        tab.waitForResponse((r) => r.url().startsWith(`${BASE}/v1/sandboxes`)),
+        tab.evaluate((id) => document.getElementById(id).submit(), form),
+      ]);
+      // Refused before it could act: the session cookie (SameSite=Strict) did not come along.
+      assert.equal(answer.status(), 401, form);
+      assert.equal((await answer.request().allHeaders()).cookie, undefined, form);
+    }
+    assert.equal((await call("GET", `/v1/sandboxes/${target.id}`, org.member)).state, "started");
+    const named = await call("GET", "/v1/sandboxes?limit=1000", org.member);
+    assert.deepEqual(named.items.filter((s) => s.name === "made-by-csrf"), []);
+  } finally {
+    await context.close();
+    attacker.close();
   }
 });

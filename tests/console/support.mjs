@@ -40,23 +40,40 @@ export async function until(what, fn, timeoutMs = 30000) {
   }
 }
 
-// A new browser context signed in with key, on the sandbox list; errors collects the page's
-// script errors and the errors it logs (not the network's lines: the page asks for its session
-// before signing in, and a 401 is its answer; a 403 to a viewer or a 404 for another organization's
-// sandbox are answers the tests look for).
-export async function signIn(browser, key, viewport = { width: 1280, height: 800 }) {
+// A new browser context on the sign-in page. errors collects the page's script errors and the
+// errors it logs (not the network's lines: the page asks for its session before signing in, and a
+// 401 is its answer; a 403 to a viewer or a 404 for another organization's sandbox are answers the
+// tests look for). When the form does not come, the error says what the page shows and what it
+// asked the server (a failure's first lines are what the end of scripts/test shows).
+export async function openSignIn(browser, viewport = { width: 1280, height: 800 }) {
   const context = await browser.newContext({ viewport, acceptDownloads: true });
   const page = await context.newPage();
   page.setDefaultTimeout(30000);
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
   page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") && errors.push(m.text()));
+  const trail = [];
+  const t0 = Date.now();
+  const note = (line) => trail.push(`${Date.now() - t0} ms ${line}`);
+  page.on("request", (r) => note(`asked ${r.method()} ${r.url()}`));
+  page.on("response", (r) => note(`answered ${r.status()} ${r.request().method()} ${r.url()}`));
+  page.on("requestfailed", (r) => note(`failed ${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
+  const stuck = async (what, e) => {
+    const says = await page.locator("body").innerText().catch(() => "?");
+    return new Error(`${what} (${e.message.split("\n")[0]}); the page says: ${JSON.stringify(says)}; ` +
+                     `its errors: ${JSON.stringify(errors)}; its requests: ${trail.slice(-20).join(" | ")}`);
+  };
   await page.goto(`${BASE}/console/`);
+  await page.getByLabel("API key").waitFor().catch(async (e) => { throw await stuck("no sign-in form", e); });
+  return { context, page, errors, stuck };
+}
+
+// A new browser context signed in with key, on the sandbox list.
+export async function signIn(browser, key, viewport) {
+  const { context, page, errors, stuck } = await openSignIn(browser, viewport);
   await page.getByLabel("API key").fill(key);
   await page.getByRole("button", { name: "Sign in" }).click();
-  await page.locator("#signed-in-as").waitFor().catch(async (e) => {
-    throw new Error(`not signed in: ${await page.locator("body").innerText()} ${errors.join(" ")} (${e.message})`);
-  });
+  await page.locator("#signed-in-as").waitFor().catch(async (e) => { throw await stuck("not signed in", e); });
   return { context, page, errors };
 }
 
