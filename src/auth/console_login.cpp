@@ -6,6 +6,7 @@
 
 #include "sandfort/auth/code_flow.hpp"
 #include "sandfort/core/ids.hpp"
+#include "sandfort/core/loggable.hpp"
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/http/url_client.hpp"
 #include "sandfort/store/console_session_store.hpp"
@@ -22,15 +23,6 @@ constexpr std::size_t state_bytes = 32;     // 64 hex characters in the URL
 constexpr std::size_t browser_bytes = 32;   // the pre-login cookie
 constexpr std::size_t verifier_bytes = 32;  // 64 hex characters: a valid PKCE verifier (RFC 7636 4.1)
 constexpr std::size_t nonce_bytes = 16;
-constexpr std::size_t logged_bytes = 200;
-
-// What a provider or a browser sent, made safe for one log line.
-std::string loggable(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, logged_bytes)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
-  if (s.size() > logged_bytes) out += "…";
-  return out;
-}
 
 bool is_hex_of(std::string_view s, std::size_t bytes) {
   return s.size() == bytes * 2 &&

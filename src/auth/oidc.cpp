@@ -11,6 +11,7 @@
 #include "sandfort/auth/console_sessions.hpp"
 #include "sandfort/auth/jwt.hpp"
 #include "sandfort/auth/keys.hpp"
+#include "sandfort/core/loggable.hpp"
 #include "sandfort/http/url_client.hpp"
 
 namespace sandfort::auth {
@@ -31,16 +32,6 @@ struct oidc_verifier::issuer_state {
 };
 
 namespace {
-
-constexpr std::size_t max_logged = 200;
-
-// What an attacker sent, made safe for one log line.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, max_logged)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
-  if (s.size() > max_logged) out += "…";
-  return out;
-}
 
 error refused() { return make_error(errc::unauthenticated, "invalid token"); }
 
@@ -198,7 +189,7 @@ awaitable<result<verified_access>> oidc_verifier::verify_access_token(std::strin
   auto found = std::find_if(issuers_.begin(), issuers_.end(),
                             [&](const auto& is) { return is->cfg.issuer == *claimed_issuer; });
   if (found == issuers_.end()) {
-    spdlog::warn("auth: token refused ({}): issuer '{}' is not configured", request_id, printable(*claimed_issuer));
+    spdlog::warn("auth: token refused ({}): issuer '{}' is not configured", request_id, loggable(*claimed_issuer));
     co_return refused();
   }
   issuer_state& is = **found;
@@ -206,7 +197,7 @@ awaitable<result<verified_access>> oidc_verifier::verify_access_token(std::strin
   if (!verified) co_return std::move(verified).err();
   auto p = to_principal(is, verified->all, verified->subject);
   if (!p) {
-    spdlog::warn("auth: token of {} (subject {}) refused ({}): {}", is.cfg.issuer, printable(verified->subject),
+    spdlog::warn("auth: token of {} (subject {}) refused ({}): {}", is.cfg.issuer, loggable(verified->subject),
                  request_id, p.err().message);
     if (p.err().code == errc::unauthenticated) co_return refused();
     co_return std::move(p).err();
@@ -219,7 +210,7 @@ awaitable<result<nlohmann::json>> oidc_verifier::verify_id_token(std::string iss
   auto found =
       std::find_if(issuers_.begin(), issuers_.end(), [&](const auto& is) { return is->cfg.issuer == issuer; });
   if (found == issuers_.end()) {
-    spdlog::warn("auth: ID token refused ({}): issuer '{}' is not configured", request_id, printable(issuer));
+    spdlog::warn("auth: ID token refused ({}): issuer '{}' is not configured", request_id, loggable(issuer));
     co_return refused();
   }
   issuer_state& is = **found;
@@ -263,7 +254,7 @@ awaitable<result<jwt::claims>> oidc_verifier::verify_signed(issuer_state& is, co
     if (auto r = co_await refresh(is); !r) co_return std::move(r).err();
     key = is.keys->find(parsed->kid);
   }
-  if (!key) co_return refuse("kid '" + printable(parsed->kid) + "' is not in the key set of " + is.cfg.issuer);
+  if (!key) co_return refuse("kid '" + loggable(parsed->kid) + "' is not in the key set of " + is.cfg.issuer);
 
   auto verified = jwt::verify(*parsed, *key, policy, clk_.now());
   if (!verified) co_return refuse(verified.err().message);
