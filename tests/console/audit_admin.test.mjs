@@ -179,6 +179,7 @@ test("an admin creates a key whose secret is shown once, revokes it, and uses th
     assert.equal((await raw("GET", "/v1/whoami", secret)).status, 401);
 
     // The kill switch: engaged and released from the page, each after a confirmation.
+    assert.equal((await call("GET", `/v1/sandboxes/${org.sandbox.id}?wait_for=started&timeout_s=60`, org.admin)).state, "started");
     await page.locator("#kill-engage").click();
     await confirm(page, "Stop every sandbox", /refuse creating or starting/);
     await page.locator("#admin-kill .verdict-bad", { hasText: "Engaged" }).waitFor();
@@ -186,6 +187,11 @@ test("an admin creates a key whose secret is shown once, revokes it, and uses th
     const on = await call("GET", `/v1/orgs/${org.id}/limits`, org.admin);
     assert.equal(on.stopped.by_superadmin, false);
     assert.equal((await raw("POST", "/v1/sandboxes", org.admin, { wait: false })).status, 409);
+    // The sandbox list says why its sandbox stopped.
+    await page.goto(`${BASE}/console/#/sandboxes`);
+    await page.locator(`#sandboxes tr[data-id="${org.sandbox.id}"][data-state="stopped"] .reason`,
+                       { hasText: "stopped by the organization's kill switch" }).waitFor();
+    await page.goto(`${BASE}/console/#/admin`);
     await page.locator("#kill-release").click();
     await confirm(page, "Release");
     await page.locator("#admin-kill .verdict-ok", { hasText: "Off" }).waitFor();
