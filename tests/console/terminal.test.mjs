@@ -38,7 +38,7 @@ async function typeAndWait(page, text, expected) {
   }
 }
 
-test("type into the terminal and read the answer; resize, paste, colour, exit", async () => {
+test("type into the terminal and read the answer; copy, resize, paste, colour, exit", async () => {
   const { context, page, errors } = await signIn(browser, org.member);
   try {
     await page.goto(`${BASE}/console/#/sandboxes/${org.sandbox.id}/terminal`);
@@ -48,6 +48,18 @@ test("type into the terminal and read the answer; resize, paste, colour, exit", 
 
     assert.equal(await typeAndWait(page, "echo $((6*7))", /^42$/), "42");
     await screenshot(page, "terminal");
+
+    // Copy: a word selected with the mouse (a double click) is what a copy puts on the clipboard.
+    // (At the row's place: xterm's screen layer takes the pointer events over its rows.)
+    const row = await page.locator("#terminal .xterm-rows > div", { hasText: /^42\s*$/ }).last().boundingBox();
+    await page.mouse.dblclick(row.x + 4, row.y + row.height / 2);
+    const copied = await page.locator("#terminal .xterm").evaluate((term) => {
+      const data = new DataTransfer();
+      term.dispatchEvent(new ClipboardEvent("copy", { clipboardData: data, bubbles: true, cancelable: true }));
+      return data.getData("text/plain");
+    });
+    assert.equal(copied, "42");
+    await page.locator("#terminal .xterm").click();
 
     // The window's size is the terminal's: narrower window, fewer columns, and stty says so.
     const before = (await typeAndWait(page, "stty size", /^\d+ \d+$/)).split(" ").map(Number);
