@@ -118,7 +118,7 @@ TEST_CASE("console: a session ends with its key, its organization, its expiry an
 TEST_CASE("console: malformed, unknown and forged cookies open nothing", "[auth][console]") {
   console_fixture f;
   auto g = f.sign_in(f.key(role::admin));
-  for (const std::string bad : {std::string(), std::string("x"), g.cookie + "0", g.cookie.substr(1),
+  for (const std::string& bad : {std::string(), std::string("x"), g.cookie + "0", g.cookie.substr(1),
                                 std::string(64, 'G'), sha256_hex(g.cookie)})
     check_refused(authenticate_console(*f.db, f.clk, bad), bad == sha256_hex(g.cookie)
                                                                ? "console session expired or signed out"
@@ -140,7 +140,7 @@ TEST_CASE("console: one key holds at most per_credential sessions, the oldest en
     f.clk.advance(std::chrono::milliseconds(10));
   }
   check_refused(authenticate_console(*f.db, f.clk, made[0].cookie), "console session expired or signed out");
-  for (int i = 1; i < 4; ++i) CHECK(authenticate_console(*f.db, f.clk, made[i].cookie));
+  for (std::size_t i = 1; i < 4; ++i) CHECK(authenticate_console(*f.db, f.clk, made[i].cookie));
   CHECK(authenticate_console(*f.db, f.clk, other.cookie));  // another key's are its own
 
   f.clk.advance(std::chrono::hours(9));
