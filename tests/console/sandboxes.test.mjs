@@ -31,9 +31,10 @@ test("a member creates a sandbox from the page, filters, stops, starts and delet
     await page.getByLabel("Labels").fill("made=console\nteam=a");
     await page.getByLabel("Environment").fill("GREETING=hello");
     await page.getByRole("button", { name: "Create" }).click();
-    // The page goes to the new sandbox; the API has it with what the form said.
+    // The page goes to the new sandbox (whose page adds its first section to the address, "/files",
+    // when it draws); the API has it with what the form said.
     await page.waitForURL(/#\/sandboxes\/sbx-/);
-    const id = decodeURIComponent(page.url().split("#/sandboxes/")[1]);
+    const id = decodeURIComponent(page.url().match(/#\/sandboxes\/([^/?]+)/)[1]);
     const made = await call("GET", `/v1/sandboxes/${id}?wait_for=started&timeout_s=60`, org.member);
     assert.equal(made.state, "started");
     assert.equal(made.name, "from-the-page");
