@@ -70,12 +70,7 @@ result<principal> identity_principal(store::database& db, const std::string& ide
     return unauthenticated("console session of an issuer no longer configured for console sign-in");
   auto o = active_org(db, text("org_id"), false);
   if (!o) return std::move(o).err();
-  principal p;
-  p.org_id = o->id;
-  p.org_name = o->name;
-  p.granted = *granted;
-  p.superadmin = o->superadmin && *granted == role::admin;
-  p.via = method::oidc;
+  principal p = acting_in(*o, *granted, method::oidc);
   p.id = text("sub");
   p.name = text("name");
   p.issuer = text("issuer");

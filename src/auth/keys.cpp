@@ -154,14 +154,19 @@ result<principal> authenticate_key_hash(store::database& db, const clock& clk, c
   if (!o) return o.err().code == errc::unauthenticated ? unauthenticated("invalid API key") : std::move(o).err();
   record_use(db, clk, *key);
 
-  principal p;
-  p.org_id = o->id;
-  p.org_name = o->name;
-  p.superadmin = o->superadmin && *key_role == role::admin;
-  p.via = method::api_key;
+  principal p = acting_in(*o, *key_role, method::api_key);
   p.id = key->id;
   p.name = key->name;
-  p.granted = *key_role;
+  return p;
+}
+
+principal acting_in(const store::org& o, role granted, method via) {
+  principal p;
+  p.org_id = o.id;
+  p.org_name = o.name;
+  p.granted = granted;
+  p.superadmin = o.superadmin && granted == role::admin;
+  p.via = via;
   return p;
 }
 

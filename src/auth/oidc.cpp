@@ -292,12 +292,7 @@ result<principal> oidc_verifier::to_principal(const issuer_state& is, const json
   }
   if (!granted) return make_error(errc::permission_denied, "your identity provider grants you no role in " + o->name);
 
-  principal p;
-  p.org_id = o->id;
-  p.org_name = o->name;
-  p.granted = *granted;
-  p.superadmin = o->superadmin && *granted == role::admin;
-  p.via = method::oidc;
+  principal p = acting_in(*o, *granted, method::oidc);
   p.issuer = is.cfg.issuer;
   p.id = subject;
   p.name = subject;

@@ -37,6 +37,9 @@ result<principal> authenticate_key_hash(store::database& db, const clock& clk, c
 // The organization a principal belongs to, if it may act now: unauthenticated when it is
 // gone (deleting/deleted), permission_denied while disabled.
 result<store::org> active_org(store::org_store orgs, const std::string& org_id_or_name, bool by_name);
+// Who acts in organization o with role `granted` (a key, a token, a console session): the
+// superadmin is an admin of the superadmin organization, and no one else. The caller names them.
+principal acting_in(const store::org& o, role granted, method via);
 
 // `sandfortd admin bootstrap`: creates the superadmin organization and its first admin key.
 // conflict when it already exists.

@@ -90,6 +90,22 @@ TEST_CASE("allows: what each role may do") {
   CHECK(allows(role::admin, true, p::superadmin));
 }
 
+TEST_CASE("acting_in: only an admin of the superadmin organization is the superadmin, however signed in") {
+  const store::org root{"org-0000000000000001", "operator", true};
+  const store::org other{"org-0000000000000002", "acme", false};
+  for (method via : {method::api_key, method::oidc}) {
+    const principal admin = acting_in(root, role::admin, via);
+    CHECK(admin.superadmin);
+    CHECK(admin.org_id == root.id);
+    CHECK(admin.org_name == "operator");
+    CHECK(admin.granted == role::admin);
+    CHECK(admin.via == via);
+    CHECK_FALSE(acting_in(root, role::member, via).superadmin);
+    CHECK_FALSE(acting_in(root, role::viewer, via).superadmin);
+    CHECK_FALSE(acting_in(other, role::admin, via).superadmin);
+  }
+}
+
 TEST_CASE("an issued key authenticates as its organization, key and role") {
   fixture f;
   auto acme = f.org("acme");
