@@ -14,8 +14,12 @@ async function send(method, path, { body, headers = {} } = {}) {
   const h = { ...headers };
   if (body !== undefined) h["Content-Type"] = "application/json";
   if (method !== "GET" && method !== "HEAD" && csrf) h["X-Sandfort-CSRF"] = csrf;
-  const res = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body),
-                                  credentials: "same-origin", cache: "no-store" });
+  const init = { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body),
+                 credentials: "same-origin", cache: "no-store" };
+  // Chromium fails the requests in flight when the machine's addresses change
+  // (net::ERR_NETWORK_CHANGED; Docker changes them whenever it creates a network): a read that
+  // failed before any answer is asked once more. A change is not: it may have been done.
+  const res = await fetch(path, init).catch((e) => { if (method !== "GET") throw e; return fetch(path, init); });
   if (res.status === 204) return null;
   const data = await res.json().catch(() => null);
   if (!res.ok) {

@@ -11,6 +11,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { chromium } from "playwright-core";
+import { load } from "./support.mjs";
 
 const BASE = process.env.SANDFORT_BASE_URL;
 const ISSUER = process.env.SANDFORT_OIDC_ISSUER;
@@ -36,8 +37,7 @@ async function signInPage() {
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
   page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") && errors.push(m.text()));
-  await page.goto(`${CONSOLE}/console/`);
-  await page.getByRole("link", { name: "Sign in with Test IdP" }).waitFor();
+  await load(page, `${CONSOLE}/console/`, page.getByRole("link", { name: "Sign in with Test IdP" }));
   return { context, page, errors };
 }
 

@@ -63,9 +63,35 @@ export async function openSignIn(browser, viewport = { width: 1280, height: 800 
     return new Error(`${what} (${e.message.split("\n")[0]}); the page says: ${JSON.stringify(says)}; ` +
                      `its errors: ${JSON.stringify(errors)}; its requests: ${trail.slice(-20).join(" | ")}`);
   };
-  await page.goto(`${BASE}/console/`);
-  await page.getByLabel("API key").waitFor().catch(async (e) => { throw await stuck("no sign-in form", e); });
+  await load(page, `${BASE}/console/`, page.getByLabel("API key"))
+    .catch(async (e) => { throw await stuck("no sign-in form", e); });
   return { context, page, errors, stuck };
+}
+
+// Opens url in page and waits for ready (a locator). Chromium fails every request in flight when
+// the host's addresses change (net::ERR_NETWORK_CHANGED), and Docker changes them whenever a test
+// daemon creates its network; the console's modules then never run and the page stays at
+// "Loading…". Only that error loads the page again (five tries); any other failure is the
+// console's own and fails the test.
+export async function load(page, url, ready, timeoutMs = 30000) {
+  let changed = false;
+  const seen = (r) => { if (r.failure()?.errorText === "net::ERR_NETWORK_CHANGED") changed = true; };
+  page.on("requestfailed", seen);
+  try {
+    for (let attempt = 1; ; attempt++) {
+      changed = false;
+      const failed = await page.goto(url).then(() => null, (e) => e);
+      const end = Date.now() + timeoutMs;
+      for (;;) {
+        if (await ready.isVisible()) return;
+        if (changed && attempt < 5) break;
+        if (Date.now() > end) throw failed ?? new Error(`${ready} not shown in ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  } finally {
+    page.off("requestfailed", seen);
+  }
 }
 
 // A new browser context signed in with key, on the sandbox list.
