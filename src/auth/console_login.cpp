@@ -66,12 +66,11 @@ bool is_login_error(std::string_view code) {
 }
 
 console_login::console_login(const oidc_config& cfg, oidc_verifier& verifier, store::database& db, const clock& clk,
-                             url_fetcher fetch, form_poster post, console_login_limits limits)
+                             form_poster post, console_login_limits limits)
     : cfg_(cfg),
       verifier_(verifier),
       db_(db),
       clk_(clk),
-      fetch_(std::move(fetch)),
       post_(std::move(post)),
       limits_(limits) {}
 
@@ -92,41 +91,29 @@ const oidc_issuer_config* console_login::console_issuer_config(const std::string
   return nullptr;
 }
 
-// The discovery document, kept for jwks_default_cache_s: its issuer must be ours exactly (a
-// document naming another issuer is a mix-up in the making), and the endpoints https.
+// The provider's endpoints, from the discovery document the verifier keeps (one fetch per issuer
+// at a time, a failure remembered for jwks_min_refresh_s): https, and PKCE S256 if it lists methods.
 awaitable<result<console_login::provider>> console_login::endpoints(const oidc_issuer_config& is,
                                                                     const std::string& request_id) {
-  const time_point now = clk_.now();
-  if (auto it = discovered_.find(is.issuer); it != discovered_.end() && now < it->second.fresh_until)
-    co_return it->second;
-  std::string base = is.issuer;
-  if (base.ends_with('/')) base.pop_back();
-  std::string url = base + "/.well-known/openid-configuration";
-  auto doc = co_await fetch_(std::move(url), is);
+  auto doc = co_await verifier_.discovery(is.issuer);
   auto unavailable = [&](const std::string& why) {
-    return refusal(errc::idp_unavailable, login_error::provider_unavailable,
-                   "identity provider " + is.issuer + ": discovery: " + why, request_id);
+    return refusal(errc::idp_unavailable, login_error::provider_unavailable, why, request_id);
   };
   if (!doc) co_return unavailable(doc.err().message);
-  if (doc->result_int() != 200) co_return unavailable("answered " + std::to_string(doc->result_int()));
-  const json d = json::parse(doc->body(), nullptr, false);
-  if (!d.is_object() || !d.contains("issuer") || d["issuer"] != is.issuer)
-    co_return unavailable("the document does not name this issuer");
+  const json& d = *doc;
   if (!is_endpoint(d, "authorization_endpoint") || !is_endpoint(d, "token_endpoint"))
-    co_return unavailable("no https authorization_endpoint and token_endpoint");
+    co_return unavailable("identity provider " + is.issuer + ": no https authorization_endpoint and token_endpoint");
   // A provider that lists its PKCE methods without S256 would ignore the challenge.
   if (d.contains("code_challenge_methods_supported")) {
     const json& m = d["code_challenge_methods_supported"];
     if (!m.is_array() || std::find(m.begin(), m.end(), json("S256")) == m.end())
-      co_return unavailable("PKCE with S256 is not supported");
+      co_return unavailable("identity provider " + is.issuer + ": PKCE with S256 is not supported");
   }
   provider p;
   p.authorization_endpoint = d["authorization_endpoint"].get<std::string>();
   p.token_endpoint = d["token_endpoint"].get<std::string>();
   const char* sends_iss = "authorization_response_iss_parameter_supported";
   p.sends_iss = d.contains(sends_iss) && d[sends_iss].is_boolean() && d[sends_iss].get<bool>();
-  p.fresh_until = now + std::chrono::seconds(cfg_.jwks_default_cache_s);
-  discovered_[is.issuer] = p;
   co_return p;
 }
 

@@ -29,6 +29,11 @@ struct oidc_verifier::issuer_state {
   std::optional<time_point> last_attempt;
   result<void> last_outcome = ok_t{};
   std::optional<asio::steady_timer> fetched;  // exactly while a fetch runs: its waiters wait on it
+  // The discovery document, shared by the key fetch and the console's sign-in.
+  std::optional<json> discovered;              // the last good one
+  time_point discovery_until{};                // its outcome (a failure too) holds until then
+  result<void> discovery_outcome = ok_t{};
+  std::optional<asio::steady_timer> discovering;  // exactly while its fetch runs
 };
 
 namespace {
@@ -124,24 +129,61 @@ oidc_verifier::oidc_verifier(const oidc_config& cfg, store::database& db, const 
 
 oidc_verifier::~oidc_verifier() = default;
 
+// The issuer's discovery document, fetched now: its issuer must be this one exactly (a document
+// naming another is a mix-up in the making).
+awaitable<result<void>> oidc_verifier::fetch_discovery(issuer_state& is) {
+  std::string base = is.cfg.issuer;
+  if (base.ends_with('/')) base.pop_back();
+  auto doc = co_await fetch_(base + "/.well-known/openid-configuration", is.cfg);
+  if (!doc) co_return idp_down(is.cfg, "discovery: " + doc.err().message);
+  if (doc->result_int() != 200) co_return idp_down(is.cfg, "discovery answered " + std::to_string(doc->result_int()));
+  json d = json::parse(doc->body(), nullptr, false);
+  if (!d.is_object() || !d.contains("issuer") || d["issuer"] != is.cfg.issuer)
+    co_return idp_down(is.cfg, "discovery: the document does not name this issuer");
+  is.discovered = std::move(d);
+  co_return ok_t{};
+}
+
+// One discovery fetch per issuer at a time, its document kept for jwks_default_cache_s and a
+// failure for jwks_min_refresh_s: a provider that is down is asked once per interval, however
+// many sign-ins and tokens come meanwhile.
+awaitable<result<json>> oidc_verifier::discover(issuer_state& is) {
+  if (is.discovering) {
+    auto [ec] = co_await is.discovering->async_wait(asio::as_tuple(asio::use_awaitable));
+    (void)ec;  // cancelled when the fetch ends: that is the signal
+  } else if (clk_.now() >= is.discovery_until) {
+    is.discovering.emplace(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+    is.discovery_outcome = co_await fetch_discovery(is);
+    is.discovery_until = clk_.now() + std::chrono::seconds(is.discovery_outcome ? cfg_.jwks_default_cache_s
+                                                                                 : cfg_.jwks_min_refresh_s);
+    is.discovering.reset();  // its waiters resume, cancelled
+  }
+  if (!is.discovery_outcome) co_return is.discovery_outcome.err();
+  co_return *is.discovered;
+}
+
+awaitable<result<json>> oidc_verifier::discovery(const std::string& issuer) {
+  auto found = std::find_if(issuers_.begin(), issuers_.end(), [&](const auto& is) { return is->cfg.issuer == issuer; });
+  if (found == issuers_.end()) co_return make_error(errc::invalid_argument, "issuer '" + issuer + "' is not configured");
+  co_return co_await discover(**found);
+}
+
 // The issuer's key set, fetched now: discovery first when its JWKS URI is not known.
 awaitable<result<void>> oidc_verifier::fetch_keys(issuer_state& is) {
   if (is.jwks_uri.empty()) {
-    std::string base = is.cfg.issuer;
-    if (base.ends_with('/')) base.pop_back();
-    auto doc = co_await fetch_(base + "/.well-known/openid-configuration", is.cfg);
-    if (!doc) co_return idp_down(is.cfg, "discovery: " + doc.err().message);
-    if (doc->result_int() != 200) co_return idp_down(is.cfg, "discovery answered " + std::to_string(doc->result_int()));
-    json d = json::parse(doc->body(), nullptr, false);
-    if (!d.is_object() || !d.contains("issuer") || d["issuer"] != is.cfg.issuer || !d.contains("jwks_uri") ||
-        !d["jwks_uri"].is_string())
-      co_return idp_down(is.cfg, "discovery document does not name this issuer and a jwks_uri");
-    is.jwks_uri = d["jwks_uri"].get<std::string>();
+    auto d = co_await discover(is);
+    if (!d) co_return std::move(d).err();
+    if (!d->contains("jwks_uri") || !(*d)["jwks_uri"].is_string())
+      co_return idp_down(is.cfg, "discovery document names no jwks_uri");
+    is.jwks_uri = (*d)["jwks_uri"].get<std::string>();
   }
   ++jwks_fetches_;
   auto res = co_await fetch_(is.jwks_uri, is.cfg);
   if (!res || res->result_int() != 200) {
-    if (is.cfg.jwks_uri.empty()) is.jwks_uri.clear();  // discover again next time: it may have moved
+    if (is.cfg.jwks_uri.empty()) {  // discover again next time: it may have moved
+      is.jwks_uri.clear();
+      is.discovery_until = {};
+    }
     co_return idp_down(is.cfg, res ? "JWKS answered " + std::to_string(res->result_int()) : res.err().message);
   }
   auto parsed = jwt::parse_jwks(res->body());

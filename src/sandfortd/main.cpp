@@ -292,7 +292,6 @@ int serve(const config_flags& f) {
     spdlog::info("oidc: accepting tokens of {}{}", is.issuer,
                  is.console_client_id.empty() ? "" : "; console sign-in as client " + is.console_client_id);
   auth::console_login console_login(cfg.oidc, oidc, *db, clk,
-                                    auth::network_fetcher(std::chrono::seconds(cfg.oidc.fetch_timeout_s)),
                                     auth::network_poster(std::chrono::seconds(cfg.oidc.fetch_timeout_s)));
 
   http::server_options options;

@@ -18,7 +18,6 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstddef>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,7 +87,7 @@ struct console_login_limits {
 class console_login {
  public:
   console_login(const oidc_config& cfg, oidc_verifier& verifier, store::database& db, const clock& clk,
-                url_fetcher fetch, form_poster post, console_login_limits limits = {});
+                form_poster post, console_login_limits limits = {});
   ~console_login();
   console_login(const console_login&) = delete;
   console_login& operator=(const console_login&) = delete;
@@ -105,12 +104,11 @@ class console_login {
   boost::asio::awaitable<result<proven_identity>> finish(login_callback callback, std::string request_id);
 
  private:
-  // An issuer's endpoints, from its discovery document, used until fresh_until without asking again.
+  // An issuer's endpoints, from its discovery document (the verifier keeps it).
   struct provider {
     std::string authorization_endpoint;
     std::string token_endpoint;
     bool sends_iss = false;  // authorization_response_iss_parameter_supported (RFC 9207)
-    time_point fresh_until{};
   };
   const oidc_issuer_config* console_issuer_config(const std::string& issuer) const;
   boost::asio::awaitable<result<provider>> endpoints(const oidc_issuer_config& is, const std::string& request_id);
@@ -122,10 +120,8 @@ class console_login {
   oidc_verifier& verifier_;
   store::database& db_;
   const clock& clk_;
-  url_fetcher fetch_;
   form_poster post_;
   console_login_limits limits_;
-  std::map<std::string, provider> discovered_;  // by issuer
 };
 
 }  // namespace sandfort::auth

@@ -70,6 +70,10 @@ class oidc_verifier {
   // nonce). Refusals as authenticate's.
   boost::asio::awaitable<result<nlohmann::json>> verify_id_token(std::string issuer, std::string token,
                                                                  std::string client_id, std::string request_id);
+  // The discovery document of a configured issuer (OpenID Connect Discovery 1.0), its `issuer`
+  // exactly this one. Kept for jwks_default_cache_s, a failure (idp_unavailable) for
+  // jwks_min_refresh_s; one fetch per issuer at a time. invalid_argument for an unknown issuer.
+  boost::asio::awaitable<result<nlohmann::json>> discovery(const std::string& issuer);
   // Whether `issuer` is configured with console sign-in (console_client_id).
   bool offers_console_sign_in(const std::string& issuer) const;
 
@@ -84,6 +88,8 @@ class oidc_verifier {
                                                             const jwt::policy& policy, const std::string& request_id);
   boost::asio::awaitable<result<void>> refresh(issuer_state& is);
   boost::asio::awaitable<result<void>> fetch_keys(issuer_state& is);
+  boost::asio::awaitable<result<nlohmann::json>> discover(issuer_state& is);
+  boost::asio::awaitable<result<void>> fetch_discovery(issuer_state& is);
   result<principal> to_principal(const issuer_state& is, const nlohmann::json& claims, const std::string& subject);
 
   const oidc_config& cfg_;

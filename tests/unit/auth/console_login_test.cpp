@@ -44,6 +44,7 @@ struct login_fixture {
   std::unique_ptr<store::database> db = testing::open_db(dir.file("sandfort.db"));
   testing::manual_clock clk;
   std::map<std::string, std::string> docs;
+  std::map<std::string, int> asked;  // how many times each URL was fetched
   fake_token_endpoint tokens;
   oidc_config cfg;
   pkey_ptr key = rsa_key(2048);
@@ -71,6 +72,7 @@ struct login_fixture {
     docs[std::string(idp_iss) + "/.well-known/openid-configuration"] = discovery.dump();
     docs[std::string(idp_iss) + "/jwks"] = json{{"keys", {rsa_jwk(key, "k1")}}}.dump();
     url_fetcher fetch = [this](std::string url, const oidc_issuer_config&) -> asio::awaitable<result<http::response>> {
+      ++asked[url];
       http::response res{http::bhttp::status::ok, 11};
       auto it = docs.find(url);
       if (it == docs.end()) res.result(http::bhttp::status::not_found);
@@ -91,7 +93,7 @@ struct login_fixture {
       co_return res;
     };
     verifier = std::make_unique<oidc_verifier>(cfg, *db, clk, fetch);
-    login = std::make_unique<console_login>(cfg, *verifier, *db, clk, fetch, post, limits);
+    login = std::make_unique<console_login>(cfg, *verifier, *db, clk, post, limits);
   }
 
   long long now_s() const {
@@ -308,6 +310,33 @@ TEST_CASE("console login: the discovery document must name this issuer and offer
   auto r = testing::run_coroutine(f.login->start(code_flow::issuer_key(idp_iss), callback_uri, "192.0.2.1", "req"));
   REQUIRE_FALSE(r);
   CHECK(r.err().message == login_error::provider_unavailable);
+}
+
+TEST_CASE("console login: one discovery fetch serves sign-ins and token checks; a failing provider is asked once "
+          "per jwks_min_refresh_s",
+          "[auth][console_login]") {
+  login_fixture f;
+  const std::string well_known = std::string(idp_iss) + "/.well-known/openid-configuration";
+  const std::string doc = f.docs.at(well_known);
+  f.docs.erase(well_known);  // the provider is down
+  for (int i = 0; i < 5; ++i) {
+    auto r = testing::run_coroutine(f.login->start(code_flow::issuer_key(idp_iss), callback_uri, "192.0.2.1", "req"));
+    REQUIRE_FALSE(r);
+    CHECK(r.err().message == login_error::provider_unavailable);
+  }
+  CHECK(f.asked[well_known] == 1);
+  f.docs[well_known] = doc;  // back, but the failure holds for jwks_min_refresh_s
+  CHECK_FALSE(testing::run_coroutine(f.login->start(code_flow::issuer_key(idp_iss), callback_uri, "192.0.2.1", "req")));
+  f.clk.advance(std::chrono::seconds(f.cfg.jwks_min_refresh_s));
+  auto b = f.start();
+  f.start();
+  CHECK(f.asked[well_known] == 2);
+
+  // The sign-in's tokens are verified with keys found through the same document: not fetched again.
+  f.answer_with(b.query.at("nonce"));
+  REQUIRE(f.finish(b, b.redirect.browser_secret));
+  CHECK(f.asked[well_known] == 2);
+  CHECK(f.asked[std::string(idp_iss) + "/jwks"] == 1);
 }
 
 TEST_CASE("console login: a provider's session is the proven principal until the token's expiry, its organization "
