@@ -80,9 +80,9 @@ TEST_CASE("lifecycle events: every stop has a reason, recorded or read from an o
   CHECK(lc_reason_of(lc_row("sandbox.stop", R"({"state":"stopped"})")) == "request");
   CHECK(lc_reason_of(lc_row("sandbox.stop", R"({"state":"stopped","message":"stopped by the organization's kill switch"})")) ==
         "kill_switch");
-  CHECK(lc_reason_of(lc_row("sandbox.stop", R"({"state":"stopped","message":"stopped: TTL reached (expired at x)"})")) == "ttl");
+  CHECK(lc_reason_of(lc_row("sandbox.stop", R"j({"state":"stopped","message":"stopped: TTL reached (expired at x)"})j")) == "ttl");
   CHECK(lc_reason_of(lc_row("sandbox.stop", R"({"state":"stopped","message":"stopped: idle for 3 s"})")) == "idle_timeout");
-  CHECK(lc_reason_of(lc_row("sandbox.state", R"({"state":"stopped","message":"the container exited with code 137 (out of memory)"})")) ==
+  CHECK(lc_reason_of(lc_row("sandbox.state", R"j({"state":"stopped","message":"the container exited with code 137 (out of memory)"})j")) ==
         "oom");
   CHECK(lc_reason_of(lc_row("sandbox.state", R"({"state":"stopped","message":"the container exited with code 0"})")) ==
         "exited");
