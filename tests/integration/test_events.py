@@ -193,3 +193,33 @@ def test_a_sandbox_that_runs_out_of_memory_says_oom(daemon):
     assert stopped["data"]["reason"] == "oom", stopped
     assert "out of memory" in stopped["data"]["details"]["message"], stopped
     assert c["member"].get(f"/v1/sandboxes/{sbx['id']}").json()["state"] == "stopped"
+
+
+def test_a_restart_ends_the_stream_and_a_resumed_one_says_daemon_restart():
+    """A graceful stop ends every stream; a container found stopped at the next start is
+    `daemon_restart`, and the stream resumed with Last-Event-ID gets it and nothing before."""
+    from sandfort_harness import docker, docker_container
+
+    d = Daemon()
+    try:
+        d.start()
+        admin = d.admin()
+        sbx = admin.create_sandbox(idle_timeout_s=0)
+        stream = Stream(admin)
+        seen = stream.until(is_event("sandbox.started", sbx["id"]))
+        d.stop()
+        with pytest.raises(AssertionError, match="the stream ended"):
+            stream.next()
+        stream.close()
+        status, _ = docker("POST", f"/containers/{docker_container(sbx['id'])['Id']}/stop?t=1")
+        assert status in (204, 304), status
+        d.start()
+        resumed = Stream(admin, headers={"Last-Event-ID": seen[-1]["id"]})
+        after = resumed.until(is_event("sandbox.stopped", sbx["id"]))
+        resumed.close()
+        assert [int(e["id"]) for e in after] == sorted(int(e["id"]) for e in after)
+        assert int(after[0]["id"]) > int(seen[-1]["id"]), after
+        assert after[-1]["data"]["reason"] == "daemon_restart", after[-1]
+        assert admin.delete(f"/v1/sandboxes/{sbx['id']}").status == 204
+    finally:
+        d.stop_and_cleanup()
