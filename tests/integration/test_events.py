@@ -223,3 +223,28 @@ def test_a_restart_ends_the_stream_and_a_resumed_one_says_daemon_restart():
         assert admin.delete(f"/v1/sandboxes/{sbx['id']}").status == 204
     finally:
         d.stop_and_cleanup()
+
+
+def test_streams_are_bounded_per_client_address_and_a_closed_one_makes_room(daemon):
+    org, c = new_org(daemon, "events-bounds")
+    streams = [Stream(c["viewer"]) for _ in range(8)]
+    try:
+        assert all(s.resp.status == 200 for s in streams)
+        r = c["viewer"].get("/v1/events", headers={"Accept": "text/event-stream"})
+        assert r.status == 429 and r.json()["error"]["code"] == "quota_exceeded", r
+        assert "event streams" in r.json()["error"]["message"], r
+        streams.pop().close()
+        # The daemon sees the client leave while its stream waits: the place is free again.
+        deadline = time.time() + 30
+        while True:
+            again = Stream(c["viewer"], "?types=sandbox.deleted")
+            if again.resp.status == 200:
+                streams.append(again)
+                break
+            assert again.resp.status == 429, again.resp.status
+            again.close()
+            assert time.time() < deadline, "the closed stream's place never came back"
+            time.sleep(0.1)
+    finally:
+        for s in streams:
+            s.close()
