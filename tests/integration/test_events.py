@@ -248,3 +248,19 @@ def test_streams_are_bounded_per_client_address_and_a_closed_one_makes_room(daem
     finally:
         for s in streams:
             s.close()
+
+
+def test_a_quota_refusal_is_an_event(daemon):
+    org, c = new_org(daemon, "events-quota")
+    r = daemon.admin().request("PUT", f"/v1/orgs/{org['id']}/limits", body={"max_sandboxes": 1})
+    assert r.status == 200, r
+    sbx = c["member"].create_sandbox(idle_timeout_s=0)
+    r = c["member"].post("/v1/sandboxes", {"wait": False})
+    assert r.status == 429 and r.json()["error"]["code"] == "quota_exceeded", r
+    stream = Stream(c["viewer"], "?types=quota.refused")
+    refused = stream.next()
+    stream.close()
+    assert refused["event"] == "quota.refused", refused
+    assert refused["data"]["action"] == "guardrail.quota_exceeded" and refused["data"]["outcome"] == "denied", refused
+    assert refused["data"]["details"]["in_use"] == 1, refused
+    assert c["member"].delete(f"/v1/sandboxes/{sbx['id']}").status == 204
