@@ -16,7 +16,8 @@ from sandfort_harness import Daemon
 @pytest.fixture(scope="module")
 def daemon():
     # The reaper's round is 5 s; a short grace keeps the idle-stopped sandbox from lingering.
-    d = Daemon({"guardrails": {"delete_grace_s": 3}}).start()
+    # Egress decisions are written to the chain every summary interval: 1 s here.
+    d = Daemon({"guardrails": {"delete_grace_s": 3}, "audit": {"summary_interval_s": 1}}).start()
     yield d
     d.stop_and_cleanup()
 
@@ -263,4 +264,24 @@ def test_a_quota_refusal_is_an_event(daemon):
     assert refused["event"] == "quota.refused", refused
     assert refused["data"]["action"] == "guardrail.quota_exceeded" and refused["data"]["outcome"] == "denied", refused
     assert refused["data"]["details"]["in_use"] == 1, refused
+    assert c["member"].delete(f"/v1/sandboxes/{sbx['id']}").status == 204
+
+
+def test_egress_denials_are_counted_events(daemon):
+    org, c = new_org(daemon, "events-egress")
+    sbx = c["member"].create_sandbox(idle_timeout_s=0)  # an empty allowlist: no egress at all
+    stream = Stream(c["viewer"], "?types=egress.denied")
+    for _ in range(3):
+        out = c["member"].exec(sbx["id"], command="curl -sS -m 10 -o /dev/null -w '%{http_code}' http://example.com/",
+                               env={"NO_PROXY": "", "no_proxy": ""}, timeout_s=30)
+        assert out["stdout"] == "403", out
+    # One event per interval and key: the three may span intervals, so they are summed.
+    count = 0
+    while count < 3:
+        e = stream.next()
+        assert e["event"] == "egress.denied" and e["data"]["target"] == sbx["id"], e
+        assert e["data"]["details"]["host"] == "example.com" and e["data"]["actor"] == f"sandbox:{sbx['id']}", e
+        count += e["data"]["details"]["count"]
+    stream.close()
+    assert count == 3
     assert c["member"].delete(f"/v1/sandboxes/{sbx['id']}").status == 204
