@@ -52,9 +52,10 @@ result<events_request> parse_events_request(dependencies& deps, const http::exch
                                 deleted_orgs::allowed);
   if (!org) return std::move(org).err();
   r.org_id = std::move(*org);
-  // The header (an EventSource reconnecting sends it) wins over ?after= (a first request's).
+  // The header (an EventSource reconnecting sends it) wins over ?after= (a first request's); an
+  // empty one is no cursor, as for an EventSource that has seen no id yet.
   const auto& header = ex.parser.get();
-  if (auto h = header.find("Last-Event-ID"); h != header.end()) {
+  if (auto h = header.find("Last-Event-ID"); h != header.end() && !h->value().empty()) {
     auto v = parse_cursor(std::string_view(h->value().data(), h->value().size()), "Last-Event-ID");
     if (!v) return std::move(v).err();
     r.after = *v;

@@ -106,9 +106,11 @@ def test_a_sandboxs_life_in_order_resumed_filtered_and_seen_by_its_organization_
     assert mine[2]["data"]["reason"] == "request", mine[2]
     assert mine[0]["data"]["actor"].startswith("key:"), mine[0]
 
-    # Resumed after the `started` event: exactly the later ones (header, then ?after=).
+    # Resumed after the `started` event: exactly the later ones (header, ?after=, and ?after= with
+    # an empty header, which is no cursor).
     started_id = mine[1]["id"]
-    for query, headers in (("", {"Last-Event-ID": started_id}), (f"?after={started_id}", {})):
+    for query, headers in (("", {"Last-Event-ID": started_id}), (f"?after={started_id}", {}),
+                           (f"?after={started_id}", {"Last-Event-ID": ""})):
         again = Stream(c["admin"], query, headers)
         later = again.until(is_event("sandbox.deleted", sbx["id"]))
         again.close()
