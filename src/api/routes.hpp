@@ -74,6 +74,7 @@ std::vector<api_route> identity_routes();
 std::vector<api_route> sandbox_routes();
 std::vector<api_route> stream_routes();
 std::vector<api_route> audit_routes();
+std::vector<api_route> event_routes();
 std::vector<api_route> guardrail_routes();
 std::vector<api_route> volume_routes();
 std::vector<api_route> snapshot_routes();

@@ -358,7 +358,8 @@ task<stop_all_report> admission::stop_all(const std::string& org_id, bool by_sup
     if (rec.state != "started" && rec.state != "paused") continue;
     ++*pending;
     asio::co_spawn(executor_, [this, rec, who, report, pending, all_done]() mutable -> asio::awaitable<void> {
-      auto r = co_await lifecycle_.halt(rec, "stopped by the organization's kill switch", who, std::nullopt);
+      auto r = co_await lifecycle_.halt(rec, "stopped by the organization's kill switch", who, std::nullopt,
+                                        stop_reason::kill_switch);
       if (r) report->stopped.push_back(rec.id);
       else report->failed[rec.id] = r.err().message;
       if (--*pending == 0) all_done->cancel();
@@ -418,7 +419,7 @@ asio::awaitable<int> admission::reap() {
     const store::sandbox_deadline deadline{rec.id, rec.org_id, when(now + grace), expired ? "ttl" : "idle"};
     auto r = co_await lifecycle_.halt(
         rec, "stopped: " + why + "; deleted at " + deadline.delete_after + " unless started again",
-        audit::system_actor(), deadline);
+        audit::system_actor(), deadline, expired ? stop_reason::ttl : stop_reason::idle_timeout);
     if (r) {
       spdlog::info("sandbox {} stopped: {}", rec.id, why);
       ++reaped;

@@ -197,7 +197,8 @@ asio::awaitable<void> reconciler::recheck_sandbox(std::string sandbox_id) {
     std::string why = container_exit_reason(info->exit_code, oom, runs_on_gvisor(*cur));
     spdlog::warn("sandbox {}: {}", sandbox_id, why);
     cur->address.clear();
-    (void)transitions_.set_state(*cur, "stopped", why);
+    (void)transitions_.set_state(*cur, "stopped", why, audit::system_actor(), {}, std::nullopt,
+                                 oom ? stop_reason::oom : stop_reason::exited);
     transitions_.disconnect(sandbox_id);
     co_return;
   }

@@ -165,7 +165,7 @@ asio::awaitable<int> disk_guard::check() {
     (void)journal_.record_event(rec.org_id, audit::system_actor(),
                                 {"guardrail.disk_exceeded", rec.id, "denied", std::move(details)});
     auto r = co_await lifecycle_.halt(*cur, "stopped: " + why + "; delete files (or the sandbox) to get under it",
-                           audit::system_actor(), std::nullopt);
+                           audit::system_actor(), std::nullopt, stop_reason::disk_quota);
     if (r) {
       spdlog::warn("sandbox {} stopped: {}", rec.id, why);
       ++stopped;

@@ -244,7 +244,8 @@ task<void> service::finish_start(store::sandbox_record& rec) {
   spdlog::info("sandbox {} started", rec.id);
   // The kill switch went on while this one was being made: it stops like the others did.
   if (auto g = guardrails_.get_org_guardrails(rec.org_id); g && g->stopped_since)
-    co_return co_await halt(rec, "stopped by the organization's kill switch", audit::system_actor(), std::nullopt);
+    co_return co_await halt(rec, "stopped by the organization's kill switch", audit::system_actor(), std::nullopt,
+                            stop_reason::kill_switch);
   co_return ok_t{};
 }
 
@@ -300,18 +301,18 @@ task<sandbox_view> service::stop(const std::string& org_id, const std::string& i
   // Docker stops a paused container as it is: no need to thaw it first.
   if (rec->state != "started" && rec->state != "paused")
     co_return make_error(errc::conflict, "sandbox " + rec->id + " is " + rec->state + " and cannot be stopped");
-  if (auto r = co_await halt(*rec, {}, who, std::nullopt); !r) co_return std::move(r).err();
+  if (auto r = co_await halt(*rec, {}, who, std::nullopt, stop_reason::request); !r) co_return std::move(r).err();
   co_return view_of(*rec);
 }
 
 task<void> service::halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
-                         const std::optional<store::sandbox_deadline>& deadline) {
+                         const std::optional<store::sandbox_deadline>& deadline, const char* reason) {
   // On a full state disk: only while the store's reserve can take the state change and its event.
   if (auto room = db_.admit(store::write_kind::relief); !room) co_return room;
   auto marked = reconciler_.begin_operation(rec.id);  // its die event is ours (container_events.cpp)
   if (auto r = co_await engine_.stop_container(rec.container_id, cfg_.stop_timeout_s); !r) co_return r;
   rec.address.clear();
-  if (auto r = transitions_.set_state(rec, "stopped", message, who, "sandbox.stop", deadline); !r) co_return r;
+  if (auto r = transitions_.set_state(rec, "stopped", message, who, "sandbox.stop", deadline, reason); !r) co_return r;
   transitions_.disconnect(rec.id);
   co_return ok_t{};
 }

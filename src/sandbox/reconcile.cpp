@@ -183,7 +183,8 @@ task<reconcile_report> reconciler::reconcile() {
       (void)transitions_.set_state(rec, "error", "the sandbox's container vanished");
       ++report.rows_marked_error;
     } else if (!found->second.running && (rec.state == "started" || rec.state == "paused")) {
-      (void)transitions_.set_state(rec, "stopped", "the container was not running when sandfortd started");
+      (void)transitions_.set_state(rec, "stopped", "the container was not running when sandfortd started",
+                                   audit::system_actor(), {}, std::nullopt, stop_reason::daemon_restart);
       ++report.rows_marked_stopped;
     } else if ((rec.state == "started" || rec.state == "paused") && found->second.paused != (rec.state == "paused")) {
       // Paused or thawed with `docker pause`/`unpause` while sandfortd was down: a paused

@@ -36,7 +36,9 @@ asio::awaitable<void> transitions::wait_change(const std::string& sandbox_id,
 
 result<void> transitions::set_state(store::sandbox_record& rec, const std::string& state, const std::string& message,
                                     const audit::actor& who, const std::string& action,
-                                    const std::optional<store::sandbox_deadline>& deadline) {
+                                    const std::optional<store::sandbox_deadline>& deadline, const char* reason) {
+  if (reason == nullptr && state == "error") reason = stop_reason::error;
+  const std::string from = rec.state;
   rec.state = state;
   rec.error_message = message;
   rec.updated_at = format_time(clock_.now());
@@ -48,9 +50,10 @@ result<void> transitions::set_state(store::sandbox_record& rec, const std::strin
         return state == "stopped" ? result<void>() : guardrails_.clear_sandbox_deadline(rec.id);
       },
       [&] {
-        nlohmann::json details = {{"state", state}};
+        nlohmann::json details = {{"state", state}, {"from", from}};
         if (!message.empty()) details["message"] = message;
         if (deadline) details["delete_after"] = deadline->delete_after;
+        if (reason != nullptr && (state == "stopped" || state == "error")) details["reason"] = reason;
         return audit::record{action.empty() ? "sandbox.state" : action, rec.id, "ok", std::move(details)};
       });
   notify(rec.id);
@@ -99,7 +102,8 @@ asio::awaitable<error> transitions::explain_unreachable_agent(store::sandbox_rec
   }
   if (info && !info->running) {
     std::string why = container_exit_reason(info->exit_code, info->oom_killed, gvisor);
-    (void)set_state(rec, "stopped", why);
+    (void)set_state(rec, "stopped", why, audit::system_actor(), {}, std::nullopt,
+                    info->oom_killed ? stop_reason::oom : stop_reason::exited);
     co_return make_error(errc::conflict, "sandbox " + rec.id + " is stopped: " + why);
   }
   co_return e;

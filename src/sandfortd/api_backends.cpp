@@ -348,9 +348,10 @@ api_backends::api_backends(backend_parts parts)
 
 api_backends::~api_backends() = default;
 
-api::dependencies api_backends::dependencies(api::rate_limiter& limiter, sandbox::answer_workers& answer_workers) {
+api::dependencies api_backends::dependencies(api::rate_limiter& limiter, sandbox::answer_workers& answer_workers,
+                                             api::event_hub& events) {
   return {parts_.cfg, *gate_,     *sandboxes_,       *commands_, *volumes_,      *snapshots_, *identity_,
-          *audit_,    *guardrails_, *daemon_, parts_.audit_key, limiter, answer_workers};
+          *audit_,    *guardrails_, *daemon_, parts_.audit_key, limiter, answer_workers, events};
 }
 
 }  // namespace sandfort::daemon

@@ -42,7 +42,8 @@ class api_backends {
   api_backends(const api_backends&) = delete;
   api_backends& operator=(const api_backends&) = delete;
 
-  api::dependencies dependencies(api::rate_limiter& limiter, sandbox::answer_workers& answer_workers);
+  api::dependencies dependencies(api::rate_limiter& limiter, sandbox::answer_workers& answer_workers,
+                                 api::event_hub& events);
 
  private:
   backend_parts parts_;

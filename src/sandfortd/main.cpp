@@ -319,7 +319,14 @@ int serve(const config_flags& f) {
   // The E2B-compatible endpoints (docs/e2b.md): their routes join the registry before it is read.
   daemon::e2b_tokens e2b_access_tokens(*db, clk);
   if (cfg.e2b.enabled) compat::e2b::register_routes(&e2b_access_tokens);
-  const api::dependencies api_deps = backends.dependencies(limiter, answer_workers);
+  // GET /v1/events wakes when an audit chain grows: the store tells the hub of each committed append.
+  api::event_hub event_streams;
+  db->observe_appends(&event_streams);
+  struct observer_detach {  // before the hub goes: appends after this point tell nobody
+    store::database& db;
+    ~observer_detach() { db.observe_appends(nullptr); }
+  } detach_event_streams{*db};
+  const api::dependencies api_deps = backends.dependencies(limiter, answer_workers, event_streams);
   http::server server(ioc, options, api::make_handler(api_deps));
   server.set_stream_selector(api::make_stream_selector(api_deps));
 
@@ -507,6 +514,7 @@ int serve(const config_flags& f) {
     if (tls) tls->stop();
     if (preview_tls) preview_tls->stop();
     stop_following_events.emit(asio::cancellation_type::terminal);
+    event_streams.close_all();  // open event streams end now (clients resume by Last-Event-ID)
     server.stop();
     previews.stop();
     egress.stop();

@@ -110,6 +110,7 @@ result<void> audit_store::insert_audit_event(const audit::event_record& e) {
                .run();
   if (!r && r.err().code == errc::conflict)
     return make_error(errc::conflict, "audit event " + std::to_string(e.seq) + " of " + e.org_id + " already exists");
+  if (r) db_->note_append(e.org_id, e.seq);
   return r;
 }
 

@@ -356,11 +356,20 @@ result<transaction> database::begin() {
   return transaction(*this);
 }
 
+void database::note_append(const std::string& org_id, std::int64_t seq) {
+  if (append_observer_ == nullptr) return;
+  if (in_transaction_)
+    appends_pending_.emplace_back(org_id, seq);
+  else
+    append_observer_->appended(org_id, seq);
+}
+
 result<void> database::end_transaction(bool commit) {
   // After some errors (disk full, I/O) SQLite has already rolled back; later statements then ran
   // on their own, so the changes are not one unit any more and committing must not claim they are.
   if (sqlite3_get_autocommit(db_) != 0) {
     in_transaction_ = false;
+    appends_pending_.clear();
     if (commit) return rolled_back_error();
     return {};
   }
@@ -368,6 +377,12 @@ result<void> database::end_transaction(bool commit) {
   auto r = st ? st->run() : result<void>(std::move(st).err());
   // A failed ROLLBACK is not retried: nothing better is left to do than to report it.
   if (r || !commit) in_transaction_ = false;
+  if (!in_transaction_) {
+    auto appended = std::move(appends_pending_);
+    appends_pending_.clear();
+    if (commit && r && append_observer_ != nullptr)
+      for (const auto& [org_id, seq] : appended) append_observer_->appended(org_id, seq);
+  }
   return r;
 }
 

@@ -800,6 +800,29 @@ def test_audit(daemon, checker, org, superadmin):
     checker.check("GET", "/v1/audit/public-key", viewer.get("/v1/audit/public-key"), 200)
 
 
+def test_events(daemon, checker, org):
+    """The organization's stored life-cycle events (its sandboxes were made and deleted by the
+    tests above): the first few, each validated against its schema, then the stream closed."""
+    viewer = org["viewer"]
+    conn = viewer.connection()
+    conn.request("GET", "/v1/events?types=sandbox.created,sandbox.started,sandbox.stopped,sandbox.deleted",
+                 headers={"Authorization": "Bearer " + org["keys"]["viewer"], "Accept": "text/event-stream"})
+    resp = conn.getresponse()
+    body = b""
+    while body.count(b"\nid: ") < 3:
+        line = resp.readline()
+        assert line, body
+        body += line
+    while not body.endswith(b"\n\n"):  # the last event's end
+        body += resp.readline()
+    r = Response(resp.status, dict(resp.getheaders()), body)
+    conn.close()
+    events = checker.check("GET", "/v1/events", r, 200, content_type="text/event-stream")
+    assert len(events) >= 3 and events[0][0] == "sandbox.created", events
+    checker.check("GET", "/v1/events", viewer.get("/v1/events?types=nope"), 400)
+    checker.check("GET", "/v1/events", viewer.get("/v1/events", headers={"Last-Event-ID": "x"}), 400)
+
+
 def test_every_operation_was_exercised(doc, checker):
     """Runs last (pytest keeps the file's order): every operation of the document was called on
     the real daemon and its answer validated."""

@@ -4,6 +4,7 @@
 // check happen once, at dispatch, from the permission each route declares.
 
 #include "sandfort/api/backends.hpp"
+#include "sandfort/api/event_hub.hpp"
 #include "sandfort/api/rate_limiter.hpp"
 #include "sandfort/audit/signing.hpp"
 #include "sandfort/core/config.hpp"
@@ -28,6 +29,7 @@ struct dependencies {
   const audit::signing_key& audit_key;
   rate_limiter& limiter;                    // per-key token buckets, one token per authenticated request
   sandbox::answer_workers& answer_workers;  // encodes large exec results off the I/O thread
+  event_hub& events;                        // GET /v1/events: woken as audit chains grow, its bounds
 };
 
 // The handler the HTTP server calls for every request.

@@ -17,9 +17,9 @@ class sandbox_stopper {
  public:
   virtual ~sandbox_stopper() = default;
   // Stops a started (or paused) sandbox's container and records it (`message`: why, when not its
-  // caller's wish; `deadline`: when a guardrail will delete it).
+  // caller's wish; `deadline`: when a guardrail will delete it; `reason`: a stop_reason).
   virtual task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
-                          const std::optional<store::sandbox_deadline>& deadline) = 0;
+                          const std::optional<store::sandbox_deadline>& deadline, const char* reason) = 0;
   virtual task<void> remove(const std::string& org_id, const std::string& id_or_name, const audit::actor& who) = 0;
 };
 

@@ -136,7 +136,7 @@ class service : private sandbox_stopper {
                             const audit::actor& who);
   // Stops a started (or paused) sandbox's container and records it (sandbox_stopper.hpp).
   task<void> halt(store::sandbox_record& rec, const std::string& message, const audit::actor& who,
-                  const std::optional<store::sandbox_deadline>& deadline) override;
+                  const std::optional<store::sandbox_deadline>& deadline, const char* reason) override;
   // Where this daemon makes containers now (spec.hpp): its instance, network and disk enforcement.
   container_site site() const;
   // unavailable unless the engine has the runtime gVisor sandboxes are made with (asked until

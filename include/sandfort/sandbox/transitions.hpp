@@ -39,10 +39,12 @@ class transitions {
 
   // The row's new state and its audit event (`action`, default "sandbox.state") in one transaction;
   // waiters woken. A stopped sandbox keeps `deadline` (a guardrail stopped it) or none; other
-  // states clear it.
+  // states clear it. `reason` (stop_reason, types.hpp) goes into the event's details when the
+  // state is `stopped` or `error`; an `error` without one says stop_reason::error.
   result<void> set_state(store::sandbox_record& rec, const std::string& state, const std::string& message = {},
                          const audit::actor& who = audit::system_actor(), const std::string& action = {},
-                         const std::optional<store::sandbox_deadline>& deadline = std::nullopt);
+                         const std::optional<store::sandbox_deadline>& deadline = std::nullopt,
+                         const char* reason = nullptr);
 
   // Wakes get(wait_for=...) callers without polling: each waits on a timer that a state change
   // cancels. Returns at the change or at `until`, whichever comes first.

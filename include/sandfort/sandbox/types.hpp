@@ -26,6 +26,21 @@ class journal;
 
 namespace sandfort::sandbox {
 
+// Why a sandbox stopped: `reason` in the details of the audit event that records it (a stop, or
+// the state `stopped` or `error` set by the daemon), and the reason of `sandbox.stopped` on the
+// event stream (docs/events.md). A fixed set: clients switch on it.
+namespace stop_reason {
+inline constexpr const char* request = "request";            // POST …/stop
+inline constexpr const char* idle_timeout = "idle_timeout";  // the reaper: idle_timeout_s
+inline constexpr const char* ttl = "ttl";                    // the reaper: ttl_s reached
+inline constexpr const char* oom = "oom";                    // the container ended out of memory
+inline constexpr const char* kill_switch = "kill_switch";    // the organization's stop-all
+inline constexpr const char* daemon_restart = "daemon_restart";  // found not running at start-up
+inline constexpr const char* error = "error";                // the sandbox failed (state error)
+inline constexpr const char* exited = "exited";              // its main process ended
+inline constexpr const char* disk_quota = "disk_quota";      // the disk guard: over disk_mb
+}  // namespace stop_reason
+
 // What the sandbox module's asynchronous calls return.
 template <typename T>
 using task = boost::asio::awaitable<result<T>>;

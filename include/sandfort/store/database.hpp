@@ -102,6 +102,15 @@ class transaction {
   database* db_;  // null once committed or moved from
 };
 
+// Told of every audit event this connection stored, once it is committed (never of one rolled
+// back): the event stream's wake-up (GET /v1/events, docs/events.md). Called on the thread that
+// committed, inside commit(): it must not touch the database, only note and wake.
+class append_observer {
+ public:
+  virtual ~append_observer() = default;
+  virtual void appended(const std::string& org_id, std::int64_t seq) = 0;
+};
+
 class database {
  public:
   // Opens (creating if needed) and migrates. Errors name the file and SQLite's message.
@@ -161,6 +170,12 @@ class database {
   // while one is open is an internal error: nesting is not supported.
   result<transaction> begin();
 
+  // The one observer of committed audit appends (null: none). It must outlive the database's use.
+  void observe_appends(append_observer* o) { append_observer_ = o; }
+  // An audit event stored (audit_store::insert_audit_event): told to the observer at the commit
+  // of the open transaction (dropped at its rollback), or now when none is open.
+  void note_append(const std::string& org_id, std::int64_t seq);
+
  private:
   friend class transaction;
   friend class detail::query;  // the stores' one way to a statement (src/store/statement.hpp)
@@ -182,6 +197,8 @@ class database {
   std::string instance_id_;
   bool in_transaction_ = false;
   std::uint64_t disk_full_at_begin_ = 0;
+  append_observer* append_observer_ = nullptr;
+  std::vector<std::pair<std::string, std::int64_t>> appends_pending_;  // of the open transaction
   space_policy space_;
   std::uint64_t disk_full_seen_ = 0;
   bool short_of_space_ = false;  // a write failed for lack of space; cleared once the reserve is written again

@@ -18,6 +18,7 @@ from .errors import (APIConnectionError, APIError, AuthenticationError, Configur
                      PayloadTooLargeError,
                      PermissionDeniedError, QuotaExceededError, RateLimitedError, RuntimeNotAllowedError, SandfortError,
                      SessionRestartedWarning, StreamError, UnavailableError, HostFullError)
+from .events import EventStream, LifecycleEvent
 from .files import DirectoryWatch, FileSystem
 from .git import Git
 from .guardrails import Limits, LimitsUsage, OrgLimits, OrgStop, StopAllReport
@@ -47,5 +48,5 @@ __all__ = [
     "GitResult", "GitStatus", "GitFileStatus", "GitBranches", "GitBranch",
     "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "Snapshot", "StreamEvent",
     "UploadResult", "Volume", "WhoAmI", "Audit", "AuditEvent", "AuditEventPage", "AuditCheckpoint", "AuditPublicKey",
-    "AuditVerifyReport", "verify_chain", "__version__",
+    "AuditVerifyReport", "verify_chain", "EventStream", "LifecycleEvent", "__version__",
 ]

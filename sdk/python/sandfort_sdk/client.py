@@ -6,13 +6,14 @@ This module is the entry point only: where the client's server and credentials c
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Iterable, List, Optional
 
 from . import _config
 from ._resource import clean, seg
 from ._transport import TokenProvider, Transport
 from .audit import Audit
 from .commands import Command
+from .events import EventStream
 from .files import FileSystem
 from .git import Git
 from .guardrails import GuardrailsMixin
@@ -72,3 +73,14 @@ class Client(SandboxesMixin, VolumesMixin, SnapshotsMixin, GuardrailsMixin):
 
     def list_orgs(self) -> List[Organization]:
         return [Organization.from_json(o) for o in self._t.call("GET", "/v1/orgs")["items"]]
+
+    # --- life-cycle events ------------------------------------------------------------------
+    def events(self, after: Optional[int] = None, types: Optional[Iterable[str]] = None, *,
+               org: Optional[str] = None) -> EventStream:
+        """The organization's life-cycle events (docs/events.md), an iterator of
+        :class:`LifecycleEvent` that waits for new ones and reconnects by itself after a
+        dropped connection, resuming after the last event it gave. ``after``: start after the
+        event with this seq (default: from the first); ``types``: only these
+        (``["sandbox.stopped"]``); ``org``: another organization's (superadmin). Nothing is
+        sent until the first ``next()``; ``close()`` ends it."""
+        return EventStream(self._t, after=after, types=list(types) if types is not None else None, org=org)

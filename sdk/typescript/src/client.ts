@@ -5,6 +5,7 @@
  */
 import { Audit } from "./audit.js";
 import { resolveConfig, type ClientOptions } from "./config.js";
+import { EventStream, type EventsOptions } from "./events.js";
 import { Guardrails, type LimitsUpdate, type OrgLimits, type StopAllReport } from "./guardrails.js";
 import { Transport } from "./http.js";
 import { camel, type Json } from "./resource.js";
@@ -147,6 +148,15 @@ export class SandfortClient {
   /** Lifts the kill switch (one the superadmin threw: superadmin only, else `permission_denied`). */
   liftStopAll(org?: string): Promise<void> {
     return this.guardrails.liftStopAll(org);
+  }
+
+  /**
+   * The organization's life-cycle events (docs/events.md): an async iterable that waits for new
+   * ones and reconnects by itself after a dropped connection, resuming after the last event it
+   * gave. `after`: start after that seq; `types`: only these; `signal` (or `close()`) ends it.
+   */
+  events(opts: EventsOptions = {}): EventStream {
+    return new EventStream(this.http, opts);
   }
 
   async whoami(): Promise<WhoAmI> {

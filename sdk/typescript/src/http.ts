@@ -198,6 +198,8 @@ function anySignal(signals: AbortSignal[]): AbortSignal {
 export interface SseEvent {
   event: string;
   data: string;
+  /** The event's `id:` line, when it has one. */
+  id?: string;
 }
 
 /** Parses a text/event-stream body into events (`event:` + joined `data:` lines). */
@@ -207,6 +209,8 @@ export async function* parseSse(body: ReadableStream<Uint8Array>): AsyncGenerato
   let buf = "";
   let event = "";
   let data: string[] = [];
+  let id: string | undefined;
+  const made = (): SseEvent => (id === undefined ? { event: event || "message", data: data.join("\n") } : { event: event || "message", data: data.join("\n"), id });
   try {
     for (;;) {
       const { value, done } = await reader.read();
@@ -219,9 +223,10 @@ export async function* parseSse(body: ReadableStream<Uint8Array>): AsyncGenerato
         const line = buf.slice(0, idx);
         buf = buf.slice(idx + (buf.startsWith("\r\n", idx) ? 2 : 1));
         if (line === "") {
-          if (data.length > 0 || event) yield { event: event || "message", data: data.join("\n") };
+          if (data.length > 0 || event) yield made();
           event = "";
           data = [];
+          id = undefined;
           continue;
         }
         if (line.startsWith(":")) continue;
@@ -231,6 +236,7 @@ export async function* parseSse(body: ReadableStream<Uint8Array>): AsyncGenerato
         if (val.startsWith(" ")) val = val.slice(1);
         if (field === "event") event = val;
         else if (field === "data") data.push(val);
+        else if (field === "id") id = val;
       }
     }
     buf += decoder.decode();
@@ -240,7 +246,7 @@ export async function* parseSse(body: ReadableStream<Uint8Array>): AsyncGenerato
         else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
       }
     }
-    if (data.length > 0 || event) yield { event: event || "message", data: data.join("\n") };
+    if (data.length > 0 || event) yield made();
   } finally {
     reader.cancel().catch(() => {});
   }

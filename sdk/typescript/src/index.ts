@@ -41,6 +41,8 @@ export type {
   ListAuditEventsOptions,
   AuditExportOptions,
 } from "./audit.js";
+export { EventStream } from "./events.js";
+export type { EventsOptions, LifecycleEvent, StopReason } from "./events.js";
 export { PtyApi, PtyHandle } from "./pty.js";
 export type { PtyOptions } from "./pty.js";
 export type * from "./types.js";

@@ -457,8 +457,9 @@ struct fake_backends {
   audit::signing_key key = audit::signing_key::load_or_create(dir.file("audit.key")).value();
   rate_limiter limiter{no_rate_limits(), clk};
   sandbox::answer_workers workers{1};
+  event_hub events;
   dependencies deps{cfg,   gate,       sandboxes,  commands, volumes, snapshots, identity,
-                    audit, guardrails, daemon,     key,      limiter, workers};
+                    audit, guardrails, daemon,     key,      limiter, workers,   events};
 };
 
 }  // namespace sandfort::api::test

@@ -56,9 +56,10 @@ TEST_CASE("route registry: one entry per method and pattern, each with its handl
       CHECK_FALSE(r.answer);
       CHECK(r.needs);  // whatever streams is authenticated
     }
-    // What reaches into a sandbox's agent is forwarded; only exec and code-run stream themselves.
-    CHECK((r.kind == route_kind::streamed) ==
-          (r.pattern.ends_with("/process/exec") || r.pattern.ends_with("/process/code-run")));
+    // What reaches into a sandbox's agent is forwarded; only exec and code-run stream themselves,
+    // and the organization's life-cycle events.
+    CHECK((r.kind == route_kind::streamed) == (r.pattern.ends_with("/process/exec") ||
+                                               r.pattern.ends_with("/process/code-run") || r.pattern == "/v1/events"));
   }
   // The declarations the role table leans on: a terminal acts though it is a GET; the operator's routes.
   auto needs = [&](http::verb m, const std::string& pattern) {
