@@ -51,7 +51,7 @@ std::optional<egress_verdict> allowlisted(const egress_rule_set& set, std::strin
 }
 
 egress_verdict not_allowed(std::string_view host) {
-  return {false, "", "no egress_allowlist entry or egress_rules entry allows " + std::string(host)};
+  return {false, "", "this sandbox may not reach " + std::string(host)};
 }
 
 }  // namespace

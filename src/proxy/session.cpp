@@ -86,6 +86,13 @@ asio::awaitable<head_read> read_head(state& st, connection& c, std::chrono::mill
   bool waiting_for_first_byte = c.buffer.size() == 0 && first_byte_wait > st.options.header_timeout;
   deadline.expires_after(waiting_for_first_byte ? first_byte_wait : st.options.header_timeout);
   const std::size_t limit = st.options.header_limit;
+  // A pipelined request may be here already, whole or in part.
+  if (c.buffer.size() > 0) {
+    auto data = static_cast<const char*>(c.buffer.data().data());
+    if (auto problem = scanner.scan(std::string_view(data, c.buffer.size())))
+      co_return head_read{0, denial{400, *problem, "malformed request head"}};
+    if (scanner.end() ? *scanner.end() > limit : c.buffer.size() > limit) co_return head_read{0, too_large(limit)};
+  }
   while (!scanner.end()) {
     auto space = c.buffer.prepare(std::min<std::size_t>(4096, limit + 4 - c.buffer.size()));
     auto reading = c.client.socket().async_read_some(space, use_tuple);
