@@ -217,7 +217,8 @@ def test_path_tricks_are_refused(org, upstream):
     answers = run_client(member, sbx, [[("GET", base + "//repos//acme//x")],
                                        [("GET", f"http://LOCALHOST.:{upstream.port}/repos/acme/y")]])
     assert [a["status"] for a in answers] == [200, 200], answers
-    assert seen_since(upstream, mark) == [("GET", "//repos//acme//x"), ("GET", "/repos/acme/y")]
+    # (Python's http.server itself turns a leading "//" into "/".)
+    assert seen_since(upstream, mark) == [("GET", "/repos//acme//x"), ("GET", "/repos/acme/y")]
 
 
 def test_a_deny_entry_wins_over_an_allow(org, upstream):
