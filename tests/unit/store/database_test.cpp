@@ -156,7 +156,8 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
                          "ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; "
                          "ALTER TABLE org_guardrails DROP COLUMN allowed_runtimes; "
                          "ALTER TABLE org_guardrails DROP COLUMN egress_defaults; "
-                         "DROP TABLE e2b_access_tokens; PRAGMA user_version = 8",
+                         "DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
+                         "PRAGMA user_version = 8",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
