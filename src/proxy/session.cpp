@@ -419,12 +419,15 @@ asio::awaitable<void> forward_one(state& st, connection& c, egress_event& ev, co
     in_bytes += in;
     if (iec) failed = true;
   }
-  if (!failed && !c.closing() && got.parser && !got.bad && status >= 200) {
+  // 101 (an upgrade the upstream made although Upgrade was not forwarded) has no framing: its
+  // bytes are relayed to the end, and the connection ends with them.
+  if (!failed && !c.closing() && got.parser && !got.bad && (status >= 200 || status == 101)) {
     const auto& response = got.parser->get();
     bool no_body = head_request || status == 204 || status == 304;
+    if (status == 101) no_body = false;
     auto length = got.parser->content_length();
     bool chunked = got.parser->chunked();
-    bool framed = no_body || length || chunked;
+    bool framed = status != 101 && (no_body || length || chunked);
     bool client_keeps = head.keep_alive() && head.version() == 11 && body.has_value();
     keep_alive = framed && client_keeps;
     auto rewritten = response_head_for_client(response, keep_alive);
@@ -434,7 +437,7 @@ asio::awaitable<void> forward_one(state& st, connection& c, egress_event& ev, co
     in_bytes += wn;
     bool ok = !wec;
     if (ok && !no_body) {
-      if (length && !chunked) {
+      if (length && !chunked && status != 101) {
         auto copying = copy_exactly(st, c.upstream, answer, c.client, *length, in_bytes);
         ok = co_await std::move(copying);
       } else {
