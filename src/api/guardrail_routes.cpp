@@ -1,6 +1,7 @@
 // An organization's guardrails: its limits and their use, and its kill switch (docs/guardrails.md).
 #include "json_body.hpp"
 #include "routes.hpp"
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::api {
 
@@ -77,6 +78,43 @@ result<sandbox::limits_update> parse_limits(const http::request& req) {
   return u;
 }
 
+json egress_defaults_json(const std::string& org_id, const std::optional<proxy::egress_rule_set>& set) {
+  json policy = nullptr;
+  if (set)
+    policy = {{"egress_allowlist", set->allow},
+              {"egress_deny", set->deny},
+              {"egress_rules", sandbox::egress_rules_to_json(set->rules)}};
+  return {{"org_id", org_id}, {"egress_defaults", policy}};
+}
+
+// {"egress_defaults": {egress_allowlist?, egress_deny?, egress_rules?} | null}
+result<std::optional<proxy::egress_rule_set>> parse_egress_defaults(const http::request& req) {
+  auto body = parse_object(req);
+  if (!body) return std::move(body).err();
+  for (const auto& [key, unused] : body->items())
+    if (key != "egress_defaults")
+      return make_error(errc::invalid_argument, "unknown field '" + key + "' (egress_defaults)");
+  if (!body->contains("egress_defaults"))
+    return make_error(errc::invalid_argument, "field 'egress_defaults' is required (an object, or null to remove them)");
+  const json& d = body->at("egress_defaults");
+  if (d.is_null()) return std::optional<proxy::egress_rule_set>();
+  if (!d.is_object())
+    return make_error(errc::invalid_argument, "egress_defaults must be {egress_allowlist?, egress_deny?, egress_rules?} or null");
+  proxy::egress_rule_set set;
+  for (const auto& [key, unused] : d.items())
+    if (key != "egress_allowlist" && key != "egress_deny" && key != "egress_rules")
+      return make_error(errc::invalid_argument,
+                        "egress_defaults: unknown field '" + key + "' (egress_allowlist, egress_deny, egress_rules)");
+  for (auto r : {read(d, "egress_allowlist", set.allow), read(d, "egress_deny", set.deny)})
+    if (!r) return std::move(r).err();
+  if (d.contains("egress_rules") && !d["egress_rules"].is_null()) {
+    auto rules = sandbox::egress_rules_from_json(d["egress_rules"]);
+    if (!rules) return std::move(rules).err();
+    set.rules = std::move(*rules);
+  }
+  return std::optional<proxy::egress_rule_set>(std::move(set));
+}
+
 }  // namespace
 
 std::vector<api_route> guardrail_routes() {
@@ -100,6 +138,26 @@ std::vector<api_route> guardrail_routes() {
          auto v = deps.guardrails.set_limits(*org, *u, actor_of(p, ctx.request_id, ctx.remote));
          if (!v) co_return http::error_response(v.err(), ctx.request_id);
          co_return http::json_response(200, limits_json(*v));
+       }},
+      // The egress policy of sandboxes created without one (docs/egress.md): every member may read
+      // what their sandboxes will get; the organization's admin sets it.
+      {http::verb::get, "/v1/orgs/{org}/egress-defaults", permission::read,
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto org = org_in_path(deps, ctx, p);
+         if (!org) co_return http::error_response(org.err(), ctx.request_id);
+         auto v = deps.guardrails.egress_defaults(*org);
+         if (!v) co_return http::error_response(v.err(), ctx.request_id);
+         co_return http::json_response(200, egress_defaults_json(*org, *v));
+       }},
+      {http::verb::put, "/v1/orgs/{org}/egress-defaults", permission::manage_org,
+       [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
+         auto org = org_in_path(deps, ctx, p);
+         if (!org) co_return http::error_response(org.err(), ctx.request_id);
+         auto set = parse_egress_defaults(ctx.req);
+         if (!set) co_return http::error_response(set.err(), ctx.request_id);
+         auto v = deps.guardrails.set_egress_defaults(*org, *set, actor_of(p, ctx.request_id, ctx.remote));
+         if (!v) co_return http::error_response(v.err(), ctx.request_id);
+         co_return http::json_response(200, egress_defaults_json(*org, *v));
        }},
       {http::verb::post, "/v1/orgs/{org}/stop-all", permission::manage_org,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {

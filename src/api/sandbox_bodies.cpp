@@ -3,6 +3,7 @@
 #include <set>
 
 #include "json_body.hpp"
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::api {
 
@@ -31,6 +32,15 @@ result<void> read_volumes(const json& body, std::vector<sandbox::volume_request>
   return {};
 }
 
+// egress_rules: [{host, methods?, paths?}]; absent or null leaves `out` unset.
+result<void> read_rules(const json& body, std::optional<std::vector<proxy::egress_rule>>& out) {
+  if (!body.contains("egress_rules") || body["egress_rules"].is_null()) return {};
+  auto rules = sandbox::egress_rules_from_json(body["egress_rules"]);
+  if (!rules) return std::move(rules).err();
+  out = std::move(*rules);
+  return {};
+}
+
 }  // namespace
 
 result<sandbox::create_request> parse_create(std::string_view raw) {
@@ -45,7 +55,7 @@ result<sandbox::create_request> parse_create(std::string_view raw) {
   static const std::set<std::string> known = {"name",        "snapshot", "wait",    "env",
                                               "labels",      "egress_allowlist", "ttl_s", "idle_timeout_s",
                                               "user",        "workdir",  "public_preview", "resources",
-                                              "volumes",     "runtime"};
+                                              "volumes",     "runtime",  "egress_deny", "egress_rules"};
   for (const auto& [key, unused] : j.items())
     if (!known.count(key)) return make_error(errc::invalid_argument, "unknown field '" + key + "'");
   for (const auto& [key, unused] : resources.items())
@@ -57,8 +67,14 @@ result<sandbox::create_request> parse_create(std::string_view raw) {
                  read(j, "user", c.user), read(j, "workdir", c.workdir),
                  read(j, "public_preview", c.public_preview), read(j, "runtime", c.runtime),
                  read(resources, "cpus", c.cpus), read(resources, "memory_mb", c.memory_mb),
-                 read(resources, "pids", c.pids), read(resources, "disk_mb", c.disk_mb), read_volumes(j, c.volumes)})
+                 read(resources, "pids", c.pids), read(resources, "disk_mb", c.disk_mb), read_volumes(j, c.volumes),
+                 read(j, "egress_deny", c.egress_deny)})
     if (!r) return std::move(r).err();
+  std::optional<std::vector<proxy::egress_rule>> rules;
+  if (auto r = read_rules(j, rules); !r) return std::move(r).err();
+  c.egress_rules = rules.value_or(std::vector<proxy::egress_rule>{});
+  for (const char* key : {"egress_allowlist", "egress_deny", "egress_rules"})
+    if (j.contains(key) && !j[key].is_null()) c.egress_given = true;
   return c;
 }
 
@@ -67,12 +83,15 @@ result<sandbox::update_request> parse_update(std::string_view raw) {
   if (!body) return std::move(body).err();
   const json& j = *body;
   for (const auto& [key, unused] : j.items())
-    if (key != "labels" && key != "ttl_s" && key != "idle_timeout_s" && key != "egress_allowlist")
-      return make_error(errc::invalid_argument,
-                        "field '" + key + "' cannot be changed (labels, ttl_s, idle_timeout_s, egress_allowlist can)");
+    if (key != "labels" && key != "ttl_s" && key != "idle_timeout_s" && key != "egress_allowlist" &&
+        key != "egress_deny" && key != "egress_rules")
+      return make_error(errc::invalid_argument, "field '" + key +
+                                                    "' cannot be changed (labels, ttl_s, idle_timeout_s, "
+                                                    "egress_allowlist, egress_deny, egress_rules can)");
   sandbox::update_request u;
   for (auto r : {read(j, "labels", u.labels), read(j, "ttl_s", u.ttl_s), read(j, "idle_timeout_s", u.idle_timeout_s),
-                 read(j, "egress_allowlist", u.egress_allowlist)})
+                 read(j, "egress_allowlist", u.egress_allowlist), read(j, "egress_deny", u.egress_deny),
+                 read_rules(j, u.egress_rules)})
     if (!r) return std::move(r).err();
   return u;
 }

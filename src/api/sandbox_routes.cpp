@@ -5,6 +5,7 @@
 #include "json_body.hpp"
 #include "routes.hpp"
 #include "sandbox_bodies.hpp"
+#include "sandfort/sandbox/spec.hpp"
 
 namespace sandfort::api {
 
@@ -29,6 +30,8 @@ json sandbox_json(const sandbox::sandbox_view& v) {
               {"pids", v.spec.limits.pids},
               {"disk_mb", v.spec.limits.disk_mb}}},
             {"egress_allowlist", v.spec.egress_allowlist},
+            {"egress_deny", v.spec.egress_deny},
+            {"egress_rules", sandbox::egress_rules_to_json(v.spec.egress_rules)},
             {"labels", v.spec.labels},
             {"env_keys", [&] {
                json keys = json::array();

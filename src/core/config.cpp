@@ -74,7 +74,10 @@ json to_json_tree(const config& c) {
                 {"max_tunnels_per_sandbox", c.egress.max_tunnels_per_sandbox},
                 {"max_pending_per_source", c.egress.max_pending_per_source},
                 {"max_pending", c.egress.max_pending},
-                {"max_tunnels", c.egress.max_tunnels}}},
+                {"max_tunnels", c.egress.max_tunnels},
+                {"upstream_proxy", c.egress.upstream_proxy},
+                {"upstream_proxy_username", c.egress.upstream_proxy_username},
+                {"upstream_proxy_password_file", c.egress.upstream_proxy_password_file}}},
               {"tls", {{"cert_file", c.tls.cert_file}, {"key_file", c.tls.key_file}}},
               {"trusted_proxies", c.trusted_proxies},
               {"preview",
@@ -278,6 +281,9 @@ config from_json_tree(const json& j) {
   c.egress.max_pending_per_source = e.at("max_pending_per_source").get<int>();
   c.egress.max_pending = e.at("max_pending").get<int>();
   c.egress.max_tunnels = e.at("max_tunnels").get<int>();
+  c.egress.upstream_proxy = e.at("upstream_proxy").get<std::string>();
+  c.egress.upstream_proxy_username = e.at("upstream_proxy_username").get<std::string>();
+  c.egress.upstream_proxy_password_file = e.at("upstream_proxy_password_file").get<std::string>();
   c.tls = {j.at("tls").at("cert_file").get<std::string>(), j.at("tls").at("key_file").get<std::string>()};
   c.trusted_proxies = j.at("trusted_proxies").get<std::string>();
   const json& p = j.at("preview");
@@ -548,6 +554,52 @@ result<std::string> read_client_secret(const std::string& path, const std::strin
   return secret;
 }
 
+// egress.upstream_proxy and its credentials; the password is read here, once, at start, from a
+// file only its owner may read or write (0600 or 0400), like the other secret files.
+result<void> check_upstream_proxy(egress_config& e) {
+  namespace fs = std::filesystem;
+  auto bad = [](const std::string& why) { return make_error(errc::invalid_argument, "config: egress." + why); };
+  if (e.upstream_proxy.empty()) {
+    if (!e.upstream_proxy_username.empty() || !e.upstream_proxy_password_file.empty())
+      return bad("upstream_proxy_username and upstream_proxy_password_file need upstream_proxy");
+    return {};
+  }
+  auto colon = e.upstream_proxy.rfind(':');
+  auto host = e.upstream_proxy.substr(0, colon == std::string::npos ? 0 : colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  auto port = colon == std::string::npos ? std::string() : e.upstream_proxy.substr(colon + 1);
+  bool port_ok = !port.empty() && port.size() <= 5 &&
+                 std::all_of(port.begin(), port.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) &&
+                 std::stoi(port) > 0 && std::stoi(port) <= 65535;
+  if (host.empty() || host.size() > 253 || !port_ok || has_control_or_space(host) ||
+      host.find_first_of("/@") != std::string::npos)
+    return bad("upstream_proxy must be HOST:PORT (no scheme, no credentials: those go in upstream_proxy_username "
+               "and upstream_proxy_password_file), not '" + e.upstream_proxy + "'");
+  if (e.upstream_proxy_username.empty() != e.upstream_proxy_password_file.empty())
+    return bad("upstream_proxy_username and upstream_proxy_password_file go together");
+  if (e.upstream_proxy_username.empty()) return {};
+  if (e.upstream_proxy_username.size() > 256 || has_control_or_space(e.upstream_proxy_username) ||
+      e.upstream_proxy_username.find(':') != std::string::npos)
+    return bad("upstream_proxy_username must be at most 256 characters without spaces, control characters or ':'");
+  const auto& path = e.upstream_proxy_password_file;
+  auto file_bad = [&](const std::string& why) { return bad("upstream_proxy_password_file " + path + ": " + why); };
+  std::error_code ec;
+  auto st = fs::status(path, ec);
+  if (ec || !fs::is_regular_file(st)) return file_bad("not a readable file");
+  constexpr auto others = fs::perms::group_all | fs::perms::others_all | fs::perms::owner_exec;
+  if ((st.permissions() & others) != fs::perms::none) return file_bad("its mode must be 0600 (chmod 600)");
+  if (fs::file_size(path, ec) > 4096 || ec) return file_bad("larger than 4096 bytes");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return file_bad("cannot be read");
+  std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.empty()) return file_bad("empty");
+  if (std::any_of(secret.begin(), secret.end(), [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; }))
+    return file_bad("the password has control characters");
+  e.upstream_proxy_password = std::move(secret);
+  return {};
+}
+
 // The console sign-in fields of one issuer; the secret is read here, once, at start.
 result<void> check_console_sign_in(oidc_issuer_config& is, const std::string& where) {
   auto bad = [&](const std::string& what) { return make_error(errc::invalid_argument, "config: " + where + what); };
@@ -729,6 +781,7 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
   if (c.egress.max_pending_per_source <= 0 || c.egress.max_pending <= 0 || c.egress.max_tunnels <= 0)
     return make_error(errc::invalid_argument,
                       "config: egress.max_pending_per_source, max_pending and max_tunnels must be positive");
+  if (auto r = check_upstream_proxy(c.egress); !r) return r;
   for (const auto& r : c.images.allowed_registries)
     if (r.empty() || r.size() > 255 || r.find_first_of("/@ \t\r\n") != std::string::npos)
       return make_error(errc::invalid_argument, "config: images.allowed_registries entry '" + r +

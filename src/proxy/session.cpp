@@ -15,9 +15,11 @@
 #include <utility>
 #include <variant>
 
+#include "sandfort/core/base64.hpp"
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/metrics/catalog.hpp"
 #include "sandfort/proxy/request.hpp"
+#include "sandfort/proxy/rules.hpp"
 #include "sandfort/http/use_tuple.hpp"
 #include "tunnel.hpp"
 #include "wire.hpp"
@@ -75,13 +77,22 @@ struct head_read {
 
 // Reads until the end of the request head, within header_limit and header_timeout. The deadline
 // races each read rather than closing the socket (as a beast stream's timeout would), so a
-// slow client still gets its 400.
-asio::awaitable<head_read> read_head(state& st, connection& c) {
+// slow client still gets its 400. `first_byte_wait`: how long a kept-alive connection may stay
+// silent before its next request begins (header_timeout runs from that request's first byte).
+asio::awaitable<head_read> read_head(state& st, connection& c, std::chrono::milliseconds first_byte_wait) {
   using namespace asio::experimental::awaitable_operators;
   head_scanner scanner;
   asio::steady_timer deadline(c.client.get_executor());
-  deadline.expires_after(st.options.header_timeout);
+  bool waiting_for_first_byte = c.buffer.size() == 0 && first_byte_wait > st.options.header_timeout;
+  deadline.expires_after(waiting_for_first_byte ? first_byte_wait : st.options.header_timeout);
   const std::size_t limit = st.options.header_limit;
+  // A pipelined request may be here already, whole or in part.
+  if (c.buffer.size() > 0) {
+    auto data = static_cast<const char*>(c.buffer.data().data());
+    if (auto problem = scanner.scan(std::string_view(data, c.buffer.size())))
+      co_return head_read{0, denial{400, *problem, "malformed request head"}};
+    if (scanner.end() ? *scanner.end() > limit : c.buffer.size() > limit) co_return head_read{0, too_large(limit)};
+  }
   while (!scanner.end()) {
     auto space = c.buffer.prepare(std::min<std::size_t>(4096, limit + 4 - c.buffer.size()));
     auto reading = c.client.socket().async_read_some(space, use_tuple);
@@ -95,6 +106,10 @@ asio::awaitable<head_read> read_head(state& st, connection& c) {
     }
     auto [ec, n] = std::get<0>(won);
     c.buffer.commit(n);
+    if (waiting_for_first_byte && n > 0) {
+      waiting_for_first_byte = false;
+      deadline.expires_after(st.options.header_timeout);
+    }
     if (ec) {
       if (c.buffer.size() == 0) co_return head_read{};
       co_return head_read{0, denial{400, "request head cut short: " + ec.message(), "incomplete request head"}};
@@ -234,6 +249,13 @@ asio::awaitable<void> relay(state& st, connection& c, egress_event& ev, const eg
   first_to.expires_after(st.options.idle_timeout);
   auto [ec, n] = co_await asio::async_write(first_to, asio::buffer(opening), use_tuple);
   if (forward) t.bytes_out += n;
+  if (!ec && !forward && !c.upstream_early.empty()) {
+    auto early = std::exchange(c.upstream_early, std::string());
+    c.client.expires_after(st.options.idle_timeout);
+    auto [eec, en] = co_await asio::async_write(c.client, asio::buffer(early), use_tuple);
+    t.bytes_in += en;
+    ec = eec;
+  }
   if (!ec && c.buffer.size() > 0) {
     c.upstream.expires_after(st.options.idle_timeout);
     auto [lec, ln] = co_await asio::async_write(c.upstream, c.buffer.data(), use_tuple);
@@ -257,21 +279,272 @@ asio::awaitable<void> relay(state& st, connection& c, egress_event& ev, const eg
   report(st, c, ev);
 }
 
-// From the authenticated request holding its tunnel slot on: the allowlist, the addresses. A
-// denial, or nullopt once the allowed tunnel has been relayed and reported.
+// What a refusal by the egress rules says on its status line.
+constexpr std::string_view refused_by_rule = "refused by the sandbox's egress rules";
+constexpr std::string_view needs_interception = "the egress rule needs TLS interception";
+
+denial rule_denial(const egress_verdict& v) {
+  if (v.rule.empty())
+    return denial{403, "host not in the allowlist", v.message, std::string(not_on_allowlist)};
+  return denial{403, "refused by " + v.rule, v.message,
+                std::string(v.needs_interception ? needs_interception : refused_by_rule)};
+}
+
+// Where a forwarded request's body ends: nullopt for a chunked one (its end is found only by
+// parsing it, so it is relayed as before: until the upstream is done, and the connection ends).
+std::optional<std::uint64_t> request_body_length(const head_parser& parser) {
+  if (parser.chunked() || parser.get().find(bhttp::field::transfer_encoding) != parser.get().end())
+    return std::nullopt;
+  return parser.content_length().value_or(0);
+}
+
+// Copies exactly `length` bytes from `from` (what `buffered` holds first) to `to`.
+asio::awaitable<bool> copy_exactly(state& st, http::any_stream& from, beast::flat_buffer& buffered,
+                                   http::any_stream& to, std::uint64_t length, std::uint64_t& count) {
+  while (length > 0) {
+    if (buffered.size() == 0) {
+      from.expires_after(st.options.idle_timeout);
+      auto space = buffered.prepare(static_cast<std::size_t>(std::min<std::uint64_t>(length, 64 * 1024)));
+      auto [ec, n] = co_await from.async_read_some(space, use_tuple);
+      from.expires_never();
+      if (ec) co_return false;
+      buffered.commit(n);
+    }
+    auto take = static_cast<std::size_t>(std::min<std::uint64_t>(length, buffered.size()));
+    to.expires_after(st.options.idle_timeout);
+    auto [ec, n] = co_await asio::async_write(to, asio::buffer(buffered.data().data(), take), use_tuple);
+    to.expires_never();
+    buffered.consume(n);
+    count += n;
+    length -= n;
+    if (ec) co_return false;
+  }
+  co_return true;
+}
+
+// Copies from `from` (what `buffered` holds first) to `to` until `from` ends.
+asio::awaitable<bool> copy_to_end(state& st, http::any_stream& from, beast::flat_buffer& buffered,
+                                  http::any_stream& to, std::uint64_t& count) {
+  for (;;) {
+    if (buffered.size() > 0) {
+      to.expires_after(st.options.idle_timeout);
+      auto [ec, n] = co_await asio::async_write(to, buffered.data(), use_tuple);
+      to.expires_never();
+      buffered.consume(n);
+      count += n;
+      if (ec) co_return false;
+    }
+    from.expires_after(st.options.idle_timeout);
+    auto [ec, n] = co_await from.async_read_some(buffered.prepare(64 * 1024), use_tuple);
+    from.expires_never();
+    if (ec == asio::error::eof) co_return true;
+    if (ec) co_return false;
+    buffered.commit(n);
+  }
+}
+
+constexpr std::size_t response_head_limit = 64 * 1024;
+
+struct response_head {
+  std::unique_ptr<bhttp::response_parser<bhttp::empty_body>> parser;
+  bool bad = false;  // the upstream's head could not be read or parsed
+};
+
+// Reads the upstream's response head into `buffer`; what follows it stays there.
+asio::awaitable<void> read_response_head(state& st, connection& c, beast::flat_buffer& buffer, bool head_request,
+                                         response_head& out) {
+  head_scanner scanner;
+  while (!scanner.end()) {
+    c.upstream.expires_after(st.options.idle_timeout);
+    auto [ec, n] = co_await c.upstream.async_read_some(buffer.prepare(16 * 1024), use_tuple);
+    c.upstream.expires_never();
+    buffer.commit(n);
+    auto data = std::string_view(static_cast<const char*>(buffer.data().data()), buffer.size());
+    if (scanner.scan(data) || (!scanner.end() && (ec || buffer.size() > response_head_limit))) {
+      out.bad = true;
+      co_return;
+    }
+  }
+  out.parser = std::make_unique<bhttp::response_parser<bhttp::empty_body>>();
+  out.parser->header_limit(static_cast<std::uint32_t>(response_head_limit));
+  if (head_request) out.parser->skip(true);
+  boost::system::error_code ec;
+  out.parser->put(asio::buffer(buffer.data().data(), *scanner.end()), ec);
+  if ((ec && ec != bhttp::error::need_more) || !out.parser->is_header_done()) {
+    out.bad = true;
+    co_return;
+  }
+  buffer.consume(*scanner.end());
+}
+
+// One forwarded request, allowed and dialed: its head and body upstream, the answer back. Sets
+// keep_alive when the client may send its next request on this connection.
+asio::awaitable<void> forward_one(state& st, connection& c, egress_event& ev, const egress_target& target,
+                                  const head_parser& request, bool& keep_alive) {
+  const auto& head = request.get();
+  keep_alive = false;
+  std::uint64_t out_bytes = 0, in_bytes = 0;
+  int status = 0;
+  bool failed = false;
+  auto body = request_body_length(request);
+  auto opening = forward_head(head, target);
+  c.upstream.expires_after(st.options.idle_timeout);
+  auto [ec, n] = co_await asio::async_write(c.upstream, asio::buffer(opening), use_tuple);
+  c.upstream.expires_never();
+  out_bytes += n;
+  if (ec) failed = true;
+  if (!failed && body) {
+    auto sending = copy_exactly(st, c.client, c.buffer, c.upstream, *body, out_bytes);
+    failed = !co_await std::move(sending);
+  }
+  beast::flat_buffer answer;
+  if (!c.upstream_early.empty()) {
+    auto early = std::exchange(c.upstream_early, std::string());
+    answer.commit(asio::buffer_copy(answer.prepare(early.size()), asio::buffer(early)));
+  }
+  bool head_request = head.method() == bhttp::verb::head;
+  // 1xx answers (100 Continue) pass through as they are; the final answer follows.
+  response_head got;
+  while (!failed && !c.closing()) {
+    got = response_head{};
+    auto reading = read_response_head(st, c, answer, head_request, got);
+    co_await std::move(reading);
+    if (got.bad || !got.parser) break;
+    status = static_cast<int>(got.parser->get().result_int());
+    if (status >= 200 || status == 101) break;
+    auto interim = response_head_for_client(got.parser->get(), true);
+    c.client.expires_after(st.options.idle_timeout);
+    auto [iec, in] = co_await asio::async_write(c.client, asio::buffer(interim), use_tuple);
+    c.client.expires_never();
+    in_bytes += in;
+    if (iec) failed = true;
+  }
+  // 101 (an upgrade the upstream made although Upgrade was not forwarded) has no framing: its
+  // bytes are relayed to the end, and the connection ends with them.
+  if (!failed && !c.closing() && got.parser && !got.bad && (status >= 200 || status == 101)) {
+    const auto& response = got.parser->get();
+    bool no_body = head_request || status == 204 || status == 304;
+    if (status == 101) no_body = false;
+    auto length = got.parser->content_length();
+    bool chunked = got.parser->chunked();
+    bool framed = status != 101 && (no_body || length || chunked);
+    bool client_keeps = head.keep_alive() && head.version() == 11 && body.has_value();
+    keep_alive = framed && client_keeps;
+    auto rewritten = response_head_for_client(response, keep_alive);
+    c.client.expires_after(st.options.idle_timeout);
+    auto [wec, wn] = co_await asio::async_write(c.client, asio::buffer(rewritten), use_tuple);
+    c.client.expires_never();
+    in_bytes += wn;
+    bool ok = !wec;
+    if (ok && !no_body) {
+      if (length && !chunked && status != 101) {
+        auto copying = copy_exactly(st, c.upstream, answer, c.client, *length, in_bytes);
+        ok = co_await std::move(copying);
+      } else {
+        auto copying = copy_to_end(st, c.upstream, answer, c.client, in_bytes);
+        ok = co_await std::move(copying);
+      }
+    }
+    if (!ok) keep_alive = false, failed = true;
+  } else if (!failed && !c.closing() && got.bad) {
+    // Not a head we can read: its bytes go to the client as they came, and the connection ends.
+    auto copying = copy_to_end(st, c.upstream, answer, c.client, in_bytes);
+    failed = !co_await std::move(copying);
+  }
+  boost::system::error_code ignored;
+  c.upstream.socket().close(ignored);
+  ev.decision = "allow";
+  ev.status = status;
+  ev.reason = c.closed_because() ? *c.closed_because() : failed ? "reset" : "closed";
+  ev.bytes_in = in_bytes;
+  ev.bytes_out = out_bytes;
+  report(st, c, ev);
+}
+
+// The CONNECT sandfortd sends the upstream proxy: the destination by name (the organization's
+// proxy may have rules of its own by name), with the configured Basic credentials.
+std::string upstream_connect_head(const upstream_proxy_options& up, const egress_target& target) {
+  std::string where = (target.where.ipv6_literal ? "[" + target.host + "]" : target.host) + ":" +
+                      std::to_string(target.where.port);
+  std::string out = "CONNECT " + where + " HTTP/1.1\r\nHost: " + where + "\r\n";
+  if (!up.username.empty())
+    out += "Proxy-Authorization: Basic " + base64_encode(up.username + ":" + up.password) + "\r\n";
+  return out + "\r\n";
+}
+
+// Connects c.upstream to the upstream proxy and opens a tunnel through it to the target, which
+// the policy allowed already. The address in the answer is the upstream proxy's.
+asio::awaitable<std::variant<asio::ip::address, denial>> dial_through_upstream(state& st, connection& c,
+                                                                               const upstream_proxy_options& up,
+                                                                               const egress_target& target) {
+  auto lookup = resolve_without_throwing(st.resolver, up.host);
+  auto resolved = co_await std::move(lookup);
+  if (c.closing()) co_return closed_under(c);
+  if (!resolved || resolved->empty())
+    co_return denial{502, "cannot resolve the upstream proxy " + up.host, "cannot reach the upstream proxy"};
+  auto dialing = dial(st, c, *resolved, up.port);
+  auto dialed = co_await std::move(dialing);
+  if (auto* d = std::get_if<denial>(&dialed)) {
+    d->reason = "upstream proxy: " + d->reason;
+    d->message = "cannot reach the upstream proxy";
+    co_return std::move(*d);
+  }
+  auto opening = upstream_connect_head(up, target);
+  c.upstream.expires_after(st.options.connect_timeout);
+  auto [ec, n] = co_await asio::async_write(c.upstream, asio::buffer(opening), use_tuple);
+  c.upstream.expires_never();
+  if (c.closing()) co_return closed_under(c);
+  if (ec) co_return denial{502, "upstream proxy: " + ec.message(), "the upstream proxy failed"};
+  beast::flat_buffer answer;
+  response_head got;
+  auto reading = read_response_head(st, c, answer, true, got);
+  co_await std::move(reading);
+  if (c.closing()) co_return closed_under(c);
+  if (got.bad || !got.parser) co_return denial{502, "upstream proxy: unreadable answer", "the upstream proxy failed"};
+  auto status = got.parser->get().result_int();
+  if (status < 200 || status > 299) {
+    co_return denial{502, "upstream proxy answered " + std::to_string(status),
+                     "the upstream proxy refused the connection (" + std::to_string(status) + ")"};
+  }
+  c.upstream_early.assign(static_cast<const char*>(answer.data().data()), answer.size());
+  co_return std::get<asio::ip::address>(dialed);
+}
+
+struct next_request {
+  bool keep_alive = false;  // the connection may carry another request
+};
+
+// From the authenticated request holding its tunnel slot on: the egress rules, the addresses. A
+// denial, or nullopt once the allowed request has been relayed and reported.
 asio::awaitable<std::optional<denial>> proceed(state& st, connection& c, egress_event& ev,
                                                const sandbox_egress& sandbox, const egress_target& target,
-                                               const bhttp::request_header<>& head) {
-  if (!host_allowed(sandbox.allowlist, target.host))
-    co_return denial{403, "host not in the allowlist", "this sandbox may not reach " + target.host,
-                     std::string(not_on_allowlist)};
+                                               const head_parser& request, next_request& next) {
+  const auto& head = request.get();
+  bool forward = target.mode == egress_target::kind::forward;
+  auto rules = sandbox.rule_set();
+  auto verdict = forward ? decide_request(rules, target.host, head.method_string(), target.origin_target)
+                         : decide_tunnel(rules, target.host);
+  if (!verdict.allowed) co_return rule_denial(verdict);
   auto checking = checked_addresses(st, c, target.host);
   auto checked = co_await std::move(checking);
   if (auto* d = std::get_if<denial>(&checked)) co_return std::move(*d);
-  auto dialing = dial(st, c, std::get<addresses>(checked), target.where.port);
-  auto dialed = co_await std::move(dialing);
+  std::variant<asio::ip::address, denial> dialed;
+  if (st.options.upstream_proxy) {
+    auto dialing = dial_through_upstream(st, c, *st.options.upstream_proxy, target);
+    dialed = co_await std::move(dialing);
+  } else {
+    auto dialing = dial(st, c, std::get<addresses>(checked), target.where.port);
+    dialed = co_await std::move(dialing);
+  }
   if (auto* d = std::get_if<denial>(&dialed)) co_return std::move(*d);
   ev.address = std::get<asio::ip::address>(dialed).to_string();
+  if (forward && request_body_length(request)) {
+    bool keep_alive = false;
+    auto forwarding = forward_one(st, c, ev, target, request, keep_alive);
+    co_await std::move(forwarding);
+    next.keep_alive = keep_alive;
+    co_return std::nullopt;
+  }
   auto relaying = relay(st, c, ev, target, head);
   co_await std::move(relaying);
   co_return std::nullopt;
@@ -289,32 +562,73 @@ std::optional<denial> take_tunnel_slot(state& st, connection& c) {
   return std::nullopt;
 }
 
-// The request head, read and checked up to its target. A denial, or nullopt when there is
-// nothing (more) to answer.
-asio::awaitable<std::optional<denial>> handle(state& st, connection& c, egress_event& ev) {
-  auto reading = read_head(st, c);
+// The sandbox as it is now, for a later request on an authenticated connection: its policy may
+// have changed, and a sandbox that stopped or went away gets nothing more.
+std::optional<sandbox_egress> current_sandbox(state& st, const connection& c) {
+  auto found = st.directory.find(c.sandbox_id);
+  if (!found || found->state != "started") return std::nullopt;
+  return found;
+}
+
+// Reads and parses one request head into `parser`. A denial; or nullopt with the parser set
+// when a request came, unset when the client asked nothing.
+asio::awaitable<std::optional<denial>> read_request(state& st, connection& c, std::optional<head_parser>& parser,
+                                                    std::chrono::milliseconds first_byte_wait) {
+  auto reading = read_head(st, c, first_byte_wait);
   auto got = co_await std::move(reading);
   if (got.refused) co_return std::move(got.refused);
   if (got.length == 0) co_return std::nullopt;  // asked nothing: no answer, no decision
-  head_parser parser;
-  if (auto bad = parse_head(c, got.length, parser)) co_return bad;
-  const auto& head = parser.get();
+  parser.emplace();
+  if (auto bad = parse_head(c, got.length, *parser)) co_return bad;
+  const auto& head = parser->get();
   if (head.version() != 10 && head.version() != 11)
     co_return denial{400, "unsupported HTTP version", "only HTTP/1.0 and HTTP/1.1 are proxied"};
   // The head scanner refused these already; checked again on the parsed values, which are
   // what a forwarded request carries upstream.
   if (!header_values_clean(head))
     co_return denial{400, "control character in a header value", "malformed header value"};
-  auto sandbox = authenticate(st, c, head, ev);
-  if (!sandbox) co_return denial{407, sandbox.err().message, "proxy authentication required"};
+  co_return std::nullopt;
+}
+
+// The connection's requests, each read and checked up to its target. A denial, or nullopt when
+// there is nothing (more) to answer.
+asio::awaitable<std::optional<denial>> handle(state& st, connection& c, egress_event& ev) {
+  std::optional<head_parser> parser;
+  auto first = read_request(st, c, parser, st.options.header_timeout);
+  auto first_refused = co_await std::move(first);
+  if (first_refused) co_return first_refused;
+  if (!parser) co_return std::nullopt;
+  auto authenticated = authenticate(st, c, parser->get(), ev);
+  if (!authenticated) co_return denial{407, authenticated.err().message, "proxy authentication required"};
+  std::optional<sandbox_egress> sandbox = std::move(*authenticated);
   c.sandbox_id = sandbox->sandbox_id;
   if (auto full = take_tunnel_slot(st, c)) co_return full;
-  auto target = parse_request_target(head.method() == bhttp::verb::connect, head.target());
-  if (!target) co_return denial{400, target.err().message, target.err().message};
-  ev.host = target->host;
-  ev.port = target->where.port;
-  auto proceeding = proceed(st, c, ev, *sandbox, *target, head);
-  co_return co_await std::move(proceeding);
+  for (;;) {
+    const auto& head = parser->get();
+    auto target = parse_request_target(head.method() == bhttp::verb::connect, head.target());
+    if (!target) co_return denial{400, target.err().message, target.err().message};
+    ev.host = target->host;
+    ev.port = target->where.port;
+    next_request next;
+    auto proceeding = proceed(st, c, ev, *sandbox, *target, *parser, next);
+    auto refused = co_await std::move(proceeding);
+    if (refused) co_return refused;
+    if (!next.keep_alive || c.closing()) co_return std::nullopt;
+    // The next request on this connection: a decision of its own, against the policy as it is now.
+    egress_event fresh;
+    fresh.sandbox_id = ev.sandbox_id;
+    fresh.org_id = ev.org_id;
+    fresh.source = ev.source;
+    ev = std::move(fresh);
+    c.started = clock::now();
+    parser.reset();
+    auto reading = read_request(st, c, parser, st.options.idle_timeout);
+    auto unreadable = co_await std::move(reading);
+    if (unreadable) co_return unreadable;
+    if (!parser) co_return std::nullopt;
+    sandbox = current_sandbox(st, c);
+    if (!sandbox) co_return denial{407, "sandbox not started", "proxy authentication required"};
+  }
 }
 
 asio::awaitable<void> drain_input(const state& st, connection& c) {

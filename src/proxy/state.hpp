@@ -45,6 +45,9 @@ class connection {
   bool holds_tunnel = false;
   bool forget_traffic = false;       // the sandbox was disconnected: count only the totals
   bool linger = false;               // answered early: drain the client's input before closing
+  // Bytes the upstream proxy's answer to our CONNECT came with: the destination's first bytes
+  // (a server that speaks first), which go to the client before anything else from upstream.
+  std::string upstream_early;
 
   // Closes both sockets and wakes any wait; `why` becomes the end reason of an open tunnel.
   void close(std::string why);

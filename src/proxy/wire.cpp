@@ -131,6 +131,28 @@ std::string forward_head(const bhttp::request_header<>& head, const egress_targe
   return out;
 }
 
+std::string response_head_for_client(const bhttp::response_header<>& head, bool keep_alive) {
+  std::vector<std::string> named;
+  for (auto it = head.find(bhttp::field::connection); it != head.end() && it->name() == bhttp::field::connection;
+       ++it) {
+    std::string_view rest = it->value();
+    while (!rest.empty()) {
+      auto comma = rest.find(',');
+      named.push_back(lower(trim(rest.substr(0, comma))));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+  }
+  std::string out = "HTTP/1.1 " + std::to_string(head.result_int()) + " " + std::string(head.reason()) + "\r\n";
+  for (const auto& field : head) {
+    auto name = lower(field.name_string());
+    if (name == "connection" || name == "keep-alive" || name == "proxy-connection") continue;
+    if (!framing(name) && std::find(named.begin(), named.end(), name) != named.end()) continue;
+    out += std::string(field.name_string()) + ": " + std::string(field.value()) + "\r\n";
+  }
+  if (!keep_alive) out += "Connection: close\r\n";
+  return out + "\r\n";
+}
+
 int response_status(std::string_view start) {
   if (start.size() < 12 || !start.starts_with("HTTP/1.") || start[8] != ' ') return 0;
   int status = 0;

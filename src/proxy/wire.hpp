@@ -44,6 +44,12 @@ bool header_values_clean(const bhttp::request_header<>& head);
 // hop-by-hop headers (Proxy-Authorization among them) removed, Connection: close.
 std::string forward_head(const bhttp::request_header<>& head, const egress_target& target);
 
+// The head a forwarded response reaches the client with: the upstream's status line and headers,
+// less the hop-by-hop ones (Connection and the headers it names, Keep-Alive, Proxy-Connection),
+// plus Connection: close unless `keep_alive` (the response's end can be told without the
+// upstream closing, and the client may send another request).
+std::string response_head_for_client(const bhttp::response_header<>& head, bool keep_alive);
+
 // The status in the first bytes of an HTTP response ("HTTP/1.1 404 ..."), or 0.
 int response_status(std::string_view start);
 

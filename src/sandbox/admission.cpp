@@ -332,6 +332,50 @@ result<org_guardrails_view> admission::set_limits(const std::string& org_id, con
   return guardrails(org_id);
 }
 
+namespace {
+
+nlohmann::json egress_set_json(const proxy::egress_rule_set& set) {
+  return {{"egress_allowlist", set.allow}, {"egress_deny", set.deny}, {"egress_rules", egress_rules_to_json(set.rules)}};
+}
+
+}  // namespace
+
+result<std::optional<proxy::egress_rule_set>> admission::egress_defaults(const std::string& org_id) {
+  auto own = guardrails_.get_org_guardrails(org_id);
+  if (!own) return std::move(own).err();
+  if (!own->egress_defaults_json) return std::optional<proxy::egress_rule_set>();
+  auto j = json::parse(*own->egress_defaults_json, nullptr, false);
+  if (!j.is_object()) return make_error(errc::internal, "the stored egress defaults are not JSON");
+  proxy::egress_rule_set set;
+  set.allow = j.value("egress_allowlist", std::vector<std::string>{});
+  set.deny = j.value("egress_deny", std::vector<std::string>{});
+  if (j.contains("egress_rules")) {
+    auto rules = egress_rules_from_json(j["egress_rules"]);
+    if (!rules) return std::move(rules).err();
+    set.rules = std::move(*rules);
+  }
+  return std::optional<proxy::egress_rule_set>(std::move(set));
+}
+
+result<std::optional<proxy::egress_rule_set>> admission::set_egress_defaults(
+    const std::string& org_id, const std::optional<proxy::egress_rule_set>& set, const audit::actor& who) {
+  if (set)
+    if (auto r = proxy::validate_rule_set(*set); !r) return std::move(r).err();
+  auto own = guardrails_.get_org_guardrails(org_id);
+  if (!own) return std::move(own).err();
+  store::org_guardrails next = *own;
+  next.egress_defaults_json = set ? std::optional<std::string>(egress_set_json(*set).dump()) : std::nullopt;
+  next.updated_at = format_time(clock_.now());
+  auto done = journal_.record_change(
+      {org_id}, who, [&] { return guardrails_.put_org_guardrails(next); },
+      [&] {
+        return audit::record{"org.egress_defaults", org_id, "ok",
+                             set ? egress_set_json(*set) : json{{"egress_defaults", nullptr}}};
+      });
+  if (!done) return std::move(done).err();
+  return set;
+}
+
 task<stop_all_report> admission::stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who) {
   auto own = guardrails_.get_org_guardrails(org_id);
   if (!own) co_return std::move(own).err();

@@ -71,6 +71,16 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
     if (!runtime) co_return std::move(runtime).err();
     checked.runtime = std::move(*runtime);
   }
+  // No egress fields: the organization's egress defaults, when it has them (docs/egress.md).
+  if (!checked.egress_given) {
+    auto defaults = admission_.egress_defaults(org_id);
+    if (!defaults) co_return std::move(defaults).err();
+    if (*defaults) {
+      checked.egress_allowlist = (*defaults)->allow;
+      checked.egress_deny = (*defaults)->deny;
+      checked.egress_rules = (*defaults)->rules;
+    }
+  }
   auto spec = validate_create(cfg_, checked);
   if (!spec) co_return std::move(spec).err();
   if (*snapshot) spec->snapshot_name = req.snapshot;
@@ -370,9 +380,13 @@ task<sandbox_view> service::update(const std::string& org_id, const std::string&
   auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   auto spec = spec_from_json(rec->spec_json);
-  if (req.egress_allowlist) {
-    if (auto r = validate_allowlist(*req.egress_allowlist); !r) co_return std::move(r).err();
-    spec.egress_allowlist = *req.egress_allowlist;
+  if (req.egress_allowlist || req.egress_deny || req.egress_rules) {
+    // Each field given replaces its own; the set they make together is checked as a whole.
+    if (req.egress_allowlist) spec.egress_allowlist = *req.egress_allowlist;
+    if (req.egress_deny) spec.egress_deny = *req.egress_deny;
+    if (req.egress_rules) spec.egress_rules = *req.egress_rules;
+    if (auto r = proxy::validate_rule_set({spec.egress_allowlist, spec.egress_deny, spec.egress_rules}); !r)
+      co_return std::move(r).err();
   }
   if (req.labels) {
     create_request probe;  // the same label rules as at creation

@@ -151,7 +151,8 @@ result<sandbox_spec> validate_create(const config& cfg, const create_request& re
   if (spec.limits.disk_mb < 16 || spec.limits.disk_mb > cfg.disk.max_mb)
     return bad("resources.disk_mb must be between 16 and " + std::to_string(cfg.disk.max_mb) +
                " (the configured maximum)");
-  if (auto r = validate_allowlist(req.egress_allowlist); !r) return std::move(r).err();
+  if (auto r = proxy::validate_rule_set({req.egress_allowlist, req.egress_deny, req.egress_rules}); !r)
+    return std::move(r).err();
   if (req.ttl_s && (*req.ttl_s <= 0 || *req.ttl_s > 30LL * 24 * 3600))
     return bad("ttl_s must be between 1 and 2592000 (30 days)");
   if (auto r = check_idle_timeout(req.idle_timeout_s); !r) return std::move(r).err();
@@ -164,6 +165,8 @@ result<sandbox_spec> validate_create(const config& cfg, const create_request& re
   spec.volumes = req.volumes;
   spec.labels = req.labels;
   spec.egress_allowlist = req.egress_allowlist;
+  spec.egress_deny = req.egress_deny;
+  spec.egress_rules = req.egress_rules;
   spec.ttl_s = req.ttl_s;
   spec.idle_timeout_s = req.idle_timeout_s.value_or(cfg.guardrails.default_idle_timeout_s);
   spec.user = req.user;
@@ -178,6 +181,49 @@ result<void> validate_allowlist(const std::vector<std::string>& allowlist) {
   for (const auto& h : allowlist)
     if (!valid_host_pattern(h)) return bad("egress_allowlist entry '" + h + "' must be a host name, '*.suffix' or '*'");
   return {};
+}
+
+nlohmann::json egress_rules_to_json(const std::vector<proxy::egress_rule>& rules) {
+  auto out = nlohmann::json::array();
+  for (const auto& r : rules) {
+    nlohmann::json j = {{"host", r.host}};
+    if (!r.methods.empty()) j["methods"] = r.methods;
+    if (!r.paths.empty()) j["paths"] = r.paths;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+result<std::vector<proxy::egress_rule>> egress_rules_from_json(const nlohmann::json& list) {
+  auto invalid = [](std::string m) { return make_error(errc::invalid_argument, std::move(m)); };
+  if (!list.is_array()) return invalid("egress_rules must be an array of {host, methods?, paths?}");
+  if (list.size() > proxy::max_rules)
+    return invalid("egress_rules has more than " + std::to_string(proxy::max_rules) + " rules");
+  std::vector<proxy::egress_rule> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto& item = list[i];
+    auto at = "egress_rules[" + std::to_string(i) + "]";
+    if (!item.is_object()) return invalid(at + " must be an object {host, methods?, paths?}");
+    proxy::egress_rule r;
+    for (const auto& [key, value] : item.items()) {
+      if (key == "host") {
+        if (!value.is_string()) return invalid(at + ".host must be a string");
+        r.host = value.get<std::string>();
+      } else if (key == "methods" || key == "paths") {
+        auto& into = key == "methods" ? r.methods : r.paths;
+        if (!value.is_array()) return invalid(at + "." + key + " must be an array of strings");
+        for (const auto& v : value) {
+          if (!v.is_string()) return invalid(at + "." + key + " must be an array of strings");
+          into.push_back(v.get<std::string>());
+        }
+      } else {
+        return invalid(at + ": unknown field '" + key + "' (host, methods, paths)");
+      }
+    }
+    if (r.host.empty()) return invalid(at + " needs a host");
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 std::vector<std::string> proxy_environment(const std::string& sandbox_id, const std::string& secret,
@@ -295,6 +341,8 @@ std::string spec_to_json(const sandbox_spec& spec) {
              {{"cpus", spec.limits.cpus}, {"memory_mb", spec.limits.memory_mb}, {"pids", spec.limits.pids},
               {"disk_mb", spec.limits.disk_mb}}},
             {"egress_allowlist", spec.egress_allowlist},
+            {"egress_deny", spec.egress_deny},
+            {"egress_rules", egress_rules_to_json(spec.egress_rules)},
             {"user", spec.user},
             {"workdir", spec.workdir},
             {"public_preview", spec.public_preview},
@@ -331,6 +379,9 @@ sandbox_spec spec_from_json(const std::string& text) {
                    r.value("disk_mb", std::int64_t{0})};
   }
   spec.egress_allowlist = j.value("egress_allowlist", std::vector<std::string>{});
+  spec.egress_deny = j.value("egress_deny", std::vector<std::string>{});
+  if (j.contains("egress_rules"))
+    if (auto rules = egress_rules_from_json(j["egress_rules"])) spec.egress_rules = std::move(*rules);
   if (j.contains("ttl_s")) spec.ttl_s = j["ttl_s"].get<std::int64_t>();
   spec.idle_timeout_s = j.value("idle_timeout_s", std::int64_t{0});
   spec.snapshot_name = j.value("snapshot_name", std::string{});

@@ -9,8 +9,10 @@ std::optional<proxy::sandbox_egress> egress_lookup::find(const std::string& sand
   // A row without a credential (made before the sandbox network existed) can never authenticate.
   if (!rec || rec->proxy_secret_sha256.empty()) return std::nullopt;
   // The state and address bind the credential to where the sandbox's container is now.
-  return proxy::sandbox_egress{rec->id, rec->org_id, rec->proxy_secret_sha256,
-                               spec_from_json(rec->spec_json).egress_allowlist, rec->state, rec->address};
+  auto spec = spec_from_json(rec->spec_json);
+  return proxy::sandbox_egress{rec->id,         rec->org_id,  rec->proxy_secret_sha256,
+                               std::move(spec.egress_allowlist), rec->state, rec->address,
+                               std::move(spec.egress_deny),       std::move(spec.egress_rules)};
 }
 
 std::optional<preview::preview_target> preview_lookup::find(const std::string& sandbox_id) {

@@ -313,6 +313,14 @@ class guardrail_adapter final : public api::guardrail_backend {
   result<void> lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) override {
     return a_.lift_stop(org_id, by_superadmin, who);
   }
+  result<std::optional<proxy::egress_rule_set>> egress_defaults(const std::string& org_id) override {
+    return a_.egress_defaults(org_id);
+  }
+  result<std::optional<proxy::egress_rule_set>> set_egress_defaults(const std::string& org_id,
+                                                                    const std::optional<proxy::egress_rule_set>& set,
+                                                                    const audit::actor& who) override {
+    return a_.set_egress_defaults(org_id, set, who);
+  }
 
  private:
   sandbox::admission& a_;

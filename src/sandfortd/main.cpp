@@ -180,6 +180,15 @@ result<proxy::proxy_options> egress_options(const config& cfg) {
   o.max_pending_per_source = static_cast<std::size_t>(cfg.egress.max_pending_per_source);
   o.max_pending = static_cast<std::size_t>(cfg.egress.max_pending);
   o.max_tunnels = static_cast<std::size_t>(cfg.egress.max_tunnels);
+  if (!cfg.egress.upstream_proxy.empty()) {
+    const auto& text = cfg.egress.upstream_proxy;
+    auto colon = text.rfind(':');
+    auto host = text.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    o.upstream_proxy = proxy::upstream_proxy_options{host, static_cast<unsigned short>(std::stoi(text.substr(colon + 1))),
+                                                     cfg.egress.upstream_proxy_username,
+                                                     cfg.egress.upstream_proxy_password};
+  }
   return o;
 }
 

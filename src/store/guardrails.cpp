@@ -11,7 +11,8 @@ using detail::statement;
 result<org_guardrails> guardrail_store::get_org_guardrails(const std::string& org_id) {
   auto row = query(*db_,
                    "SELECT max_sandboxes, max_millicpus, max_memory_mb, allowed_images, stopped_since, "
-                   "stopped_by_superadmin, updated_at, max_volumes, max_snapshots, max_disk_mb, allowed_runtimes "
+                   "stopped_by_superadmin, updated_at, max_volumes, max_snapshots, max_disk_mb, allowed_runtimes, "
+                   "egress_defaults "
                    "FROM org_guardrails "
                    "WHERE org_id = ?1",
                    org_id)
@@ -29,6 +30,7 @@ result<org_guardrails> guardrail_store::get_org_guardrails(const std::string& or
                    g.max_snapshots = st.column_optional_int64(8);
                    g.max_disk_mb = st.column_optional_int64(9);
                    g.allowed_runtimes_json = st.column_optional_text(10);
+                   g.egress_defaults_json = st.column_optional_text(11);
                    return g;
                  });
   if (!row) return std::move(row).err();
@@ -45,14 +47,14 @@ result<void> guardrail_store::put_org_guardrails(const org_guardrails& g) {
              *db_,
              "INSERT INTO org_guardrails (org_id, max_sandboxes, max_millicpus, max_memory_mb, allowed_images, "
              "stopped_since, stopped_by_superadmin, updated_at, max_volumes, max_snapshots, max_disk_mb, "
-             "allowed_runtimes) "
-             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+             "allowed_runtimes, egress_defaults) "
+             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
              "ON CONFLICT (org_id) DO UPDATE SET max_sandboxes = ?2, max_millicpus = ?3, max_memory_mb = ?4, "
              "allowed_images = ?5, stopped_since = ?6, stopped_by_superadmin = ?7, updated_at = ?8, max_volumes = ?9, "
-             "max_snapshots = ?10, max_disk_mb = ?11, allowed_runtimes = ?12",
+             "max_snapshots = ?10, max_disk_mb = ?11, allowed_runtimes = ?12, egress_defaults = ?13",
              g.org_id, g.max_sandboxes, g.max_millicpus, g.max_memory_mb, g.allowed_images_json, g.stopped_since,
              g.stopped_by_superadmin, g.updated_at, g.max_volumes, g.max_snapshots, g.max_disk_mb,
-             g.allowed_runtimes_json)
+             g.allowed_runtimes_json, g.egress_defaults_json)
       .run();
 }
 

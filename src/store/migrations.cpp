@@ -317,6 +317,12 @@ CREATE INDEX console_logins_by_source ON console_logins (source, created_at);
 CREATE INDEX console_logins_by_expiry ON console_logins (expires_at);
 )sql";
 
+// An organization's egress defaults (docs/egress.md): the policy of its sandboxes created without
+// one of their own, JSON; NULL, as for every existing row, is none.
+constexpr const char* v15_sql = R"sql(
+ALTER TABLE org_guardrails ADD COLUMN egress_defaults TEXT;
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -342,6 +348,7 @@ const std::vector<migration>& migrations() {
       {12, v12_sql},
       {13, v13_sql},
       {14, v14_sql},
+      {15, v15_sql},
   };
   return all;
 }

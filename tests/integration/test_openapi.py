@@ -449,6 +449,23 @@ def test_identity_and_guardrails(daemon, checker, org, superadmin):
     limits = checker.check("PUT", "/v1/orgs/{org}/limits",
                            superadmin.request("PUT", f"/v1/orgs/{spare}/limits", body={"allowed_runtimes": None}), 200)
     assert limits["limits"]["allowed_runtimes"] == ["runc", "gvisor"] and "allowed_runtimes" not in limits["own"]
+    # Egress defaults (docs/egress.md): read by any role, set by the admin, null removes them.
+    path = f"/v1/orgs/{spare}/egress-defaults"
+    checker.check("GET", "/v1/orgs/{org}/egress-defaults", spare_admin.get(path), 200)
+    policy = {"egress_allowlist": ["pypi.org"], "egress_deny": ["evil.example"],
+              "egress_rules": [{"host": "api.github.com", "methods": ["GET"], "paths": ["/repos/acme/*"]}]}
+    got = checker.check("PUT", "/v1/orgs/{org}/egress-defaults",
+                        spare_admin.request("PUT", path, body={"egress_defaults": policy}), 200)
+    assert got["egress_defaults"] == policy, got
+    checker.check("PUT", "/v1/orgs/{org}/egress-defaults",
+                  spare_admin.request("PUT", path, body={"egress_defaults": {"egress_rules": [{"host": "x"}] * 65}}), 400)
+    checker.check("PUT", "/v1/orgs/{org}/egress-defaults", member.request("PUT", f"/v1/orgs/{org['org']['id']}/egress-defaults",
+                                                                           body={"egress_defaults": None}), 403)
+    checker.check("GET", "/v1/orgs/{org}/egress-defaults", admin.get(path), 404)
+    checker.check("GET", "/v1/orgs/{org}/egress-defaults", daemon.client("sfk_nope").get(path), 401)
+    got = checker.check("PUT", "/v1/orgs/{org}/egress-defaults",
+                        spare_admin.request("PUT", path, body={"egress_defaults": None}), 200)
+    assert got["egress_defaults"] is None, got
     checker.check("POST", "/v1/orgs/{org}/stop-all", spare_admin.post(f"/v1/orgs/{spare}/stop-all"), 200)
     limits = checker.check("GET", "/v1/orgs/{org}/limits", superadmin.get(f"/v1/orgs/{spare}/limits"), 200)
     assert limits["stopped"] is not None

@@ -188,6 +188,10 @@ class guardrail_backend {
   virtual task<sandbox::stop_all_report> stop_all(const std::string& org_id, bool by_superadmin,
                                                   const audit::actor& who) = 0;
   virtual result<void> lift_stop(const std::string& org_id, bool by_superadmin, const audit::actor& who) = 0;
+  // The organization's egress defaults (docs/egress.md); nullopt: none.
+  virtual result<std::optional<proxy::egress_rule_set>> egress_defaults(const std::string& org_id) = 0;
+  virtual result<std::optional<proxy::egress_rule_set>> set_egress_defaults(
+      const std::string& org_id, const std::optional<proxy::egress_rule_set>& set, const audit::actor& who) = 0;
 };
 
 // The daemon as the operator sees it (health_routes.cpp, pool_routes.cpp, metrics_routes.cpp).

@@ -40,6 +40,12 @@ struct egress_config {
   int max_pending_per_source = 32;
   int max_pending = 512;
   int max_tunnels = 4096;
+  // The organization's own proxy, "host:port" (docs/egress.md, "Upstream proxy"): every allowed
+  // connection is dialed through it with CONNECT. Empty: destinations are dialed directly.
+  std::string upstream_proxy{};
+  std::string upstream_proxy_username{};       // Basic credentials for it; empty: none
+  std::string upstream_proxy_password_file{};  // the password, alone in a file of mode 0600
+  std::string upstream_proxy_password{};       // read from that file at load; never written back
 };
 
 struct preview_config {

@@ -1,11 +1,13 @@
 #pragma once
-// The egress proxy: the only way out of a sandbox. Each connection carries exactly one request
-// (CONNECT or an absolute-form http:// request) with the sandbox's credential. The proxy checks
-// the credential (407), the host against that sandbox's allowlist (403), resolves the name
-// itself, drops every address the policy refuses (403 when none is left), and dials exactly the
-// addresses it checked — never a second resolution, so DNS rebinding cannot move the tunnel.
-// A forwarded request goes upstream with Connection: close and is relayed until the upstream is
-// done, so nothing a client sends later on that connection reaches an unchecked address.
+// The egress proxy: the only way out of a sandbox. A connection authenticates with the sandbox's
+// credential on its first request (CONNECT or an absolute-form http:// request). The proxy checks
+// the credential (407), the target against that sandbox's egress rules (403: allowlist, deny
+// list, method/path rules; rules.hpp), resolves the name itself, drops every address the policy
+// refuses (403 when none is left), and dials exactly the addresses it checked — never a second
+// resolution, so DNS rebinding cannot move the tunnel. A CONNECT tunnel ends the connection's
+// requests. A forwarded request goes upstream on a connection of its own with Connection: close;
+// when its answer's end can be told (Content-Length, chunked, no body) the client's connection
+// stays open and its next request is checked and dialed afresh, against the policy as it is then.
 //
 // Everything runs on the io_context's one thread and nothing blocks it; call every member on
 // that thread (or before it runs).
@@ -24,6 +26,7 @@
 #include "sandfort/core/error.hpp"
 #include "sandfort/http/any_stream.hpp"
 #include "sandfort/proxy/policy.hpp"
+#include "sandfort/proxy/rules.hpp"
 
 namespace sandfort::proxy {
 
@@ -39,13 +42,20 @@ struct sandbox_egress {
   // another container, authenticates nothing (407, "source address").
   std::string state;
   std::string address;
+  // Beyond the allowlist (docs/egress.md): host patterns refused whatever allows them, and rules
+  // by host, method and path.
+  std::vector<std::string> deny = {};
+  std::vector<egress_rule> rules = {};
+
+  egress_rule_set rule_set() const { return {allowlist, deny, rules}; }
 };
 
 class egress_directory {
  public:
   virtual ~egress_directory() = default;
-  // The live sandbox with this id, or nullopt (deleted/unknown). Called once per connection, so
-  // an allowlist changed by PATCH applies to the next connection.
+  // The live sandbox with this id, or nullopt (deleted/unknown). Called once per request (a
+  // kept-alive connection asks again for each), so a policy changed by PATCH applies to the next
+  // request.
   virtual std::optional<sandbox_egress> find(const std::string& sandbox_id) = 0;
 };
 
@@ -86,7 +96,19 @@ struct egress_event {
   std::string source;   // the connecting client's address (the sandbox's, for a valid credential)
 };
 
+// The organization's own proxy, which every outbound connection goes through (docs/egress.md,
+// "Upstream proxy"): the policy is applied first, exactly as without it (sandfortd still resolves
+// the name and refuses what the address policy refuses); then sandfortd dials this proxy, not the
+// destination, and asks it for a tunnel with CONNECT <name>:<port>.
+struct upstream_proxy_options {
+  std::string host;  // a name or IP literal; not subject to the address policy (the operator set it)
+  unsigned short port = 0;
+  std::string username;  // Basic credentials; empty: none are sent
+  std::string password;
+};
+
 struct proxy_options {
+  std::optional<upstream_proxy_options> upstream_proxy;
   std::vector<cidr> allowed_ranges;  // addresses an operator allowed despite their class
   std::chrono::milliseconds connect_timeout{10'000};  // per address
   std::chrono::milliseconds idle_timeout{300'000};    // no byte either way: the tunnel closes

@@ -41,6 +41,13 @@ class admission {
   // The organization's limits (its own or the configured defaults), its use and its kill switch.
   result<org_guardrails_view> guardrails(const std::string& org_id);
   result<org_guardrails_view> set_limits(const std::string& org_id, const limits_update& update, const audit::actor& who);
+  // The organization's egress defaults (docs/egress.md): the policy of a sandbox created without
+  // egress fields of its own; nullopt when it has none (such a sandbox gets no egress). Setting
+  // nullopt removes them; sandboxes created before keep the policy they were created with.
+  result<std::optional<proxy::egress_rule_set>> egress_defaults(const std::string& org_id);
+  result<std::optional<proxy::egress_rule_set>> set_egress_defaults(const std::string& org_id,
+                                                                    const std::optional<proxy::egress_rule_set>& set,
+                                                                    const audit::actor& who);
   // The kill switch: from now on no sandbox of the organization is created or started, and every
   // running one is stopped, all at once. Lifted only by the superadmin when the superadmin set it.
   task<stop_all_report> stop_all(const std::string& org_id, bool by_superadmin, const audit::actor& who);

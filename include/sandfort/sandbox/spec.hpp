@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "sandfort/core/config.hpp"
 #include "sandfort/core/error.hpp"
 #include "sandfort/docker/engine.hpp"
@@ -47,6 +49,11 @@ inline std::string effective_workdir(const sandbox_spec& spec) {
 result<sandbox_spec> validate_create(const config& cfg, const create_request& req);
 // Host patterns of an egress allowlist: "host", "*.suffix" or "*".
 result<void> validate_allowlist(const std::vector<std::string>& allowlist);
+// egress_rules as the API and the stored spec write them: [{host, methods?, paths?}], methods and
+// paths left out when empty. Reading refuses unknown fields and wrong types (not the bounds and
+// patterns: proxy::validate_rule_set checks those).
+nlohmann::json egress_rules_to_json(const std::vector<proxy::egress_rule>& rules);
+result<std::vector<proxy::egress_rule>> egress_rules_from_json(const nlohmann::json& list);
 // idle_timeout_s, when given: 0 (never) up to 30 days.
 result<void> check_idle_timeout(const std::optional<std::int64_t>& idle_timeout_s);
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sandfort/core/error.hpp"
+#include "sandfort/proxy/rules.hpp"
 
 namespace sandfort {
 struct guardrails_config;
@@ -70,6 +71,10 @@ struct create_request {
   std::optional<std::int64_t> pids;
   std::optional<std::int64_t> disk_mb;
   std::vector<std::string> egress_allowlist;
+  std::vector<std::string> egress_deny;          // host patterns refused whatever allows them
+  std::vector<proxy::egress_rule> egress_rules;  // allows by host, method and path (docs/egress.md)
+  // None of the three egress fields was given: the organization's egress defaults apply.
+  bool egress_given = false;
   std::optional<std::int64_t> ttl_s;
   std::optional<std::int64_t> idle_timeout_s;  // 0: never; absent: guardrails.default_idle_timeout_s
   std::string user;
@@ -85,6 +90,8 @@ struct update_request {
   std::optional<std::int64_t> ttl_s;
   std::optional<std::int64_t> idle_timeout_s;
   std::optional<std::vector<std::string>> egress_allowlist;
+  std::optional<std::vector<std::string>> egress_deny;
+  std::optional<std::vector<proxy::egress_rule>> egress_rules;
 };
 
 // The validated, defaulted request as stored with the sandbox.
@@ -93,6 +100,8 @@ struct sandbox_spec {
   std::map<std::string, std::string> labels;
   resources limits;
   std::vector<std::string> egress_allowlist;
+  std::vector<std::string> egress_deny;
+  std::vector<proxy::egress_rule> egress_rules;
   std::optional<std::int64_t> ttl_s;
   std::int64_t idle_timeout_s = 0;  // 0: never
   std::string user;

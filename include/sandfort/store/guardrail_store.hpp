@@ -26,6 +26,9 @@ struct org_guardrails {
   std::optional<std::int64_t> max_disk_mb;         // disk_mb of sandboxes not deleted (schema version 10)
   std::optional<std::string> allowed_images_json;  // JSON array of patterns, owned by the sandbox module
   std::optional<std::string> allowed_runtimes_json;  // JSON array of runtimes, likewise (schema version 12)
+  // The egress policy of sandboxes created without one, JSON {egress_allowlist, egress_deny,
+  // egress_rules}, owned by the sandbox module (docs/egress.md); NULL: none (schema version 15).
+  std::optional<std::string> egress_defaults_json;
   std::optional<std::string> stopped_since;        // the kill switch: set while new sandboxes are refused
   bool stopped_by_superadmin = false;
   std::string updated_at;

@@ -53,6 +53,10 @@ class SandboxInfo:
     # After the older fields: a SandboxInfo built positionally before it existed still is.
     #: ``"runc"``, or ``"gvisor"``: gVisor's kernel, no network interface (docs/gvisor.md).
     runtime: Optional[str] = None
+    #: Host patterns refused whatever allows them (docs/egress.md).
+    egress_deny: List[str] = field(default_factory=list)
+    #: ``[{"host": …, "methods": […], "paths": […]}]``: allows by host, method and path (docs/egress.md).
+    egress_rules: List[Dict[str, Any]] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -62,6 +66,8 @@ class SandboxInfo:
                    expires_at=d.get("expires_at"), ttl_s=d.get("ttl_s"), idle_timeout_s=d.get("idle_timeout_s"),
                    resources=Resources.from_json(d.get("resources")),
                    egress_allowlist=list(d.get("egress_allowlist") or []),
+                   egress_deny=list(d.get("egress_deny") or []),
+                   egress_rules=[dict(r) for r in d.get("egress_rules") or []],
                    labels=dict(d.get("labels") or {}), env_keys=list(d.get("env_keys") or []),
                    user=d.get("user"), workdir=d.get("workdir"),
                    public_preview=bool(d.get("public_preview", False)),

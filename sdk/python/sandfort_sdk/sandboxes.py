@@ -36,6 +36,8 @@ class SandboxesMixin:
                        resources: Optional[Mapping[str, Any]] = None,
                        egress_allowlist: Optional[Sequence[str]] = None, ttl_s: Optional[int] = None,
                        idle_timeout_s: Optional[int] = None,
+                       egress_deny: Optional[Sequence[str]] = None,
+                       egress_rules: Optional[Sequence[Mapping[str, Any]]] = None,
                        user: Optional[str] = None, workdir: Optional[str] = None,
                        public_preview: Optional[bool] = None,
                        volumes: Optional[Sequence[Mapping[str, Any]]] = None,
@@ -57,12 +59,16 @@ class SandboxesMixin:
         ``UnavailableError``. Extra keyword arguments are sent as they are, for fields newer than this
         SDK. The organization's guardrails may refuse: ``QuotaExceededError``, ``ImageNotAllowedError``,
         ``RuntimeNotAllowedError`` (a ``runtime`` its policy does not allow), ``ConflictError`` while
-        its kill switch is on."""
+        its kill switch is on. ``egress_deny`` and ``egress_rules`` (``[{"host": "api.github.com",
+        "methods": ["GET"], "paths": ["/repos/acme/*"]}]``) add to ``egress_allowlist``
+        (docs/egress.md); with none of the three, the organization's egress defaults apply."""
         body = clean({"snapshot": snapshot, "name": name, "wait": wait,
                       "env": dict(env) if env is not None else None,
                       "labels": dict(labels) if labels is not None else None,
                       "resources": dict(resources) if resources is not None else None,
                       "egress_allowlist": list(egress_allowlist) if egress_allowlist is not None else None,
+                      "egress_deny": list(egress_deny) if egress_deny is not None else None,
+                      "egress_rules": [dict(r) for r in egress_rules] if egress_rules is not None else None,
                       "ttl_s": ttl_s, "idle_timeout_s": idle_timeout_s, "user": user, "workdir": workdir,
                       "public_preview": public_preview, "runtime": runtime,
                       "volumes": [clean(v) for v in volumes] if volumes is not None else None})
@@ -216,12 +222,17 @@ class Sandbox:
 
     def update(self, *, labels: Optional[Mapping[str, str]] = None, ttl_s: Optional[int] = None,
                egress_allowlist: Optional[Sequence[str]] = None,
-               idle_timeout_s: Optional[int] = None) -> "Sandbox":
+               idle_timeout_s: Optional[int] = None,
+               egress_deny: Optional[Sequence[str]] = None,
+               egress_rules: Optional[Sequence[Mapping[str, Any]]] = None) -> "Sandbox":
         """PATCH: only the fields given change. ``egress_allowlist=[]`` forbids all egress;
-        ``ttl_s`` counts from now; ``idle_timeout_s=0`` never stops it for being idle."""
+        ``ttl_s`` counts from now; ``idle_timeout_s=0`` never stops it for being idle. The egress
+        fields apply to the proxy's next request (docs/egress.md)."""
         body = clean({"labels": dict(labels) if labels is not None else None, "ttl_s": ttl_s,
                       "idle_timeout_s": idle_timeout_s,
-                      "egress_allowlist": list(egress_allowlist) if egress_allowlist is not None else None})
+                      "egress_allowlist": list(egress_allowlist) if egress_allowlist is not None else None,
+                      "egress_deny": list(egress_deny) if egress_deny is not None else None,
+                      "egress_rules": [dict(r) for r in egress_rules] if egress_rules is not None else None})
         return self._set(self._t.call("PATCH", self._base, json_body=body))
 
     def set_egress_allowlist(self, hosts: Sequence[str]) -> "Sandbox":

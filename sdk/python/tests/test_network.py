@@ -77,6 +77,20 @@ def test_egress_patch(client):
         assert sbx.info.labels == {"team": "sdk"} and sbx.info.expires_at
 
 
+def test_egress_deny_and_rules(client):
+    rule = {"host": "example.com", "methods": ["GET"], "paths": ["/repos/acme/*"]}
+    with client.create_sandbox(egress_allowlist=["*"], egress_deny=["example.org"], egress_rules=[rule]) as sbx:
+        assert sbx.info.egress_deny == ["example.org"] and sbx.info.egress_rules == [rule]
+        # The deny entry wins over "*": refused at the proxy, never dialled.
+        r = sbx.process_exec(command="curl -s -o /dev/null -w '%{http_code}' http://example.org/")
+        assert r.stdout == "403", r
+        sbx.update(egress_deny=[], egress_rules=[])
+        assert sbx.info.egress_deny == [] and sbx.info.egress_rules == []
+        assert client.get_sandbox(sbx.id).info.egress_rules == []
+        with pytest.raises(InvalidArgumentError):
+            sbx.update(egress_rules=[{"host": "example.com", "methods": ["get"]}])
+
+
 def test_metrics_and_whoami(client):
     me = client.whoami()
     assert me.role == "admin" and me.superadmin and me.org and me.principal.startswith("key-")

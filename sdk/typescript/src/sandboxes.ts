@@ -48,6 +48,8 @@ function toSandboxInfo(j: Json): SandboxInfo {
     idleTimeoutS: j.idle_timeout_s ?? null,
     resources: { cpus: r.cpus, memoryMb: r.memory_mb, pids: r.pids, diskMb: r.disk_mb },
     egressAllowlist: j.egress_allowlist ?? [],
+    egressDeny: j.egress_deny ?? [],
+    egressRules: j.egress_rules ?? [],
     labels: j.labels ?? {},
     envKeys: j.env_keys ?? [],
     user: j.user ?? null,
@@ -80,6 +82,8 @@ function createBody(o: CreateSandboxOptions): Json {
     b.resources = r;
   }
   if (o.egressAllowlist !== undefined) b.egress_allowlist = o.egressAllowlist;
+  if (o.egressDeny !== undefined) b.egress_deny = o.egressDeny;
+  if (o.egressRules !== undefined) b.egress_rules = o.egressRules;
   if (o.ttlS !== undefined) b.ttl_s = o.ttlS;
   if (o.idleTimeoutS !== undefined) b.idle_timeout_s = o.idleTimeoutS;
   if (o.user !== undefined) b.user = o.user;
@@ -235,13 +239,15 @@ export class Sandbox {
     await this.req("DELETE", "");
   }
 
-  /** PATCH: labels, ttl (seconds from now), idle timeout, egress allowlist (applies to the proxy's next connection). */
+  /** PATCH: labels, ttl (seconds from now), idle timeout, egress allowlist, deny list and rules (apply to the proxy's next request). */
   async update(opts: UpdateSandboxOptions): Promise<SandboxInfo> {
     const body: Json = {};
     if (opts.labels !== undefined) body.labels = opts.labels;
     if (opts.ttlS !== undefined) body.ttl_s = opts.ttlS;
     if (opts.idleTimeoutS !== undefined) body.idle_timeout_s = opts.idleTimeoutS;
     if (opts.egressAllowlist !== undefined) body.egress_allowlist = opts.egressAllowlist;
+    if (opts.egressDeny !== undefined) body.egress_deny = opts.egressDeny;
+    if (opts.egressRules !== undefined) body.egress_rules = opts.egressRules;
     return this.load("PATCH", "", { json: body });
   }
 

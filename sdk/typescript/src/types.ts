@@ -31,6 +31,10 @@ export interface SandboxInfo {
   idleTimeoutS: number | null;
   resources: Resources;
   egressAllowlist: string[];
+  /** Host patterns refused whatever allows them (docs/egress.md). */
+  egressDeny: string[];
+  /** Allows by host, method and path (docs/egress.md). */
+  egressRules: EgressRule[];
   labels: Record<string, string>;
   envKeys: string[];
   user: string | null;
@@ -101,6 +105,9 @@ export interface CreateSandboxOptions {
   labels?: Record<string, string>;
   resources?: Resources;
   egressAllowlist?: string[];
+  /** Host patterns refused whatever allows them; with none of the three egress fields the organization's egress defaults apply. */
+  egressDeny?: string[];
+  egressRules?: EgressRule[];
   /** Stopped this many seconds from now, deleted later (`guardrails.delete_grace_s`). */
   ttlS?: number;
   /** Stopped after this many seconds without use (exec, files, terminal, preview…); 0 never; the daemon's default when absent. */
@@ -127,6 +134,19 @@ export interface UpdateSandboxOptions {
   /** 0: never stopped for being idle. */
   idleTimeoutS?: number;
   egressAllowlist?: string[];
+  egressDeny?: string[];
+  egressRules?: EgressRule[];
+}
+
+/**
+ * `{host: "api.github.com", methods: ["GET"], paths: ["/repos/acme/*"]}`: the host for these
+ * methods and paths only (absent: any). Paths are matched against the decoded, normalized path;
+ * HTTPS to a host only such rules allow is refused until the proxy intercepts TLS (docs/egress.md).
+ */
+export interface EgressRule {
+  host: string;
+  methods?: string[];
+  paths?: string[];
 }
 
 /** The result of a finished command. A non-zero exit is a value, never an exception. */

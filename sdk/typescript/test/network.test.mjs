@@ -75,6 +75,33 @@ except Exception as e:
   await assert.rejects(sbx.update({ egressAllowlist: ["not a host!"] }), { status: 400, code: "invalid_argument" });
 });
 
+test("egress deny entries and rules: created, read back, replaced with PATCH, validated", async () => {
+  const rule = { host: "example.com", methods: ["GET"], paths: ["/repos/acme/*"] };
+  const other = await sandbox({ egressAllowlist: ["*"], egressDeny: ["example.org"], egressRules: [rule] });
+  try {
+    assert.deepEqual(other.info.egressDeny, ["example.org"]);
+    assert.deepEqual(other.info.egressRules, [rule]);
+    // The deny entry wins over "*": refused by the proxy, never dialled.
+    const r = await other.commands.run(
+      `python3 -c "import urllib.request as u
+try:
+    u.urlopen('http://example.org/', timeout=10)
+except Exception as e:
+    print(getattr(e, 'code', e))"`,
+    );
+    assert.match(r.stdout, /403/);
+    const cleared = await other.update({ egressDeny: [], egressRules: [] });
+    assert.deepEqual(cleared.egressDeny, []);
+    assert.deepEqual(cleared.egressRules, []);
+    await assert.rejects(other.update({ egressRules: [{ host: "example.com", methods: ["get"] }] }), {
+      status: 400,
+      code: "invalid_argument",
+    });
+  } finally {
+    await other.kill();
+  }
+});
+
 test("metrics and whoami", async () => {
   const m = await sbx.metrics();
   assert.equal(typeof m.cpuPercent, "number");

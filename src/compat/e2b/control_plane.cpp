@@ -47,7 +47,10 @@ result<sandbox::create_request> parse_create(const std::string& text) {
   req.idle_timeout_s = 0;  // E2B's sandboxes live out their timeout, busy or not
   auto egress = egress_of(*body);  // never more than the native create's (docs/e2b.md, "Network")
   if (!egress) return std::move(egress).err();
-  if (*egress) req.egress_allowlist = std::move(**egress);
+  if (*egress) {
+    req.egress_allowlist = std::move(**egress);
+    req.egress_given = true;
+  }
   if (auto n = body->find("network"); n != body->end() && n->is_object() && n->value("allowPublicTraffic", false))
     req.public_preview = true;  // asked for by name, as the native create's public_preview
   return req;

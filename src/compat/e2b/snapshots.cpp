@@ -82,7 +82,11 @@ sandbox::create_request fork_request(const sandbox::sandbox_view& source, const 
   req.memory_mb = source.spec.limits.memory_mb;
   req.pids = source.spec.limits.pids;
   if (source.spec.limits.disk_mb > 0) req.disk_mb = source.spec.limits.disk_mb;
+  // The source's whole egress policy: a fork reaches what its source reached, no more.
   req.egress_allowlist = source.spec.egress_allowlist;
+  req.egress_deny = source.spec.egress_deny;
+  req.egress_rules = source.spec.egress_rules;
+  req.egress_given = true;
   req.user = source.spec.user;
   req.workdir = source.spec.workdir;
   req.public_preview = source.spec.public_preview;

@@ -411,6 +411,16 @@ class fake_guardrails final : public guardrail_backend {
     w_.note("guardrails.lift_stop", org, "", who.name);
     return {};
   }
+  result<std::optional<proxy::egress_rule_set>> egress_defaults(const std::string& org) override {
+    w_.note("guardrails.egress_defaults", org);
+    return std::optional<proxy::egress_rule_set>();
+  }
+  result<std::optional<proxy::egress_rule_set>> set_egress_defaults(const std::string& org,
+                                                                    const std::optional<proxy::egress_rule_set>& set,
+                                                                    const audit::actor& who) override {
+    w_.note("guardrails.set_egress_defaults", org, "", who.name);
+    return set;
+  }
 
  private:
   world& w_;

@@ -467,3 +467,45 @@ TEST_CASE("admission: host memory, the organization's rate and its key cap come 
   }
   CHECK_FALSE(load_config("", {{"host.memory_reserve_mb", "-1"}}, nullptr).ok());
 }
+
+TEST_CASE("egress.upstream_proxy: host:port, credentials together, a password file of mode 0600") {
+  auto load = [](const std::string& egress) -> result<config> {
+    auto c = load_config(write_temp(R"({"egress": {)" + egress + "}}"), {}, nullptr);
+    if (!c.ok()) return c;
+    if (auto f = finalize_config(*c, "/usr/bin"); !f.ok()) return std::move(f).err();
+    return c;
+  };
+  auto refused = [&](const std::string& egress, const std::string& expected) {
+    auto c = load(egress);
+    REQUIRE_FALSE(c.ok());
+    CHECK_THAT(c.err().message, Catch::Contains(expected));
+  };
+  auto password = write_temp("p@ss word-ok\n");
+  REQUIRE(::chmod(password.c_str(), 0600) == 0);
+  auto c = load(R"("upstream_proxy": "proxy.corp.example:3128", "upstream_proxy_username": "sandfort",
+                   "upstream_proxy_password_file": ")" + password + "\"");
+  REQUIRE(c.ok());
+  CHECK(c->egress.upstream_proxy == "proxy.corp.example:3128");
+  CHECK(c->egress.upstream_proxy_username == "sandfort");
+  CHECK(c->egress.upstream_proxy_password == "p@ss word-ok");  // the file's newline is no part of it
+  auto none = load("");
+  REQUIRE(none.ok());
+  CHECK(none->egress.upstream_proxy.empty());
+
+  auto group_readable = write_temp("secret");
+  REQUIRE(::chmod(group_readable.c_str(), 0640) == 0);
+  refused(R"("upstream_proxy": "proxy:3128", "upstream_proxy_username": "u", "upstream_proxy_password_file": ")" +
+              group_readable + "\"",
+          "mode must be 0600");
+  refused(R"("upstream_proxy": "proxy:3128", "upstream_proxy_username": "u", "upstream_proxy_password_file": "/nonexistent")",
+          "not a readable file");
+  refused(R"("upstream_proxy": "proxy:3128", "upstream_proxy_username": "u")", "go together");
+  refused(R"("upstream_proxy_username": "u")", "need upstream_proxy");
+  refused(R"("upstream_proxy": "http://proxy:3128")", "HOST:PORT");
+  refused(R"("upstream_proxy": "u:p@proxy:3128")", "HOST:PORT");
+  refused(R"("upstream_proxy": "proxy")", "HOST:PORT");
+  refused(R"("upstream_proxy": "proxy:70000")", "HOST:PORT");
+  refused(R"("upstream_proxy": "proxy:3128", "upstream_proxy_username": "a:b", "upstream_proxy_password_file": ")" +
+              password + "\"",
+          "upstream_proxy_username must be");
+}

@@ -91,6 +91,11 @@ class fake_directory final : public egress_directory {
     std::lock_guard lock(mutex_);
     sandboxes_.erase(id);
   }
+  void set_rules(const std::string& id, std::vector<std::string> deny, std::vector<egress_rule> rules) {
+    std::lock_guard lock(mutex_);
+    sandboxes_.at(id).deny = std::move(deny);
+    sandboxes_.at(id).rules = std::move(rules);
+  }
   std::optional<sandbox_egress> find(const std::string& id) override {
     std::lock_guard lock(mutex_);
     auto it = sandboxes_.find(id);
@@ -412,8 +417,8 @@ TEST_CASE("proxy: an absolute-form GET reaches the upstream in origin-form witho
   REQUIRE(res);
   CHECK(res->status == 203);
   CHECK(res->body == "ok");
-  // One request per proxied connection: when the upstream is done, so is the client's connection.
-  CHECK(c.closes_after_draining());
+  // The answer had a length: the client's connection stays open for its next request, which is
+  // checked on its own (below).
   auto seen = h.upstream().received();
   REQUIRE(seen.size() == 1);
   const auto& head = seen[0];
@@ -454,20 +459,76 @@ TEST_CASE("proxy: a CONNECT tunnel carries a half-close through", "[proxy][serve
   CHECK(h.shutdown());
 }
 
-TEST_CASE("proxy: a second request on a forwarded connection reaches no new address", "[proxy][server]") {
+TEST_CASE("proxy: a second request on a kept-alive connection is checked on its own", "[proxy][server]") {
   harness h;
   raw_client c;
   REQUIRE(c.connect(h.port()) == 0);
   std::string auth = credential("sbx-a", "secret-a");
   REQUIRE(c.send_all("GET http://upstream.test:" + std::to_string(h.upstream_port()) + "/ HTTP/1.1\r\n" + auth +
-                     "\r\nGET http://evil.test/ HTTP/1.1\r\n" + auth + "\r\n"));
+                     "\r\nGET http://other.test/ HTTP/1.1\r\n" + auth + "\r\n"));
   auto res = c.read_response();
   REQUIRE(res);
   CHECK(res->status == 203);
+  auto second = c.read_response();
+  REQUIRE(second);
+  CHECK(second->status == 403);
   CHECK(c.closes_after_draining());
-  h.event(0);
-  CHECK(h.event_count() == 1);
-  CHECK(h.resolver.calls == 1);  // evil.test was never even resolved
+  CHECK(h.event(0).decision == "allow");
+  CHECK(h.event(1).decision == "deny");
+  CHECK(h.event_count() == 2);
+  CHECK(h.resolver.calls == 1);  // other.test was never even resolved
+  CHECK(h.upstream().accepted() == 1);
+  CHECK(h.shutdown());
+}
+
+TEST_CASE("proxy: method/path rules and deny entries decide each request; CONNECT fails closed",
+          "[proxy][server]") {
+  harness h;
+  h.directory.add("sbx-r", "org-a", "secret-r", {});
+  h.directory.set_rules("sbx-r", {"evil.test"}, {{"upstream.test", {"GET"}, {"/ok/*"}}, {"evil.test", {}, {}}});
+  std::string auth = credential("sbx-r", "secret-r");
+  std::string base = "http://upstream.test:" + std::to_string(h.upstream_port());
+  {
+    raw_client c;
+    REQUIRE(c.connect(h.port()) == 0);
+    REQUIRE(c.send_all("GET " + base + "/ok/1 HTTP/1.1\r\n" + auth + "\r\nPOST " + base + "/ok/2 HTTP/1.1\r\n" +
+                       auth + "Content-Length: 0\r\n\r\n"));
+    auto first = c.read_response();
+    REQUIRE(first);
+    CHECK(first->status == 203);
+    auto second = c.read_response();
+    REQUIRE(second);
+    CHECK(second->status == 403);
+    CHECK(second->body.find(R"(egress_rules[0] {"host":"upstream.test","methods":["GET"],"paths":["/ok/*"]})") !=
+          std::string::npos);
+    CHECK(h.event(1).reason.starts_with("refused by egress_rules[0]"));
+  }
+  {
+    raw_client c;
+    REQUIRE(c.connect(h.port()) == 0);
+    REQUIRE(c.send_all("GET " + base + "/ok/../secret HTTP/1.1\r\n" + auth + "\r\n"));
+    auto res = c.read_response();
+    REQUIRE(res);
+    CHECK(res->status == 403);
+  }
+  {
+    raw_client c;
+    REQUIRE(c.connect(h.port()) == 0);
+    REQUIRE(c.send_all(connect_request("upstream.test:" + std::to_string(h.upstream_port()), auth)));
+    auto res = c.read_response();
+    REQUIRE(res);
+    CHECK(res->status == 403);
+    CHECK(res->body.find("needs interception") != std::string::npos);
+  }
+  {
+    raw_client c;  // the deny entry wins over the host-only rule for the same host
+    REQUIRE(c.connect(h.port()) == 0);
+    REQUIRE(c.send_all(connect_request("evil.test:443", auth)));
+    auto res = c.read_response();
+    REQUIRE(res);
+    CHECK(res->status == 403);
+    CHECK(res->body.find("egress_deny[0] \"evil.test\"") != std::string::npos);
+  }
   CHECK(h.upstream().accepted() == 1);
   CHECK(h.shutdown());
 }

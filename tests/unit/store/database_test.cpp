@@ -19,7 +19,7 @@ using namespace sandfort::store;
 
 namespace {
 
-constexpr int migration_count = 14;
+constexpr int migration_count = 15;
 
 }  // namespace
 
@@ -155,7 +155,9 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
                          "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; "
                          "ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; "
                          "ALTER TABLE org_guardrails DROP COLUMN allowed_runtimes; "
-                         "DROP TABLE e2b_access_tokens; PRAGMA user_version = 8",
+                         "ALTER TABLE org_guardrails DROP COLUMN egress_defaults; "
+                         "DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
+                         "PRAGMA user_version = 8",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
@@ -171,8 +173,10 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
   CHECK_FALSE(g->max_snapshots);
   CHECK_FALSE(g->max_disk_mb);
   CHECK_FALSE(g->allowed_runtimes_json);
+  CHECK_FALSE(g->egress_defaults_json);  // version 15: none
 
   // The new fields are stored, and null again clears them.
+  g->egress_defaults_json = R"({"egress_allowlist":["*"]})";
   g->max_volumes = 2;
   g->max_snapshots = 0;
   g->max_disk_mb = 4096;
@@ -182,12 +186,15 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
   REQUIRE(again);
   CHECK(again->max_disk_mb == std::optional<std::int64_t>(4096));
   CHECK(again->allowed_runtimes_json == std::optional<std::string>(R"(["gvisor"])"));
+  CHECK(again->egress_defaults_json == std::optional<std::string>(R"({"egress_allowlist":["*"]})"));
   CHECK(again->max_volumes == std::optional<std::int64_t>(2));
   CHECK(again->max_snapshots == std::optional<std::int64_t>(0));
   CHECK(again->max_sandboxes == std::optional<std::int64_t>(3));
   again->max_volumes.reset();
   again->allowed_runtimes_json.reset();
+  again->egress_defaults_json.reset();
   REQUIRE(guardrail_store(*db).put_org_guardrails(*again));
+  CHECK_FALSE(guardrail_store(*db).get_org_guardrails(org_id)->egress_defaults_json);
   CHECK_FALSE(guardrail_store(*db).get_org_guardrails(org_id)->max_volumes);
   CHECK_FALSE(guardrail_store(*db).get_org_guardrails(org_id)->allowed_runtimes_json);
   CHECK(guardrail_store(*db).get_org_guardrails(org_id)->max_snapshots == std::optional<std::int64_t>(0));
