@@ -30,6 +30,7 @@ from ._transport import ExecStream, TokenProvider
 from .processes import Process
 from .pty import PtySession
 from .sandboxes import Sandbox, SandboxPage
+from .secrets import Secret, Secrets
 from .sessions import Session
 
 __version__ = "0.1.0"
@@ -47,5 +48,5 @@ __all__ = [
     "GitResult", "GitStatus", "GitFileStatus", "GitBranches", "GitBranch",
     "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "Snapshot", "StreamEvent",
     "UploadResult", "Volume", "WhoAmI", "Audit", "AuditEvent", "AuditEventPage", "AuditCheckpoint", "AuditPublicKey",
-    "AuditVerifyReport", "verify_chain", "__version__",
+    "AuditVerifyReport", "verify_chain", "Secret", "Secrets", "__version__",
 ]

@@ -44,3 +44,5 @@ export type {
 export { PtyApi, PtyHandle } from "./pty.js";
 export type { PtyOptions } from "./pty.js";
 export type * from "./types.js";
+export { Secrets } from "./secrets.js";
+export type { Secret, SecretPlacement, CreateSecretOptions, RotateSecretOptions } from "./secrets.js";

@@ -19,7 +19,7 @@ using namespace sandfort::store;
 
 namespace {
 
-constexpr int migration_count = 14;
+constexpr int migration_count = 15;
 
 }  // namespace
 
