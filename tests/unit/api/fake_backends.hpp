@@ -445,17 +445,20 @@ class fake_secrets final : public secret_backend {
     w_.note("secrets.list", org);
     return std::vector<secrets::secret_view>{};
   }
+  // A name ending in "-b" is organization B's: not found for anyone else, as the store scopes it.
   result<secrets::secret_view> get(const std::string& org, const std::string& name) override {
     w_.note("secrets.get", org, name);
-    return make_error(errc::not_found, "secret '" + name + "' not found");
+    return mine(org, name);
   }
   result<secrets::secret_view> rotate(const std::string& org, const std::string& name, const secrets::secret_rotate&,
                                       const audit::actor& who) override {
     w_.note("secrets.rotate", org, name, who.name);
-    return make_error(errc::not_found, "secret '" + name + "' not found");
+    return mine(org, name);
   }
   result<void> remove(const std::string& org, const std::string& name, const audit::actor& who) override {
     w_.note("secrets.remove", org, name, who.name);
+    auto found = mine(org, name);
+    if (!found) return std::move(found).err();
     return {};
   }
   result<int> remove_all(const std::string& org, const audit::actor& who) override {
@@ -468,6 +471,10 @@ class fake_secrets final : public secret_backend {
   }
 
  private:
+  static result<secrets::secret_view> mine(const std::string& org, const std::string& name) {
+    if (name.ends_with("-b") && org != org_b) return make_error(errc::not_found, "secret '" + name + "' not found");
+    return secrets::secret_view{name, {"a.example"}, {}, 1, "t", "t"};
+  }
   world& w_;
 };
 
