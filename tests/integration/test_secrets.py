@@ -186,7 +186,7 @@ def test_another_organization_neither_sees_nor_changes_it(daemon, acme):
     ({"name": "n", "value": "v", "hosts": ["a.example"], "header": "X-Key", "query": "k"}, 400, "exactly one"),
     ({"name": "n", "value": "v", "hosts": ["a.example"], "header": "Host"}, 400, "cannot carry"),
     ({"name": "n", "value": "v", "hosts": ["a.example"], "header": "X-Key", "format": "Bearer"}, 400, "{value}"),
-    ({"name": "n", "value": "v", "hosts": ["a.example"], "query": "k", "format": "{value}"}, 400, "header only"),
+    ({"name": "n", "value": "v", "hosts": ["a.example"], "query": "k", "format": "{value}"}, 400, "goes with 'header' only"),
     ({"name": "n", "value": "v", "hosts": ["a.example"], "basic_auth": {"username": "a:b"}}, 400, "username"),
     ({"name": "n", "value": "v", "hosts": ["a.example"], "header": "X-Key", "secrets": ["x"]}, 400, "not known"),
     ({"name": "n", "value": 5, "hosts": ["a.example"], "header": "X-Key"}, 400, "value"),
