@@ -104,7 +104,8 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
   { org_id = make_org(*open_db(path), "acme").id; }
   {
     // Back to the schema as version 3 shipped it: without what versions 4 (audit), 5 (guardrails),
-    // 6 (history), 7 (volumes), 8 (snapshots) and 9 (volume and snapshot quotas, in org_guardrails) added.
+    // 6 (history), 7 (volumes), 8 (snapshots) and 9 (volume and snapshot quotas, in org_guardrails) added,
+    // and those of the later versions (E2B tokens, the console, secrets).
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
     REQUIRE(sqlite3_exec(raw,
@@ -117,6 +118,7 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
                          "DROP TRIGGER sandbox_labels_on_delete; DROP TRIGGER sandbox_deadlines_on_delete; "
                          "DROP TABLE sandbox_labels; DROP INDEX sandboxes_live_by_org; "
                          "DROP INDEX sandboxes_deleted_at; DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
+                         "DROP TABLE secrets; DROP TABLE interception_cas; "
                          "PRAGMA user_version = 3",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
@@ -147,7 +149,8 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
   }
   {
     // Back to version 8: org_guardrails without the two columns version 9 added (nor versions 10's
-    // and 12's).
+    // and 12's), and without the tables of versions 11 (E2B tokens), 13 and 14 (console) and 15
+    // (secrets).
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
     REQUIRE(sqlite3_exec(raw,
@@ -155,7 +158,8 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
                          "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; "
                          "ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; "
                          "ALTER TABLE org_guardrails DROP COLUMN allowed_runtimes; "
-                         "DROP TABLE e2b_access_tokens; PRAGMA user_version = 8",
+                         "DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
+                         "DROP TABLE secrets; DROP TABLE interception_cas; PRAGMA user_version = 8",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }

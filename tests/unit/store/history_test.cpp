@@ -490,6 +490,7 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
                          "ALTER TABLE org_guardrails DROP COLUMN max_snapshots; ALTER TABLE org_guardrails DROP COLUMN max_disk_mb; "
                          "ALTER TABLE org_guardrails DROP COLUMN allowed_runtimes; "
                          "DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
+                         "DROP TABLE secrets; DROP TABLE interception_cas; "
                          "PRAGMA user_version = 5",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
