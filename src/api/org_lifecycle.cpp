@@ -149,11 +149,14 @@ awaitable<result<void>> delete_org(dependencies& deps, const auth::principal& by
   // Snapshots likewise: no sandbox runs from one any more.
   auto snapshots = co_await remove_all(deps.snapshots, "snapshot", who, o->id);
   if (!snapshots) co_return std::move(snapshots).err();
+  // Its secrets and interception CA: nothing will use them again.
+  auto secrets = deps.secrets.remove_all(o->id, who);
+  if (!secrets) co_return std::move(secrets).err();
   // The organization's last event closes its chain.
   if (auto r = change_state(deps, by, who, *o, "deleted", {"deleting"},
                             {"org.delete", o->id, "ok",
                              {{"chain", "closed"}, {"sandboxes_removed", *removed}, {"volumes_removed", *volumes},
-                              {"snapshots_removed", *snapshots}}});
+                              {"snapshots_removed", *snapshots}, {"secrets_removed", *secrets}}});
       !r)
     co_return r;
   spdlog::info("orgs: {} ({}) deleted: {} key(s) revoked, {} sandbox(es) and {} volume(s) removed", o->name, o->id,

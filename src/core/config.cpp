@@ -101,6 +101,10 @@ json to_json_tree(const config& c) {
                 {"checkpoint_interval_s", c.audit.checkpoint_interval_s},
                 {"export_path", c.audit.export_path},
                 {"summary_interval_s", c.audit.summary_interval_s}}},
+              {"secrets",
+               {{"key_file", c.secrets.key_file},
+                {"max_per_org", c.secrets.max_per_org},
+                {"max_value_bytes", c.secrets.max_value_bytes}}},
               {"guardrails",
                {{"max_sandboxes", c.guardrails.max_sandboxes},
                 {"max_cpus", c.guardrails.max_cpus},
@@ -307,6 +311,10 @@ config from_json_tree(const json& j) {
   c.audit.checkpoint_interval_s = a.at("checkpoint_interval_s").get<int>();
   c.audit.export_path = a.at("export_path").get<std::string>();
   c.audit.summary_interval_s = a.at("summary_interval_s").get<int>();
+  const json& sec = j.at("secrets");
+  c.secrets.key_file = sec.at("key_file").get<std::string>();
+  c.secrets.max_per_org = sec.at("max_per_org").get<int>();
+  c.secrets.max_value_bytes = sec.at("max_value_bytes").get<int>();
   const json& g = j.at("guardrails");
   c.guardrails.max_sandboxes = g.at("max_sandboxes").get<int>();
   c.guardrails.max_cpus = g.at("max_cpus").get<double>();
@@ -724,6 +732,12 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
   if (c.database.empty()) c.database = (fs::path(c.state_dir) / "sandfort.db").string();
   if (c.audit.key_path.empty()) c.audit.key_path = (fs::path(c.state_dir) / "audit-signing.key").string();
   c.audit.key_path = fs::absolute(c.audit.key_path, ec).lexically_normal().string();
+  if (c.secrets.key_file.empty()) c.secrets.key_file = (fs::path(c.state_dir) / "secrets.key").string();
+  c.secrets.key_file = fs::absolute(c.secrets.key_file, ec).lexically_normal().string();
+  if (c.secrets.max_per_org < 1 || c.secrets.max_per_org > 100000)
+    return make_error(errc::invalid_argument, "config: secrets.max_per_org must be between 1 and 100000");
+  if (c.secrets.max_value_bytes < 1 || c.secrets.max_value_bytes > 65536)
+    return make_error(errc::invalid_argument, "config: secrets.max_value_bytes must be between 1 and 65536");
   if (c.audit.checkpoint_interval_s <= 0 || c.audit.summary_interval_s <= 0)
     return make_error(errc::invalid_argument, "config: audit intervals must be positive");
   if (c.default_runtime != "runc" && c.default_runtime != "gvisor")

@@ -103,4 +103,18 @@ void start_tls_client(any_stream& stream, asio::ssl::context& context, const std
                           })));
 }
 
+void start_tls_server(any_stream& stream, asio::ssl::context& context, any_stream::done_handler completion) {
+  auto layer = std::make_unique<tls_layer>(stream.lowest(), context);
+  auto& tls = layer->tls;
+  stream.set_layer(std::move(layer));
+  auto executor = completion.get_executor();
+  auto slot = completion.get_cancellation_slot();
+  tls.async_handshake(asio::ssl::stream_base::server,
+                      asio::bind_cancellation_slot(
+                          slot, asio::bind_executor(executor, [completion = std::move(completion)](
+                                                                  boost::system::error_code ec) mutable {
+                            std::move(completion)(ec);
+                          })));
+}
+
 }  // namespace sandfort::http

@@ -46,6 +46,8 @@ bool valid_label_key(const std::string& k) {
   return true;
 }
 
+}  // namespace
+
 bool valid_host_pattern(const std::string& h) {
   if (h == "*") return true;
   std::string rest = h.rfind("*.", 0) == 0 ? h.substr(2) : h;
@@ -54,6 +56,8 @@ bool valid_host_pattern(const std::string& h) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.')) return false;
   return true;
 }
+
+namespace {
 
 error bad(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
 

@@ -15,6 +15,7 @@
 #include "sandfort/auth/oidc.hpp"
 #include "sandfort/core/clock.hpp"
 #include "sandfort/sandbox/service.hpp"
+#include "sandfort/secrets/sealing.hpp"
 #include "sandfort/store/database.hpp"
 
 namespace sandfort::daemon {
@@ -32,6 +33,7 @@ struct backend_parts {
   audit::rate_limit_summary& rate_refusals;
   api::background_reader& reader;  // long reads of the audit log, off the I/O thread
   auth::console_login& console_login;  // the console's sign-in through an identity provider
+  const secrets::sealing_key& secrets_key;  // seals secret values and interception CA keys
 };
 
 // Every backend the API declares, each an adapter over `parts`.
@@ -56,6 +58,7 @@ class api_backends {
   std::unique_ptr<api::audit_backend> audit_;
   std::unique_ptr<api::guardrail_backend> guardrails_;
   std::unique_ptr<api::daemon_backend> daemon_;
+  std::unique_ptr<api::secret_backend> secrets_;
 };
 
 }  // namespace sandfort::daemon

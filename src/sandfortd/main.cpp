@@ -32,6 +32,7 @@
 #include "sandfort/api/client_address.hpp"
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/signing.hpp"
+#include "sandfort/store/secret_store.hpp"
 #include "sandfort/auth/keys.hpp"
 #include "sandfort/compat/e2b/e2b.hpp"
 #include "sandfort/docker/unix_engine.hpp"
@@ -286,6 +287,16 @@ int serve(const config_flags& f) {
   auto audit_key = audit::signing_key::load_or_create(cfg.audit.key_path);
   if (!audit_key) throw std::runtime_error("audit: " + audit_key.err().message);
   spdlog::info("audit: checkpoints signed with key {} ({})", audit_key->key_id(), cfg.audit.key_path);
+  // Before anything serves: a key file others may read stops the daemon here (docs/secrets.md).
+  auto secrets_key = secrets::sealing_key::load_or_create(cfg.secrets.key_file);
+  if (!secrets_key) throw std::runtime_error("secrets: " + secrets_key.err().message);
+  if (auto foreign = store::secret_store(*db).count_sealed_by_other(secrets_key->key_id()); !foreign)
+    throw std::runtime_error("secrets: " + foreign.err().message);
+  else if (*foreign > 0)
+    throw std::runtime_error("secrets: the database holds " + std::to_string(*foreign) +
+                             " value(s) sealed with another key than " + cfg.secrets.key_file + " (key " +
+                             secrets_key->key_id() + "): put back the key file that sealed them (docs/operations.md)");
+  spdlog::info("secrets: values sealed with key {} ({})", secrets_key->key_id(), cfg.secrets.key_file);
   audit::journal journal(*db, clk);
   audit::failure_summary auth_failures(*db, journal, clk);
   audit::egress_summary egress_decisions(*db, journal, clk);
@@ -324,7 +335,8 @@ int serve(const config_flags& f) {
   auto connection_source = [&clients](const http::peer& from) { return clients.connection_source(from); };
   options.idle_source = connection_source;
   daemon::api_backends backends(
-      {cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, rate_refusals, **reader, console_login});
+      {cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, rate_refusals, **reader, console_login,
+       *secrets_key});
   // The E2B-compatible endpoints (docs/e2b.md): their routes join the registry before it is read.
   daemon::e2b_tokens e2b_access_tokens(*db, clk);
   if (cfg.e2b.enabled) compat::e2b::register_routes(&e2b_access_tokens);

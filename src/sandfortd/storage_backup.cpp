@@ -267,8 +267,9 @@ int database_only(const config& cfg, const backup_options& o, std::ostream& out,
   out << fmt::format(
       "backed up {} to {} ({} bytes): {} organizations, {} API keys, {} sandbox rows, {} audit events\n"
       "volumes and snapshot images are not in it (--database-only)\n"
-      "back up the audit signing key ({}) on its own: docs/operations.md\n",
-      cfg.database, o.to, r->bytes, r->organizations, r->api_keys, r->sandboxes, r->audit_events, cfg.audit.key_path);
+      "back up the audit signing key ({}) and the secrets key ({}) on their own: docs/operations.md\n",
+      cfg.database, o.to, r->bytes, r->organizations, r->api_keys, r->sandboxes, r->audit_events, cfg.audit.key_path,
+      cfg.secrets.key_file);
   return 0;
 }
 
@@ -478,7 +479,7 @@ int run_backup(const config& cfg, const backup_options& o, std::ostream& out, st
   }
   fs::remove_all(old, ec);
   out << "written to " << target.string() << "; back up the audit signing key (" << cfg.audit.key_path
-      << ") on its own: docs/operations.md\n";
+      << ") and the secrets key (" << cfg.secrets.key_file << ") on their own: docs/operations.md\n";
   return code;
 }
 

@@ -323,6 +323,32 @@ constexpr const char* v15_sql = R"sql(
 ALTER TABLE org_guardrails ADD COLUMN egress_defaults TEXT;
 )sql";
 
+// Organization secrets (docs/secrets.md): each value sealed with AES-256-GCM under the key file
+// (`secrets.key_file`), never in the clear; `key_id` names the key that sealed it. `hosts` and
+// `placement` are JSON. And each organization's interception CA: its certificate, and its
+// private key sealed the same way. Both go with their organization when it is deleted.
+constexpr const char* v16_sql = R"sql(
+CREATE TABLE secrets (
+  org_id       TEXT NOT NULL REFERENCES orgs(id),
+  name         TEXT NOT NULL,
+  sealed_value TEXT NOT NULL,
+  key_id       TEXT NOT NULL,
+  hosts        TEXT NOT NULL,
+  placement    TEXT NOT NULL,
+  version      INTEGER NOT NULL,
+  created_at   TEXT NOT NULL,
+  updated_at   TEXT NOT NULL,
+  PRIMARY KEY (org_id, name)
+) WITHOUT ROWID;
+CREATE TABLE interception_cas (
+  org_id          TEXT PRIMARY KEY REFERENCES orgs(id),
+  certificate_pem TEXT NOT NULL,
+  sealed_key      TEXT NOT NULL,
+  key_id          TEXT NOT NULL,
+  created_at      TEXT NOT NULL
+);
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -349,6 +375,7 @@ const std::vector<migration>& migrations() {
       {13, v13_sql},
       {14, v14_sql},
       {15, v15_sql},
+      {16, v16_sql},
   };
   return all;
 }

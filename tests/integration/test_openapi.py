@@ -840,6 +840,34 @@ def test_events(daemon, checker, org):
     checker.check("GET", "/v1/events", viewer.get("/v1/events", headers={"Last-Event-ID": "x"}), 400)
 
 
+def test_secrets(daemon, checker, org):
+    admin, viewer = org["admin"], org["viewer"]
+    body = {"name": "openapi-secret", "value": "openapi-value", "hosts": ["api.example.com"],
+            "header": "Authorization", "format": "Bearer {value}"}
+    checker.check("POST", "/v1/secrets", admin.post("/v1/secrets", body), 201)
+    checker.check("POST", "/v1/secrets", admin.post("/v1/secrets", body), 409)
+    checker.check("POST", "/v1/secrets", admin.post("/v1/secrets", {**body, "name": "Bad"}), 400)
+    checker.check("POST", "/v1/secrets", admin.post("/v1/secrets", {**body, "name": "big", "value": "x" * 9000}), 413)
+    checker.check("POST", "/v1/secrets", viewer.post("/v1/secrets", body), 403)
+    checker.check("POST", "/v1/secrets", admin.post("/v1/secrets", {"name": "q", "value": "v", "hosts": ["*.example.com"],
+                                                                  "query": "key"}), 201)
+    checker.check("POST", "/v1/secrets", admin.post("/v1/secrets", {"name": "b", "value": "v", "hosts": ["example.com"],
+                                                                  "basic_auth": {"username": "u"}}), 201)
+    checker.check("GET", "/v1/secrets", viewer.get("/v1/secrets"), 200)
+    checker.check("GET", "/v1/secrets/{name}", viewer.get("/v1/secrets/openapi-secret"), 200)
+    checker.check("GET", "/v1/secrets/{name}", viewer.get("/v1/secrets/none-such"), 404)
+    checker.check("PUT", "/v1/secrets/{name}", admin.request("PUT", "/v1/secrets/openapi-secret", {"value": "v2"}), 200)
+    checker.check("PUT", "/v1/secrets/{name}", admin.request("PUT", "/v1/secrets/openapi-secret", {}), 400)
+    checker.check("PUT", "/v1/secrets/{name}", admin.request("PUT", "/v1/secrets/none-such", {"value": "v"}), 404)
+    checker.check("PUT", "/v1/secrets/{name}", viewer.request("PUT", "/v1/secrets/openapi-secret", {"value": "v"}), 403)
+    for name in ("openapi-secret", "q", "b"):
+        checker.check("DELETE", "/v1/secrets/{name}", admin.delete(f"/v1/secrets/{name}"), 204)
+    checker.check("DELETE", "/v1/secrets/{name}", admin.delete("/v1/secrets/q"), 404)
+    checker.check("DELETE", "/v1/secrets/{name}", viewer.delete("/v1/secrets/q"), 403)
+    checker.check("GET", "/v1/interception-ca", viewer.get("/v1/interception-ca"), 200)
+    checker.check("GET", "/v1/interception-ca", daemon.client().get("/v1/interception-ca"), 401)
+
+
 def test_every_operation_was_exercised(doc, checker):
     """Runs last (pytest keeps the file's order): every operation of the document was called on
     the real daemon and its answer validated."""

@@ -26,6 +26,7 @@ struct dependencies {
   audit_backend& audit;
   guardrail_backend& guardrails;
   daemon_backend& daemon;
+  secret_backend& secrets;
   const audit::signing_key& audit_key;
   rate_limiter& limiter;                    // per-key token buckets, one token per authenticated request
   sandbox::answer_workers& answer_workers;  // encodes large exec results off the I/O thread

@@ -25,6 +25,7 @@
 #include "sandfort/sandbox/commands.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/sandbox/warm_pool.hpp"
+#include "sandfort/secrets/types.hpp"
 #include "sandfort/store/audit_store.hpp"
 #include "sandfort/store/org_store.hpp"
 
@@ -192,6 +193,26 @@ class guardrail_backend {
   virtual result<std::optional<proxy::egress_rule_set>> egress_defaults(const std::string& org_id) = 0;
   virtual result<std::optional<proxy::egress_rule_set>> set_egress_defaults(
       const std::string& org_id, const std::optional<proxy::egress_rule_set>& set, const audit::actor& who) = 0;
+};
+
+// An organization's secrets (secret_routes.cpp, org_lifecycle.cpp): values go in sealed and never
+// come out; each change is recorded in the organization's chain with name and hosts only.
+// Requests arrive validated (secret_bodies.cpp).
+class secret_backend {
+ public:
+  virtual ~secret_backend() = default;
+  // conflict when the name is taken; quota_exceeded beyond the organization's number of secrets.
+  virtual result<secrets::secret_view> create(const std::string& org_id, const secrets::secret_create& req,
+                                              const audit::actor& who) = 0;
+  virtual result<std::vector<secrets::secret_view>> list(const std::string& org_id) = 0;
+  virtual result<secrets::secret_view> get(const std::string& org_id, const std::string& name) = 0;
+  virtual result<secrets::secret_view> rotate(const std::string& org_id, const std::string& name,
+                                              const secrets::secret_rotate& req, const audit::actor& who) = 0;
+  virtual result<void> remove(const std::string& org_id, const std::string& name, const audit::actor& who) = 0;
+  // Every secret of the organization (one secret.delete each) and its interception CA; how many.
+  virtual result<int> remove_all(const std::string& org_id, const audit::actor& who) = 0;
+  // The certificate (PEM) of the organization's interception CA, made on first need.
+  virtual result<std::string> interception_ca_pem(const std::string& org_id) = 0;
 };
 
 // The daemon as the operator sees it (health_routes.cpp, pool_routes.cpp, metrics_routes.cpp).

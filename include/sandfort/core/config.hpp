@@ -130,6 +130,13 @@ struct audit_config {
   int summary_interval_s = 60;      // authentication failures and egress decisions are counted per interval
 };
 
+// Organization secrets (docs/secrets.md).
+struct secrets_config {
+  std::string key_file;  // AES-256 key sealing secret values (0600); empty → <state_dir>/secrets.key
+  int max_per_org = 100;      // secrets an organization may hold
+  int max_value_bytes = 8192; // the largest value accepted
+};
+
 // A token bucket: `burst` requests at once, refilled at `rate_per_s`; rate 0 means unlimited.
 struct rate_limit {
   double rate_per_s = 0;
@@ -275,6 +282,7 @@ struct config {
   oidc_config oidc{};
   console_config console{};
   audit_config audit{};
+  secrets_config secrets{};
   guardrails_config guardrails{};
   disk_config disk{};
   host_config host{};

@@ -28,4 +28,18 @@ auto async_start_tls_client(any_stream& stream, boost::asio::ssl::context& conte
       token);
 }
 
+// The server's side of the same layer (the egress proxy intercepting TLS for a host a secret is
+// bound to, docs/secrets.md): the context holds the certificate and key it answers with and the
+// protocol versions it accepts. From its completion on, reads and writes are TLS.
+void start_tls_server(any_stream& stream, boost::asio::ssl::context& context, any_stream::done_handler completion);
+
+template <typename Token>
+auto async_start_tls_server(any_stream& stream, boost::asio::ssl::context& context, Token&& token) {
+  return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+      [&stream, &context](auto completion) {
+        start_tls_server(stream, context, any_stream::done_handler(std::move(completion), stream.get_executor()));
+      },
+      token);
+}
+
 }  // namespace sandfort::http

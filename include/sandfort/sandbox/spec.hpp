@@ -47,6 +47,9 @@ inline std::string effective_workdir(const sandbox_spec& spec) {
 
 // A create request checked against the configured maxima and defaults, as the spec it asks for.
 result<sandbox_spec> validate_create(const config& cfg, const create_request& req);
+// One host pattern of an egress allowlist: "host", "*.suffix" or "*" (also what a secret's
+// hosts are checked with, docs/secrets.md).
+bool valid_host_pattern(const std::string& h);
 // Host patterns of an egress allowlist: "host", "*.suffix" or "*".
 result<void> validate_allowlist(const std::vector<std::string>& allowlist);
 // egress_rules as the API and the stored spec write them: [{host, methods?, paths?}], methods and

@@ -31,6 +31,7 @@ from ._transport import ExecStream, TokenProvider
 from .processes import Process
 from .pty import PtySession
 from .sandboxes import Sandbox, SandboxPage
+from .secrets import Secret, Secrets
 from .sessions import Session
 
 __version__ = "0.1.0"
@@ -48,5 +49,5 @@ __all__ = [
     "GitResult", "GitStatus", "GitFileStatus", "GitBranches", "GitBranch",
     "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "Snapshot", "StreamEvent",
     "UploadResult", "Volume", "WhoAmI", "Audit", "AuditEvent", "AuditEventPage", "AuditCheckpoint", "AuditPublicKey",
-    "AuditVerifyReport", "verify_chain", "EventStream", "LifecycleEvent", "__version__",
+    "AuditVerifyReport", "verify_chain", "EventStream", "LifecycleEvent", "Secret", "Secrets", "__version__",
 ]

@@ -2,7 +2,7 @@
 
 This module is the entry point only: where the client's server and credentials come from
 (``_config``), the identity calls, and the resource calls mixed in from one module per resource
-(``sandboxes``, ``volumes``, ``snapshots``, ``guardrails``; ``client.audit`` is ``audit.Audit``)."""
+(``sandboxes``, ``volumes``, ``snapshots``, ``guardrails``; ``client.audit`` is ``audit.Audit``, ``client.secrets`` ``secrets.Secrets``)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from .git import Git
 from .guardrails import GuardrailsMixin
 from .models import ApiKey, Organization, WhoAmI
 from .processes import Process
+from .secrets import Secrets
 from .sandboxes import Sandbox, SandboxesMixin, SandboxPage
 from .sessions import Session
 from .snapshots import SnapshotsMixin
@@ -47,6 +48,7 @@ class Client(SandboxesMixin, VolumesMixin, SnapshotsMixin, GuardrailsMixin):
         self.base_url = self._t.base_url
         self.timeout = timeout
         self.audit = Audit(self)
+        self.secrets = Secrets(self)
 
     def __repr__(self) -> str:
         return f"Client(base_url={self.base_url!r})"

@@ -1,7 +1,7 @@
 /**
  * The entry point: `SandfortClient`, its configuration (config.ts) and identity calls; the calls on
  * sandboxes, volumes, snapshots and guardrails are one line each here, handed to their own modules
- * (sandboxes.ts, volumes.ts, snapshots.ts, guardrails.ts); `client.audit` is audit.ts's.
+ * (sandboxes.ts, volumes.ts, snapshots.ts, guardrails.ts); `client.audit` is audit.ts's, `client.secrets` secrets.ts's.
  */
 import { Audit } from "./audit.js";
 import { resolveConfig, type ClientOptions } from "./config.js";
@@ -10,6 +10,7 @@ import { Guardrails, type LimitsUpdate, type OrgLimits, type StopAllReport } fro
 import { Transport } from "./http.js";
 import { camel, type Json } from "./resource.js";
 import { Sandbox, Sandboxes } from "./sandboxes.js";
+import { Secrets } from "./secrets.js";
 import { snapshots } from "./snapshots.js";
 import type {
   CreateSandboxOptions,
@@ -30,12 +31,15 @@ export class SandfortClient {
   readonly http: Transport;
   /** The organization's audit chain, its checkpoints and their verification. */
   readonly audit: Audit;
+  /** The organization's secrets: values go in, never come out. */
+  readonly secrets: Secrets;
   private readonly guardrails: Guardrails;
   private readonly sandboxes = new Sandboxes(this);
 
   constructor(opts: ClientOptions = {}) {
     this.http = new Transport(resolveConfig(opts));
     this.audit = new Audit(this.http, () => this.whoami());
+    this.secrets = new Secrets(this.http);
     this.guardrails = new Guardrails(this.http, () => this.whoami());
   }
 

@@ -46,3 +46,5 @@ export type { EventsOptions, LifecycleEvent, StopReason } from "./events.js";
 export { PtyApi, PtyHandle } from "./pty.js";
 export type { PtyOptions } from "./pty.js";
 export type * from "./types.js";
+export { Secrets } from "./secrets.js";
+export type { Secret, SecretPlacement, CreateSecretOptions, RotateSecretOptions } from "./secrets.js";

@@ -443,6 +443,51 @@ class fake_daemon final : public daemon_backend {
   world& w_;
 };
 
+class fake_secrets final : public secret_backend {
+ public:
+  explicit fake_secrets(world& w) : w_(w) {}
+  result<secrets::secret_view> create(const std::string& org, const secrets::secret_create& req,
+                                      const audit::actor& who) override {
+    w_.note("secrets.create", org, req.name, who.name);
+    return secrets::secret_view{req.name, req.hosts, req.placement, 1, "t", "t"};
+  }
+  result<std::vector<secrets::secret_view>> list(const std::string& org) override {
+    w_.note("secrets.list", org);
+    return std::vector<secrets::secret_view>{};
+  }
+  // A name ending in "-b" is organization B's: not found for anyone else, as the store scopes it.
+  result<secrets::secret_view> get(const std::string& org, const std::string& name) override {
+    w_.note("secrets.get", org, name);
+    return mine(org, name);
+  }
+  result<secrets::secret_view> rotate(const std::string& org, const std::string& name, const secrets::secret_rotate&,
+                                      const audit::actor& who) override {
+    w_.note("secrets.rotate", org, name, who.name);
+    return mine(org, name);
+  }
+  result<void> remove(const std::string& org, const std::string& name, const audit::actor& who) override {
+    w_.note("secrets.remove", org, name, who.name);
+    auto found = mine(org, name);
+    if (!found) return std::move(found).err();
+    return {};
+  }
+  result<int> remove_all(const std::string& org, const audit::actor& who) override {
+    w_.note("secrets.remove_all", org, "", who.name);
+    return 0;
+  }
+  result<std::string> interception_ca_pem(const std::string& org) override {
+    w_.note("secrets.interception_ca", org);
+    return std::string("-----BEGIN CERTIFICATE-----\n");
+  }
+
+ private:
+  static result<secrets::secret_view> mine(const std::string& org, const std::string& name) {
+    if (name.ends_with("-b") && org != org_b) return make_error(errc::not_found, "secret '" + name + "' not found");
+    return secrets::secret_view{name, {"a.example"}, {}, 1, "t", "t"};
+  }
+  world& w_;
+};
+
 inline rate_limits_config no_rate_limits() {
   rate_limits_config off;
   off.viewer = off.member = off.admin = off.superadmin = off.org = rate_limit{0, 0};
@@ -463,13 +508,14 @@ struct fake_backends {
   fake_audit audit{w};
   fake_guardrails guardrails{w};
   fake_daemon daemon{w};
+  fake_secrets secrets{w};
   testing::temp_dir dir;
   audit::signing_key key = audit::signing_key::load_or_create(dir.file("audit.key")).value();
   rate_limiter limiter{no_rate_limits(), clk};
   sandbox::answer_workers workers{1};
   event_hub events;
-  dependencies deps{cfg,   gate,       sandboxes,  commands, volumes, snapshots, identity,
-                    audit, guardrails, daemon,     key,      limiter, workers,   events};
+  dependencies deps{cfg,   gate,       sandboxes, commands, volumes, snapshots, identity,
+                    audit, guardrails, daemon,    secrets,  key,     limiter,   workers,  events};
 };
 
 }  // namespace sandfort::api::test

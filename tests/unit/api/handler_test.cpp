@@ -78,7 +78,11 @@ std::string naming_org_b(const std::string& pattern) {
     i = end + 1;
     if (name == "id") out += pattern.starts_with("/v1/api-keys") ? "key-b" : "sbx-b";
     else if (name == "org") out += org_b;
-    else if (name == "name") out += pattern.starts_with("/v1/volumes") ? "vol-b" : pattern.starts_with("/v1/snapshots") ? "snap-b" : "s1";
+    else if (name == "name")
+      out += pattern.starts_with("/v1/volumes")     ? "vol-b"
+             : pattern.starts_with("/v1/snapshots") ? "snap-b"
+             : pattern.starts_with("/v1/secrets")   ? "secret-b"
+                                                    : "s1";
     else if (name == "port") out += "8080";
     else out += "x";  // {cmd}, {op}: within a sandbox already named
   }
@@ -88,6 +92,8 @@ std::string naming_org_b(const std::string& pattern) {
 std::string body_for(const std::string& pattern) {
   if (pattern.ends_with("/process/exec")) return R"({"command":"true"})";
   if (pattern.ends_with("/process/code-run")) return R"({"language":"python","code":"1"})";
+  if (pattern == "/v1/secrets") return R"({"name":"k","value":"v","hosts":["a.example"],"header":"X-Key"})";
+  if (pattern == "/v1/secrets/{name}") return R"({"value":"v"})";
   return "{}";
 }
 
@@ -381,7 +387,8 @@ TEST_CASE("limits: read by the organization's admin, set by the operator, in the
   CHECK(s.call("PUT", "/v1/orgs/beta/limits", "superadmin", R"({"allowed_runtimes":"gvisor"})").status == 400);
 }
 
-TEST_CASE("deleting an organization: its keys revoked, its sandboxes, volumes and snapshots removed, its chain closed",
+TEST_CASE("deleting an organization: its keys revoked, its sandboxes, volumes, snapshots and secrets removed, its chain "
+          "closed",
           "[api][handlers][orgs]") {
   api_server s;
   REQUIRE(s.call("DELETE", "/v1/orgs/beta", "superadmin").status == 204);
@@ -393,7 +400,7 @@ TEST_CASE("deleting an organization: its keys revoked, its sandboxes, volumes an
     }
   CHECK(seen == std::vector<std::string>{"identity.set_org_state deleting", "identity.revoke_org_keys",
                                          "sandboxes.list", "sandboxes.remove sbx-b", "volumes.list", "snapshots.list",
-                                         "identity.set_org_state deleted"});
+                                         "secrets.remove_all", "identity.set_org_state deleted"});
   // The superadmin's own organization cannot be.
   CHECK(s.call("DELETE", "/v1/orgs/superadmin", "superadmin").status == 409);
 }
@@ -555,4 +562,44 @@ TEST_CASE("the console's sign-in through an identity provider: issuers, start an
     CHECK(refused.headers["set-cookie"] == "sandfort_login=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0");
     CHECK(refused.body.empty());
   }
+}
+
+TEST_CASE("secrets: a create's body is checked and handed on normalized; no answer or error carries the value",
+          "[api][handlers][secrets]") {
+  api_server s;
+  const std::string body =
+      R"({"name":"openai","value":"sk-SECRET-1","hosts":["API.OpenAI.com."],"header":"Authorization","format":"Bearer {value}"})";
+  CHECK(s.call("POST", "/v1/secrets", "member", body).status == 403);
+  auto made = s.call("POST", "/v1/secrets", "admin", body);
+  REQUIRE(made.status == 201);
+  CHECK(made.body.find("sk-SECRET-1") == std::string::npos);
+  const auto j = json::parse(made.body);
+  CHECK(keys_of(j) == std::set<std::string>{"name", "hosts", "placement", "version", "created_at", "updated_at"});
+  CHECK(j["hosts"] == json::array({"api.openai.com"}));
+  CHECK(j["placement"] == json{{"type", "header"}, {"header", "Authorization"}, {"format", "Bearer {value}"}});
+  CHECK(s.calls().back().what == "secrets.create");
+  CHECK(s.calls().back().org_id == org_a);
+
+  for (const char* bad : {
+           R"({"name":"x","value":"sk-SECRET-1\r\nX: y","hosts":["a.example"],"header":"X-Key"})",
+           R"({"name":"x","value":"sk-SECRET-1","hosts":["*"],"header":"X-Key"})",
+           R"({"name":"x","value":"sk-SECRET-1","hosts":["a.example"],"header":"X-Key","query":"k"})",
+           R"({"name":"x","value":"sk-SECRET-1","hosts":["a.example"],"basic_auth":{"username":"u","password":"p"}})",
+       }) {
+    INFO(bad);
+    s.forget_calls();
+    auto refused = s.call("POST", "/v1/secrets", "admin", bad);
+    CHECK(refused.status == 400);
+    CHECK(json::parse(refused.body)["error"]["code"] == "invalid_argument");
+    CHECK(refused.body.find("sk-SECRET-1") == std::string::npos);
+    CHECK(s.calls().empty());  // refused before any backend is asked
+  }
+  auto query = s.call("POST", "/v1/secrets", "admin", R"({"name":"maps","value":"v","hosts":["*.maps.example"],"query":"key"})");
+  REQUIRE(query.status == 201);
+  CHECK(json::parse(query.body)["placement"] == json{{"type", "query"}, {"query", "key"}});
+  auto rotation = s.call("PUT", "/v1/secrets/openai", "admin", R"({"hosts":["b.example"],"value":"sk-SECRET-2"})");
+  CHECK(rotation.status == 200);
+  CHECK(rotation.body.find("sk-SECRET-2") == std::string::npos);
+  CHECK(s.call("PUT", "/v1/secrets/openai", "admin", "{}").status == 400);
+  CHECK(s.call("GET", "/v1/interception-ca", "viewer").status == 200);
 }

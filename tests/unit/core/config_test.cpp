@@ -301,6 +301,29 @@ TEST_CASE("audit settings: the signing key defaults into the state directory") {
   CHECK_FALSE(finalize_config(*bad, "/usr/bin").ok());
 }
 
+TEST_CASE("secrets settings: the key file defaults into the state directory; the bounds are checked") {
+  auto c = load_config("", {{"state_dir", "/var/lib/sf"}}, nullptr);
+  REQUIRE(c.ok());
+  REQUIRE(finalize_config(*c, "/usr/bin").ok());
+  CHECK(c->secrets.key_file == "/var/lib/sf/secrets.key");
+  CHECK(c->secrets.max_per_org == 100);
+  CHECK(c->secrets.max_value_bytes == 8192);
+  char env1[] = "SANDFORT_SECRETS_KEY_FILE=/etc/sandfort/secrets.key";
+  char* env[] = {env1, nullptr};
+  auto e = load_config("", {{"secrets.max_per_org", "5"}}, env);
+  REQUIRE(e.ok());
+  REQUIRE(finalize_config(*e, "/usr/bin").ok());
+  CHECK(e->secrets.key_file == "/etc/sandfort/secrets.key");
+  CHECK(e->secrets.max_per_org == 5);
+  for (const char* bad : {"secrets.max_per_org=0", "secrets.max_value_bytes=0", "secrets.max_value_bytes=65537"}) {
+    const std::string kv = bad;
+    const auto eq = kv.find('=');
+    auto b = load_config("", {{kv.substr(0, eq), kv.substr(eq + 1)}}, nullptr);
+    REQUIRE(b.ok());
+    CHECK_FALSE(finalize_config(*b, "/usr/bin").ok());
+  }
+}
+
 TEST_CASE("store settings: retention of deleted sandboxes from file, environment and --set, checked") {
   auto d = load_config("", {}, nullptr);
   REQUIRE(d.ok());

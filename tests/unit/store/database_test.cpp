@@ -19,7 +19,7 @@ using namespace sandfort::store;
 
 namespace {
 
-constexpr int migration_count = 15;
+constexpr int migration_count = 16;
 
 }  // namespace
 
@@ -104,7 +104,8 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
   { org_id = make_org(*open_db(path), "acme").id; }
   {
     // Back to the schema as version 3 shipped it: without what versions 4 (audit), 5 (guardrails),
-    // 6 (history), 7 (volumes), 8 (snapshots) and 9 (volume and snapshot quotas, in org_guardrails) added.
+    // 6 (history), 7 (volumes), 8 (snapshots) and 9 (volume and snapshot quotas, in org_guardrails) added,
+    // and those of the later versions (E2B tokens, the console, secrets).
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
     REQUIRE(sqlite3_exec(raw,
@@ -117,6 +118,7 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
                          "DROP TRIGGER sandbox_labels_on_delete; DROP TRIGGER sandbox_deadlines_on_delete; "
                          "DROP TABLE sandbox_labels; DROP INDEX sandboxes_live_by_org; "
                          "DROP INDEX sandboxes_deleted_at; DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
+                         "DROP TABLE secrets; DROP TABLE interception_cas; "
                          "PRAGMA user_version = 3",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
@@ -147,7 +149,8 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
   }
   {
     // Back to version 8: org_guardrails without the two columns version 9 added (nor versions 10's
-    // and 12's).
+    // and 12's, nor 15's egress defaults), and without the tables of versions 11 (E2B tokens), 13
+    // and 14 (console) and 16 (secrets).
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
     REQUIRE(sqlite3_exec(raw,
@@ -157,6 +160,7 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
                          "ALTER TABLE org_guardrails DROP COLUMN allowed_runtimes; "
                          "ALTER TABLE org_guardrails DROP COLUMN egress_defaults; "
                          "DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
+                         "DROP TABLE secrets; DROP TABLE interception_cas; "
                          "PRAGMA user_version = 8",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
