@@ -106,6 +106,11 @@ OTHER_ROUTES = [
     ("GET", "/v1/orgs/{org}/limits", None, "admin"),
     ("POST", "/v1/orgs/{org}/stop-all", {}, "admin"),
     ("DELETE", "/v1/orgs/{org}/stop-all", None, "admin"),
+    ("GET", "/v1/orgs/{org}/egress-defaults", None, "admin"),
+    ("PUT", "/v1/orgs/{org}/egress-defaults", {"egress_allowlist": ["*"]}, "admin"),
+    ("GET", "/v1/secrets/{secret}", None, "admin"),
+    ("PUT", "/v1/secrets/{secret}", {"value": "b-rotated"}, "admin"),
+    ("DELETE", "/v1/secrets/{secret}", None, "admin"),
 ]
 RANK = {"viewer": 1, "member": 2, "admin": 3}
 
@@ -180,7 +185,7 @@ def main(gate):
         raise RuntimeError("SANDFORT_API_KEY and SANDFORT_GATE_OTHER_API_KEY belong to the same organization")
     b_rank = RANK.get(who_b.role, 0)
     suffix = uuid.uuid4().hex[:8]
-    sbx = snap_name = vol_name = None
+    sbx = snap_name = vol_name = secret_name = None
     try:
         # Organization A's resources: a sandbox with a file, a session, a command and a code context, a snapshot,
         # a volume, an API key (when A is admin).
@@ -195,8 +200,14 @@ def main(gate):
         snap_name = f"gate-snap-{suffix}"
         snap_id = retry(a.create_snapshot, sbx, snap_name).id
         key_id = retry(a.create_api_key, f"gate-{suffix}", role="viewer").id if who_a.role == "admin" else "key-0000000000000000"
+        secret_name = f"gate-secret-{suffix}"  # A's only when A is admin (B's probes need a name either way)
+        if who_a.role == "admin":
+            status, text = call(base, key_a, "POST", "/v1/secrets",
+                                {"name": secret_name, "value": "A's value", "hosts": ["api.example.com"],
+                                 "header": "Authorization", "format": "Bearer {value}"})
+            assert status == 201, f"A's secret: {status} {text[:200]!r}"
         ids = {"session": session, "cmd": cmd, "ctx": ctx, "snap": snap_name, "snap_id": snap_id, "vol": vol_name,
-               "vol_id": vol_id, "key": key_id,
+               "vol_id": vol_id, "key": key_id, "secret": secret_name,
                "org": who_a.org_id}
 
         def probe_family(routes, extra_ids, label):
@@ -234,10 +245,10 @@ def main(gate):
                    lambda: probe_family(volume_routes, {}, vol_name))
         admin_routes = [r for r in OTHER_ROUTES if r[3] == "admin"]
         if b_rank >= RANK["admin"]:
-            gate.check("API keys, audit, limits, kill switch of A's organization",
+            gate.check("API keys, secrets, audit, limits, egress defaults, kill switch of A's organization",
                        lambda: probe_family(admin_routes, {}, who_a.org_id))
         else:
-            gate.skip("API keys, audit, limits, kill switch of A's organization",
+            gate.skip("API keys, secrets, audit, limits, egress defaults, kill switch of A's organization",
                       f"the other organization's key is {who_b.role}, not admin")
 
         def lists():
@@ -262,12 +273,17 @@ def main(gate):
             assert retry(a.get_volume, vol_name).name == vol_name
             if who_a.role == "admin":
                 assert key_id in [k.id for k in retry(a.list_api_keys)], "A's key was revoked"
-            return "A's sandbox started, file, command, snapshot, volume and key intact; no trace of B"
+                status, text = call(base, key_a, "GET", f"/v1/secrets/{secret_name}", None)
+                assert status == 200 and json.loads(text)["version"] == 1, f"A's secret: {status} {text[:200]!r}"
+                status, text = call(base, key_a, "GET", f"/v1/orgs/{who_a.org_id}/egress-defaults", None)
+                assert status == 200 and b"*" not in text, f"A's egress defaults: {status} {text[:200]!r}"
+            return "A's sandbox started, file, command, snapshot, volume, key, secret and egress defaults intact; no trace of B"
         gate.check("organization A untouched", untouched)
     finally:
         for what, fn in (("sandbox", lambda: sbx and retry(a.delete, sbx.id)),
                          ("snapshot", lambda: snap_name and retry(a.delete_snapshot, snap_name)),
-                         ("volume", lambda: vol_name and retry(a.delete_volume, vol_name))):
+                         ("volume", lambda: vol_name and retry(a.delete_volume, vol_name)),
+                         ("secret", lambda: secret_name and call(base, key_a, "DELETE", f"/v1/secrets/{secret_name}", None))):
             try:
                 fn()
             except Exception as e:  # noqa: BLE001
