@@ -1,20 +1,13 @@
 #include "sandfort/audit/signing.hpp"
 
-#include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <stdexcept>
 
 #include "sandfort/core/base64.hpp"
-#include "sandfort/core/ids.hpp"
+#include "sandfort/core/private_file.hpp"
 #include "sandfort/crypto/digest.hpp"
 
 namespace sandfort::audit {
@@ -29,16 +22,8 @@ using md_ctx_ptr = std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)>;
 
 std::shared_ptr<evp_pkey_st> adopt(EVP_PKEY* key) { return {key, EVP_PKEY_free}; }
 
-// The file descriptor closes on every path out.
-struct fd_guard {
-  int fd;
-  ~fd_guard() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-error os_error(const std::string& what, const std::string& path) {
-  return make_error(errc::internal, what + " " + path + ": " + std::strerror(errno));
+private_file signing_key_file(const std::string& path) {
+  return {.path = path, .label = "signing key file", .max_size = max_pem_size, .follow_links = true};
 }
 
 std::string key_id_of(EVP_PKEY* key) {
@@ -62,73 +47,8 @@ std::string private_key_pem(EVP_PKEY* key) {
   return std::string(data, static_cast<std::size_t>(size));
 }
 
-result<std::string> read_small_file(int fd, const std::string& path) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return os_error("cannot read signing key file", path);
-    if (n == 0) return out;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > max_pem_size) return make_error(errc::invalid_argument, "signing key file " + path + " is too large");
-  }
-}
-
-result<void> write_all(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return os_error("cannot write signing key file", path);
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return {};
-}
-
-// Writes contents to a fresh 0600 file and links it to path. false: path appeared meanwhile
-// (another process created the key first); it is left as it is.
-result<bool> install_new_file(const std::string& path, std::string_view contents) {
-  const std::string temp = path + ".tmp-" + random_hex(8);
-  fd_guard file{::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)};
-  if (file.fd < 0) return os_error("cannot create signing key file", temp);
-  // The umask may have taken bits off 0600 (e.g. 0277 leaves the owner unable to read it back).
-  if (::fchmod(file.fd, 0600) != 0 || !write_all(file.fd, contents, temp) || ::fsync(file.fd) != 0) {
-    auto e = os_error("cannot write signing key file", temp);
-    ::unlink(temp.c_str());
-    return e;
-  }
-  const int linked = ::link(temp.c_str(), path.c_str());
-  const int link_errno = errno;
-  ::unlink(temp.c_str());
-  if (linked != 0 && link_errno == EEXIST) return false;
-  if (linked != 0) {
-    errno = link_errno;
-    return os_error("cannot create signing key file", path);
-  }
-  const auto dir = std::filesystem::path(path).parent_path();
-  fd_guard dir_fd{::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (dir_fd.fd >= 0) ::fsync(dir_fd.fd);  // best effort: the key is already usable
-  return true;
-}
-
 result<std::shared_ptr<evp_pkey_st>> load_private_key(const std::string& path) {
-  fd_guard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY)};
-  if (file.fd < 0) return os_error("cannot open signing key file", path);
-  struct stat st {};
-  if (::fstat(file.fd, &st) != 0) return os_error("cannot stat signing key file", path);
-  if (!S_ISREG(st.st_mode))
-    return make_error(errc::invalid_argument, "signing key file " + path + " is not a regular file");
-  if (st.st_uid != ::geteuid())
-    return make_error(errc::permission_denied, "signing key file " + path + " is owned by uid " +
-                                                   std::to_string(st.st_uid) + ", not by this process's uid " +
-                                                   std::to_string(::geteuid()));
-  if ((st.st_mode & 077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return make_error(errc::permission_denied, "signing key file " + path + " is accessible to group or others (mode " +
-                                                   mode + "); run: chmod 600 " + path);
-  }
-  auto pem = read_small_file(file.fd, path);
+  auto pem = read_private_file(signing_key_file(path));
   if (!pem) return std::move(pem).err();
   bio_ptr bio(BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())), BIO_free);
   auto key = adopt(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, no_passphrase, nullptr) : nullptr);
@@ -142,7 +62,7 @@ result<std::shared_ptr<evp_pkey_st>> load_private_key(const std::string& path) {
 result<std::shared_ptr<evp_pkey_st>> create_private_key(const std::string& path) {
   auto key = adopt(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
   if (!key) throw std::runtime_error("Ed25519 key generation failed");
-  auto installed = install_new_file(path, private_key_pem(key.get()));
+  auto installed = install_private_file(signing_key_file(path), private_key_pem(key.get()));
   if (!installed) return std::move(installed).err();
   if (!*installed) return load_private_key(path);
   return key;
@@ -153,16 +73,13 @@ result<std::shared_ptr<evp_pkey_st>> create_private_key(const std::string& path)
 signing_key::signing_key(std::shared_ptr<evp_pkey_st> key) : key_(std::move(key)), key_id_(key_id_of(key_.get())) {}
 
 result<signing_key> signing_key::load_or_create(const std::string& path) {
-  struct stat st {};
-  const bool missing = ::lstat(path.c_str(), &st) != 0 && errno == ENOENT;
-  auto key = missing ? create_private_key(path) : load_private_key(path);
+  auto key = nothing_at(path) ? create_private_key(path) : load_private_key(path);
   if (!key) return std::move(key).err();
   return signing_key(std::move(*key));
 }
 
 result<signing_key> signing_key::load(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT)
+  if (nothing_at(path))
     return make_error(errc::not_found, "signing key file " + path + " does not exist");
   auto key = load_private_key(path);
   if (!key) return std::move(key).err();

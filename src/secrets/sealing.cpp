@@ -1,20 +1,15 @@
 #include "sandfort/secrets/sealing.hpp"
 
-#include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <stdexcept>
 
 #include "sandfort/core/base64.hpp"
 #include "sandfort/core/ids.hpp"
+#include "sandfort/core/private_file.hpp"
 #include "sandfort/crypto/digest.hpp"
 
 namespace sandfort::secrets {
@@ -27,118 +22,25 @@ constexpr std::string_view sealed_prefix = "v1.";
 
 using cipher_ctx_ptr = std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)>;
 
-struct key_fd {
-  int fd;
-  ~key_fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-error key_os_error(const std::string& what, const std::string& path) {
-  return make_error(errc::internal, what + " " + path + ": " + std::strerror(errno));
+private_file secrets_key_file(const std::string& path) {
+  return {.path = path, .label = "secrets key file", .max_size = 1024, .follow_links = false};
 }
 
 const unsigned char* bytes_of(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
 
-std::string hex_of(const unsigned char* p, std::size_t n) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(n * 2);
-  for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(digits[p[i] >> 4]);
-    out.push_back(digits[p[i] & 0xf]);
-  }
-  return out;
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-result<std::string> read_key_text(int fd, const std::string& path) {
-  std::string out;
-  char buf[256];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return key_os_error("cannot read secrets key file", path);
-    if (n == 0) return out;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > 1024) return make_error(errc::invalid_argument, "secrets key file " + path + " is too large");
-  }
-}
-
 result<sealing_key> parse_key_text(std::string text, const std::string& path) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  std::string raw;
-  bool ok = text.size() == key_size * 2;
-  for (std::size_t i = 0; ok && i < text.size(); i += 2) {
-    const int hi = hex_digit(text[i]), lo = hex_digit(text[i + 1]);
-    ok = hi >= 0 && lo >= 0;
-    raw.push_back(static_cast<char>(hi * 16 + lo));
-  }
-  if (!ok)
+  auto raw = from_hex(text);
+  if (!raw || raw->size() != key_size)
     return make_error(errc::invalid_argument,
                       "secrets key file " + path + " does not hold a key (64 hexadecimal characters, 32 bytes)");
-  return sealing_key::from_bytes(raw);
+  return sealing_key::from_bytes(*raw);
 }
 
 result<sealing_key> load_key_file(const std::string& path) {
-  key_fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW)};
-  if (file.fd < 0) return key_os_error("cannot open secrets key file", path);
-  struct stat st {};
-  if (::fstat(file.fd, &st) != 0) return key_os_error("cannot stat secrets key file", path);
-  if (!S_ISREG(st.st_mode))
-    return make_error(errc::invalid_argument, "secrets key file " + path + " is not a regular file");
-  if (st.st_uid != ::geteuid())
-    return make_error(errc::permission_denied, "secrets key file " + path + " is owned by uid " +
-                                                   std::to_string(st.st_uid) + ", not by this process's uid " +
-                                                   std::to_string(::geteuid()));
-  if ((st.st_mode & 077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return make_error(errc::permission_denied, "secrets key file " + path +
-                                                   " is accessible to group or others (mode " + mode +
-                                                   "); run: chmod 600 " + path);
-  }
-  auto text = read_key_text(file.fd, path);
+  auto text = read_private_file(secrets_key_file(path));
   if (!text) return std::move(text).err();
   return parse_key_text(std::move(*text), path);
-}
-
-// A fresh 0600 file linked to path; false when path appeared meanwhile (left as it is).
-result<bool> install_key_file(const std::string& path, const std::string& contents) {
-  const std::string temp = path + ".tmp-" + random_hex(8);
-  key_fd file{::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)};
-  if (file.fd < 0) return key_os_error("cannot create secrets key file", temp);
-  bool written = ::fchmod(file.fd, 0600) == 0;
-  std::string_view rest = contents;
-  while (written && !rest.empty()) {
-    const ssize_t n = ::write(file.fd, rest.data(), rest.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) written = false;
-    else rest.remove_prefix(static_cast<std::size_t>(n));
-  }
-  if (!written || ::fsync(file.fd) != 0) {
-    auto e = key_os_error("cannot write secrets key file", temp);
-    ::unlink(temp.c_str());
-    return e;
-  }
-  const int linked = ::link(temp.c_str(), path.c_str());
-  const int link_errno = errno;
-  ::unlink(temp.c_str());
-  if (linked != 0 && link_errno == EEXIST) return false;
-  if (linked != 0) {
-    errno = link_errno;
-    return key_os_error("cannot create secrets key file", path);
-  }
-  const auto dir = std::filesystem::path(path).parent_path();
-  key_fd dir_fd{::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (dir_fd.fd >= 0) ::fsync(dir_fd.fd);  // best effort: the key is already usable
-  return true;
 }
 
 }  // namespace
@@ -157,10 +59,10 @@ sealing_key sealing_key::generate() {
 }
 
 result<sealing_key> sealing_key::load_or_create(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0 || errno != ENOENT) return load_key_file(path);
+  if (!nothing_at(path)) return load_key_file(path);
   const auto fresh = generate();
-  auto installed = install_key_file(path, hex_of(fresh.key_.data(), fresh.key_.size()) + "\n");
+  const std::string_view raw(reinterpret_cast<const char*>(fresh.key_.data()), fresh.key_.size());
+  auto installed = install_private_file(secrets_key_file(path), to_hex(raw) + "\n");
   if (!installed) return std::move(installed).err();
   if (!*installed) return load_key_file(path);
   return fresh;

@@ -3,6 +3,7 @@
 // DNS-label safe (sandbox ids appear in preview host names).
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,5 +19,7 @@ std::string new_id(std::string_view prefix);
 bool is_id(std::string_view s, std::string_view prefix, std::size_t hex_chars = 16) noexcept;
 
 std::string to_hex(std::string_view bytes);
+// The bytes of an even-length hex string (either case); nullopt for anything else.
+std::optional<std::string> from_hex(std::string_view hex);
 
 }  // namespace sandfort

@@ -26,3 +26,13 @@ TEST_CASE("is_id rejects near misses") {
 TEST_CASE("to_hex encodes every byte") {
   CHECK(to_hex(std::string("\x00\xff\x10", 3)) == "00ff10");
 }
+
+TEST_CASE("from_hex reads what to_hex wrote, in either case, and nothing else") {
+  const std::string bytes("\x00\xff\x10\xab", 4);
+  CHECK(from_hex(to_hex(bytes)) == bytes);
+  CHECK(from_hex("00FF10AB") == bytes);
+  CHECK(from_hex("") == std::string());
+  CHECK_FALSE(from_hex("abc"));   // odd length
+  CHECK_FALSE(from_hex("0g"));    // not a digit
+  CHECK_FALSE(from_hex("0 "));
+}
