@@ -1,6 +1,7 @@
 // GET /v1/events: an organization's life-cycle events as server-sent events (docs/events.md). A
 // view of the audit chain: first the stored events after the client's cursor, page by page, then
 // live ones as the chain grows, woken by the event hub; `id:` is the chain's seq.
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
@@ -112,8 +113,13 @@ asio::awaitable<void> serve(event_stream& s, http::chunked_writer& out) {
     store::audit_filter page;
     page.after_seq = cursor;
     page.limit = events_page;
-    // The primary key from the cursor on: a page reads at most events_page rows, a request at
-    // most the rows after its cursor, whatever the chain holds before it.
+    page.lifecycle_only = true;
+    // The life-cycle index from the cursor on: a page reads at most events_page rows, a request
+    // at most the life-cycle rows after its cursor, whatever the chain holds before it and
+    // however many exec or file rows lie between.
+    // Every seq up to `appended` is committed, so a page read after this that comes back short
+    // has seen every life-cycle row up to it: the cursor moves past the other rows too.
+    const std::int64_t appended = s.deps.events.latest(s.req.org_id);
     auto rows = s.deps.audit.events(s.req.org_id, page);
     if (!rows) break;
     for (const auto& row : *rows) {
@@ -131,6 +137,7 @@ asio::awaitable<void> serve(event_stream& s, http::chunked_writer& out) {
       co_await asio::post(executor, asio::use_awaitable);
       continue;
     }
+    cursor = std::max(cursor, appended);
     // Caught up. Nothing can be appended between the read above and this check without this
     // coroutine having been suspended, and the hub remembers the highest seq it was told.
     if (s.deps.events.latest(s.req.org_id) > cursor) continue;

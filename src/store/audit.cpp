@@ -44,12 +44,19 @@ audit::checkpoint_record read_checkpoint(const statement& st) {
 // promises (without statistics the planner may prefer an equality index over the time range);
 // a test checks every plan.
 const char* audit_index_for(const audit_filter& f) {
+  if (f.lifecycle_only) return " INDEXED BY audit_lifecycle";
   if (!f.since_ts.empty() || !f.until_ts.empty()) return " INDEXED BY audit_by_ts";
   if (!f.target.empty()) return " INDEXED BY audit_by_target";
   if (!f.actor.empty()) return " INDEXED BY audit_by_actor";
   if (!f.action.empty()) return " INDEXED BY audit_by_action";
   return "";  // the primary key: org_id, seq
 }
+
+// audit_lifecycle's WHERE as the migration that made it wrote it (src/store/migrations.cpp).
+constexpr const char* lifecycle_actions =
+    "action IN ('sandbox.create', 'sandbox.start', 'sandbox.stop', 'sandbox.pause', 'sandbox.resume', "
+    "'sandbox.delete', 'sandbox.state', 'snapshot.create', 'snapshot.delete', 'volume.create', "
+    "'volume.delete', 'rate_limit.exceeded', 'egress') OR action GLOB 'guardrail.*'";
 
 // Only the terms of the filter's non-empty fields, so each is a range or an equality the index
 // can seek on; parameters keep their numbers whether used or not.
@@ -62,6 +69,7 @@ std::string list_audit_events_sql(const audit_filter& f) {
   if (!f.actor.empty()) q += " AND actor = ?5";
   if (!f.action.empty()) q += " AND action = ?6";
   if (!f.target.empty()) q += " AND target = ?7";
+  if (f.lifecycle_only) q += sql(" AND (", lifecycle_actions, ")");
   q += " ORDER BY seq LIMIT ?8";
   return q;
 }

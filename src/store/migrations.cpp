@@ -349,6 +349,17 @@ CREATE TABLE interception_cas (
 );
 )sql";
 
+// The audit rows that are life-cycle events (docs/events.md), so that following the event stream
+// or a webhook from an old cursor reads only them, never the exec and file rows between. The
+// predicate is repeated word for word where the events are read (src/store/audit.cpp): SQLite
+// uses a partial index only for a query that contains its WHERE term as written.
+constexpr const char* v17_sql = R"sql(
+CREATE INDEX audit_lifecycle ON audit_events (org_id, seq)
+  WHERE action IN ('sandbox.create', 'sandbox.start', 'sandbox.stop', 'sandbox.pause', 'sandbox.resume',
+                   'sandbox.delete', 'sandbox.state', 'snapshot.create', 'snapshot.delete', 'volume.create',
+                   'volume.delete', 'rate_limit.exceeded', 'egress') OR action GLOB 'guardrail.*';
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -376,6 +387,7 @@ const std::vector<migration>& migrations() {
       {14, v14_sql},
       {15, v15_sql},
       {16, v16_sql},
+      {17, v17_sql},
   };
   return all;
 }

@@ -33,6 +33,9 @@ struct audit_filter {
   std::string action;
   std::string target;
   std::size_t limit = 100;
+  // Only the actions life-cycle events are made from (audit::lifecycle_event_of decides which
+  // rows among them are events), read through their own index: a gap of exec rows is not read.
+  bool lifecycle_only = false;
 };
 
 class audit_store {

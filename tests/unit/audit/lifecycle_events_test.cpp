@@ -72,6 +72,38 @@ TEST_CASE("lifecycle events: actions map to types; everything else is no event")
   CHECK(lc_type_of(lc_row("sandbox.create", "not json")) == "sandbox.created");
 }
 
+TEST_CASE("lifecycle events: the store's life-cycle index holds every row that is an event, and not the others") {
+  testing::temp_dir dir;
+  auto db = testing::open_db(dir.file("s.db"));
+  // Every row the mapping above makes an event, and rows of the kinds that fill a chain between.
+  const std::vector<audit::event_record> rows = {
+      lc_row("sandbox.create", "{}"), lc_row("sandbox.start", "{}"), lc_row("sandbox.stop", "{}"),
+      lc_row("sandbox.pause", "{}"), lc_row("sandbox.resume", "{}"), lc_row("sandbox.delete", "{}"),
+      lc_row("sandbox.state", R"({"state":"stopped","from":"started"})"), lc_row("snapshot.create", "{}"),
+      lc_row("snapshot.delete", "{}"), lc_row("volume.create", "{}"), lc_row("volume.delete", "{}"),
+      lc_row("guardrail.quota_exceeded", "{}", "denied"), lc_row("guardrail.host_full", "{}", "denied"),
+      lc_row("rate_limit.exceeded", "{}", "denied"), lc_row("egress", "{}", "denied"),
+      lc_row("sandbox.exec", "{}", "accepted"), lc_row("files.write", "{}"), lc_row("api_key.create", "{}"),
+      lc_row("secret.create", "{}"), lc_row("guardrails", "{}")};
+  std::int64_t seq = 0;
+  for (auto e : rows) {
+    e.seq = ++seq;
+    REQUIRE(store::audit_store(*db).insert_audit_event(e));
+  }
+  store::audit_filter f;
+  f.limit = 100;
+  f.lifecycle_only = true;
+  auto listed = store::audit_store(*db).list_audit_events("org-000000000000000a", f);
+  REQUIRE(listed);
+  std::vector<std::string> actions;
+  for (const auto& e : *listed) actions.push_back(e.action);
+  std::vector<std::string> events;
+  for (const auto& e : rows)
+    if (audit::lifecycle_event_of(e)) events.push_back(e.action);
+  CHECK(events.size() == 15);
+  CHECK(actions == events);
+}
+
 TEST_CASE("lifecycle events: every stop has a reason, recorded or read from an older event's message") {
   CHECK(lc_reason_of(lc_row("sandbox.stop", R"({"state":"stopped","reason":"idle_timeout"})")) == "idle_timeout");
   CHECK(lc_reason_of(lc_row("sandbox.state", R"({"state":"stopped","from":"started","reason":"oom"})")) == "oom");

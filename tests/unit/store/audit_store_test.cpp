@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -427,6 +428,8 @@ std::vector<int> measure_reads(database& db, statement_recorder& rec, std::int64
   list(audit_filter{0, ts_at(3), ts_at(12), "", "", "", 4});
   list(audit_filter{base + 6, ts_at(3), ts_at(12), "key-y", "", "", 100});
   list(audit_filter{0, ts_at(15), "", "", "", "", 100});
+  // From the chain's start: the life-cycle index skips every exec row, old or recent.
+  list(audit_filter{0, "", "", "", "", "", 4, true});
   REQUIRE(audit_store(db).scan_audit_events("org-m", base + 10,
                                             [&](const audit::event_record& e) { return e.seq < base + 13; }));
   std::vector<int> steps;
@@ -435,7 +438,7 @@ std::vector<int> measure_reads(database& db, statement_recorder& rec, std::int64
     CHECK(r.full_scan_steps == 0);
     steps.push_back(r.vm_steps);
   }
-  CHECK(steps.size() == 13);
+  CHECK(steps.size() == 14);
   return steps;
 }
 
@@ -454,7 +457,7 @@ TEST_CASE("every audit read seeks an index: no table scan, no sort unless a time
   for (const audit_filter& f :
        {audit_filter{}, audit_filter{3, "", "", "key-x", "", "", 9}, audit_filter{0, "", "", "", "sandbox.exec", "", 9},
         audit_filter{0, "", "", "", "", "sbx-1", 9}, audit_filter{0, "", "", "key-x", "sandbox.exec", "", 9},
-        audit_filter{0, "", "", "key-x", "", "sbx-1", 9}})
+        audit_filter{0, "", "", "key-x", "", "sbx-1", 9}, audit_filter{0, "", "", "", "", "", 9, true}})
     REQUIRE(audit_store(*db).list_audit_events("org-m", f));
   REQUIRE(audit_store(*db).scan_audit_events("org-m", 1, [](const audit::event_record&) { return true; }));
   REQUIRE(audit_store(*db).latest_audit_checkpoint("org-m"));
@@ -465,8 +468,8 @@ TEST_CASE("every audit read seeks an index: no table scan, no sort unless a time
                                 audit_filter{0, ts_at(3), ts_at(9), "key-x", "sandbox.exec", "sbx-1", 9}})
     REQUIRE(audit_store(*db).list_audit_events("org-m", f));
   auto windowed = rec.take_audit_reads();
-  // head, 6 lists, scan, 2 checkpoint reads, 2 org id seeks per table
-  REQUIRE(in_order.size() == 14);
+  // head, 7 lists, scan, 2 checkpoint reads, 2 org id seeks per table
+  REQUIRE(in_order.size() == 15);
   REQUIRE(windowed.size() == 3);
 
   for (const auto& r : in_order) {
@@ -476,6 +479,12 @@ TEST_CASE("every audit read seeks an index: no table scan, no sort unless a time
     CHECK(plan.find("SCAN ") == std::string::npos);
     CHECK(plan.find("TEMP B-TREE") == std::string::npos);
   }
+  const auto lifecycle = std::find_if(in_order.begin(), in_order.end(), [](const statement_run& r) {
+    return r.sql.find("INDEXED BY audit_lifecycle") != std::string::npos;
+  });
+  REQUIRE(lifecycle != in_order.end());
+  CHECK(query_plan(path, lifecycle->sql).find("SEARCH audit_events USING INDEX audit_lifecycle (org_id=? AND seq>?)") !=
+        std::string::npos);
   for (const auto& r : windowed) {
     auto plan = query_plan(path, r.sql);
     INFO(r.sql << "\n" << plan);

@@ -497,7 +497,7 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
     sqlite3_close(raw);
   }
   auto db = open_db(path);
-  CHECK(db->schema_version() == 16);
+  CHECK(db->schema_version() == 17);
   auto rows = sandbox_store(*db).list_sandboxes(org_id, filter("", {{"team", "x"}}));
   REQUIRE(rows);
   CHECK(ids_of(*rows) == std::vector<std::string>{kept});
