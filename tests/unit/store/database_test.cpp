@@ -19,7 +19,7 @@ using namespace sandfort::store;
 
 namespace {
 
-constexpr int migration_count = 16;
+constexpr int migration_count = 17;
 
 }  // namespace
 
