@@ -128,7 +128,9 @@ std::vector<api_route> webhook_routes() {
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto req = parse_create(ctx.req);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
-         auto creating = deps.webhooks.create(p.org_id, *req, actor_of(p, ctx.request_id, ctx.remote));
+         // Named: the task holds references until it is awaited.
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         auto creating = deps.webhooks.create(p.org_id, *req, who);
          auto r = co_await std::move(creating);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(201, with_secret_json(*r));
@@ -151,8 +153,9 @@ std::vector<api_route> webhook_routes() {
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
          auto req = parse_patch(ctx.req);
          if (!req) co_return http::error_response(req.err(), ctx.request_id);
-         auto updating =
-             deps.webhooks.update(p.org_id, ctx.params["webhook"], *req, actor_of(p, ctx.request_id, ctx.remote));
+         const auto who = actor_of(p, ctx.request_id, ctx.remote);
+         const std::string id = ctx.params["webhook"];
+         auto updating = deps.webhooks.update(p.org_id, id, *req, who);
          auto r = co_await std::move(updating);
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(200, webhook_json(*r));
