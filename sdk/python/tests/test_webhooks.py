@@ -51,10 +51,10 @@ def admin(client, env):
 
 
 def test_create_list_update_rotate_log_delete(admin, client, env):
-    # A public IP literal needs no lookup; nothing answers there, which the log will show.
-    hook = admin.webhooks.create("https://192.0.2.1/sandfort", types=["sandbox.stopped"], description="py")
+    # A public IP literal needs no lookup; no snapshot is deleted in this organization, so nothing is sent.
+    hook = admin.webhooks.create("https://1.1.1.1/sandfort", types=["snapshot.deleted"], description="py")
     assert hook.id.startswith("whk-") and hook.secret and hook.secret.startswith("whsec_")
-    assert hook.types == ["sandbox.stopped"] and hook.enabled
+    assert hook.types == ["snapshot.deleted"] and hook.enabled
     listed = admin.webhooks.list()
     assert [w.id for w in listed] == [hook.id] and listed[0].secret is None
     assert admin.webhooks.get(hook.id).secret is None

@@ -43,7 +43,7 @@ before(async () => {
 });
 
 test("create, list, update, rotate, read the log and delete", async () => {
-  const hook = await admin.webhooks.create({ url: "https://192.0.2.1/sandfort", types: ["sandbox.stopped"] });
+  const hook = await admin.webhooks.create({ url: "https://1.1.1.1/sandfort", types: ["snapshot.deleted"] });
   assert.match(hook.id, /^whk-/);
   assert.match(hook.secret, /^whsec_[0-9a-f]{64}$/);
   const listed = await admin.webhooks.list();
