@@ -343,7 +343,7 @@ TEST_CASE("webhooks settings: defaults, environment and --set; the bounds are ch
   CHECK(e->webhooks.retry_max_ms == 1000);
   for (const char* bad : {"webhooks.concurrency=0", "webhooks.timeout_s=0", "webhooks.retry_base_ms=0",
                           "webhooks.retry_max_ms=10", "webhooks.max_age_s=0", "webhooks.poll_interval_ms=1",
-                          "webhooks.max_per_org=-1"}) {
+                          "webhooks.max_per_org=1001"}) {
     const std::string kv = bad;
     const auto eq = kv.find('=');
     auto b = load_config("", {{kv.substr(0, eq), kv.substr(eq + 1)}}, nullptr);
