@@ -365,7 +365,7 @@ int serve(const config_flags& f) {
   if (cfg.e2b.enabled) compat::e2b::register_routes(&e2b_access_tokens);
   // GET /v1/events wakes when an audit chain grows: the store tells the hub of each committed append.
   api::event_hub event_streams;
-  event_streams.also_tell([&webhook_worker](const std::string&, std::int64_t) { webhook_worker.wake(); });
+  event_streams.also_tell([&webhook_worker](const std::string& org_id, std::int64_t) { webhook_worker.wake(org_id); });
   db->observe_appends(&event_streams);
   struct observer_detach {  // before the hub goes: appends after this point tell nobody
     store::database& db;

@@ -6,6 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <utility>
 #include <spdlog/spdlog.h>
 
 #include "sandfort/audit/lifecycle_events.hpp"
@@ -87,6 +88,13 @@ std::int64_t dispatcher::now_ms() const {
 
 void dispatcher::wake() {
   woken_ = true;
+  everything_ = true;
+  bell_.cancel();
+}
+
+void dispatcher::wake(const std::string& org_id) {
+  woken_ = true;
+  appended_.insert(org_id);
   bell_.cancel();
 }
 
@@ -98,18 +106,26 @@ void dispatcher::stop() {
 asio::awaitable<void> dispatcher::run() {
   while (!stopping_) {
     woken_ = false;
-    auto due = round();
+    const bool everything = std::exchange(everything_, false);
+    const auto orgs = std::exchange(appended_, {});
+    auto due = round(everything ? nullptr : &orgs);
+    // A partial round saw only some webhooks: the others' next retry is still the last full round's.
+    if (everything)
+      full_due_ = due;
+    else if (full_due_ && (!due || *full_due_ < *due))
+      due = full_due_;
     if (stopping_) break;
     if (woken_) continue;  // told of something while the round ran
     auto wait = o_.poll_interval;
     if (due) wait = std::min(wait, std::chrono::milliseconds(std::max<std::int64_t>(0, *due - now_ms())));
     bell_.expires_after(wait);
     auto [ec] = co_await bell_.async_wait(asio::as_tuple(asio::use_awaitable));
-    (void)ec;  // woken or due: either way, another round
+    // Timed out (a poll, or a retry due): every webhook. Woken: what the wake said.
+    if (!ec) everything_ = true;
   }
 }
 
-std::optional<std::int64_t> dispatcher::round() {
+std::optional<std::int64_t> dispatcher::round(const std::set<std::string>* orgs) {
   std::optional<std::int64_t> earliest;
   const auto now = now_ms();
   auto soon = [&](std::int64_t at) { earliest = earliest ? std::min(*earliest, at) : at; };
@@ -120,6 +136,7 @@ std::optional<std::int64_t> dispatcher::round() {
   }
   for (const auto& w : *hooks) {
     if (stopping_) break;
+    if (orgs != nullptr && !orgs->contains(w.org_id)) continue;  // nothing new there; the next poll looks
     if (busy_.contains({w.org_id, w.id})) continue;  // its attempt ends with a wake
     auto head = store_.pending(w.org_id, w.id);
     if (!head) {

@@ -52,8 +52,11 @@ class dispatcher {
   dispatcher(const dispatcher&) = delete;
   dispatcher& operator=(const dispatcher&) = delete;
 
-  // An audit event committed, a webhook made or changed: look again now.
+  // A webhook made or changed, an attempt ended: look at every webhook again now.
   void wake();
+  // An audit event committed in org_id's chain: look at that organization's webhooks now (a
+  // round woken only by appends reads nothing for the other organizations).
+  void wake(const std::string& org_id);
   // Rounds until stop(); an attempt in flight then is abandoned (its row stays pending).
   boost::asio::awaitable<void> run();
   void stop();
@@ -63,8 +66,9 @@ class dispatcher {
 
  private:
   using key = std::pair<std::string, std::string>;  // org, webhook
-  // One pass over the enabled webhooks; returns when the earliest pending row is due (unix ms).
-  std::optional<std::int64_t> round();
+  // One pass over the enabled webhooks (only those of `orgs` when given); returns when the
+  // earliest pending row is due (unix ms).
+  std::optional<std::int64_t> round(const std::set<std::string>* orgs);
   // The next event after the webhook's cursor, taken into a pending row; nullopt: none yet.
   std::optional<store::webhook_delivery> take_next(const store::webhook_record& w, bool& more);
   boost::asio::awaitable<void> attempt(store::webhook_record w, store::webhook_delivery d);
@@ -80,7 +84,10 @@ class dispatcher {
   proxy::egress_policy policy_;
   boost::asio::steady_timer bell_;
   bool stopping_ = false;
-  bool woken_ = false;
+  bool woken_ = false;       // since the round began
+  bool everything_ = true;   // the next round visits every webhook
+  std::set<std::string> appended_;  // organizations whose chain grew since the round began
+  std::optional<std::int64_t> full_due_;  // the earliest retry the last full round saw
   std::set<key> busy_;
   std::size_t in_flight_ = 0;
   std::int64_t last_prune_ms_ = 0;
