@@ -47,6 +47,7 @@ class Receiver:
         self.host = host
         self.deliveries = []
         self.fail_next = 0
+        self.answers = {}  # path → (status, headers, body) instead of 200 "ok"
         self.cond = threading.Condition()
         self._start(port)
 
@@ -61,12 +62,22 @@ class Receiver:
                     if failing:
                         outer.fail_next -= 1
                     outer.deliveries.append({"headers": {k.lower(): v for k, v in self.headers.items()},
-                                             "body": body, "answered": 500 if failing else 200})
+                                             "body": body, "answered": 500 if failing else 200,
+                                             "path": self.path})
                     outer.cond.notify_all()
-                self.send_response(500 if failing else 200)
-                self.send_header("Content-Length", "2")
+                status, headers, answer = outer.answers.get(
+                    self.path, (500 if failing else 200, {}, b"no" if failing else b"ok"))
+                if self.path in outer.answers:
+                    with outer.cond:
+                        outer.deliveries[-1]["answered"] = status
+                self.send_response(status)
+                for k, v in dict(headers, **{"Content-Length": str(len(answer))}).items():
+                    self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(b"no" if failing else b"ok")
+                try:
+                    self.wfile.write(answer)
+                except OSError:
+                    pass  # the daemon stops reading past its bound
 
             def log_message(self, *args):
                 pass
@@ -267,6 +278,38 @@ def test_a_failing_receiver_gets_the_event_again_with_the_same_id_and_the_log_co
         assert log[0]["event_id"] == ids.pop() and log[0]["last_error"] == "", log
         time.sleep(1)  # nothing more comes
         assert len(receiver.events()) == 6
+    finally:
+        receiver.close()
+
+
+def test_redirects_are_not_followed_and_a_large_answer_is_cut(daemon, address):
+    org, c = new_org(daemon, "webhooks-answers")
+    receiver = Receiver(address)
+    try:
+        receiver.answers["/moved"] = (302, {"Location": receiver.url("/elsewhere")}, b"")
+        receiver.answers["/large"] = (200, {}, b"x" * (4 << 20))
+        moved = register(c["admin"], receiver.url("/moved"), types=["volume.created"])
+        large = register(c["admin"], receiver.url("/large"), types=["volume.created"])
+        assert c["member"].post("/v1/volumes", {"name": "answers"}).status == 201
+        receiver.wait_for(lambda d: d["answered"] == 302 and d["headers"]["sandfort-webhook-id"] == moved["id"])
+        receiver.wait_for(lambda d: d["headers"]["sandfort-webhook-id"] == large["id"])
+        deadline = time.time() + 30
+        while True:
+            redirected = c["admin"].get(f"/v1/webhooks/{moved['id']}/deliveries").json()["items"]
+            big = c["admin"].get(f"/v1/webhooks/{large['id']}/deliveries").json()["items"]
+            if redirected and redirected[0]["attempts"] >= 2 and big and big[0]["state"] == "delivered":
+                break
+            assert time.time() < deadline, (redirected, big)
+            time.sleep(0.2)
+        # A 3xx is a failed attempt, retried at the same URL; the Location is never visited.
+        assert redirected[0]["state"] == "pending" and redirected[0]["last_status"] == 302, redirected
+        assert "302" in redirected[0]["last_error"], redirected
+        assert all(d["answered"] == 302 for d in receiver.events()
+                   if d["headers"]["sandfort-webhook-id"] == moved["id"])
+        assert "/elsewhere" not in [d.get("path") for d in receiver.events()]
+        # 4 MiB of answer: read to its bound and dropped; the status is what counts.
+        assert big[0]["last_status"] == 200 and big[0]["attempts"] == 1, big
+        assert c["admin"].delete(f"/v1/webhooks/{moved['id']}").status == 204
     finally:
         receiver.close()
 
