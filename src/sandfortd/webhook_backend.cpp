@@ -49,7 +49,8 @@ class webhook_adapter final : public api::webhook_backend {
 
   api::task<webhooks::webhook_with_secret> create(const std::string& org_id, const webhooks::webhook_create& req,
                                                   const audit::actor& who) override {
-    auto checked = co_await check_url(req.url);
+    auto checking = check_url(req.url);  // named: GCC 12 and temporaries in a co_await expression
+    auto checked = co_await std::move(checking);
     if (!checked) co_return std::move(checked).err();
     // Counted and inserted with nothing awaited between: parallel creates cannot overshoot.
     auto held = store_.count(org_id);
@@ -108,7 +109,8 @@ class webhook_adapter final : public api::webhook_backend {
                                            const webhooks::webhook_patch& req, const audit::actor& who) override {
     if (auto before = store_.get(org_id, id); !before) co_return std::move(before).err();
     if (req.url) {
-      auto checked = co_await check_url(*req.url);
+      auto checking = check_url(*req.url);
+      auto checked = co_await std::move(checking);
       if (!checked) co_return std::move(checked).err();
     }
     store::webhook_update u;
