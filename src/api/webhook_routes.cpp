@@ -18,6 +18,7 @@ namespace {
 using nlohmann::json;
 
 constexpr std::size_t max_description = 256;
+constexpr std::int64_t max_keep_previous_s = 86400;  // the old secret signs at most a day after a rotation
 
 error bad_webhook(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
 
@@ -168,7 +169,18 @@ std::vector<api_route> webhook_routes() {
        }},
       {http::verb::post, "/v1/webhooks/{webhook}/rotate-secret", permission::manage_org,
        [](dependencies& deps, http::context& ctx, const auth::principal& p) -> awaitable<http::response> {
-         auto r = deps.webhooks.rotate_secret(p.org_id, ctx.params["webhook"], actor_of(p, ctx.request_id, ctx.remote));
+         auto body = parse_object(ctx.req);
+         if (!body) co_return http::error_response(body.err(), ctx.request_id);
+         if (auto known = only_fields(*body, {"keep_previous_s"}); !known)
+           co_return http::error_response(known.err(), ctx.request_id);
+         std::optional<std::int64_t> keep;
+         if (auto r = read(*body, "keep_previous_s", keep); !r) co_return http::error_response(r.err(), ctx.request_id);
+         if (keep && (*keep < 0 || *keep > max_keep_previous_s))
+           co_return http::error_response(
+               bad_webhook("keep_previous_s must be between 0 and " + std::to_string(max_keep_previous_s)),
+               ctx.request_id);
+         auto r = deps.webhooks.rotate_secret(p.org_id, ctx.params["webhook"], keep.value_or(0),
+                                              actor_of(p, ctx.request_id, ctx.remote));
          if (!r) co_return http::error_response(r.err(), ctx.request_id);
          co_return http::json_response(200, with_secret_json(*r));
        }},

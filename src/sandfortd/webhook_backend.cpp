@@ -153,17 +153,22 @@ class webhook_adapter final : public api::webhook_backend {
   }
 
   result<webhooks::webhook_with_secret> rotate_secret(const std::string& org_id, const std::string& id,
-                                                      const audit::actor& who) override {
+                                                      std::int64_t keep_previous_s, const audit::actor& who) override {
     if (auto before = store_.get(org_id, id); !before) return std::move(before).err();
     const std::string secret = webhooks::new_secret();
-    store::webhook_update u;
-    u.sealed_secret = key_.seal(secret, webhooks::secret_aad(org_id, id));
-    u.key_id = key_.key_id();
+    const auto sealed = key_.seal(secret, webhooks::secret_aad(org_id, id));
+    std::optional<std::int64_t> keep_until;
+    if (keep_previous_s > 0)
+      keep_until = std::chrono::duration_cast<std::chrono::milliseconds>(clk_.now().time_since_epoch()).count() +
+                   keep_previous_s * 1000;
     auto done = journal_.record_change(
-        {org_id}, who, [&] { return store_.update(org_id, id, u, format_time(clk_.now())); },
+        {org_id}, who,
+        [&] { return store_.rotate_secret(org_id, id, sealed, key_.key_id(), keep_until, format_time(clk_.now())); },
         [&] {
           return audit::record{"webhook.update", id, "ok",
-                               {{"changed", json::array({"secret"})}, {"secret_rotated", true}}};
+                               {{"changed", json::array({"secret"})},
+                                {"secret_rotated", true},
+                                {"keep_previous_s", keep_previous_s}}};
         });
     if (!done) return std::move(done).err();
     auto v = get(org_id, id);

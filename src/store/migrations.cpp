@@ -353,7 +353,8 @@ CREATE TABLE interception_cas (
 // The outbox is the audit chain itself: `cursor` is the last seq a webhook has taken from it,
 // and webhook_deliveries holds each event taken (at most one `pending` per webhook: deliveries are
 // in order) and, until log_retention_s after it finished, its outcome — the delivery log. The
-// signing secret is sealed like a secret value. Both go with their organization when it is deleted.
+// signing secret is sealed like a secret value; after a rotation the previous one may sign too,
+// until previous_until_ms. Both go with their organization when it is deleted.
 constexpr const char* v17_sql = R"sql(
 CREATE TABLE webhooks (
   org_id        TEXT NOT NULL REFERENCES orgs(id),
@@ -367,6 +368,8 @@ CREATE TABLE webhooks (
   cursor        INTEGER NOT NULL,
   created_at    TEXT NOT NULL,
   updated_at    TEXT NOT NULL,
+  previous_secret   TEXT,
+  previous_until_ms INTEGER,
   PRIMARY KEY (org_id, id)
 ) WITHOUT ROWID;
 CREATE TABLE webhook_deliveries (

@@ -13,12 +13,15 @@ using detail::statement;
 namespace {
 
 constexpr const char* webhook_columns =
-    "org_id, id, url, types, description, enabled, sealed_secret, key_id, cursor, created_at, updated_at";
+    "org_id, id, url, types, description, enabled, sealed_secret, key_id, cursor, created_at, updated_at, "
+    "previous_secret, previous_until_ms";
 
 webhook_record read_webhook(const statement& st) {
-  return webhook_record{st.column_text(0), st.column_text(1),       st.column_text(2), st.column_text(3),
-                        st.column_text(4), st.column_int64(5) != 0, st.column_text(6), st.column_text(7),
-                        st.column_int64(8), st.column_text(9),      st.column_text(10)};
+  return webhook_record{st.column_text(0),          st.column_text(1),       st.column_text(2),
+                        st.column_text(3),          st.column_text(4),       st.column_int64(5) != 0,
+                        st.column_text(6),          st.column_text(7),       st.column_int64(8),
+                        st.column_text(9),          st.column_text(10),      st.column_optional_text(11),
+                        st.column_optional_int64(12)};
 }
 
 constexpr const char* delivery_columns =
@@ -47,9 +50,9 @@ error webhook_not_found(const std::string& id) { return make_error(errc::not_fou
 result<void> webhook_store::insert(const webhook_record& r) {
   auto done = query(*db_,
                     std::string("INSERT INTO webhooks (") + webhook_columns +
-                        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                     r.org_id, r.id, r.url, r.types_json, r.description, r.enabled, r.sealed_secret, r.key_id, r.cursor,
-                    r.created_at, r.updated_at)
+                    r.created_at, r.updated_at, r.previous_secret, r.previous_until_ms)
                   .run();
   if (!done && done.err().code == errc::not_found) return make_error(errc::not_found, "organization " + r.org_id + " not found");
   return done;
@@ -80,6 +83,20 @@ result<void> webhook_store::update(const std::string& org_id, const std::string&
                        "sealed_secret = coalesce(?7, sealed_secret), key_id = coalesce(?8, key_id), updated_at = ?9 "
                        "WHERE org_id = ?1 AND id = ?2",
                        org_id, id, u.url, u.types_json, u.description, enabled, u.sealed_secret, u.key_id, now)
+                     .changes();
+  if (!changed) return std::move(changed).err();
+  if (*changed == 0) return webhook_not_found(id);
+  return {};
+}
+
+result<void> webhook_store::rotate_secret(const std::string& org_id, const std::string& id,
+                                          const std::string& sealed_secret, const std::string& key_id,
+                                          std::optional<std::int64_t> keep_until_ms, const std::string& now) {
+  auto changed = query(*db_,
+                       "UPDATE webhooks SET previous_secret = CASE WHEN ?5 IS NULL THEN NULL ELSE sealed_secret END, "
+                       "previous_until_ms = ?5, sealed_secret = ?3, key_id = ?4, updated_at = ?6 "
+                       "WHERE org_id = ?1 AND id = ?2",
+                       org_id, id, sealed_secret, key_id, keep_until_ms, now)
                      .changes();
   if (!changed) return std::move(changed).err();
   if (*changed == 0) return webhook_not_found(id);

@@ -232,10 +232,16 @@ asio::awaitable<void> dispatcher::attempt(store::webhook_record w, store::webhoo
     } else {
       const std::string body = event->body.dump(-1, ' ', false, json::error_handler_t::replace);
       const auto t = std::chrono::duration_cast<std::chrono::seconds>(clk_.now().time_since_epoch()).count();
+      std::string signature = signature_header(*secret, t, body);
+      // After a rotation that kept it, the previous secret signs too until its time is up: a
+      // receiver that still has only the old secret verifies meanwhile.
+      if (w.previous_secret && w.previous_until_ms && *w.previous_until_ms > now_ms())
+        if (auto previous = key_.open(*w.previous_secret, secret_aad(w.org_id, w.id)))
+          signature += ",v1=" + signature_v1(*previous, t, body);
       http::header_list headers = {{"Sandfort-Webhook-Id", w.id},
                                    {"Sandfort-Event-Id", event_id(w.org_id, d.seq)},
                                    {"Sandfort-Event-Type", d.type},
-                                   {"Sandfort-Signature", signature_header(*secret, t, body)},
+                                   {"Sandfort-Signature", signature},
                                    {"User-Agent", "sandfortd-webhooks"}};
       http::url_fetch_options opts;
       opts.timeout = o_.timeout;

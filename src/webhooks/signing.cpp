@@ -19,12 +19,16 @@ bool looks_like_secret(std::string_view s) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-std::string signature_header(std::string_view secret, std::int64_t unix_s, std::string_view body) {
+std::string signature_v1(std::string_view secret, std::int64_t unix_s, std::string_view body) {
   const std::string t = std::to_string(unix_s);
   std::string signed_text;
   signed_text.reserve(t.size() + 1 + body.size());
   signed_text.append(t).append(".").append(body);
-  return "t=" + t + ",v1=" + hmac_sha256_hex(secret, signed_text);
+  return hmac_sha256_hex(secret, signed_text);
+}
+
+std::string signature_header(std::string_view secret, std::int64_t unix_s, std::string_view body) {
+  return "t=" + std::to_string(unix_s) + ",v1=" + signature_v1(secret, unix_s, body);
 }
 
 std::string event_id(std::string_view org_id, std::int64_t seq) {

@@ -886,6 +886,10 @@ def test_webhooks(daemon, checker, org):
     checker.check("PATCH", "/v1/webhooks/{webhook}", admin.request("PATCH", f"/v1/webhooks/{hook}", {"enabled": False}), 200)
     checker.check("PATCH", "/v1/webhooks/{webhook}", admin.request("PATCH", f"/v1/webhooks/{hook}", {}), 400)
     checker.check("POST", "/v1/webhooks/{webhook}/rotate-secret", admin.post(f"/v1/webhooks/{hook}/rotate-secret"), 200)
+    checker.check("POST", "/v1/webhooks/{webhook}/rotate-secret",
+                  admin.post(f"/v1/webhooks/{hook}/rotate-secret", {"keep_previous_s": 60}), 200)
+    checker.check("POST", "/v1/webhooks/{webhook}/rotate-secret",
+                  admin.post(f"/v1/webhooks/{hook}/rotate-secret", {"keep_previous_s": -1}), 400)
     checker.check("POST", "/v1/webhooks/{webhook}/rotate-secret", viewer.post(f"/v1/webhooks/{hook}/rotate-secret"), 403)
     checker.check("GET", "/v1/webhooks/{webhook}/deliveries", admin.get(f"/v1/webhooks/{hook}/deliveries"), 200)
     checker.check("GET", "/v1/webhooks/{webhook}/deliveries", admin.get(f"/v1/webhooks/{hook}/deliveries?limit=0"), 400)

@@ -314,6 +314,45 @@ def test_redirects_are_not_followed_and_a_large_answer_is_cut(daemon, address):
         receiver.close()
 
 
+def test_a_rotation_can_keep_the_previous_secret_signing_for_a_while(daemon, address):
+    org, c = new_org(daemon, "webhooks-rotation")
+    receiver = Receiver(address)
+    try:
+        hook = register(c["admin"], receiver.url("/rotated"), types=["volume.created"])
+        old = hook["secret"]
+        r = c["admin"].post(f"/v1/webhooks/{hook['id']}/rotate-secret", {"keep_previous_s": 600})
+        assert r.status == 200, r
+        new = r.json()["secret"]
+        assert new != old and new.startswith("whsec_")
+        assert c["member"].post("/v1/volumes", {"name": "rotation-1"}).status == 201
+        first = receiver.wait_for(lambda d: d["event"]["target"] and d["event"]["details"].get("name") == "rotation-1")[-1]
+        header = first["headers"]["sandfort-signature"]
+        assert header.count("v1=") == 2, header
+        # Either secret verifies: receivers are updated at leisure within the overlap.
+        assert verify(first["body"], header, old)["type"] == "volume.created"
+        assert verify(first["body"], header, new)["type"] == "volume.created"
+        # Rotated again without keeping: only the newest signs.
+        newest = c["admin"].post(f"/v1/webhooks/{hook['id']}/rotate-secret").json()["secret"]
+        assert c["member"].post("/v1/volumes", {"name": "rotation-2"}).status == 201
+        second = receiver.wait_for(lambda d: d["event"]["details"].get("name") == "rotation-2")[-1]
+        header = second["headers"]["sandfort-signature"]
+        assert header.count("v1=") == 1, header
+        assert verify(second["body"], header, newest)
+        for stale in (old, new):
+            with pytest.raises(WebhookSignatureError):
+                verify(second["body"], header, stale)
+        for bad in ({"keep_previous_s": -1}, {"keep_previous_s": 86401}, {"keep": 1}):
+            r = c["admin"].post(f"/v1/webhooks/{hook['id']}/rotate-secret", bad)
+            assert r.status == 400 and r.json()["error"]["code"] == "invalid_argument", (bad, r)
+        # The chain says a rotation happened, never what the secrets are.
+        events = c["admin"].get(f"/v1/audit?target={hook['id']}").json()["items"]
+        rotations = [e for e in events if e["action"] == "webhook.update"]
+        assert [e["details"]["keep_previous_s"] for e in rotations] == [600, 0], rotations
+        assert not any(s in json.dumps(events) for s in (old, new, newest))
+    finally:
+        receiver.close()
+
+
 def test_addresses_the_policy_refuses_are_refused_at_registration(daemon, address):
     org, c = new_org(daemon, "webhooks-policy")
     for url, word in (("http://127.0.0.1:9/x", "loopback"), ("http://169.254.169.254/latest/meta-data/", "link-local"),

@@ -230,8 +230,10 @@ class webhook_backend {
   virtual task<webhooks::webhook_view> update(const std::string& org_id, const std::string& id,
                                               const webhooks::webhook_patch& req, const audit::actor& who) = 0;
   virtual result<void> remove(const std::string& org_id, const std::string& id, const audit::actor& who) = 0;
-  // A new signing secret, in force from the next attempt on (webhook.rotate_secret).
+  // A new signing secret, in force from the next attempt on; the old one also signs for
+  // `keep_previous_s` more seconds (0: not at all). Recorded as webhook.update.
   virtual result<webhooks::webhook_with_secret> rotate_secret(const std::string& org_id, const std::string& id,
+                                                              std::int64_t keep_previous_s,
                                                               const audit::actor& who) = 0;
   // Newest first: seq < before (0: from the newest), at most limit.
   virtual result<webhooks::delivery_page> deliveries(const std::string& org_id, const std::string& id,

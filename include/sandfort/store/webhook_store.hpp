@@ -26,6 +26,9 @@ struct webhook_record {
   std::int64_t cursor = 0;    // the last audit seq taken
   std::string created_at;
   std::string updated_at;
+  // After a rotation that keeps it: the previous secret, sealed, which also signs until then.
+  std::optional<std::string> previous_secret = {};
+  std::optional<std::int64_t> previous_until_ms = {};
 };
 
 struct webhook_delivery {
@@ -63,6 +66,10 @@ class webhook_store {
   result<std::vector<webhook_record>> list(const std::string& org_id);
   result<webhook_record> get(const std::string& org_id, const std::string& id);  // not_found
   result<void> update(const std::string& org_id, const std::string& id, const webhook_update& u, const std::string& now);
+  // A new sealed secret; the current one kept as the previous until `keep_until_ms` (nullopt: dropped).
+  result<void> rotate_secret(const std::string& org_id, const std::string& id, const std::string& sealed_secret,
+                             const std::string& key_id, std::optional<std::int64_t> keep_until_ms,
+                             const std::string& now);
   // The webhook and its whole delivery log. not_found when absent.
   result<void> remove(const std::string& org_id, const std::string& id);
   // Every enabled webhook of every organization, for the delivery worker (bounded by

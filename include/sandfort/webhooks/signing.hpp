@@ -17,6 +17,8 @@ bool looks_like_secret(std::string_view s);
 // `Sandfort-Signature`: "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>", the key
 // being the secret's text as shown (whsec_ included), as Stripe's scheme has it.
 std::string signature_header(std::string_view secret, std::int64_t unix_s, std::string_view body);
+// The v1 value alone: hex HMAC-SHA256(secret, "<t>.<body>").
+std::string signature_v1(std::string_view secret, std::int64_t unix_s, std::string_view body);
 
 // `Sandfort-Event-Id`: the idempotency key, "<org id>:<seq>", the same on every attempt.
 std::string event_id(std::string_view org_id, std::int64_t seq);

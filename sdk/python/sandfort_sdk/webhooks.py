@@ -158,9 +158,12 @@ class Webhooks:
     def delete(self, webhook_id: str) -> None:
         self._client._t.call("DELETE", f"/v1/webhooks/{seg(webhook_id)}")
 
-    def rotate_secret(self, webhook_id: str) -> Webhook:
-        """A new signing secret (``.secret``), used from the next attempt on."""
-        return Webhook.from_json(self._client._t.call("POST", f"/v1/webhooks/{seg(webhook_id)}/rotate-secret"))
+    def rotate_secret(self, webhook_id: str, *, keep_previous_s: Optional[int] = None) -> Webhook:
+        """A new signing secret (``.secret``), used from the next attempt on; with ``keep_previous_s``
+        the previous one also signs (a second ``v1=``) for that many seconds (at most a day)."""
+        body = clean({"keep_previous_s": keep_previous_s})
+        return Webhook.from_json(self._client._t.call("POST", f"/v1/webhooks/{seg(webhook_id)}/rotate-secret",
+                                                      json_body=body))
 
     def deliveries(self, webhook_id: str, *, limit: Optional[int] = None,
                    cursor: Optional[str] = None) -> WebhookDeliveryPage:

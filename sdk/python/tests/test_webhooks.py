@@ -60,7 +60,7 @@ def test_create_list_update_rotate_log_delete(admin, client, env):
     assert admin.webhooks.get(hook.id).secret is None
     off = admin.webhooks.update(hook.id, enabled=False, types=[])
     assert off.enabled is False and off.types == []
-    rotated = admin.webhooks.rotate_secret(hook.id)
+    rotated = admin.webhooks.rotate_secret(hook.id, keep_previous_s=60)
     assert rotated.secret and rotated.secret != hook.secret
     page = admin.webhooks.deliveries(hook.id, limit=10)
     assert page.items == [] and page.next_cursor is None

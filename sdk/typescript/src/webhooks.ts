@@ -222,9 +222,14 @@ export class Webhooks {
     await this.http.json("DELETE", path(id));
   }
 
-  /** A new signing secret (`.secret`), used from the next attempt on. */
-  async rotateSecret(id: string): Promise<Webhook> {
-    return webhookOf(await this.http.json<WebhookJson>("POST", `${path(id)}/rotate-secret`));
+  /**
+   * A new signing secret (`.secret`), used from the next attempt on; with `keepPreviousS` the
+   * previous one also signs (a second `v1=`) for that many seconds (at most a day).
+   */
+  async rotateSecret(id: string, opts: { keepPreviousS?: number } = {}): Promise<Webhook> {
+    const body: Record<string, unknown> = {};
+    if (opts.keepPreviousS !== undefined) body.keep_previous_s = opts.keepPreviousS;
+    return webhookOf(await this.http.json<WebhookJson>("POST", `${path(id)}/rotate-secret`, { json: body }));
   }
 
   /** The delivery log, newest first; `nextCursor` continues it. */

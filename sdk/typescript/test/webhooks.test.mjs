@@ -51,7 +51,7 @@ test("create, list, update, rotate, read the log and delete", async () => {
   assert.equal(listed[0].secret, undefined);
   const off = await admin.webhooks.update(hook.id, { enabled: false });
   assert.equal(off.enabled, false);
-  const rotated = await admin.webhooks.rotateSecret(hook.id);
+  const rotated = await admin.webhooks.rotateSecret(hook.id, { keepPreviousS: 60 });
   assert.notEqual(rotated.secret, hook.secret);
   assert.deepEqual(await admin.webhooks.deliveries(hook.id, { limit: 5 }), { items: [], nextCursor: null });
   await admin.webhooks.delete(hook.id);

@@ -520,7 +520,7 @@ class fake_webhooks final : public webhook_backend {
     if (!found) return std::move(found).err();
     return {};
   }
-  result<webhooks::webhook_with_secret> rotate_secret(const std::string& org, const std::string& id,
+  result<webhooks::webhook_with_secret> rotate_secret(const std::string& org, const std::string& id, std::int64_t,
                                                       const audit::actor& who) override {
     w_.note("webhooks.rotate_secret", org, id, who.name);
     auto found = mine(org, id);
