@@ -58,6 +58,18 @@ TEST_CASE("webhooks: scoped by organization, changed in place, deleted with thei
   REQUIRE(enabled);
   REQUIRE(enabled->size() == 1);
   CHECK(enabled->front().id == "whk-2");
+  // A rotation that keeps the previous secret, then one that does not.
+  REQUIRE(s.rotate_secret(b.id, "whk-2", "v1.second", "k1", 9000, "t2"));
+  auto rotated = s.get(b.id, "whk-2").value();
+  CHECK(rotated.sealed_secret == "v1.second");
+  CHECK(rotated.previous_secret == "v1.sealed");
+  CHECK(rotated.previous_until_ms == 9000);
+  REQUIRE(s.rotate_secret(b.id, "whk-2", "v1.third", "k1", std::nullopt, "t3"));
+  rotated = s.get(b.id, "whk-2").value();
+  CHECK(rotated.sealed_secret == "v1.third");
+  CHECK_FALSE(rotated.previous_secret);
+  CHECK_FALSE(rotated.previous_until_ms);
+  CHECK(s.rotate_secret(a.id, "whk-2", "v1.x", "k1", std::nullopt, "t4").err().code == errc::not_found);
   CHECK(s.count_sealed_by_other("k1").value() == 0);
   CHECK(s.count_sealed_by_other("k2").value() == 2);
   REQUIRE(s.take(a.id, "whk-1", 0, 5, taken(a.id, "whk-1", 5)));
