@@ -65,7 +65,7 @@ class dispatcher {
   const proxy::egress_policy& policy() const { return policy_; }
 
  private:
-  using key = std::pair<std::string, std::string>;  // org, webhook
+  using webhook_key = std::pair<std::string, std::string>;  // org, webhook
   // One pass over the enabled webhooks (only those of `orgs` when given); returns when the
   // earliest pending row is due (unix ms).
   std::optional<std::int64_t> round(const std::set<std::string>* orgs);
@@ -88,7 +88,7 @@ class dispatcher {
   bool everything_ = true;   // the next round visits every webhook
   std::set<std::string> appended_;  // organizations whose chain grew since the round began
   std::optional<std::int64_t> full_due_;  // the earliest retry the last full round saw
-  std::set<key> busy_;
+  std::set<webhook_key> busy_;
   std::size_t in_flight_ = 0;
   std::int64_t last_prune_ms_ = 0;
 };
