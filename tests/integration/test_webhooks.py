@@ -61,15 +61,11 @@ class Receiver:
                     failing = outer.fail_next > 0
                     if failing:
                         outer.fail_next -= 1
+                    status, headers, answer = outer.answers.get(
+                        self.path, (500 if failing else 200, {}, b"no" if failing else b"ok"))
                     outer.deliveries.append({"headers": {k.lower(): v for k, v in self.headers.items()},
-                                             "body": body, "answered": 500 if failing else 200,
-                                             "path": self.path})
+                                             "body": body, "answered": status, "path": self.path})
                     outer.cond.notify_all()
-                status, headers, answer = outer.answers.get(
-                    self.path, (500 if failing else 200, {}, b"no" if failing else b"ok"))
-                if self.path in outer.answers:
-                    with outer.cond:
-                        outer.deliveries[-1]["answered"] = status
                 self.send_response(status)
                 for k, v in dict(headers, **{"Content-Length": str(len(answer))}).items():
                     self.send_header(k, v)
