@@ -111,6 +111,11 @@ OTHER_ROUTES = [
     ("GET", "/v1/secrets/{secret}", None, "admin"),
     ("PUT", "/v1/secrets/{secret}", {"value": "b-rotated"}, "admin"),
     ("DELETE", "/v1/secrets/{secret}", None, "admin"),
+    ("GET", "/v1/webhooks/{webhook}", None, "admin"),
+    ("PATCH", "/v1/webhooks/{webhook}", {"url": "https://b.example/stolen", "enabled": True}, "admin"),
+    ("POST", "/v1/webhooks/{webhook}/rotate-secret", {}, "admin"),
+    ("GET", "/v1/webhooks/{webhook}/deliveries", None, "admin"),
+    ("DELETE", "/v1/webhooks/{webhook}", None, "admin"),
 ]
 RANK = {"viewer": 1, "member": 2, "admin": 3}
 
@@ -185,7 +190,7 @@ def main(gate):
         raise RuntimeError("SANDFORT_API_KEY and SANDFORT_GATE_OTHER_API_KEY belong to the same organization")
     b_rank = RANK.get(who_b.role, 0)
     suffix = uuid.uuid4().hex[:8]
-    sbx = snap_name = vol_name = secret_name = None
+    sbx = snap_name = vol_name = secret_name = webhook_id = None
     try:
         # Organization A's resources: a sandbox with a file, a session, a command and a code context, a snapshot,
         # a volume, an API key (when A is admin).
@@ -206,9 +211,16 @@ def main(gate):
                                 {"name": secret_name, "value": "A's value", "hosts": ["api.example.com"],
                                  "header": "Authorization", "format": "Bearer {value}"})
             assert status == 201, f"A's secret: {status} {text[:200]!r}"
+            # A's webhook, disabled at once: it only has to exist (nothing is ever sent to it).
+            status, text = call(base, key_a, "POST", "/v1/webhooks",
+                                {"url": "https://1.1.1.1/gate", "types": ["quota.refused"], "description": "gate"})
+            assert status == 201, f"A's webhook: {status} {text[:200]!r}"
+            webhook_id = json.loads(text)["id"]
+            status, text = call(base, key_a, "PATCH", f"/v1/webhooks/{webhook_id}", {"enabled": False})
+            assert status == 200, f"A's webhook: {status} {text[:200]!r}"
         ids = {"session": session, "cmd": cmd, "ctx": ctx, "snap": snap_name, "snap_id": snap_id, "vol": vol_name,
                "vol_id": vol_id, "key": key_id, "secret": secret_name,
-               "org": who_a.org_id}
+               "webhook": webhook_id or "whk-0000000000000000", "org": who_a.org_id}
 
         def probe_family(routes, extra_ids, label):
             statuses = {}
@@ -245,10 +257,10 @@ def main(gate):
                    lambda: probe_family(volume_routes, {}, vol_name))
         admin_routes = [r for r in OTHER_ROUTES if r[3] == "admin"]
         if b_rank >= RANK["admin"]:
-            gate.check("API keys, secrets, audit, limits, egress defaults, kill switch of A's organization",
+            gate.check("API keys, secrets, webhooks, audit, limits, egress defaults, kill switch of A's organization",
                        lambda: probe_family(admin_routes, {}, who_a.org_id))
         else:
-            gate.skip("API keys, secrets, audit, limits, egress defaults, kill switch of A's organization",
+            gate.skip("API keys, secrets, webhooks, audit, limits, egress defaults, kill switch of A's organization",
                       f"the other organization's key is {who_b.role}, not admin")
 
         def lists():
@@ -275,15 +287,20 @@ def main(gate):
                 assert key_id in [k.id for k in retry(a.list_api_keys)], "A's key was revoked"
                 status, text = call(base, key_a, "GET", f"/v1/secrets/{secret_name}", None)
                 assert status == 200 and json.loads(text)["version"] == 1, f"A's secret: {status} {text[:200]!r}"
+                status, text = call(base, key_a, "GET", f"/v1/webhooks/{webhook_id}", None)
+                hook = json.loads(text) if status == 200 else {}
+                assert hook.get("url") == "https://1.1.1.1/gate" and hook.get("enabled") is False, \
+                    f"A's webhook: {status} {text[:200]!r}"
                 status, text = call(base, key_a, "GET", f"/v1/orgs/{who_a.org_id}/egress-defaults", None)
                 assert status == 200 and b"*" not in text, f"A's egress defaults: {status} {text[:200]!r}"
-            return "A's sandbox started, file, command, snapshot, volume, key, secret and egress defaults intact; no trace of B"
+            return "A's sandbox started, file, command, snapshot, volume, key, secret, webhook and egress defaults intact; no trace of B"
         gate.check("organization A untouched", untouched)
     finally:
         for what, fn in (("sandbox", lambda: sbx and retry(a.delete, sbx.id)),
                          ("snapshot", lambda: snap_name and retry(a.delete_snapshot, snap_name)),
                          ("volume", lambda: vol_name and retry(a.delete_volume, vol_name)),
-                         ("secret", lambda: secret_name and call(base, key_a, "DELETE", f"/v1/secrets/{secret_name}", None))):
+                         ("secret", lambda: secret_name and call(base, key_a, "DELETE", f"/v1/secrets/{secret_name}", None)),
+                         ("webhook", lambda: webhook_id and call(base, key_a, "DELETE", f"/v1/webhooks/{webhook_id}", None))):
             try:
                 fn()
             except Exception as e:  # noqa: BLE001

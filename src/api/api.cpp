@@ -39,7 +39,7 @@ void add_route_table(std::vector<api_route> (*table)()) {
 std::vector<api_route> route_registry() {
   std::vector<api_route> all;
   for (auto table : {health_routes, identity_routes, console_routes, sandbox_routes, stream_routes, audit_routes, event_routes,
-                     guardrail_routes, volume_routes, snapshot_routes, pool_routes, metrics_routes, secret_routes})
+                     guardrail_routes, volume_routes, snapshot_routes, pool_routes, metrics_routes, secret_routes, webhook_routes})
     for (auto& r : table()) all.push_back(std::move(r));
   for (auto table : added_tables())
     for (auto& r : table()) all.push_back(std::move(r));

@@ -11,6 +11,7 @@ void event_hub::appended(const std::string& org_id, std::int64_t seq) {
   org.latest = std::max(org.latest, seq);
   // Cancelling a timer only queues its waiter: it runs after this commit has returned.
   for (auto* s : org.open) s->bell_.cancel();
+  if (listener_) listener_(org_id, seq);
 }
 
 std::int64_t event_hub::latest(const std::string& org_id) const {

@@ -152,11 +152,16 @@ awaitable<result<void>> delete_org(dependencies& deps, const auth::principal& by
   // Its secrets and interception CA: nothing will use them again.
   auto secrets = deps.secrets.remove_all(o->id, who);
   if (!secrets) co_return std::move(secrets).err();
+  // Its webhooks and their delivery logs: an organization that is gone tells nobody any more
+  // (events of the deletion not delivered by now never will be; docs/events.md).
+  auto webhooks = deps.webhooks.remove_all(o->id, who);
+  if (!webhooks) co_return std::move(webhooks).err();
   // The organization's last event closes its chain.
   if (auto r = change_state(deps, by, who, *o, "deleted", {"deleting"},
                             {"org.delete", o->id, "ok",
                              {{"chain", "closed"}, {"sandboxes_removed", *removed}, {"volumes_removed", *volumes},
-                              {"snapshots_removed", *snapshots}, {"secrets_removed", *secrets}}});
+                              {"snapshots_removed", *snapshots}, {"secrets_removed", *secrets},
+                              {"webhooks_removed", *webhooks}}});
       !r)
     co_return r;
   spdlog::info("orgs: {} ({}) deleted: {} key(s) revoked, {} sandbox(es) and {} volume(s) removed", o->name, o->id,

@@ -82,6 +82,7 @@ std::vector<api_route> pool_routes();
 std::vector<api_route> metrics_routes();
 std::vector<api_route> console_routes();
 std::vector<api_route> secret_routes();
+std::vector<api_route> webhook_routes();
 
 // GET /v1/whoami's body, which the console's session answers too.
 nlohmann::json whoami_json(const auth::principal& p);

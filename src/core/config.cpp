@@ -105,6 +105,16 @@ json to_json_tree(const config& c) {
                {{"key_file", c.secrets.key_file},
                 {"max_per_org", c.secrets.max_per_org},
                 {"max_value_bytes", c.secrets.max_value_bytes}}},
+              {"webhooks",
+               {{"max_per_org", c.webhooks.max_per_org},
+                {"allowed_ranges", c.webhooks.allowed_ranges},
+                {"concurrency", c.webhooks.concurrency},
+                {"timeout_s", c.webhooks.timeout_s},
+                {"retry_base_ms", c.webhooks.retry_base_ms},
+                {"retry_max_ms", c.webhooks.retry_max_ms},
+                {"max_age_s", c.webhooks.max_age_s},
+                {"poll_interval_ms", c.webhooks.poll_interval_ms},
+                {"log_retention_s", c.webhooks.log_retention_s}}},
               {"guardrails",
                {{"max_sandboxes", c.guardrails.max_sandboxes},
                 {"max_cpus", c.guardrails.max_cpus},
@@ -315,6 +325,16 @@ config from_json_tree(const json& j) {
   c.secrets.key_file = sec.at("key_file").get<std::string>();
   c.secrets.max_per_org = sec.at("max_per_org").get<int>();
   c.secrets.max_value_bytes = sec.at("max_value_bytes").get<int>();
+  const json& wh = j.at("webhooks");
+  c.webhooks.max_per_org = wh.at("max_per_org").get<int>();
+  c.webhooks.allowed_ranges = wh.at("allowed_ranges").get<std::string>();
+  c.webhooks.concurrency = wh.at("concurrency").get<int>();
+  c.webhooks.timeout_s = wh.at("timeout_s").get<int>();
+  c.webhooks.retry_base_ms = wh.at("retry_base_ms").get<int>();
+  c.webhooks.retry_max_ms = wh.at("retry_max_ms").get<int>();
+  c.webhooks.max_age_s = wh.at("max_age_s").get<int>();
+  c.webhooks.poll_interval_ms = wh.at("poll_interval_ms").get<int>();
+  c.webhooks.log_retention_s = wh.at("log_retention_s").get<int>();
   const json& g = j.at("guardrails");
   c.guardrails.max_sandboxes = g.at("max_sandboxes").get<int>();
   c.guardrails.max_cpus = g.at("max_cpus").get<double>();
@@ -738,6 +758,21 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
     return make_error(errc::invalid_argument, "config: secrets.max_per_org must be between 1 and 100000");
   if (c.secrets.max_value_bytes < 1 || c.secrets.max_value_bytes > 65536)
     return make_error(errc::invalid_argument, "config: secrets.max_value_bytes must be between 1 and 65536");
+  {
+    const auto& w = c.webhooks;
+    if (w.max_per_org < 0 || w.max_per_org > 1000)
+      return make_error(errc::invalid_argument, "config: webhooks.max_per_org must be between 0 and 1000");
+    if (w.concurrency < 1 || w.concurrency > 64)
+      return make_error(errc::invalid_argument, "config: webhooks.concurrency must be between 1 and 64");
+    if (w.timeout_s < 1 || w.timeout_s > 300)
+      return make_error(errc::invalid_argument, "config: webhooks.timeout_s must be between 1 and 300");
+    if (w.retry_base_ms < 1 || w.retry_max_ms < w.retry_base_ms)
+      return make_error(errc::invalid_argument,
+                        "config: webhooks.retry_base_ms must be positive and webhooks.retry_max_ms at least as large");
+    if (w.max_age_s < 1 || w.poll_interval_ms < 10 || w.log_retention_s < 1)
+      return make_error(errc::invalid_argument,
+                        "config: webhooks.max_age_s and log_retention_s must be positive, poll_interval_ms at least 10");
+  }
   if (c.audit.checkpoint_interval_s <= 0 || c.audit.summary_interval_s <= 0)
     return make_error(errc::invalid_argument, "config: audit intervals must be positive");
   if (c.default_runtime != "runc" && c.default_runtime != "gvisor")

@@ -113,6 +113,8 @@ struct outgoing {
   verb method = verb::get;
   std::string form_body;
   std::string authorization;  // empty: no Authorization header
+  std::string content_type = "application/x-www-form-urlencoded";
+  header_list headers = {};
 };
 
 // One fetch in flight: where to, what, with what limits, and when it must be over.
@@ -193,8 +195,9 @@ request make_request(const url_parts& parts, const outgoing& sent) {
   req.set(bhttp::field::accept, "application/json");
   req.set(bhttp::field::connection, "close");
   if (!sent.authorization.empty()) req.set(bhttp::field::authorization, sent.authorization);
+  for (const auto& [name, value] : sent.headers) req.set(name, value);
   if (sent.method == verb::post) {
-    req.set(bhttp::field::content_type, "application/x-www-form-urlencoded");
+    req.set(bhttp::field::content_type, sent.content_type);
     req.body() = sent.form_body;
     req.prepare_payload();
   }
@@ -212,6 +215,11 @@ asio::awaitable<result<response>> exchange(any_stream& stream, const fetch_job& 
   parser.header_limit(header_limit);
   parser.body_limit(job.options.body_limit);
   auto [rec, received] = co_await bhttp::async_read(stream, buffer, parser, use_tuple);
+  if (rec == bhttp::error::body_limit && job.options.truncate_body && parser.is_header_done()) {
+    auto cut = parser.release();
+    cut.body().clear();  // what was read of it is not the answer; the status is
+    co_return cut;
+  }
   if (rec == bhttp::error::body_limit)
     co_return make_error(errc::unavailable, "fetching from " + origin(job.parts) + ": the response body exceeds " +
                                                 std::to_string(job.options.body_limit) + " bytes");
@@ -281,6 +289,11 @@ asio::awaitable<result<response>> send(std::string url, url_fetch_options option
   const fetch_job job{std::move(*parts), std::move(options), deadline, std::move(sent)};
   auto endpoints = co_await resolve(job);
   if (!endpoints) co_return std::move(endpoints).err();
+  if (job.options.refuse_address)
+    for (const auto& e : *endpoints)
+      if (auto why = job.options.refuse_address(e.endpoint().address()))
+        co_return make_error(errc::permission_denied, job.parts.host + " resolves to " +
+                                                          e.endpoint().address().to_string() + ": " + *why);
   if (auto late = past_deadline(job, "connect")) co_return std::move(*late);
   any_stream stream(co_await asio::this_coro::executor);
   stream.expires_after(job.deadline - clock_type::now());
@@ -291,6 +304,12 @@ asio::awaitable<result<response>> send(std::string url, url_fetch_options option
 }
 
 }  // namespace
+
+asio::awaitable<result<response>> post_body(std::string url, std::string content_type, std::string body,
+                                            header_list headers, url_fetch_options options) {
+  outgoing sent{verb::post, std::move(body), {}, std::move(content_type), std::move(headers)};
+  co_return co_await send(std::move(url), std::move(options), std::move(sent));
+}
 
 asio::awaitable<result<response>> fetch_url(std::string url, url_fetch_options options) {
   outgoing get;  // named: GCC 12 mishandles a temporary in a co_await expression

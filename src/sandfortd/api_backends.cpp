@@ -1,6 +1,7 @@
 #include "api_backends.hpp"
 
 #include "secret_backend.hpp"
+#include "webhook_backend.hpp"
 
 #include "sandfort/audit/checkpointer.hpp"
 #include "sandfort/auth/keys.hpp"
@@ -355,14 +356,16 @@ api_backends::api_backends(backend_parts parts)
       audit_(std::make_unique<audit_adapter>(parts_)),
       guardrails_(std::make_unique<guardrail_adapter>(parts_.sandboxes.admission())),
       daemon_(std::make_unique<daemon_adapter>(parts_.sandboxes, parts_.db)),
-      secrets_(make_secret_backend(parts_.cfg, parts_.db, parts_.journal, parts_.clk, parts_.secrets_key)) {}
+      secrets_(make_secret_backend(parts_.cfg, parts_.db, parts_.journal, parts_.clk, parts_.secrets_key)),
+      webhooks_(make_webhook_backend(parts_.cfg, parts_.db, parts_.journal, parts_.clk, parts_.secrets_key,
+                                     parts_.webhook_resolver, parts_.webhook_worker)) {}
 
 api_backends::~api_backends() = default;
 
 api::dependencies api_backends::dependencies(api::rate_limiter& limiter, sandbox::answer_workers& answer_workers,
                                              api::event_hub& events) {
   return {parts_.cfg, *gate_,     *sandboxes_,       *commands_, *volumes_,      *snapshots_, *identity_,
-          *audit_,    *guardrails_, *daemon_, *secrets_, parts_.audit_key, limiter, answer_workers, events};
+          *audit_,    *guardrails_, *daemon_, *secrets_, *webhooks_, parts_.audit_key, limiter, answer_workers, events};
 }
 
 }  // namespace sandfort::daemon

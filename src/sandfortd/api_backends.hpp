@@ -16,7 +16,9 @@
 #include "sandfort/core/clock.hpp"
 #include "sandfort/sandbox/service.hpp"
 #include "sandfort/secrets/sealing.hpp"
+#include "sandfort/proxy/proxy.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/webhooks/dispatcher.hpp"
 
 namespace sandfort::daemon {
 
@@ -34,6 +36,8 @@ struct backend_parts {
   api::background_reader& reader;  // long reads of the audit log, off the I/O thread
   auth::console_login& console_login;  // the console's sign-in through an identity provider
   const secrets::sealing_key& secrets_key;  // seals secret values and interception CA keys
+  proxy::name_resolver& webhook_resolver;   // a webhook URL's host, checked when it is registered
+  webhooks::dispatcher& webhook_worker;     // woken when a webhook is made or changed
 };
 
 // Every backend the API declares, each an adapter over `parts`.
@@ -59,6 +63,7 @@ class api_backends {
   std::unique_ptr<api::guardrail_backend> guardrails_;
   std::unique_ptr<api::daemon_backend> daemon_;
   std::unique_ptr<api::secret_backend> secrets_;
+  std::unique_ptr<api::webhook_backend> webhooks_;
 };
 
 }  // namespace sandfort::daemon

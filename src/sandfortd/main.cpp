@@ -33,6 +33,7 @@
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/signing.hpp"
 #include "sandfort/store/secret_store.hpp"
+#include "sandfort/store/webhook_store.hpp"
 #include "sandfort/auth/keys.hpp"
 #include "sandfort/compat/e2b/e2b.hpp"
 #include "sandfort/docker/unix_engine.hpp"
@@ -49,6 +50,7 @@
 #include "sandfort/sandbox/service.hpp"
 #include "sandfort/store/database.hpp"
 #include "sandfort/version.hpp"
+#include "sandfort/webhooks/dispatcher.hpp"
 
 extern char** environ;
 
@@ -290,9 +292,13 @@ int serve(const config_flags& f) {
   // Before anything serves: a key file others may read stops the daemon here (docs/secrets.md).
   auto secrets_key = secrets::sealing_key::load_or_create(cfg.secrets.key_file);
   if (!secrets_key) throw std::runtime_error("secrets: " + secrets_key.err().message);
-  if (auto foreign = store::secret_store(*db).count_sealed_by_other(secrets_key->key_id()); !foreign)
-    throw std::runtime_error("secrets: " + foreign.err().message);
-  else if (*foreign > 0)
+  auto foreign = store::secret_store(*db).count_sealed_by_other(secrets_key->key_id());
+  if (!foreign) throw std::runtime_error("secrets: " + foreign.err().message);
+  // Webhook signing secrets are sealed with the same key.
+  auto foreign_webhooks = store::webhook_store(*db).count_sealed_by_other(secrets_key->key_id());
+  if (!foreign_webhooks) throw std::runtime_error("secrets: " + foreign_webhooks.err().message);
+  *foreign += *foreign_webhooks;
+  if (*foreign > 0)
     throw std::runtime_error("secrets: the database holds " + std::to_string(*foreign) +
                              " value(s) sealed with another key than " + cfg.secrets.key_file + " (key " +
                              secrets_key->key_id() + "): put back the key file that sealed them (docs/operations.md)");
@@ -334,14 +340,32 @@ int serve(const config_flags& f) {
   // total of idle connections, not against one source (docs/security.md).
   auto connection_source = [&clients](const http::peer& from) { return clients.connection_source(from); };
   options.idle_source = connection_source;
+  // Webhooks (docs/events.md): the delivery worker, and the resolver that checks a URL's host when
+  // one is registered (deliveries resolve again, and check every address, each attempt).
+  webhooks::dispatcher_options webhook_opts;
+  {
+    auto ranges = proxy::parse_cidr_list(cfg.webhooks.allowed_ranges);
+    if (!ranges) throw std::runtime_error("config: webhooks.allowed_ranges: " + ranges.err().message);
+    webhook_opts.allowed_ranges = std::move(*ranges);
+    webhook_opts.concurrency = static_cast<std::size_t>(cfg.webhooks.concurrency);
+    webhook_opts.timeout = std::chrono::seconds(cfg.webhooks.timeout_s);
+    webhook_opts.poll_interval = std::chrono::milliseconds(cfg.webhooks.poll_interval_ms);
+    webhook_opts.log_retention = std::chrono::seconds(cfg.webhooks.log_retention_s);
+    webhook_opts.retry = {std::chrono::milliseconds(cfg.webhooks.retry_base_ms),
+                          std::chrono::milliseconds(cfg.webhooks.retry_max_ms),
+                          std::chrono::seconds(cfg.webhooks.max_age_s)};
+  }
+  webhooks::dispatcher webhook_worker(ioc.get_executor(), webhook_opts, *db, *secrets_key, clk);
+  proxy::system_resolver webhook_resolver;
   daemon::api_backends backends(
       {cfg, *db, sandboxes, clk, authn, journal, *audit_key, auth_failures, rate_refusals, **reader, console_login,
-       *secrets_key});
+       *secrets_key, webhook_resolver, webhook_worker});
   // The E2B-compatible endpoints (docs/e2b.md): their routes join the registry before it is read.
   daemon::e2b_tokens e2b_access_tokens(*db, clk);
   if (cfg.e2b.enabled) compat::e2b::register_routes(&e2b_access_tokens);
   // GET /v1/events wakes when an audit chain grows: the store tells the hub of each committed append.
   api::event_hub event_streams;
+  event_streams.also_tell([&webhook_worker](const std::string& org_id, std::int64_t) { webhook_worker.wake(org_id); });
   db->observe_appends(&event_streams);
   struct observer_detach {  // before the hub goes: appends after this point tell nobody
     store::database& db;
@@ -502,6 +526,7 @@ int serve(const config_flags& f) {
     spdlog::info("preview listener on {} (port {}, *.{})", cfg.preview.listen, *preview_port, cfg.preview.domain);
   }
   asio::co_spawn(ioc, reap_forever(sandboxes.admission(), stopping), asio::detached);
+  asio::co_spawn(ioc, webhook_worker.run(), asio::detached);
   asio::co_spawn(ioc, check_disk_forever(sandboxes.disk(), cfg.disk.check_interval_s, stopping), asio::detached);
   asio::co_spawn(ioc, daemon::checkpoint_forever(*db, **reader, *audit_key, clk, cfg.audit, stopping), asio::detached);
   asio::co_spawn(ioc, daemon::keep_history_bounded(*db, clk, cfg.store, stopping), asio::detached);
@@ -536,6 +561,7 @@ int serve(const config_flags& f) {
     if (preview_tls) preview_tls->stop();
     stop_following_events.emit(asio::cancellation_type::terminal);
     event_streams.close_all();  // open event streams end now (clients resume by Last-Event-ID)
+    webhook_worker.stop();      // no new attempt; one in flight is made again after the restart
     server.stop();
     previews.stop();
     egress.stop();

@@ -360,6 +360,48 @@ CREATE INDEX audit_lifecycle ON audit_events (org_id, seq)
                    'volume.delete', 'rate_limit.exceeded', 'egress') OR action GLOB 'guardrail.*';
 )sql";
 
+// Webhooks (docs/events.md, "Webhooks"): an organization's receivers of its life-cycle events.
+// The outbox is the audit chain itself: `cursor` is the last seq a webhook has taken from it,
+// and webhook_deliveries holds each event taken (at most one `pending` per webhook: deliveries are
+// in order) and, until log_retention_s after it finished, its outcome — the delivery log. The
+// signing secret is sealed like a secret value; after a rotation the previous one may sign too,
+// until previous_until_ms. Both go with their organization when it is deleted.
+constexpr const char* v18_sql = R"sql(
+CREATE TABLE webhooks (
+  org_id        TEXT NOT NULL REFERENCES orgs(id),
+  id            TEXT NOT NULL,
+  url           TEXT NOT NULL,
+  types         TEXT NOT NULL,
+  description   TEXT NOT NULL,
+  enabled       INTEGER NOT NULL,
+  sealed_secret TEXT NOT NULL,
+  key_id        TEXT NOT NULL,
+  cursor        INTEGER NOT NULL,
+  created_at    TEXT NOT NULL,
+  updated_at    TEXT NOT NULL,
+  previous_secret   TEXT,
+  previous_until_ms INTEGER,
+  PRIMARY KEY (org_id, id)
+) WITHOUT ROWID;
+CREATE TABLE webhook_deliveries (
+  org_id          TEXT NOT NULL,
+  webhook_id      TEXT NOT NULL,
+  seq             INTEGER NOT NULL,
+  type            TEXT NOT NULL,
+  state           TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+  attempts        INTEGER NOT NULL,
+  last_status     INTEGER,
+  last_error      TEXT NOT NULL,
+  next_attempt_ms INTEGER,
+  created_at      TEXT NOT NULL,
+  finished_ms     INTEGER,
+  delivered_at    TEXT,
+  PRIMARY KEY (org_id, webhook_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (org_id, webhook_id, seq) WHERE state = 'pending';
+CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (finished_ms) WHERE finished_ms IS NOT NULL;
+)sql";
+
 result<void> seed_instance_id(sqlite3* db) {
   auto st = statement::prepare(db, "INSERT INTO meta (key, value) VALUES ('instance_id', ?1)");
   if (!st) return std::move(st).err();
@@ -388,6 +430,7 @@ const std::vector<migration>& migrations() {
       {15, v15_sql},
       {16, v16_sql},
       {17, v17_sql},
+      {18, v18_sql},
   };
   return all;
 }

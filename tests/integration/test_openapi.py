@@ -868,6 +868,36 @@ def test_secrets(daemon, checker, org):
     checker.check("GET", "/v1/interception-ca", daemon.client().get("/v1/interception-ca"), 401)
 
 
+def test_webhooks(daemon, checker, org):
+    admin, viewer = org["admin"], org["viewer"]
+    # A public IP literal: registration resolves nothing. No snapshot is deleted in this organization
+    # while the webhook is enabled, so nothing is ever sent there.
+    body = {"url": "https://1.1.1.1/openapi", "types": ["snapshot.deleted"], "description": "openapi"}
+    made = checker.check("POST", "/v1/webhooks", admin.post("/v1/webhooks", body), 201)
+    checker.check("POST", "/v1/webhooks", admin.post("/v1/webhooks", {"url": "http://127.0.0.1/"}), 400)
+    checker.check("POST", "/v1/webhooks", viewer.post("/v1/webhooks", body), 403)
+    checker.check("POST", "/v1/webhooks", daemon.client().post("/v1/webhooks", body), 401)
+    hook = made["id"]
+    checker.check("GET", "/v1/webhooks", admin.get("/v1/webhooks"), 200)
+    checker.check("GET", "/v1/webhooks", viewer.get("/v1/webhooks"), 403)
+    checker.check("GET", "/v1/webhooks", daemon.client().get("/v1/webhooks"), 401)
+    checker.check("GET", "/v1/webhooks/{webhook}", admin.get(f"/v1/webhooks/{hook}"), 200)
+    checker.check("GET", "/v1/webhooks/{webhook}", admin.get("/v1/webhooks/whk-0000000000000000"), 404)
+    checker.check("PATCH", "/v1/webhooks/{webhook}", admin.request("PATCH", f"/v1/webhooks/{hook}", {"enabled": False}), 200)
+    checker.check("PATCH", "/v1/webhooks/{webhook}", admin.request("PATCH", f"/v1/webhooks/{hook}", {}), 400)
+    checker.check("POST", "/v1/webhooks/{webhook}/rotate-secret", admin.post(f"/v1/webhooks/{hook}/rotate-secret"), 200)
+    checker.check("POST", "/v1/webhooks/{webhook}/rotate-secret",
+                  admin.post(f"/v1/webhooks/{hook}/rotate-secret", {"keep_previous_s": 60}), 200)
+    checker.check("POST", "/v1/webhooks/{webhook}/rotate-secret",
+                  admin.post(f"/v1/webhooks/{hook}/rotate-secret", {"keep_previous_s": -1}), 400)
+    checker.check("POST", "/v1/webhooks/{webhook}/rotate-secret", viewer.post(f"/v1/webhooks/{hook}/rotate-secret"), 403)
+    checker.check("GET", "/v1/webhooks/{webhook}/deliveries", admin.get(f"/v1/webhooks/{hook}/deliveries"), 200)
+    checker.check("GET", "/v1/webhooks/{webhook}/deliveries", admin.get(f"/v1/webhooks/{hook}/deliveries?limit=0"), 400)
+    checker.check("DELETE", "/v1/webhooks/{webhook}", viewer.delete(f"/v1/webhooks/{hook}"), 403)
+    checker.check("DELETE", "/v1/webhooks/{webhook}", admin.delete(f"/v1/webhooks/{hook}"), 204)
+    checker.check("DELETE", "/v1/webhooks/{webhook}", admin.delete(f"/v1/webhooks/{hook}"), 404)
+
+
 def test_every_operation_was_exercised(doc, checker):
     """Runs last (pytest keeps the file's order): every operation of the document was called on
     the real daemon and its answer validated."""

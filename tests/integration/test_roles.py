@@ -18,7 +18,8 @@ import test_openapi
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "api.md")
 RANK = {"none": 0, "viewer": 1, "member": 2, "admin": 3, "superadmin": 4}
 MISSING = {"id": "sbx-0000000000000000", "org": "org-0000000000000000", "cmd": "cmd-0000000000000000",
-           "name": "no-such-session", "port": "8080", "ctx": "ctx-0000000000000000"}
+           "name": "no-such-session", "port": "8080", "ctx": "ctx-0000000000000000",
+           "webhook": "whk-0000000000000000"}
 # Bodies that pass the role check and then fail validation, for routes without an id to miss.
 INVALID_BODY = {("POST", "/v1/orgs"): {"name": ""}, ("POST", "/v1/api-keys"): {"name": ""},
                 ("POST", "/v1/sandboxes"): {"resources": {"cpus": -1}}}
@@ -109,7 +110,7 @@ def principals(daemon, org):
 @pytest.mark.parametrize("method,path,needs", ROWS, ids=[f"{m} {p}" for m, p, _ in ROWS])
 def test_route_enforces_its_role(daemon, org, sandbox, principals, method, path, needs):
     real = {"id": sandbox["id"], "org": org["org"]["id"], "cmd": "cmd-0000000000000000",
-            "name": "default", "port": "8080", "ctx": "ctx-0000000000000000"}
+            "name": "default", "port": "8080", "ctx": "ctx-0000000000000000", "webhook": "whk-0000000000000000"}
     checked = 0
     for headers in variants(method, path):
         if needs == "none":

@@ -27,6 +27,7 @@ struct dependencies {
   guardrail_backend& guardrails;
   daemon_backend& daemon;
   secret_backend& secrets;
+  webhook_backend& webhooks;
   const audit::signing_key& audit_key;
   rate_limiter& limiter;                    // per-key token buckets, one token per authenticated request
   sandbox::answer_workers& answer_workers;  // encodes large exec results off the I/O thread

@@ -28,6 +28,7 @@
 #include "sandfort/secrets/types.hpp"
 #include "sandfort/store/audit_store.hpp"
 #include "sandfort/store/org_store.hpp"
+#include "sandfort/webhooks/types.hpp"
 
 namespace sandfort::api {
 
@@ -213,6 +214,32 @@ class secret_backend {
   virtual result<int> remove_all(const std::string& org_id, const audit::actor& who) = 0;
   // The certificate (PEM) of the organization's interception CA, made on first need.
   virtual result<std::string> interception_ca_pem(const std::string& org_id) = 0;
+};
+
+// An organization's webhooks and their delivery logs (webhook_routes.cpp, org_lifecycle.cpp):
+// each change is recorded in the organization's chain (webhook.create|update|delete), never the
+// signing secret. A URL is checked against the address policy before it is stored.
+class webhook_backend {
+ public:
+  virtual ~webhook_backend() = default;
+  // quota_exceeded beyond webhooks.max_per_org; invalid_argument for a refused destination.
+  virtual task<webhooks::webhook_with_secret> create(const std::string& org_id, const webhooks::webhook_create& req,
+                                                     const audit::actor& who) = 0;
+  virtual result<std::vector<webhooks::webhook_view>> list(const std::string& org_id) = 0;
+  virtual result<webhooks::webhook_view> get(const std::string& org_id, const std::string& id) = 0;
+  virtual task<webhooks::webhook_view> update(const std::string& org_id, const std::string& id,
+                                              const webhooks::webhook_patch& req, const audit::actor& who) = 0;
+  virtual result<void> remove(const std::string& org_id, const std::string& id, const audit::actor& who) = 0;
+  // A new signing secret, in force from the next attempt on; the old one also signs for
+  // `keep_previous_s` more seconds (0: not at all). Recorded as webhook.update.
+  virtual result<webhooks::webhook_with_secret> rotate_secret(const std::string& org_id, const std::string& id,
+                                                              std::int64_t keep_previous_s,
+                                                              const audit::actor& who) = 0;
+  // Newest first: seq < before (0: from the newest), at most limit.
+  virtual result<webhooks::delivery_page> deliveries(const std::string& org_id, const std::string& id,
+                                                     std::int64_t before, std::size_t limit) = 0;
+  // Every webhook of the organization (one webhook.delete each); how many.
+  virtual result<int> remove_all(const std::string& org_id, const audit::actor& who) = 0;
 };
 
 // The daemon as the operator sees it (health_routes.cpp, pool_routes.cpp, metrics_routes.cpp).

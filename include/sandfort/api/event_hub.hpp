@@ -5,6 +5,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,6 +29,11 @@ class event_hub final : public store::append_observer {
   event_hub& operator=(const event_hub&) = delete;
 
   void appended(const std::string& org_id, std::int64_t seq) override;
+  // Told of every append too, after the streams (the webhook worker's wake-up): the same rules as
+  // appended() — inside the commit, so it must only note and wake.
+  void also_tell(std::function<void(const std::string& org_id, std::int64_t seq)> listener) {
+    listener_ = std::move(listener);
+  }
 
   // The highest seq told for org since the daemon started (0 when none): a stream whose cursor is
   // below it has events to read, without waiting.
@@ -68,6 +74,7 @@ class event_hub final : public store::append_observer {
   void leave(subscription& s);
 
   bounds bounds_;
+  std::function<void(const std::string&, std::int64_t)> listener_;
   bool closing_ = false;
   std::map<std::string, org_streams> orgs_;
   std::map<std::string, std::size_t> per_source_;

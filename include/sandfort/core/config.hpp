@@ -137,6 +137,21 @@ struct secrets_config {
   int max_value_bytes = 8192; // the largest value accepted
 };
 
+// Life-cycle events delivered to an organization's webhooks (docs/events.md, "Webhooks").
+struct webhooks_config {
+  int max_per_org = 10;           // webhooks an organization may register
+  // Comma-separated CIDRs a webhook URL may reach although they are private/loopback/link-local
+  // ("172.17.0.1/32"), as egress.allowed_ranges for sandboxes. Empty: only public addresses.
+  std::string allowed_ranges;
+  int concurrency = 4;            // attempts in flight at once, all webhooks together (one per webhook)
+  int timeout_s = 10;             // one attempt: resolve, connect, TLS, request and response
+  int retry_base_ms = 30000;      // the first retry's delay; doubled each attempt, with jitter
+  int retry_max_ms = 3600000;     // the longest delay between two attempts
+  int max_age_s = 86400;          // an event not delivered this long after it happened is failed
+  int poll_interval_ms = 5000;    // the worker looks again this often without being woken
+  int log_retention_s = 604800;   // finished deliveries stay in the log this long
+};
+
 // A token bucket: `burst` requests at once, refilled at `rate_per_s`; rate 0 means unlimited.
 struct rate_limit {
   double rate_per_s = 0;
@@ -283,6 +298,7 @@ struct config {
   console_config console{};
   audit_config audit{};
   secrets_config secrets{};
+  webhooks_config webhooks{};
   guardrails_config guardrails{};
   disk_config disk{};
   host_config host{};

@@ -5,10 +5,15 @@
 // instead.
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "sandfort/core/error.hpp"
 #include "sandfort/http/message.hpp"
@@ -20,6 +25,14 @@ struct url_fetch_options {
   std::uint64_t body_limit = 1u << 20;
   std::string ca_file;                       // empty: the system's trust store
   bool allow_plain_http = false;             // http:// only when true (callers allow it for loopback hosts)
+  // When set, it is shown every address the host resolves to (an IP literal is its own) before
+  // any is dialed: a reason for one refuses the request (permission_denied, naming the host, the
+  // address and the reason), and only the addresses it was shown are dialed — never a second
+  // lookup, so a name cannot resolve to a checked address first and another one then.
+  std::function<std::optional<std::string>(const boost::asio::ip::address&)> refuse_address;
+  // A response body beyond body_limit is cut there (the connection closed) instead of failing the
+  // request: for callers that need the status only.
+  bool truncate_body = false;
 };
 
 struct url_parts {
@@ -46,5 +59,10 @@ boost::asio::awaitable<result<response>> fetch_url(std::string url, url_fetch_op
 // `Authorization: <authorization>` when it is not empty; otherwise as fetch_url.
 boost::asio::awaitable<result<response>> post_form(std::string url, std::string form_body, std::string authorization,
                                                    url_fetch_options options);
+
+// POSTs body with `Content-Type: <content_type>` and the extra headers to url; otherwise as fetch_url.
+using header_list = std::vector<std::pair<std::string, std::string>>;
+boost::asio::awaitable<result<response>> post_body(std::string url, std::string content_type, std::string body,
+                                                   header_list headers, url_fetch_options options);
 
 }  // namespace sandfort::http

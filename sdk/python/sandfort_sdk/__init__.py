@@ -33,6 +33,8 @@ from .pty import PtySession
 from .sandboxes import Sandbox, SandboxPage
 from .secrets import Secret, Secrets
 from .sessions import Session
+from . import webhooks
+from .webhooks import Webhook, WebhookDelivery, WebhookDeliveryPage, Webhooks, WebhookSignatureError
 
 __version__ = "0.1.0"
 
@@ -49,5 +51,6 @@ __all__ = [
     "GitResult", "GitStatus", "GitFileStatus", "GitBranches", "GitBranch",
     "Organization", "PortInfo", "PreviewLink", "Resources", "SandboxInfo", "SessionInfo", "Snapshot", "StreamEvent",
     "UploadResult", "Volume", "WhoAmI", "Audit", "AuditEvent", "AuditEventPage", "AuditCheckpoint", "AuditPublicKey",
-    "AuditVerifyReport", "verify_chain", "EventStream", "LifecycleEvent", "Secret", "Secrets", "__version__",
+    "AuditVerifyReport", "verify_chain", "EventStream", "LifecycleEvent", "Secret", "Secrets", "Webhook", "Webhooks",
+    "WebhookDelivery", "WebhookDeliveryPage", "WebhookSignatureError", "webhooks", "__version__",
 ]

@@ -20,6 +20,7 @@ from .guardrails import GuardrailsMixin
 from .models import ApiKey, Organization, WhoAmI
 from .processes import Process
 from .secrets import Secrets
+from .webhooks import Webhooks
 from .sandboxes import Sandbox, SandboxesMixin, SandboxPage
 from .sessions import Session
 from .snapshots import SnapshotsMixin
@@ -49,6 +50,7 @@ class Client(SandboxesMixin, VolumesMixin, SnapshotsMixin, GuardrailsMixin):
         self.timeout = timeout
         self.audit = Audit(self)
         self.secrets = Secrets(self)
+        self.webhooks = Webhooks(self)
 
     def __repr__(self) -> str:
         return f"Client(base_url={self.base_url!r})"

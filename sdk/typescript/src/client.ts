@@ -11,6 +11,7 @@ import { Transport } from "./http.js";
 import { camel, type Json } from "./resource.js";
 import { Sandbox, Sandboxes } from "./sandboxes.js";
 import { Secrets } from "./secrets.js";
+import { Webhooks } from "./webhooks.js";
 import { snapshots } from "./snapshots.js";
 import type {
   CreateSandboxOptions,
@@ -33,6 +34,8 @@ export class SandfortClient {
   readonly audit: Audit;
   /** The organization's secrets: values go in, never come out. */
   readonly secrets: Secrets;
+  /** The organization's webhooks and their delivery logs (admin). */
+  readonly webhooks: Webhooks;
   private readonly guardrails: Guardrails;
   private readonly sandboxes = new Sandboxes(this);
 
@@ -40,6 +43,7 @@ export class SandfortClient {
     this.http = new Transport(resolveConfig(opts));
     this.audit = new Audit(this.http, () => this.whoami());
     this.secrets = new Secrets(this.http);
+    this.webhooks = new Webhooks(this.http);
     this.guardrails = new Guardrails(this.http, () => this.whoami());
   }
 

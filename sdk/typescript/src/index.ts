@@ -48,3 +48,5 @@ export type { PtyOptions } from "./pty.js";
 export type * from "./types.js";
 export { Secrets } from "./secrets.js";
 export type { Secret, SecretPlacement, CreateSecretOptions, RotateSecretOptions } from "./secrets.js";
+export { Webhooks, WebhookSignatureError, verifyWebhook, signWebhook, DEFAULT_WEBHOOK_TOLERANCE_S } from "./webhooks.js";
+export type { Webhook, WebhookDelivery, CreateWebhookOptions, UpdateWebhookOptions, VerifyWebhookOptions } from "./webhooks.js";

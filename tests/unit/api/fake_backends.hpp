@@ -488,6 +488,67 @@ class fake_secrets final : public secret_backend {
   world& w_;
 };
 
+class fake_webhooks final : public webhook_backend {
+ public:
+  explicit fake_webhooks(world& w) : w_(w) {}
+  task<webhooks::webhook_with_secret> create(const std::string& org, const webhooks::webhook_create& req,
+                                             const audit::actor& who) override {
+    w_.note("webhooks.create", org, req.url, who.name);
+    webhooks::webhook_view v;
+    v.id = "whk-1";
+    v.url = req.url;
+    v.types = req.types;
+    co_return webhooks::webhook_with_secret{v, "whsec_x"};
+  }
+  result<std::vector<webhooks::webhook_view>> list(const std::string& org) override {
+    w_.note("webhooks.list", org);
+    return std::vector<webhooks::webhook_view>{};
+  }
+  // An id ending in "-b" is organization B's: not found for anyone else, as the store scopes it.
+  result<webhooks::webhook_view> get(const std::string& org, const std::string& id) override {
+    w_.note("webhooks.get", org, id);
+    return mine(org, id);
+  }
+  task<webhooks::webhook_view> update(const std::string& org, const std::string& id, const webhooks::webhook_patch&,
+                                      const audit::actor& who) override {
+    w_.note("webhooks.update", org, id, who.name);
+    co_return mine(org, id);
+  }
+  result<void> remove(const std::string& org, const std::string& id, const audit::actor& who) override {
+    w_.note("webhooks.remove", org, id, who.name);
+    auto found = mine(org, id);
+    if (!found) return std::move(found).err();
+    return {};
+  }
+  result<webhooks::webhook_with_secret> rotate_secret(const std::string& org, const std::string& id, std::int64_t,
+                                                      const audit::actor& who) override {
+    w_.note("webhooks.rotate_secret", org, id, who.name);
+    auto found = mine(org, id);
+    if (!found) return std::move(found).err();
+    return webhooks::webhook_with_secret{*found, "whsec_y"};
+  }
+  result<webhooks::delivery_page> deliveries(const std::string& org, const std::string& id, std::int64_t,
+                                             std::size_t) override {
+    w_.note("webhooks.deliveries", org, id);
+    auto found = mine(org, id);
+    if (!found) return std::move(found).err();
+    return webhooks::delivery_page{};
+  }
+  result<int> remove_all(const std::string& org, const audit::actor& who) override {
+    w_.note("webhooks.remove_all", org, "", who.name);
+    return 0;
+  }
+
+ private:
+  static result<webhooks::webhook_view> mine(const std::string& org, const std::string& id) {
+    if (id.ends_with("-b") && org != org_b) return make_error(errc::not_found, "webhook " + id + " not found");
+    webhooks::webhook_view v;
+    v.id = id;
+    return v;
+  }
+  world& w_;
+};
+
 inline rate_limits_config no_rate_limits() {
   rate_limits_config off;
   off.viewer = off.member = off.admin = off.superadmin = off.org = rate_limit{0, 0};
@@ -509,13 +570,14 @@ struct fake_backends {
   fake_guardrails guardrails{w};
   fake_daemon daemon{w};
   fake_secrets secrets{w};
+  fake_webhooks webhooks{w};
   testing::temp_dir dir;
   audit::signing_key key = audit::signing_key::load_or_create(dir.file("audit.key")).value();
   rate_limiter limiter{no_rate_limits(), clk};
   sandbox::answer_workers workers{1};
   event_hub events;
   dependencies deps{cfg,   gate,       sandboxes, commands, volumes, snapshots, identity,
-                    audit, guardrails, daemon,    secrets,  key,     limiter,   workers,  events};
+                    audit, guardrails, daemon,    secrets,  webhooks, key,     limiter,   workers,  events};
 };
 
 }  // namespace sandfort::api::test

@@ -83,6 +83,7 @@ std::string naming_org_b(const std::string& pattern) {
              : pattern.starts_with("/v1/snapshots") ? "snap-b"
              : pattern.starts_with("/v1/secrets")   ? "secret-b"
                                                     : "s1";
+    else if (name == "webhook") out += "whk-b";
     else if (name == "port") out += "8080";
     else out += "x";  // {cmd}, {op}: within a sandbox already named
   }
@@ -94,6 +95,8 @@ std::string body_for(const std::string& pattern) {
   if (pattern.ends_with("/process/code-run")) return R"({"language":"python","code":"1"})";
   if (pattern == "/v1/secrets") return R"({"name":"k","value":"v","hosts":["a.example"],"header":"X-Key"})";
   if (pattern == "/v1/secrets/{name}") return R"({"value":"v"})";
+  if (pattern == "/v1/webhooks") return R"({"url":"https://hooks.example/in"})";
+  if (pattern == "/v1/webhooks/{webhook}") return R"({"enabled":false})";
   return "{}";
 }
 
@@ -387,7 +390,7 @@ TEST_CASE("limits: read by the organization's admin, set by the operator, in the
   CHECK(s.call("PUT", "/v1/orgs/beta/limits", "superadmin", R"({"allowed_runtimes":"gvisor"})").status == 400);
 }
 
-TEST_CASE("deleting an organization: its keys revoked, its sandboxes, volumes, snapshots and secrets removed, its chain "
+TEST_CASE("deleting an organization: its keys revoked, its sandboxes, volumes, snapshots, secrets and webhooks removed, its chain "
           "closed",
           "[api][handlers][orgs]") {
   api_server s;
@@ -400,7 +403,8 @@ TEST_CASE("deleting an organization: its keys revoked, its sandboxes, volumes, s
     }
   CHECK(seen == std::vector<std::string>{"identity.set_org_state deleting", "identity.revoke_org_keys",
                                          "sandboxes.list", "sandboxes.remove sbx-b", "volumes.list", "snapshots.list",
-                                         "secrets.remove_all", "identity.set_org_state deleted"});
+                                         "secrets.remove_all", "webhooks.remove_all",
+                                         "identity.set_org_state deleted"});
   // The superadmin's own organization cannot be.
   CHECK(s.call("DELETE", "/v1/orgs/superadmin", "superadmin").status == 409);
 }
@@ -602,4 +606,43 @@ TEST_CASE("secrets: a create's body is checked and handed on normalized; no answ
   CHECK(rotation.body.find("sk-SECRET-2") == std::string::npos);
   CHECK(s.call("PUT", "/v1/secrets/openai", "admin", "{}").status == 400);
   CHECK(s.call("GET", "/v1/interception-ca", "viewer").status == 200);
+}
+
+TEST_CASE("webhooks: admins only, bodies checked before any backend is asked, the secret only in create's answer",
+          "[api][handlers][webhooks]") {
+  api_server s;
+  const std::string body = R"({"url":"https://hooks.example/in","types":["sandbox.stopped","sandbox.stopped"]})";
+  CHECK(s.call("POST", "/v1/webhooks", "member", body).status == 403);
+  CHECK(s.call("GET", "/v1/webhooks", "viewer").status == 403);
+  CHECK(s.call("GET", "/v1/webhooks/whk-1/deliveries", "member").status == 403);
+  auto made = s.call("POST", "/v1/webhooks", "admin", body);
+  REQUIRE(made.status == 201);
+  const auto j = json::parse(made.body);
+  CHECK(j["secret"] == "whsec_x");
+  CHECK(j["types"] == json::array({"sandbox.stopped"}));  // repeated types once
+  CHECK(s.calls().back().what == "webhooks.create");
+  auto got = s.call("GET", "/v1/webhooks/whk-1", "admin");
+  REQUIRE(got.status == 200);
+  CHECK_FALSE(json::parse(got.body).contains("secret"));
+  for (const char* bad : {R"({})", R"({"url":""})", R"({"url":"https://x.example","types":["sandbox.exploded"]})",
+                          R"({"url":"https://x.example","secret":"mine"})", R"({"url":7})",
+                          R"({"url":"https://x.example","description":"a\nb"})"}) {
+    INFO(bad);
+    s.forget_calls();
+    auto refused = s.call("POST", "/v1/webhooks", "admin", bad);
+    CHECK(refused.status == 400);
+    CHECK(json::parse(refused.body)["error"]["code"] == "invalid_argument");
+    CHECK(s.calls().empty());
+  }
+  s.forget_calls();
+  CHECK(s.call("PATCH", "/v1/webhooks/whk-1", "admin", "{}").status == 400);
+  CHECK(s.call("PATCH", "/v1/webhooks/whk-1", "admin", R"({"enabled":"no"})").status == 400);
+  CHECK(s.calls().empty());
+  CHECK(s.call("PATCH", "/v1/webhooks/whk-1", "admin", R"({"enabled":false})").status == 200);
+  CHECK(s.call("GET", "/v1/webhooks/whk-1/deliveries?limit=0", "admin").status == 400);
+  CHECK(s.call("GET", "/v1/webhooks/whk-1/deliveries?limit=10&cursor=5", "admin").status == 200);
+  auto rotated = s.call("POST", "/v1/webhooks/whk-1/rotate-secret", "admin");
+  REQUIRE(rotated.status == 200);
+  CHECK(json::parse(rotated.body)["secret"] == "whsec_y");
+  CHECK(s.call("DELETE", "/v1/webhooks/whk-1", "admin").status == 204);
 }

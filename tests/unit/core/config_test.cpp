@@ -324,6 +324,35 @@ TEST_CASE("secrets settings: the key file defaults into the state directory; the
   }
 }
 
+TEST_CASE("webhooks settings: defaults, environment and --set; the bounds are checked") {
+  auto d = load_config("", {}, nullptr);
+  REQUIRE(d.ok());
+  REQUIRE(finalize_config(*d, "/usr/bin").ok());
+  CHECK(d->webhooks.max_per_org == 10);
+  CHECK(d->webhooks.allowed_ranges.empty());
+  CHECK(d->webhooks.concurrency == 4);
+  CHECK(d->webhooks.timeout_s == 10);
+  CHECK(d->webhooks.max_age_s == 86400);
+  char env1[] = "SANDFORT_WEBHOOKS_ALLOWED_RANGES=172.17.0.1/32";
+  char* env[] = {env1, nullptr};
+  auto e = load_config("", {{"webhooks.retry_base_ms", "200"}, {"webhooks.retry_max_ms", "1000"}}, env);
+  REQUIRE(e.ok());
+  REQUIRE(finalize_config(*e, "/usr/bin").ok());
+  CHECK(e->webhooks.allowed_ranges == "172.17.0.1/32");
+  CHECK(e->webhooks.retry_base_ms == 200);
+  CHECK(e->webhooks.retry_max_ms == 1000);
+  for (const char* bad : {"webhooks.concurrency=0", "webhooks.timeout_s=0", "webhooks.retry_base_ms=0",
+                          "webhooks.retry_max_ms=10", "webhooks.max_age_s=0", "webhooks.poll_interval_ms=1",
+                          "webhooks.max_per_org=1001"}) {
+    const std::string kv = bad;
+    const auto eq = kv.find('=');
+    auto b = load_config("", {{kv.substr(0, eq), kv.substr(eq + 1)}}, nullptr);
+    REQUIRE(b.ok());
+    INFO(bad);
+    CHECK_FALSE(finalize_config(*b, "/usr/bin").ok());
+  }
+}
+
 TEST_CASE("store settings: retention of deleted sandboxes from file, environment and --set, checked") {
   auto d = load_config("", {}, nullptr);
   REQUIRE(d.ok());

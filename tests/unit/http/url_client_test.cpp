@@ -559,3 +559,53 @@ TEST_CASE("url_client: an unreadable ca_file is unavailable and names the file",
   CHECK(res.err().code == errc::unavailable);
   CHECK(contains(res.err().message, "/nonexistent/sandfort-ca.pem"));
 }
+
+// ---- what the webhook worker uses ------------------------------------------------------------
+
+TEST_CASE("url_client: post_body sends its body and headers; a refused address is never dialed", "[url_client]") {
+  asio::io_context ioc;
+  test_server server(ioc, ok_reply("ok"));
+  auto options = plain_allowed();
+  header_list headers = {{"Sandfort-Event-Id", "org-1:7"}, {"Sandfort-Signature", "t=1,v1=ab"}};
+  auto sent = run_on(ioc, post_body(server.url("http", "127.0.0.1", "/hook"), "application/json", R"({"seq":7})",
+                                    headers, options));
+  REQUIRE(sent.ok());
+  CHECK(sent->result_int() == 200);
+  REQUIRE(server.log().requests.size() == 1);
+  const auto& head = server.log().requests[0];
+  CHECK(head.rfind("POST /hook HTTP/1.1\r\n", 0) == 0);
+  CHECK(contains(head, "Content-Type: application/json\r\n"));
+  CHECK(contains(head, "Sandfort-Event-Id: org-1:7\r\n"));
+  CHECK(contains(head, "Sandfort-Signature: t=1,v1=ab\r\n"));
+
+  // Every address is shown to the check before any is dialed; one refusal refuses the request.
+  std::vector<std::string> shown;
+  options.refuse_address = [&shown](const asio::ip::address& a) -> std::optional<std::string> {
+    shown.push_back(a.to_string());
+    return a.to_string() + " is loopback";
+  };
+  auto refused = run_on(ioc, post_body(server.url("http", "127.0.0.1", "/hook"), "application/json", "{}", {}, options));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.err().code == errc::permission_denied);
+  CHECK(contains(refused.err().message, "resolves to 127.0.0.1: 127.0.0.1 is loopback"));
+  CHECK(shown == std::vector<std::string>{"127.0.0.1"});
+  CHECK(server.log().connections == 1);  // the first request's only
+}
+
+TEST_CASE("url_client: with truncate_body a large answer is cut at the limit and its status kept", "[url_client]") {
+  asio::io_context ioc;
+  auto options = plain_allowed();
+  options.body_limit = 1000;
+  options.truncate_body = true;
+  test_server sized(ioc, ok_reply(std::string(5000, 'x')));
+  auto cut = run_on(ioc, post_body(sized.url("http", "127.0.0.1"), "application/json", "{}", {}, options));
+  REQUIRE(cut.ok());
+  CHECK(cut->result_int() == 200);
+  CHECK(cut->body().empty());
+  std::string chunks;
+  for (int i = 0; i < 5; ++i) chunks += "12c\r\n" + std::string(300, 'y') + "\r\n";
+  test_server chunked(ioc, "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + "0\r\n\r\n");
+  auto streamed = run_on(ioc, post_body(chunked.url("http", "127.0.0.1"), "application/json", "{}", {}, options));
+  REQUIRE(streamed.ok());
+  CHECK(streamed->result_int() == 201);
+}

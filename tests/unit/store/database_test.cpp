@@ -19,7 +19,7 @@ using namespace sandfort::store;
 
 namespace {
 
-constexpr int migration_count = 17;
+constexpr int migration_count = 18;
 
 }  // namespace
 
@@ -118,7 +118,7 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
                          "DROP TRIGGER sandbox_labels_on_delete; DROP TRIGGER sandbox_deadlines_on_delete; "
                          "DROP TABLE sandbox_labels; DROP INDEX sandboxes_live_by_org; "
                          "DROP INDEX sandboxes_deleted_at; DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
-                         "DROP TABLE secrets; DROP TABLE interception_cas; "
+                         "DROP TABLE secrets; DROP TABLE interception_cas; DROP TABLE webhooks; DROP TABLE webhook_deliveries; "
                          "PRAGMA user_version = 3",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
@@ -160,7 +160,7 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
                          "ALTER TABLE org_guardrails DROP COLUMN allowed_runtimes; "
                          "ALTER TABLE org_guardrails DROP COLUMN egress_defaults; "
                          "DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
-                         "DROP TABLE secrets; DROP TABLE interception_cas; "
+                         "DROP TABLE secrets; DROP TABLE interception_cas; DROP TABLE webhooks; DROP TABLE webhook_deliveries; "
                          "PRAGMA user_version = 8",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);

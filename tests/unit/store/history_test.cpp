@@ -491,13 +491,13 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
                          "ALTER TABLE org_guardrails DROP COLUMN allowed_runtimes; "
                          "ALTER TABLE org_guardrails DROP COLUMN egress_defaults; "
                          "DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
-                         "DROP TABLE secrets; DROP TABLE interception_cas; "
+                         "DROP TABLE secrets; DROP TABLE interception_cas; DROP TABLE webhooks; DROP TABLE webhook_deliveries; "
                          "PRAGMA user_version = 5",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
   auto db = open_db(path);
-  CHECK(db->schema_version() == 17);
+  CHECK(db->schema_version() == 18);
   auto rows = sandbox_store(*db).list_sandboxes(org_id, filter("", {{"team", "x"}}));
   REQUIRE(rows);
   CHECK(ids_of(*rows) == std::vector<std::string>{kept});
