@@ -104,7 +104,8 @@ json to_json_tree(const config& c) {
               {"secrets",
                {{"key_file", c.secrets.key_file},
                 {"max_per_org", c.secrets.max_per_org},
-                {"max_value_bytes", c.secrets.max_value_bytes}}},
+                {"max_value_bytes", c.secrets.max_value_bytes},
+                {"upstream_ca_file", c.secrets.upstream_ca_file}}},
               {"guardrails",
                {{"max_sandboxes", c.guardrails.max_sandboxes},
                 {"max_cpus", c.guardrails.max_cpus},
@@ -315,6 +316,7 @@ config from_json_tree(const json& j) {
   c.secrets.key_file = sec.at("key_file").get<std::string>();
   c.secrets.max_per_org = sec.at("max_per_org").get<int>();
   c.secrets.max_value_bytes = sec.at("max_value_bytes").get<int>();
+  c.secrets.upstream_ca_file = sec.at("upstream_ca_file").get<std::string>();
   const json& g = j.at("guardrails");
   c.guardrails.max_sandboxes = g.at("max_sandboxes").get<int>();
   c.guardrails.max_cpus = g.at("max_cpus").get<double>();
