@@ -213,8 +213,14 @@ upstream_request intercepted_request_head(const bhttp::request_header<>& head, s
 
 replacements response_replacements(const std::vector<injected_secret>& secrets, std::string_view host) {
   replacements r;
-  for (const auto& s : secrets)
-    if (!s.value.empty() && bound_to(s, host)) r.emplace_back(s.value, s.placeholder);
+  for (const auto& s : secrets) {
+    if (s.value.empty() || !bound_to(s, host)) continue;
+    r.emplace_back(s.value, s.placeholder);
+    // Basic credentials travel encoded: an echo of the header carries base64(user:value).
+    if (s.placement.type == secrets::placement::kind::basic_auth)
+      r.emplace_back(base64_encode(s.placement.username + ":" + s.value),
+                     base64_encode(s.placement.username + ":" + s.placeholder));
+  }
   return r;
 }
 

@@ -915,8 +915,9 @@ asio::awaitable<void> serve_intercepted(state& st, connection& c, const egress_e
     }
     bool keep_alive = false;
     if (ok) {
-      auto relaying = relay_intercepted_response(st, c, ev, head, response_replacements(sandbox->secrets, target.host),
-                                                 !upstream.injected.empty(), keep_alive);
+      // A local, not a temporary: the coroutine keeps a reference to it until it is done.
+      const auto replacing = response_replacements(sandbox->secrets, target.host);
+      auto relaying = relay_intercepted_response(st, c, ev, head, replacing, !upstream.injected.empty(), keep_alive);
       ok = co_await std::move(relaying);
     }
     ev.decision = "allow";

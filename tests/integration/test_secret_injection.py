@@ -208,7 +208,7 @@ def test_create_attaches_placeholders_and_the_view_names_them(acme, sandbox):
     assert "SSL_CERT_FILE=/etc/sandfort/ca-certificates.crt" in env
     assert "NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/sandfort-interception.crt" in env
     # The CA's certificate, never its key.
-    ca = acme["member"].get("/v1/interception-ca").body.decode()
+    ca = acme["member"].get("/v1/interception-ca").json()["certificate_pem"]
     inside = run(acme["member"], sandbox, "cat /usr/local/share/ca-certificates/sandfort-interception.crt")["stdout"]
     assert inside.strip() == ca.strip()
     assert "PRIVATE KEY" not in run(acme["member"], sandbox, "cat /etc/sandfort/ca-certificates.crt")["stdout"]
@@ -377,7 +377,7 @@ def test_bad_requests_on_create_make_nothing(daemon, acme):
     assert len(docker_containers_of(daemon)) == before
 
 
-def test_rotation_applies_to_the_next_request_and_deletion_stops_injection(acme, upstream):
+def test_rotation_applies_to_the_next_request_and_deletion_stops_injection(acme, upstream, pki):
     admin, member = acme["admin"], acme["member"]
     r = admin.post("/v1/secrets", {"name": "rotating", "value": "sk-first-" + uuid.uuid4().hex,
                                    "hosts": ["api.localhost"], "header": "X-Key", "format": "{value}"})
@@ -391,8 +391,14 @@ def test_rotation_applies_to_the_next_request_and_deletion_stops_injection(acme,
     assert r["exit_code"] == 0, r
     assert upstream.since(mark)[0]["headers"]["X-Key"] == VALUES["rotated"]
     assert admin.delete("/v1/secrets/rotating").status == 204
+    # No secret of the sandbox is bound to the host any more: a plain tunnel to the real server
+    # (whose certificate is the test CA's), the placeholder sent as it is.
+    with open(os.path.join(pki, "ca.crt")) as f:
+        assert member.request("PUT", f"/v1/sandboxes/{sbx['id']}/files?path=/tmp/test-ca.crt",
+                              raw=f.read().encode()).status == 201
     mark = len(upstream.requests)
-    r = run(member, sbx, f'curl -sS -m 20 -H "X-Key: $ROTATING" https://api.localhost:{upstream.port}/deleted')
+    r = run(member, sbx, f'curl -sS -m 20 --cacert /tmp/test-ca.crt -H "X-Key: $ROTATING" '
+                         f'https://api.localhost:{upstream.port}/deleted')
     assert r["exit_code"] == 0, r
     assert upstream.since(mark)[0]["headers"]["X-Key"] == ph
 
@@ -437,8 +443,7 @@ def test_an_upstream_that_does_not_verify_is_never_impersonated(acme, sandbox, b
     mark = len(bad_upstream.requests)
     r = run(acme["member"], sandbox, f'curl -sS -m 20 -H "Authorization: Bearer $OPENAI" '
                                      f'https://bad.localhost:{bad_upstream.port}/')
-    assert r["exit_code"] != 0, r
-    assert "SSL" in r["stderr"] or "TLS" in r["stderr"] or "ssl" in r["stderr"], r
+    assert r["exit_code"] == 35, r  # curl's "SSL connect error": the proxy closed the handshake
     assert bad_upstream.since(mark) == []
 
 

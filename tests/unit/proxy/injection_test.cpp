@@ -108,6 +108,10 @@ TEST_CASE("a basic_auth placement replaces the password that is the placeholder"
   auto out = intercepted_request_head(head, "api.example.com", "api.example.com", {s});
   CHECK(out.injected.size() == 1);
   CHECK(out.head.find("Authorization: Basic " + base64_encode("deploy:" + value) + "\r\n") != std::string::npos);
+  // An echo of the header has the encoded credential taken out too.
+  auto r = response_replacements({s}, "api.example.com");
+  CHECK(replace_values("got Basic " + base64_encode("deploy:" + value), r) ==
+        "got Basic " + base64_encode("deploy:" + placeholder));
   auto wrong = parse("GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Basic " + base64_encode("deploy:guess") + "\r\n\r\n");
   CHECK(intercepted_request_head(wrong, "api.example.com", "api.example.com", {s}).injected.empty());
 }
