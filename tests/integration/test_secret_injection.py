@@ -19,6 +19,7 @@ import base64
 import http.server
 import json
 import os
+import shutil
 import socketserver
 import ssl
 import subprocess
@@ -513,3 +514,37 @@ def test_deleting_the_sandbox_ends_its_attachments(acme):
     sbx = member.create_sandbox(secrets=["openai"], egress_allowlist=["api.localhost"])
     assert member.delete(f"/v1/sandboxes/{sbx['id']}").status == 204
     assert member.get(f"/v1/sandboxes/{sbx['id']}").status == 404
+
+
+def test_an_intercepted_connection_goes_through_the_upstream_proxy(pki, upstream):
+    from test_egress_rules import ConnectProxy
+
+    proxy = ConnectProxy("corp", "s3cret-pass")
+    directory = tempfile.mkdtemp(prefix="sf-pw-", dir="/tmp")
+    password = os.path.join(directory, "upstream-proxy-password")
+    fd = os.open(password, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("s3cret-pass\n")
+    d = Daemon({"egress": {"allowed_ranges": "127.0.0.0/8, ::1/128", "upstream_proxy": f"127.0.0.1:{proxy.port}",
+                           "upstream_proxy_username": "corp", "upstream_proxy_password_file": password},
+                "secrets": {"upstream_ca_file": os.path.join(pki, "ca.crt")}}).start()
+    try:
+        org = new_org(d, "inject-upstream-proxy")
+        value = "sk-via-corp-" + uuid.uuid4().hex
+        assert org["admin"].post("/v1/secrets", {"name": "corp", "value": value, "hosts": ["api.localhost"],
+                                                 "header": "Authorization", "format": "Bearer {value}"}).status == 201
+        sbx = org["member"].create_sandbox(secrets=["corp"], egress_allowlist=["api.localhost"])
+        mark = len(upstream.requests)
+        r = run(org["member"], sbx, f'curl -sS -m 20 -H "Authorization: Bearer $CORP" '
+                                    f'https://api.localhost:{upstream.port}/via-corp')
+        assert r["exit_code"] == 0, r
+        assert value not in r["stdout"]
+        assert upstream.since(mark)[0]["headers"]["Authorization"] == "Bearer " + value
+        # The organization's proxy carried it (by name, with its credential): TLS to the real host
+        # inside its tunnel, so it saw neither the value nor the placeholder.
+        assert proxy.connects == [(f"api.localhost:{upstream.port}", True)], proxy.connects
+    finally:
+        d.stop()
+        d.cleanup()
+        proxy.close()
+        shutil.rmtree(directory, ignore_errors=True)
