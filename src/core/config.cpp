@@ -736,6 +736,8 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
   c.audit.key_path = fs::absolute(c.audit.key_path, ec).lexically_normal().string();
   if (c.secrets.key_file.empty()) c.secrets.key_file = (fs::path(c.state_dir) / "secrets.key").string();
   c.secrets.key_file = fs::absolute(c.secrets.key_file, ec).lexically_normal().string();
+  if (!c.secrets.upstream_ca_file.empty())
+    c.secrets.upstream_ca_file = fs::absolute(c.secrets.upstream_ca_file, ec).lexically_normal().string();
   if (c.secrets.max_per_org < 1 || c.secrets.max_per_org > 100000)
     return make_error(errc::invalid_argument, "config: secrets.max_per_org must be between 1 and 100000");
   if (c.secrets.max_value_bytes < 1 || c.secrets.max_value_bytes > 65536)
