@@ -26,7 +26,7 @@ class interception_authorities final : public proxy::interception_directory {
   interception_authorities(store::database& db, const secrets::sealing_key& key) : db_(db), key_(key) {}
   std::optional<proxy::interception_authority> authority(const std::string& org_id) override;
 
-  static constexpr std::size_t leaves_per_org = 256;
+  static constexpr std::size_t leaves_per_org = 1024;  // as docs/secrets.md says
   static constexpr std::size_t max_orgs = 1024;  // beyond: the cache starts afresh
 
  private:
