@@ -548,3 +548,17 @@ def test_an_intercepted_connection_goes_through_the_upstream_proxy(pki, upstream
         d.cleanup()
         proxy.close()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_the_python_sdk_attaches_secrets_and_shows_them(daemon, acme):
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "sdk", "python"))
+    from sandfort_sdk import Client as SdkClient
+
+    sdk = SdkClient(f"http://127.0.0.1:{daemon.port}", acme["member"].key, timeout=120)
+    sbx = sdk.create_sandbox(secrets=["openai", {"name": "search", "env": "SEARCH_API_KEY"}])
+    try:
+        assert [(a["name"], a["env"]) for a in sbx.info.secrets] == [("openai", "OPENAI"), ("search", "SEARCH_API_KEY")]
+        assert all(a["placeholder"].startswith("sfph_") for a in sbx.info.secrets)
+    finally:
+        assert acme["member"].delete(f"/v1/sandboxes/{sbx.info.id}").status == 204
