@@ -41,6 +41,30 @@ result<void> read_rules(const json& body, std::optional<std::vector<proxy::egres
   return {};
 }
 
+// secrets: ["openai", {"name": "github", "env": "GITHUB_TOKEN"}]
+result<void> read_secrets(const json& body, std::vector<sandbox::secret_attachment>& out) {
+  if (!body.contains("secrets") || body["secrets"].is_null()) return {};
+  const json& list = body["secrets"];
+  if (!list.is_array()) return make_error(errc::invalid_argument, "field 'secrets' must be an array");
+  for (const auto& item : list) {
+    sandbox::secret_attachment a;
+    if (item.is_string()) {
+      a.name = item.get<std::string>();
+    } else if (item.is_object()) {
+      for (const auto& [key, unused] : item.items())
+        if (key != "name" && key != "env")
+          return make_error(errc::invalid_argument, "secrets: unknown field '" + key + "' (name, env)");
+      for (auto r : {read(item, "name", a.name), read(item, "env", a.env)})
+        if (!r) return make_error(errc::invalid_argument, "secrets: " + r.err().message);
+      if (a.name.empty()) return make_error(errc::invalid_argument, "secrets: each needs a name");
+    } else {
+      return make_error(errc::invalid_argument, "each of 'secrets' must be a name or {name, env?}");
+    }
+    out.push_back(std::move(a));
+  }
+  return {};
+}
+
 }  // namespace
 
 result<sandbox::create_request> parse_create(std::string_view raw) {
@@ -55,7 +79,8 @@ result<sandbox::create_request> parse_create(std::string_view raw) {
   static const std::set<std::string> known = {"name",        "snapshot", "wait",    "env",
                                               "labels",      "egress_allowlist", "ttl_s", "idle_timeout_s",
                                               "user",        "workdir",  "public_preview", "resources",
-                                              "volumes",     "runtime",  "egress_deny", "egress_rules"};
+                                              "volumes",     "runtime",  "egress_deny", "egress_rules",
+                                              "secrets"};
   for (const auto& [key, unused] : j.items())
     if (!known.count(key)) return make_error(errc::invalid_argument, "unknown field '" + key + "'");
   for (const auto& [key, unused] : resources.items())
@@ -68,7 +93,7 @@ result<sandbox::create_request> parse_create(std::string_view raw) {
                  read(j, "public_preview", c.public_preview), read(j, "runtime", c.runtime),
                  read(resources, "cpus", c.cpus), read(resources, "memory_mb", c.memory_mb),
                  read(resources, "pids", c.pids), read(resources, "disk_mb", c.disk_mb), read_volumes(j, c.volumes),
-                 read(j, "egress_deny", c.egress_deny)})
+                 read(j, "egress_deny", c.egress_deny), read_secrets(j, c.secrets)})
     if (!r) return std::move(r).err();
   std::optional<std::vector<proxy::egress_rule>> rules;
   if (auto r = read_rules(j, rules); !r) return std::move(r).err();

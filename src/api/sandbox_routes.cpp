@@ -48,6 +48,13 @@ json sandbox_json(const sandbox::sandbox_view& v) {
                  volumes.push_back({{"name", m.name}, {"mount_path", m.mount_path}, {"read_only", m.read_only}});
                return volumes;
              }()},
+            // Names, variables and placeholders (worthless outside this sandbox); never a value.
+            {"secrets", [&] {
+               json attached = json::array();
+               for (const auto& a : v.spec.secrets)
+                 attached.push_back({{"name", a.name}, {"env", a.env}, {"placeholder", a.placeholder}});
+               return attached;
+             }()},
             {"preview_url_template", v.preview_url_template}};
   if (!v.error_message.empty()) j["error_message"] = v.error_message;
   return j;

@@ -30,6 +30,8 @@ void egress_summary::note(const egress_decision& d) {
   t.bytes_out += d.bytes_out;
   const std::string reason = bounded(d.reason);
   ++t.reasons[t.reasons.size() < max_reasons || t.reasons.contains(reason) ? reason : overflow_reason];
+  // A sandbox holds at most 16 secrets (sandbox::max_attached_secrets): the names are bounded.
+  for (const auto& name : d.injected) ++t.injected[bounded(name)];
 }
 
 // The chain that takes org_id's decisions: its own while it exists, the operator's otherwise.
@@ -67,6 +69,11 @@ result<int> egress_summary::flush() {
     record r{"egress", sandbox_id, allowed ? "allowed" : "denied",
              {{"host", host}, {"port", port}, {"count", t.count}, {"first", t.first}, {"last", t.last},
               {"bytes_in", exact(t.bytes_in)}, {"bytes_out", exact(t.bytes_out)}, {"reasons", std::move(reasons)}}};
+    if (!t.injected.empty()) {
+      nlohmann::json injected = nlohmann::json::object();
+      for (const auto& [name, n] : t.injected) injected[name] = n;
+      r.details["injected"] = std::move(injected);
+    }
     if (*chain != org_id) r.details["org_id"] = org_id;
     const actor sandbox{sandbox_id.empty() ? "anonymous" : "sandbox:" + sandbox_id, "", t.source};
     if (auto e = journal_.append(*chain, sandbox, r); !e) return std::move(e).err();

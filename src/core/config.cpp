@@ -104,7 +104,8 @@ json to_json_tree(const config& c) {
               {"secrets",
                {{"key_file", c.secrets.key_file},
                 {"max_per_org", c.secrets.max_per_org},
-                {"max_value_bytes", c.secrets.max_value_bytes}}},
+                {"max_value_bytes", c.secrets.max_value_bytes},
+                {"upstream_ca_file", c.secrets.upstream_ca_file}}},
               {"webhooks",
                {{"max_per_org", c.webhooks.max_per_org},
                 {"allowed_ranges", c.webhooks.allowed_ranges},
@@ -325,6 +326,7 @@ config from_json_tree(const json& j) {
   c.secrets.key_file = sec.at("key_file").get<std::string>();
   c.secrets.max_per_org = sec.at("max_per_org").get<int>();
   c.secrets.max_value_bytes = sec.at("max_value_bytes").get<int>();
+  c.secrets.upstream_ca_file = sec.at("upstream_ca_file").get<std::string>();
   const json& wh = j.at("webhooks");
   c.webhooks.max_per_org = wh.at("max_per_org").get<int>();
   c.webhooks.allowed_ranges = wh.at("allowed_ranges").get<std::string>();
@@ -754,6 +756,8 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
   c.audit.key_path = fs::absolute(c.audit.key_path, ec).lexically_normal().string();
   if (c.secrets.key_file.empty()) c.secrets.key_file = (fs::path(c.state_dir) / "secrets.key").string();
   c.secrets.key_file = fs::absolute(c.secrets.key_file, ec).lexically_normal().string();
+  if (!c.secrets.upstream_ca_file.empty())
+    c.secrets.upstream_ca_file = fs::absolute(c.secrets.upstream_ca_file, ec).lexically_normal().string();
   if (c.secrets.max_per_org < 1 || c.secrets.max_per_org > 100000)
     return make_error(errc::invalid_argument, "config: secrets.max_per_org must be between 1 and 100000");
   if (c.secrets.max_value_bytes < 1 || c.secrets.max_value_bytes > 65536)

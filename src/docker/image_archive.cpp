@@ -64,6 +64,18 @@ std::string directory_archive(const std::string& name) {
   return out;
 }
 
+std::string files_archive(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::string out;
+  for (const auto& [name, data] : entries) {
+    if (!name.empty() && name.back() == '/')
+      append_archive_entry(out, name, "", '5');
+    else
+      append_archive_file(out, name, data);
+  }
+  out.append(1024, '\0');
+  return out;
+}
+
 nlohmann::json rewritten_image_config(const nlohmann::json& committed, const nlohmann::json& parent,
                                       const std::map<std::string, std::string>& labels) {
   using detail::member;

@@ -133,6 +133,12 @@ void egress_proxy::disconnect(const std::string& sandbox_id) {
   state_->per_sandbox.erase(sandbox_id);
 }
 
+void egress_proxy::enable_interception(interception_directory& directory,
+                                       std::shared_ptr<boost::asio::ssl::context> upstream_context) {
+  state_->interception = &directory;
+  state_->upstream_context = std::move(upstream_context);
+}
+
 void egress_proxy::on_decision(std::function<void(const egress_event&)> callback) {
   state_->on_decision = std::move(callback);
 }

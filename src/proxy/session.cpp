@@ -8,8 +8,13 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
 #include <spdlog/spdlog.h>
 #include <cctype>
 #include <utility>
@@ -18,8 +23,10 @@
 #include "sandfort/core/base64.hpp"
 #include "sandfort/crypto/digest.hpp"
 #include "sandfort/metrics/catalog.hpp"
+#include "sandfort/proxy/injection.hpp"
 #include "sandfort/proxy/request.hpp"
 #include "sandfort/proxy/rules.hpp"
+#include "sandfort/secrets/tls_interception.hpp"
 #include "sandfort/http/use_tuple.hpp"
 #include "tunnel.hpp"
 #include "wire.hpp"
@@ -95,6 +102,24 @@ asio::awaitable<head_read> read_head(state& st, connection& c, std::chrono::mill
   }
   while (!scanner.end()) {
     auto space = c.buffer.prepare(std::min<std::size_t>(4096, limit + 4 - c.buffer.size()));
+    if (c.intercepted) {
+      // Through the TLS layer, with the stream's own deadline (a TLS read is not raced: cancelling
+      // one midway would leave the layer unusable). A slow client is closed rather than answered.
+      c.client.expires_after(waiting_for_first_byte ? first_byte_wait : st.options.header_timeout);
+      auto [ec, n] = co_await c.client.async_read_some(space, use_tuple);
+      c.client.expires_never();
+      if (c.closing()) co_return head_read{};
+      c.buffer.commit(n);
+      if (n > 0) waiting_for_first_byte = false;
+      if (ec) {
+        if (c.buffer.size() == 0) co_return head_read{};
+        co_return head_read{0, denial{0, "request head cut short: " + ec.message(), "incomplete request head"}};
+      }
+      auto got = std::string_view(static_cast<const char*>(c.buffer.data().data()), c.buffer.size());
+      if (auto problem = scanner.scan(got)) co_return head_read{0, denial{400, *problem, "malformed request head"}};
+      if (scanner.end() ? *scanner.end() > limit : c.buffer.size() > limit) co_return head_read{0, too_large(limit)};
+      continue;
+    }
     auto reading = c.client.socket().async_read_some(space, use_tuple);
     auto expiring = deadline.async_wait(use_tuple);
     auto race = std::move(reading) || std::move(expiring);
@@ -514,6 +539,23 @@ struct next_request {
   bool keep_alive = false;  // the connection may carry another request
 };
 
+// Whether a CONNECT is intercepted (docs/secrets.md): to a host one of the sandbox's secrets is
+// bound to (and the host is allowed), or to a host only method/path rules allow; when the
+// organization has an interception CA. Host names only: a leaf never names an IP address.
+std::optional<interception_authority> interception_for(state& st, const sandbox_egress& sandbox,
+                                                       const egress_target& target, const egress_verdict& verdict) {
+  if (!st.interception || !st.upstream_context || target.where.ipv6_literal) return std::nullopt;
+  boost::system::error_code literal;
+  asio::ip::make_address(target.host, literal);
+  if (!literal) return std::nullopt;
+  bool wanted = verdict.needs_interception || (verdict.allowed && any_bound_to(sandbox.secrets, target.host));
+  if (!wanted) return std::nullopt;
+  return st.interception->authority(sandbox.org_id);
+}
+
+asio::awaitable<void> serve_intercepted(state& st, connection& c, const egress_event& base,
+                                        const egress_target& target);
+
 // From the authenticated request holding its tunnel slot on: the egress rules, the addresses. A
 // denial, or nullopt once the allowed request has been relayed and reported.
 asio::awaitable<std::optional<denial>> proceed(state& st, connection& c, egress_event& ev,
@@ -524,7 +566,11 @@ asio::awaitable<std::optional<denial>> proceed(state& st, connection& c, egress_
   auto rules = sandbox.rule_set();
   auto verdict = forward ? decide_request(rules, target.host, head.method_string(), target.origin_target)
                          : decide_tunnel(rules, target.host);
-  if (!verdict.allowed) co_return rule_denial(verdict);
+  auto authority = forward ? std::nullopt : interception_for(st, sandbox, target, verdict);
+  if (!verdict.allowed && !(verdict.needs_interception && authority)) co_return rule_denial(verdict);
+  // The client's TLS must start after our 200: bytes sent before it cannot be intercepted.
+  if (authority && c.buffer.size() > 0)
+    co_return denial{400, "bytes before the CONNECT's answer", "send nothing before the CONNECT is answered"};
   auto checking = checked_addresses(st, c, target.host);
   auto checked = co_await std::move(checking);
   if (auto* d = std::get_if<denial>(&checked)) co_return std::move(*d);
@@ -538,6 +584,29 @@ asio::awaitable<std::optional<denial>> proceed(state& st, connection& c, egress_
   }
   if (auto* d = std::get_if<denial>(&dialed)) co_return std::move(*d);
   ev.address = std::get<asio::ip::address>(dialed).to_string();
+  if (authority) {
+    if (!c.upstream_early.empty())
+      co_return denial{502, "the upstream spoke before TLS", "the destination did not answer as a TLS server"};
+    c.client.expires_after(st.options.header_timeout);
+    auto [wec, wn] = co_await asio::async_write(c.client, asio::buffer(connect_established), use_tuple);
+    c.client.expires_never();
+    if (wec || c.closing()) co_return closed_under(c);
+    auto intercepting = secrets::intercept_in_place(c.client, c.upstream, target.host, st.options.connect_timeout,
+                                                    *authority->leaves, *authority->ca, st.upstream_context);
+    auto done = co_await std::move(intercepting);
+    if (c.closing()) co_return closed_under(c);
+    if (!done) {
+      // Answered 200 already: the client learns it from its failed handshake; the log says why.
+      c.close("interception: " + done.err().message);
+      co_return denial{502, "interception: " + done.err().message, {}};
+    }
+    c.client_tls = std::move(done->client_context);
+    c.upstream_tls = std::move(done->upstream_context);
+    c.intercepted = true;
+    auto serving = serve_intercepted(st, c, ev, target);
+    co_await std::move(serving);
+    co_return std::nullopt;
+  }
   if (forward && request_body_length(request)) {
     bool keep_alive = false;
     auto forwarding = forward_one(st, c, ev, target, request, keep_alive);
@@ -588,6 +657,282 @@ asio::awaitable<std::optional<denial>> read_request(state& st, connection& c, st
   if (!header_values_clean(head))
     co_return denial{400, "control character in a header value", "malformed header value"};
   co_return std::nullopt;
+}
+
+// Reads and drops `length` bytes of the client's request body (a refused request on a kept-alive
+// intercepted connection).
+asio::awaitable<bool> skip_body(state& st, connection& c, std::uint64_t length) {
+  while (length > 0) {
+    if (c.buffer.size() == 0) {
+      c.client.expires_after(st.options.idle_timeout);
+      auto [ec, n] = co_await c.client.async_read_some(c.buffer.prepare(16 * 1024), use_tuple);
+      c.client.expires_never();
+      if (ec) co_return false;
+      c.buffer.commit(n);
+    }
+    auto take = static_cast<std::size_t>(std::min<std::uint64_t>(length, c.buffer.size()));
+    c.buffer.consume(take);
+    length -= take;
+  }
+  co_return true;
+}
+
+// The hop-by-hop headers of a response (and those its Connection names) are dropped; with
+// replacements, every value of a secret in a header becomes its placeholder.
+void clean_response_head(bhttp::response_header<>& res, const replacements& r) {
+  std::vector<std::string> named;
+  auto lower = [](std::string_view v) {
+    std::string out(v);
+    for (auto& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return out;
+  };
+  for (auto it = res.find(bhttp::field::connection); it != res.end() && it->name() == bhttp::field::connection; ++it) {
+    std::string_view rest = it->value();
+    while (!rest.empty()) {
+      auto comma = rest.find(',');
+      auto token = rest.substr(0, comma);
+      while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
+      while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+      named.push_back(lower(token));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> kept;
+  for (const auto& field : res) {
+    auto name = lower(field.name_string());
+    if (name == "connection" || name == "keep-alive" || name == "proxy-connection") continue;
+    if (name != "content-length" && name != "transfer-encoding" &&
+        std::find(named.begin(), named.end(), name) != named.end())
+      continue;
+    kept.emplace_back(std::string(field.name_string()),
+                      r.empty() ? std::string(field.value()) : replace_values(field.value(), r));
+  }
+  res.clear();
+  for (const auto& [name, value] : kept) res.insert(name, value);
+}
+
+constexpr std::size_t relay_piece = 64 * 1024;
+
+// One response of an intercepted connection, from the upstream to the client. Its body is
+// relayed in pieces (never held whole); with replacements it is rewritten on the way and sent
+// chunked, since its length changes. Sets keep_alive when the connection may carry another
+// request. False when the response could not be relayed (the connection ends).
+asio::awaitable<bool> relay_intercepted_response(state& st, connection& c, egress_event& ev,
+                                                 const bhttp::request<bhttp::empty_body>& request, const replacements& r,
+                                                 bool injected, bool& keep_alive) {
+  using response_parser = bhttp::response_parser<bhttp::buffer_body>;
+  keep_alive = false;
+  const bool head_request = request.method() == bhttp::verb::head;
+  std::optional<response_parser> parser;
+  int status = 0;
+  for (;;) {
+    parser.emplace();
+    parser->header_limit(static_cast<std::uint32_t>(response_head_limit));
+    parser->body_limit(boost::none);
+    if (head_request) parser->skip(true);
+    c.upstream.expires_after(st.options.idle_timeout);
+    auto [ec, n] = co_await bhttp::async_read_header(c.upstream, c.upstream_buffer, *parser, use_tuple);
+    c.upstream.expires_never();
+    if (ec || c.closing()) co_return false;
+    status = static_cast<int>(parser->get().result_int());
+    if (status >= 200) break;
+    if (status == 101) co_return false;  // Upgrade is never forwarded: an upgrade here is not HTTP any more
+    auto interim = response_head_for_client(parser->get(), true);
+    c.client.expires_after(st.options.idle_timeout);
+    auto [iec, in] = co_await asio::async_write(c.client, asio::buffer(interim), use_tuple);
+    c.client.expires_never();
+    ev.bytes_in += in;
+    if (iec) co_return false;
+  }
+  ev.status = status;
+  auto& res = parser->get();
+  const bool no_body = head_request || status == 204 || status == 304;
+  auto encoding = res[bhttp::field::content_encoding];
+  const bool in_clear = encoding.empty() || beast::iequals(encoding, "identity");
+  if (injected && !in_clear && !no_body) {
+    // The request carried a value; the answer is compressed against Accept-Encoding: identity, so
+    // an echo of the value could not be taken out. Refused rather than passed on.
+    ev.status = 502;
+    ev.reason = "compressed response to an injected request";
+    auto refusal = deny_response(502, "the destination compressed its answer to a request carrying a secret",
+                                 "compressed answer to a request carrying a secret");
+    c.client.expires_after(st.options.idle_timeout);
+    co_await asio::async_write(c.client, asio::buffer(refusal), use_tuple);
+    c.client.expires_never();
+    co_return false;
+  }
+  const bool rewrite = !r.empty() && in_clear && !no_body;
+  keep_alive = request.keep_alive() && request.version() == 11 && parser->keep_alive() && !parser->need_eof();
+  clean_response_head(res, in_clear ? r : replacements{});
+  if (no_body) {  // the head alone, its framing headers as they came (a serializer would add a body)
+    auto bytes = response_head_for_client(res, keep_alive);
+    c.client.expires_after(st.options.idle_timeout);
+    auto [wec, wn] = co_await asio::async_write(c.client, asio::buffer(bytes), use_tuple);
+    c.client.expires_never();
+    ev.bytes_in += wn;
+    co_return !wec && !c.closing();
+  }
+  if (rewrite) {
+    res.erase(bhttp::field::content_length);
+    if (request.version() == 11) {
+      res.chunked(true);
+    } else {
+      res.erase(bhttp::field::transfer_encoding);
+      keep_alive = false;
+    }
+  }
+  res.version(request.version());
+  res.keep_alive(keep_alive);
+  std::optional<stream_rewriter> rewriter;
+  if (rewrite) rewriter.emplace(r);
+  bhttp::response_serializer<bhttp::buffer_body> serializer(res);
+  std::vector<char> piece(relay_piece);
+  std::string rewritten;
+  for (;;) {
+    if (!parser->is_done()) {
+      res.body().data = piece.data();
+      res.body().size = piece.size();
+      c.upstream.expires_after(st.options.idle_timeout);
+      auto [ec, n] = co_await bhttp::async_read(c.upstream, c.upstream_buffer, *parser, use_tuple);
+      c.upstream.expires_never();
+      if (ec == bhttp::error::need_buffer) ec = {};
+      if (ec || c.closing()) co_return false;
+      std::size_t got = piece.size() - res.body().size;
+      if (rewriter) {
+        rewritten = rewriter->feed(std::string_view(piece.data(), got));
+        if (parser->is_done()) rewritten += rewriter->finish();
+        res.body().data = rewritten.data();
+        res.body().size = rewritten.size();
+      } else {
+        res.body().data = piece.data();
+        res.body().size = got;
+      }
+      res.body().more = !parser->is_done();
+      if (res.body().size == 0) res.body().data = nullptr;  // nothing yet: no empty chunk (it would end the body)
+    } else {
+      res.body().data = nullptr;
+      res.body().size = 0;
+      res.body().more = false;
+    }
+    c.client.expires_after(st.options.idle_timeout);
+    auto [wec, wn] = co_await bhttp::async_write(c.client, serializer, use_tuple);
+    c.client.expires_never();
+    ev.bytes_in += wn;
+    if (wec == bhttp::error::need_buffer) wec = {};
+    if (wec || c.closing()) co_return false;
+    if (serializer.is_done()) break;
+  }
+  co_return true;
+}
+
+// The requests of an intercepted connection (docs/secrets.md), each its own decision as on a
+// kept-alive plain-HTTP connection: read in the clear, checked against the sandbox's rules as
+// they are now, the placeholders of the secrets bound to the host replaced by their values (looked
+// up now: a rotation or a deletion applies to the next request), sent on the one verified upstream
+// connection, and the answer relayed with the values taken out.
+asio::awaitable<void> serve_intercepted(state& st, connection& c, const egress_event& base,
+                                        const egress_target& target) {
+  const std::string host_header =
+      target.where.port == 443 ? target.host : target.host + ":" + std::to_string(target.where.port);
+  int served = 0;
+  for (;;) {
+    egress_event ev = base;
+    ev.intercepted = true;
+    c.started = clock::now();
+    std::optional<head_parser> parser;
+    auto reading = read_request(st, c, parser, served == 0 ? st.options.header_timeout : st.options.idle_timeout);
+    auto unreadable = co_await std::move(reading);
+    if (unreadable) {
+      auto answer = deny(st, c, ev, std::move(*unreadable));
+      co_await std::move(answer);
+      co_return;
+    }
+    if (!parser) break;
+    ++served;
+    auto sandbox = current_sandbox(st, c);
+    if (!sandbox) {
+      auto answer = deny(st, c, ev, denial{403, "sandbox not started", "the sandbox is not running"});
+      co_await std::move(answer);
+      co_return;
+    }
+    const auto& head = parser->get();
+    std::string path(head.target());
+    std::optional<denial> refused;
+    if (head.method() == bhttp::verb::connect || path.empty() || path.front() != '/') {
+      refused = denial{400, "not an origin-form request", "an intercepted request names a path, not a URL"};
+    } else if (auto host = head.find(bhttp::field::host); host != head.end()) {
+      // The request goes to the CONNECT's host, whose certificate was verified and whose policy
+      // applies: a Host naming another would be routed by the upstream where nothing was decided.
+      auto named = parse_authority(std::string(host->value()).find(':') == std::string::npos
+                                       ? std::string(host->value()) + ":" + std::to_string(target.where.port)
+                                       : std::string(host->value()));
+      if (!named || normalize_host(named->host) != target.host || named->port != target.where.port)
+        refused = denial{421, "Host " + std::string(host->value()) + " on a connection to " + target.host,
+                         "the Host header names another host than the CONNECT did"};
+    }
+    if (!refused && (parser->chunked() || head.find(bhttp::field::transfer_encoding) != head.end()))
+      refused = denial{411, "chunked request body on an intercepted connection",
+                       "send a Content-Length (chunked request bodies are not intercepted)"};
+    if (refused) {
+      auto answer = deny(st, c, ev, std::move(*refused));
+      co_await std::move(answer);
+      co_return;
+    }
+    auto verdict = decide_request(sandbox->rule_set(), target.host, head.method_string(), path);
+    const std::uint64_t body = parser->content_length().value_or(0);
+    if (!verdict.allowed) {
+      auto d = rule_denial(verdict);
+      // A refusal keeps the connection when the client does (the next request is decided anew).
+      if (head.keep_alive() && head.version() == 11 && body <= max_drained) {
+        ev.decision = "deny";
+        ev.status = d.status;
+        ev.reason = d.reason;
+        report(st, c, ev);
+        auto skipping = skip_body(st, c, body);
+        if (!co_await std::move(skipping)) co_return;
+        auto bytes = deny_response(d.status, d.message, d.why);
+        bytes.replace(bytes.find("Connection: close\r\n"), 19, "");
+        c.client.expires_after(st.options.idle_timeout);
+        auto [wec, wn] = co_await asio::async_write(c.client, asio::buffer(bytes), use_tuple);
+        c.client.expires_never();
+        if (wec || c.closing()) co_return;
+        continue;
+      }
+      auto answer = deny(st, c, ev, std::move(d));
+      co_await std::move(answer);
+      co_return;
+    }
+    auto upstream = intercepted_request_head(head, target.host, host_header, sandbox->secrets);
+    ev.injected = upstream.injected;
+    c.upstream.expires_after(st.options.idle_timeout);
+    auto [uec, un] = co_await asio::async_write(c.upstream, asio::buffer(upstream.head), use_tuple);
+    c.upstream.expires_never();
+    ev.bytes_out += un;
+    bool ok = !uec && !c.closing();
+    if (ok && body > 0) {
+      auto sending = copy_exactly(st, c.client, c.buffer, c.upstream, body, ev.bytes_out);
+      ok = co_await std::move(sending);
+    }
+    bool keep_alive = false;
+    if (ok) {
+      // A local, not a temporary: the coroutine keeps a reference to it until it is done.
+      const auto replacing = response_replacements(sandbox->secrets, target.host);
+      auto relaying = relay_intercepted_response(st, c, ev, head, replacing, !upstream.injected.empty(), keep_alive);
+      ok = co_await std::move(relaying);
+    }
+    ev.decision = "allow";
+    if (ev.reason.empty()) ev.reason = c.closed_because() ? *c.closed_because() : ok ? "closed" : "reset";
+    report(st, c, ev);
+    if (!ok || !keep_alive || c.closing()) co_return;
+  }
+  if (served == 0) {  // intercepted, and the client asked nothing: the tunnel is still a decision
+    egress_event ev = base;
+    ev.intercepted = true;
+    ev.decision = "allow";
+    ev.status = 200;
+    ev.reason = c.closed_because().value_or("closed");
+    report(st, c, ev);
+  }
 }
 
 // The connection's requests, each read and checked up to its target. A denial, or nullopt when

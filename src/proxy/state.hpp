@@ -5,6 +5,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <chrono>
@@ -32,10 +33,13 @@ class connection {
   // A tunnel link home: the sandbox is the one whose door it came through.
   connection(http::any_stream link, std::string sandbox);
 
+  // An intercepted connection's TLS contexts: declared before the streams, so they outlive them.
+  std::shared_ptr<boost::asio::ssl::context> client_tls, upstream_tls;
   boost::asio::ip::address peer;     // the client's address, as accepted (before client takes the socket)
   http::any_stream client;
   http::any_stream upstream;
   boost::beast::flat_buffer buffer;  // bytes read past the request head go upstream first
+  boost::beast::flat_buffer upstream_buffer;  // an intercepted connection's: read past a response head
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::string sandbox_id;            // set once authenticated: disconnect() finds it by this
   std::optional<std::string> proven_sandbox;  // a link home's: no credential is asked for
@@ -45,6 +49,7 @@ class connection {
   bool holds_tunnel = false;
   bool forget_traffic = false;       // the sandbox was disconnected: count only the totals
   bool linger = false;               // answered early: drain the client's input before closing
+  bool intercepted = false;          // both streams are TLS now (docs/secrets.md): read through them
   // Bytes the upstream proxy's answer to our CONNECT came with: the destination's first bytes
   // (a server that speaks first), which go to the client before anything else from upstream.
   std::string upstream_early;
@@ -70,6 +75,8 @@ struct egress_proxy::state {
   egress_directory& directory;
   name_resolver& resolver;
   std::function<void(const egress_event&)> on_decision;
+  interception_directory* interception = nullptr;
+  std::shared_ptr<boost::asio::ssl::context> upstream_context;
   bool stopping = false;
   std::vector<std::shared_ptr<boost::asio::ip::tcp::acceptor>> acceptors;
   std::list<detail::connection*> connections;

@@ -1,7 +1,9 @@
 // Sandbox lifecycle: create (with image pull), wait for states, stop, start, delete, TTL; PATCH
 // of what may change while it runs, and its resource metrics.
 #include <algorithm>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -13,6 +15,7 @@
 #include "sandfort/docker/image_archive.hpp"
 #include "sandfort/sandbox/gvisor_preload.hpp"
 #include "sandfort/sandbox/service.hpp"
+#include "sandfort/store/secret_store.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::sandbox {
@@ -83,6 +86,16 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   }
   auto spec = validate_create(cfg_, checked);
   if (!spec) co_return std::move(spec).err();
+  // Each secret is the organization's own (another's name is not found, as an unknown one is),
+  // and the CA the sandbox will trust exists before any row does.
+  for (const auto& a : spec->secrets)
+    if (auto found = store::secret_store(db_).get(org_id, a.name); !found)
+      co_return found.err().code == errc::not_found ? make_error(errc::not_found, "secret " + a.name + " not found")
+                                                    : std::move(found).err();
+  if (spec->trusts_interception_ca) {
+    if (!interception_ca_) co_return make_error(errc::unavailable, "secrets are not offered by this daemon");
+    if (auto ca = interception_ca_(org_id); !ca) co_return std::move(ca).err();
+  }
   if (*snapshot) spec->snapshot_name = req.snapshot;
   if (!net_.ready()) co_return make_error(errc::unavailable, "the sandbox network is not ready yet (is Docker running?)");
   // Reconciliation removes containers and marks rows it cannot account for: a sandbox created
@@ -122,7 +135,7 @@ task<sandbox_view> service::create(const std::string& org_id, const create_reque
   // never handed one (nor is an organization that may not run runc: admit() refused its runc
   // create above).
   if (spec->volumes.empty() && spec->user.empty() && spec->limits.disk_mb == cfg_.disk.default_mb &&
-      spec->runtime == "runc" && !spec->dials_home)
+      spec->runtime == "runc" && !spec->dials_home && !spec->trusts_interception_ca)
     member = pool_.take(image, {spec->limits.cpus, spec->limits.memory_mb, spec->limits.pids});
   // A member's memory was the host's already: taken, it moves from the pool to this sandbox.
   if (auto room = admission_.admit_to_host(org_id, spec->limits.memory_mb, {}, who, !member); !room) {
@@ -239,6 +252,7 @@ task<void> service::provision(store::sandbox_record rec, std::string proxy_secre
   if (auto r = sandboxes_.update_sandbox(rec); !r) co_return co_await fail(std::move(r).err());
   if (auto r = co_await give_default_workdir(rec.container_id, spec); !r)
     co_return co_await fail(std::move(r).err());
+  if (auto r = co_await install_interception_ca(rec, spec); !r) co_return co_await fail(std::move(r).err());
 
   if (auto r = co_await transitions_.start_and_wait(rec); !r) co_return co_await fail(std::move(r).err());
   if (deleted_meanwhile()) {
@@ -271,6 +285,36 @@ task<void> service::give_default_workdir(const std::string& container_id, const 
   if (auto r = co_await engine_.put_archive(container_id, "/", docker::directory_archive(name), true); !r)
     co_return make_error(r.err().code, "cannot give " + std::string(default_workdir) + " to user " + spec.user + ": " +
                                            r.err().message);
+  co_return ok_t{};
+}
+
+// The CA certificate (never its key) as a file of its own, and in a bundle with the daemon host's
+// trust store, so that a client whose variable names the bundle still trusts every other host.
+// Written as root-owned 0644 files into the container before its first start; a restart keeps them.
+task<void> service::install_interception_ca(const store::sandbox_record& rec, const sandbox_spec& spec) {
+  if (!spec.trusts_interception_ca) co_return ok_t{};
+  if (!interception_ca_) co_return make_error(errc::unavailable, "secrets are not offered by this daemon");
+  auto ca = interception_ca_(rec.org_id);
+  if (!ca) co_return std::move(ca).err();
+  std::string bundle;
+  for (const char* system : {"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"}) {
+    std::ifstream in(system, std::ios::binary);
+    if (!in) continue;
+    std::ostringstream all;
+    all << in.rdbuf();
+    bundle = all.str();
+    break;
+  }
+  if (!bundle.empty() && bundle.back() != '\n') bundle.push_back('\n');
+  bundle += *ca;
+  std::string ca_file = std::string(interception_ca_path).substr(1);
+  std::string bundle_file = std::string(interception_bundle_path).substr(1);
+  auto archive = docker::files_archive({{"usr/local/share/ca-certificates/", ""},
+                                        {ca_file, *ca},
+                                        {"etc/sandfort/", ""},
+                                        {bundle_file, bundle}});
+  if (auto r = co_await engine_.put_archive(rec.container_id, "/", std::move(archive), false); !r)
+    co_return make_error(r.err().code, "cannot install the interception CA: " + r.err().message);
   co_return ok_t{};
 }
 

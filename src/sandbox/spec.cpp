@@ -112,6 +112,56 @@ agent_address agent_address_of(const store::sandbox_record& rec) {
   return {rec.id, rec.container_id, spec_from_json(rec.spec_json).dials_home};
 }
 
+namespace {
+
+bool valid_secret_ref(const std::string& n) {
+  if (n.empty() || n.size() > 63 || !(n[0] >= 'a' && n[0] <= 'z')) return false;
+  return std::all_of(n.begin(), n.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; });
+}
+
+// The variables the daemon sets itself: a secret's placeholder may not take one of their names.
+bool daemon_variable(const std::string& k) {
+  static const std::set<std::string> names = {"HTTP_PROXY",    "HTTPS_PROXY",         "http_proxy",
+                                              "https_proxy",   "NO_PROXY",            "no_proxy",
+                                              "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
+                                              "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"};
+  return names.count(k) > 0;
+}
+
+// secrets: each named once, each with a variable of its own that nothing else sets; a placeholder
+// made for each. Whether each exists in the organization is the service's to check (the store).
+result<void> attach_secrets(const create_request& req, sandbox_spec& spec) {
+  if (req.secrets.size() > max_attached_secrets)
+    return make_error(errc::invalid_argument, "secrets: at most " + std::to_string(max_attached_secrets) + " per sandbox");
+  std::set<std::string> names, envs;
+  for (const auto& a : req.secrets) {
+    if (!valid_secret_ref(a.name))
+      return make_error(errc::invalid_argument, "secrets: '" + a.name + "' is not a secret name");
+    std::string env = a.env.empty() ? default_secret_env(a.name) : a.env;
+    if (!valid_env_key(env))
+      return make_error(errc::invalid_argument, "secrets: env '" + env + "' of " + a.name + " is not a valid variable name");
+    if (!names.insert(a.name).second)
+      return make_error(errc::invalid_argument, "secrets: " + a.name + " is attached twice");
+    if (!envs.insert(env).second || req.env.count(env) || daemon_variable(env))
+      return make_error(errc::invalid_argument, "secrets: the variable " + env + " of " + a.name +
+                                                    " is set otherwise (env, another secret, or the daemon's own)");
+    spec.secrets.push_back({a.name, env, "sfph_" + random_hex(16)});
+  }
+  bool restricting_rules = std::any_of(spec.egress_rules.begin(), spec.egress_rules.end(),
+                                       [](const auto& r) { return !r.methods.empty() || !r.paths.empty(); });
+  spec.trusts_interception_ca = !spec.secrets.empty() || restricting_rules;
+  return {};
+}
+
+}  // namespace
+
+std::string default_secret_env(const std::string& name) {
+  std::string out;
+  for (char c : name) out.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  return out;
+}
+
 result<sandbox_spec> validate_create(const config& cfg, const create_request& req) {
   sandbox_spec spec;
   if (!req.name.empty() && !valid_name(req.name))
@@ -177,6 +227,7 @@ result<sandbox_spec> validate_create(const config& cfg, const create_request& re
   spec.workdir = req.workdir;
   spec.public_preview = req.public_preview;
   spec.dials_home = spec.runtime == "gvisor" || cfg.runc_dials_home;
+  if (auto r = attach_secrets(req, spec); !r) return std::move(r).err();
   return spec;
 }
 
@@ -238,10 +289,21 @@ std::vector<std::string> proxy_environment(const std::string& sandbox_id, const 
           "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1"};
 }
 
+void add_secret_environment(const sandbox_spec& spec, std::map<std::string, std::string>& env) {
+  for (const auto& a : spec.secrets) env[a.env] = a.placeholder;
+  if (!spec.trusts_interception_ca) return;
+  // OpenSSL (Python, curl's SSL_CERT_FILE), requests and pip, curl, git: the image's bundle plus
+  // the CA. Node: the CA added to its own bundle.
+  for (const char* key : {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"})
+    env[key] = interception_bundle_path;
+  env["NODE_EXTRA_CA_CERTS"] = interception_ca_path;
+}
+
 std::map<std::string, std::string> sandbox_environment(const std::string& sandbox_id, const sandbox_spec& spec,
                                                        const std::string& proxy_secret, const std::string& gateway,
                                                        int proxy_port) {
   auto env = spec.env;
+  add_secret_environment(spec, env);
   // Last: a caller cannot point a sandbox at another proxy (it would have no route to it anyway).
   for (const auto& kv : proxy_environment(sandbox_id, proxy_secret, gateway, proxy_port)) {
     auto eq = kv.find('=');
@@ -267,6 +329,7 @@ void dial_home(docker::container_spec& c, const container_site& site, const stor
   c.binds.push_back({site.home_root + "/" + rec.id, home_in_container, true});
   c.env.clear();
   auto env = spec.env;
+  add_secret_environment(spec, env);
   const std::string proxy = "http://127.0.0.1:3128";
   for (const char* key : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}) env[key] = proxy;
   env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1";
@@ -362,6 +425,13 @@ std::string spec_to_json(const sandbox_spec& spec) {
   if (spec.idle_timeout_s) j["idle_timeout_s"] = spec.idle_timeout_s;
   if (!spec.snapshot_name.empty()) j["snapshot_name"] = spec.snapshot_name;
   if (spec.pooled) j["pooled"] = true;
+  if (!spec.secrets.empty()) {
+    json attached = json::array();
+    for (const auto& a : spec.secrets)
+      attached.push_back({{"name", a.name}, {"env", a.env}, {"placeholder", a.placeholder}});
+    j["secrets"] = std::move(attached);
+  }
+  if (spec.trusts_interception_ca) j["trusts_interception_ca"] = true;
   return j.dump();
 }
 
@@ -395,6 +465,11 @@ sandbox_spec spec_from_json(const std::string& text) {
   spec.public_preview = j.value("public_preview", false);
   spec.runtime = j.value("runtime", "runc");
   spec.dials_home = j.value("dials_home", spec.runtime == "gvisor");  // rows made before the flag
+  if (auto a = j.find("secrets"); a != j.end() && a->is_array())
+    for (const auto& m : *a)
+      if (m.is_object())
+        spec.secrets.push_back({m.value("name", ""), m.value("env", ""), m.value("placeholder", "")});
+  spec.trusts_interception_ca = j.value("trusts_interception_ca", false);
   if (auto v = j.find("volumes"); v != j.end() && v->is_array())
     for (const auto& m : *v)
       if (m.is_object())

@@ -10,9 +10,16 @@ std::optional<proxy::sandbox_egress> egress_lookup::find(const std::string& sand
   if (!rec || rec->proxy_secret_sha256.empty()) return std::nullopt;
   // The state and address bind the credential to where the sandbox's container is now.
   auto spec = spec_from_json(rec->spec_json);
-  return proxy::sandbox_egress{rec->id,         rec->org_id,  rec->proxy_secret_sha256,
-                               std::move(spec.egress_allowlist), rec->state, rec->address,
-                               std::move(spec.egress_deny),       std::move(spec.egress_rules)};
+  proxy::sandbox_egress out{rec->id,         rec->org_id,  rec->proxy_secret_sha256,
+                            std::move(spec.egress_allowlist), rec->state, rec->address,
+                            std::move(spec.egress_deny),       std::move(spec.egress_rules)};
+  if (secrets_)
+    for (const auto& a : spec.secrets)
+      if (auto s = secrets_(rec->org_id, a.name)) {
+        s->placeholder = a.placeholder;
+        out.secrets.push_back(std::move(*s));
+      }
+  return out;
 }
 
 std::optional<preview::preview_target> preview_lookup::find(const std::string& sandbox_id) {

@@ -34,6 +34,9 @@
 #include "sandfort/audit/signing.hpp"
 #include "sandfort/store/secret_store.hpp"
 #include "sandfort/store/webhook_store.hpp"
+#include "sandfort/secrets/tls_interception.hpp"
+#include "secret_backend.hpp"
+#include "secret_injection.hpp"
 #include "sandfort/auth/keys.hpp"
 #include "sandfort/compat/e2b/e2b.hpp"
 #include "sandfort/docker/unix_engine.hpp"
@@ -377,9 +380,21 @@ int serve(const config_flags& f) {
 
   auto proxy_opts = egress_options(cfg);
   if (!proxy_opts) throw std::runtime_error(proxy_opts.err().message);
-  sandbox::egress_lookup egress_directory(*db);
+  // Secrets (docs/secrets.md): the proxy opens a sandbox's secrets for each request, and
+  // intercepts HTTPS with its organization's CA; the real upstreams are verified against
+  // secrets.upstream_ca_file or the system trust store (a trust store that does not load stops
+  // the daemon here rather than failing every intercepted connection).
+  sandbox::egress_lookup egress_directory(*db, [&](const std::string& org_id, const std::string& name) {
+    return daemon::open_secret(*db, *secrets_key, org_id, name);
+  });
   proxy::system_resolver resolver;
   proxy::egress_proxy egress(ioc, *proxy_opts, egress_directory, resolver);
+  daemon::interception_authorities interception_cas(*db, *secrets_key);
+  auto upstream_tls = secrets::make_upstream_context({cfg.secrets.upstream_ca_file});
+  if (!upstream_tls) throw std::runtime_error("secrets: " + upstream_tls.err().message);
+  egress.enable_interception(interception_cas, *upstream_tls);
+  auto ca_source = daemon::make_secret_backend(cfg, *db, journal, clk, *secrets_key);
+  sandboxes.set_interception_ca([&ca_source](const std::string& org_id) { return ca_source->interception_ca_pem(org_id); });
   sandbox::preview_lookup preview_directory(*db, &sandboxes.activity());
   preview::preview_options preview_opts;
   preview_opts.domain = cfg.preview.domain;
@@ -417,7 +432,7 @@ int serve(const config_flags& f) {
   });
   egress.on_decision([&](const proxy::egress_event& ev) {
     egress_decisions.note({ev.org_id, ev.sandbox_id, ev.host, ev.port, ev.decision == "allow", ev.reason, ev.source,
-                           ev.bytes_in, ev.bytes_out});
+                           ev.bytes_in, ev.bytes_out, ev.injected});
   });
   sandboxes.set_egress_meter([&](const std::string& id) {
     auto t = egress.sandbox_traffic(id);

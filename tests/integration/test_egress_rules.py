@@ -234,9 +234,17 @@ def test_a_deny_entry_wins_over_an_allow(org, upstream):
     assert seen_since(upstream, mark) == [("GET", "/ok")]
 
 
-def test_connect_to_a_host_only_method_rules_allow_is_refused_until_interception(org, upstream):
-    member = org["member"]
-    sbx = member.create_sandbox(egress_rules=[{"host": "localhost", "methods": ["GET"]}])
+def test_connect_to_a_host_only_method_rules_allow_is_refused_without_an_interception_ca(daemon, upstream):
+    # With an interception CA, such a CONNECT is intercepted and each request decided
+    # (test_secret_injection.py). An organization that has none (its sandboxes were made with
+    # neither secrets nor method/path rules; here the rules came later, by PATCH) is refused.
+    admin = daemon.admin()
+    fresh = admin.post("/v1/orgs", {"name": "egress-rules-no-ca"}).json()
+    member = daemon.client(admin.post(f"/v1/orgs/{fresh['id']}/api-keys", {"name": "m", "role": "member"}).json()["key"])
+    sbx = member.create_sandbox(egress_allowlist=["localhost"])
+    r = member.request("PATCH", f"/v1/sandboxes/{sbx['id']}",
+                       body={"egress_allowlist": [], "egress_rules": [{"host": "localhost", "methods": ["GET"]}]})
+    assert r.status == 200, r
     [tunnel] = run_client(member, sbx, [[("CONNECT", f"localhost:{upstream.port}")]])
     assert tunnel["status"] == 403, tunnel
     assert "needs interception" in tunnel["body"] and "egress_rules[0]" in tunnel["body"], tunnel

@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/store/org_store.hpp"
@@ -28,6 +29,9 @@ struct egress_decision {
   std::string reason;  // deny: why; allow: how the tunnel ended
   std::string source;  // the connection's address
   unsigned long long bytes_in = 0, bytes_out = 0;
+  // Organization secrets the proxy put into the request (docs/secrets.md), by name: counted per
+  // name in the key's event ("injected": {"openai": 3}); never a value.
+  std::vector<std::string> injected = {};
 };
 
 class egress_summary {
@@ -54,6 +58,7 @@ class egress_summary {
     unsigned long long bytes_in = 0, bytes_out = 0;
     std::string first, last, source;
     std::map<std::string, long long> reasons;
+    std::map<std::string, long long> injected;
   };
   result<std::string> chain_of(const std::string& org_id, std::map<std::string, std::string>& seen);
 

@@ -135,6 +135,9 @@ struct secrets_config {
   std::string key_file;  // AES-256 key sealing secret values (0600); empty → <state_dir>/secrets.key
   int max_per_org = 100;      // secrets an organization may hold
   int max_value_bytes = 8192; // the largest value accepted
+  // The CA bundle an intercepted connection's real upstream must verify against (PEM); empty: the
+  // system trust store. For an organization whose hosts use a private CA, and for tests.
+  std::string upstream_ca_file;
 };
 
 // Life-cycle events delivered to an organization's webhooks (docs/events.md, "Webhooks").

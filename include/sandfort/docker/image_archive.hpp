@@ -5,6 +5,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sandfort/docker/engine.hpp"
 
@@ -18,6 +20,9 @@ std::string layerless_image_archive(const std::string& config_json, const std::s
 
 // A tar archive of one empty directory `name` (relative, no slashes inside), mode 0755. Pure.
 std::string directory_archive(const std::string& name);
+// A tar archive of files (relative paths, mode 0644, root-owned) and the directories named before
+// them ("etc/sandfort/", mode 0755), in the order given. Pure.
+std::string files_archive(const std::vector<std::pair<std::string, std::string>>& entries);
 
 // The config of a committed image rewritten to hold its filesystem and nothing of the container
 // it was committed from. Docker's commit keeps the container's whole configuration (its

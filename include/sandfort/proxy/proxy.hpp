@@ -25,8 +25,14 @@
 
 #include "sandfort/core/error.hpp"
 #include "sandfort/http/any_stream.hpp"
+#include "sandfort/proxy/injection.hpp"
 #include "sandfort/proxy/policy.hpp"
 #include "sandfort/proxy/rules.hpp"
+#include "sandfort/secrets/interception_ca.hpp"
+
+namespace boost::asio::ssl {
+class context;
+}
 
 namespace sandfort::proxy {
 
@@ -46,6 +52,9 @@ struct sandbox_egress {
   // by host, method and path.
   std::vector<std::string> deny = {};
   std::vector<egress_rule> rules = {};
+  // The organization secrets the sandbox was created with, their values as they are now
+  // (docs/secrets.md): HTTPS to a host one is bound to is intercepted and the value put in.
+  std::vector<injected_secret> secrets = {};
 
   egress_rule_set rule_set() const { return {allowlist, deny, rules}; }
 };
@@ -94,6 +103,23 @@ struct egress_event {
   std::chrono::milliseconds duration{0};
   std::string address;  // allow: the address dialed
   std::string source;   // the connecting client's address (the sandbox's, for a valid credential)
+  // An intercepted HTTPS request (docs/secrets.md): decided request by request, like a forwarded one.
+  bool intercepted = false;
+  std::vector<std::string> injected;  // the secrets put into this request, by name (never a value)
+};
+
+// An organization's interception CA and the leaves it minted, for intercepting HTTPS.
+struct interception_authority {
+  std::shared_ptr<const secrets::interception_ca> ca;
+  std::shared_ptr<secrets::leaf_cache> leaves;
+};
+
+// Where the proxy finds an organization's CA (the daemon keeps them sealed in the store). An
+// organization without one gets nullopt: its CONNECTs are never intercepted.
+class interception_directory {
+ public:
+  virtual ~interception_directory() = default;
+  virtual std::optional<interception_authority> authority(const std::string& org_id) = 0;
 };
 
 // The organization's own proxy, which every outbound connection goes through (docs/egress.md,
@@ -124,6 +150,7 @@ struct proxy_options {
   std::size_t max_addresses = 8;  // at most this many checked addresses are dialed, in order
 };
 
+
 class egress_proxy {
  public:
   // The directory and the resolver must outlive every connection: keep them until the
@@ -144,6 +171,12 @@ class egress_proxy {
   // traffic counters.
   void disconnect(const std::string& sandbox_id);
   void on_decision(std::function<void(const egress_event&)> callback);
+  // TLS interception for the hosts a sandbox's secrets are bound to, and for CONNECTs that only
+  // method/path rules allow (docs/secrets.md, docs/egress.md). Without it such CONNECTs are plain
+  // tunnels (secrets) or refused (rules). `upstream_context` verifies the real upstreams
+  // (secrets::make_upstream_context). The directory must outlive the proxy's connections.
+  void enable_interception(interception_directory& directory,
+                           std::shared_ptr<boost::asio::ssl::context> upstream_context);
   // A tunnel link of a sandbox that dials home (src/home/door.hpp): the door proved the sandbox,
   // so no credential is asked for and no source address checked; the allowlist, the address
   // checks, the per-sandbox limits and the decisions are those of a client of listen().

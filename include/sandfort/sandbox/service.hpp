@@ -80,6 +80,11 @@ class service : private sandbox_stopper {
   task<sandbox_metrics> metrics(const std::string& org_id, const std::string& id_or_name);
   // Where metrics() reads egress counts (the proxy, wired by sandfortd).
   void set_egress_meter(std::function<egress_traffic(const std::string&)> meter) { egress_meter_ = std::move(meter); }
+  // An organization's interception CA certificate (PEM; made on first need), which sandboxes
+  // with secrets trust (docs/secrets.md). Wired by sandfortd; unset, such creates are refused.
+  void set_interception_ca(std::function<result<std::string>(const std::string& org_id)> source) {
+    interception_ca_ = std::move(source);
+  }
 
   // Commands through the agent (commands.hpp): exec, code-run, and the agent connection the api
   // module forwards sessions, background commands, files, git and the PTY over.
@@ -125,6 +130,8 @@ class service : private sandbox_stopper {
   task<void> provision_pooled(store::sandbox_record& rec, std::string proxy_secret);
   // /work for a sandbox of a user other than root, made by the engine before the first start.
   task<void> give_default_workdir(const std::string& container_id, const sandbox_spec& spec);
+  // The organization's interception CA into the container's filesystem, before its first start.
+  task<void> install_interception_ca(const store::sandbox_record& rec, const sandbox_spec& spec);
   // A sandbox's spec as the audit chain keeps it: environment variables by name only (their
   // values are where secrets go), floats as text.
   static nlohmann::json spec_for_audit(const std::string& spec_json);
@@ -157,6 +164,7 @@ class service : private sandbox_stopper {
   host_memory& host_;
   audit::journal journal_;
   std::function<egress_traffic(const std::string&)> egress_meter_;
+  std::function<result<std::string>(const std::string&)> interception_ca_;
   activity_tracker activity_;
   network_service net_;
   transitions transitions_;

@@ -60,6 +60,17 @@ result<std::vector<proxy::egress_rule>> egress_rules_from_json(const nlohmann::j
 // idle_timeout_s, when given: 0 (never) up to 30 days.
 result<void> check_idle_timeout(const std::optional<std::int64_t>& idle_timeout_s);
 
+// Organization secrets on a sandbox (docs/secrets.md): at most this many per sandbox; the variable
+// a secret's placeholder is in when the create names none ("openai-prod" → OPENAI_PROD).
+inline constexpr std::size_t max_attached_secrets = 16;
+std::string default_secret_env(const std::string& name);
+// Where a sandbox that trusts its organization's interception CA finds it: the CA alone (also in
+// update-ca-certificates' directory), and a bundle of the daemon host's trust store plus the CA.
+inline constexpr const char* interception_ca_path = "/usr/local/share/ca-certificates/sandfort-interception.crt";
+inline constexpr const char* interception_bundle_path = "/etc/sandfort/ca-certificates.crt";
+// The placeholders of a spec's secrets, and the CA variables when it trusts the CA.
+void add_secret_environment(const sandbox_spec& spec, std::map<std::string, std::string>& env);
+
 // The environment that sends a sandbox's HTTP clients through the egress proxy.
 std::vector<std::string> proxy_environment(const std::string& sandbox_id, const std::string& secret,
                                            const std::string& gateway, int port);

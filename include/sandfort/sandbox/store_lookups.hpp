@@ -4,6 +4,8 @@
 // key, so they look a sandbox up by its id alone, and only live rows count (a deleted sandbox's
 // credential and preview URLs die with its row).
 
+#include <functional>
+
 #include "sandfort/preview/server.hpp"
 #include "sandfort/proxy/proxy.hpp"
 #include "sandfort/sandbox/activity.hpp"
@@ -13,11 +15,19 @@ namespace sandfort::sandbox {
 
 class egress_lookup final : public proxy::egress_directory {
  public:
-  explicit egress_lookup(store::sandbox_store sandboxes) : sandboxes_(sandboxes) {}
+  // An organization's secret as it is now (hosts, placement, value opened), or nullopt when it is
+  // gone: sandfortd's, which holds the sealing key.
+  using secret_source =
+      std::function<std::optional<proxy::injected_secret>(const std::string& org_id, const std::string& name)>;
+  explicit egress_lookup(store::sandbox_store sandboxes, secret_source secrets = {})
+      : sandboxes_(sandboxes), secrets_(std::move(secrets)) {}
+  // The sandbox's secrets are looked up too, each time: a secret rotated or deleted since is
+  // injected as it is now, or not at all.
   std::optional<proxy::sandbox_egress> find(const std::string& sandbox_id) override;
 
  private:
   store::sandbox_store sandboxes_;
+  secret_source secrets_;
 };
 
 class preview_lookup final : public preview::preview_directory {

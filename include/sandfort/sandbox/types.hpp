@@ -60,6 +60,18 @@ struct volume_request {
   bool read_only = false;
 };
 
+// An organization secret a sandbox is created with (docs/secrets.md): the sandbox gets only a
+// placeholder, in the environment variable `env`; the egress proxy puts the value in.
+struct secret_attachment {
+  std::string name;
+  std::string env;  // empty: the name upper-cased, '-' as '_' ("openai" → OPENAI)
+};
+struct attached_secret {
+  std::string name;
+  std::string env;
+  std::string placeholder;  // "sfph_" + 32 hex: worthless anywhere but in this sandbox's requests
+};
+
 struct create_request {
   std::string name;      // optional
   std::string snapshot;  // empty: the configured default image
@@ -82,6 +94,7 @@ struct create_request {
   bool public_preview = false;
   std::vector<volume_request> volumes;
   std::string runtime;  // runc | gvisor; empty: the configured default_runtime
+  std::vector<secret_attachment> secrets;
 };
 
 // PATCH: only the fields present change.
@@ -121,6 +134,11 @@ struct sandbox_spec {
   // configuration holds none of the caller's environment, and every start of it claims the
   // agent again with that environment and a new proxy credential (src/sandbox/pool_members.cpp).
   bool pooled = false;
+  // Fixed at create (docs/secrets.md): the secrets attached, and whether the organization's
+  // interception CA was installed in the container's filesystem and named by the variables TLS
+  // clients read (a sandbox with secrets, or with method/path egress rules).
+  std::vector<attached_secret> secrets;
+  bool trusts_interception_ca = false;
 };
 
 struct sandbox_view {

@@ -9,7 +9,9 @@
 // The upstream is dialled and verified first: a host whose certificate does not verify is never
 // impersonated to the client, whose handshake then fails.
 //
-// Not wired into the proxy yet (src/proxy/session.cpp): this is the unit it will call.
+// The egress proxy (src/proxy/session.cpp) calls intercept_in_place on a connection whose upstream
+// it dialled itself (the addresses it checked, or through egress.upstream_proxy). Both sides offer
+// and accept only HTTP/1.1 (ALPN), since the proxy reads requests as HTTP/1.1.
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -50,6 +52,20 @@ struct interception_request {
   std::vector<boost::asio::ip::tcp::endpoint> addresses;  // what the proxy checked: dialled in turn, nothing else
   std::chrono::milliseconds timeout{10'000};              // each step: connect, each handshake
 };
+
+// Both streams connected, in the clear: TLS with the upstream first (verified as `host`), then the
+// client's handshake as `host`, whose SNI must name `host` (a client asking for another name, or
+// for none, is refused: the leaf it would get names `host` only, and the request's policy was
+// decided for `host`). On success both streams read and write TLS from then on; the contexts
+// returned must outlive them. On failure the error says which side failed and why; the streams are
+// left for the caller to close.
+struct interception_contexts {
+  std::shared_ptr<boost::asio::ssl::context> client_context;
+  std::shared_ptr<boost::asio::ssl::context> upstream_context;
+};
+boost::asio::awaitable<result<interception_contexts>> intercept_in_place(
+    http::any_stream& client, http::any_stream& upstream, const std::string& host, std::chrono::milliseconds timeout,
+    leaf_cache& leaves, const interception_ca& ca, std::shared_ptr<boost::asio::ssl::context> upstream_context);
 
 // `client` is the accepted stream after the CONNECT's 200, still in the clear. On failure it is
 // closed and the error says which side failed and why ("upstream api.example.com: certificate

@@ -57,6 +57,9 @@ class SandboxInfo:
     egress_deny: List[str] = field(default_factory=list)
     #: ``[{"host": …, "methods": […], "paths": […]}]``: allows by host, method and path (docs/egress.md).
     egress_rules: List[Dict[str, Any]] = field(default_factory=list)
+    #: ``[{"name": …, "env": …, "placeholder": "sfph_…"}]``: the organization's secrets attached at
+    #: create; the sandbox holds only the placeholders, the proxy injects the values (docs/secrets.md).
+    secrets: List[Dict[str, Any]] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -68,6 +71,7 @@ class SandboxInfo:
                    egress_allowlist=list(d.get("egress_allowlist") or []),
                    egress_deny=list(d.get("egress_deny") or []),
                    egress_rules=[dict(r) for r in d.get("egress_rules") or []],
+                   secrets=[dict(a) for a in d.get("secrets") or []],
                    labels=dict(d.get("labels") or {}), env_keys=list(d.get("env_keys") or []),
                    user=d.get("user"), workdir=d.get("workdir"),
                    public_preview=bool(d.get("public_preview", False)),

@@ -42,6 +42,7 @@ class SandboxesMixin:
                        public_preview: Optional[bool] = None,
                        volumes: Optional[Sequence[Mapping[str, Any]]] = None,
                        runtime: Optional[Literal["runc", "gvisor"]] = None,
+                       secrets: Optional[Sequence[Union[str, Mapping[str, str]]]] = None,
                        timeout: Optional[float] = 600.0,
                        **extra: Any) -> "Sandbox":
         """Creates a sandbox. ``snapshot`` is one of the organization's snapshots by name or id
@@ -61,7 +62,10 @@ class SandboxesMixin:
         ``RuntimeNotAllowedError`` (a ``runtime`` its policy does not allow), ``ConflictError`` while
         its kill switch is on. ``egress_deny`` and ``egress_rules`` (``[{"host": "api.github.com",
         "methods": ["GET"], "paths": ["/repos/acme/*"]}]``) add to ``egress_allowlist``
-        (docs/egress.md); with none of the three, the organization's egress defaults apply."""
+        (docs/egress.md); with none of the three, the organization's egress defaults apply.
+        ``secrets``: the organization's secrets by name, or ``{"name": …, "env": …}``: the sandbox
+        gets a placeholder in that variable and the egress proxy puts the value into HTTPS requests
+        to the secret's hosts (docs/secrets.md); ``info.secrets`` lists them."""
         body = clean({"snapshot": snapshot, "name": name, "wait": wait,
                       "env": dict(env) if env is not None else None,
                       "labels": dict(labels) if labels is not None else None,
@@ -71,7 +75,9 @@ class SandboxesMixin:
                       "egress_rules": [dict(r) for r in egress_rules] if egress_rules is not None else None,
                       "ttl_s": ttl_s, "idle_timeout_s": idle_timeout_s, "user": user, "workdir": workdir,
                       "public_preview": public_preview, "runtime": runtime,
-                      "volumes": [clean(v) for v in volumes] if volumes is not None else None})
+                      "volumes": [clean(v) for v in volumes] if volumes is not None else None,
+                      "secrets": [a if isinstance(a, str) else dict(a) for a in secrets]
+                      if secrets is not None else None})
         body.update(extra)
         data = self._t.call("POST", "/v1/sandboxes", json_body=body, timeout=timeout)
         return self._handle(SandboxInfo.from_json(data))

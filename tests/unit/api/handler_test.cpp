@@ -63,7 +63,7 @@ std::set<std::string> keys_of(const json& j) {
 const std::set<std::string> sandbox_fields = {
     "id",      "name",           "state",          "snapshot", "created_at", "updated_at",     "expires_at",
     "ttl_s",   "idle_timeout_s", "resources",      "egress_allowlist",       "egress_deny", "egress_rules", "labels",         "env_keys",
-    "user",    "workdir",        "public_preview", "volumes",  "preview_url_template", "runtime"};
+    "user",    "workdir",        "public_preview", "volumes",  "preview_url_template", "runtime", "secrets"};
 
 // A route's pattern with every name filled in: organization B's resources wherever one is named.
 std::string naming_org_b(const std::string& pattern) {

@@ -193,3 +193,24 @@ TEST_CASE("egress summary: on a full state disk the counts wait in memory and ar
   audit::chain_verifier v(a.id);
   for (const auto& e : got) REQUIRE(v.feed(e));
 }
+
+TEST_CASE("egress summary: injected secrets are counted by name in their key's event, no name no field") {
+  egress_fixture f;
+  f.org("superadmin", true);
+  auto a = f.org("a");
+  for (int i = 0; i < 3; ++i) {
+    auto d = allow(a.id, "sbx-1", "api.openai.com", 10, 10);
+    d.injected = {"openai"};
+    f.egress.note(d);
+  }
+  auto both = allow(a.id, "sbx-1", "api.openai.com", 1, 1);
+  both.injected = {"openai", "org-header"};
+  f.egress.note(both);
+  f.egress.note(allow(a.id, "sbx-1", "example.com", 1, 1));
+  REQUIRE(*f.egress.flush() == 2);
+  std::map<std::string, nlohmann::json> by_host;
+  for (const auto& e : f.events(a.id)) by_host[details(e)["host"]] = details(e);
+  CHECK(by_host.at("api.openai.com")["count"] == 4);
+  CHECK(by_host.at("api.openai.com")["injected"] == nlohmann::json{{"openai", 4}, {"org-header", 1}});
+  CHECK_FALSE(by_host.at("example.com").contains("injected"));
+}

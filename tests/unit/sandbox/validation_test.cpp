@@ -338,3 +338,52 @@ TEST_CASE("sandbox: create refuses a name already used in the organization", "[s
   REQUIRE(other.ok());
   CHECK(other->state == "started");
 }
+
+TEST_CASE("sandbox: secrets on create get a variable and a placeholder each, and trust the CA", "[sandbox][secrets]") {
+  config cfg;
+  create_request req;
+  req.secrets = {{"openai-prod", ""}, {"github", "GITHUB_TOKEN"}};
+  auto spec = validate_create(cfg, req);
+  REQUIRE(spec.ok());
+  REQUIRE(spec->secrets.size() == 2);
+  CHECK(spec->secrets[0].env == "OPENAI_PROD");
+  CHECK(spec->secrets[1].env == "GITHUB_TOKEN");
+  CHECK(spec->secrets[0].placeholder.size() == 37);
+  CHECK(spec->secrets[0].placeholder.rfind("sfph_", 0) == 0);
+  CHECK(spec->secrets[0].placeholder != spec->secrets[1].placeholder);
+  CHECK(spec->trusts_interception_ca);
+  // Stored and read back; the environment holds placeholders and the CA variables.
+  auto back = spec_from_json(spec_to_json(*spec));
+  REQUIRE(back.secrets.size() == 2);
+  CHECK(back.secrets[1].placeholder == spec->secrets[1].placeholder);
+  CHECK(back.trusts_interception_ca);
+  auto env = sandbox_environment("sbx-1", back, "secret", "10.0.0.1", 3128);
+  CHECK(env["GITHUB_TOKEN"] == spec->secrets[1].placeholder);
+  CHECK(env["SSL_CERT_FILE"] == interception_bundle_path);
+  CHECK(env["NODE_EXTRA_CA_CERTS"] == interception_ca_path);
+
+  create_request plain;
+  CHECK_FALSE(validate_create(cfg, plain)->trusts_interception_ca);
+  create_request rules;
+  rules.egress_rules = {{"api.github.com", {"GET"}, {}}};
+  CHECK(validate_create(cfg, rules)->trusts_interception_ca);
+
+  for (auto bad : std::vector<std::vector<secret_attachment>>{
+           {{"openai", ""}, {"openai", "OTHER"}},
+           {{"openai", "HTTPS_PROXY"}},
+           {{"openai", "SSL_CERT_FILE"}},
+           {{"openai", "1BAD"}},
+           {{"Bad Name", ""}},
+           {{"a", "X"}, {"b", "X"}},
+           std::vector<secret_attachment>(17, {"x", ""})}) {
+    create_request r;
+    r.secrets = bad;
+    auto refused = validate_create(cfg, r);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.err().code == errc::invalid_argument);
+  }
+  create_request clash;
+  clash.env = {{"OPENAI", "mine"}};
+  clash.secrets = {{"openai", ""}};
+  CHECK_FALSE(validate_create(cfg, clash).ok());
+}
