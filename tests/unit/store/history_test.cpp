@@ -491,8 +491,8 @@ TEST_CASE("history: a version 5 database gains the labels of its live sandboxes 
                          "ALTER TABLE org_guardrails DROP COLUMN allowed_runtimes; "
                          "ALTER TABLE org_guardrails DROP COLUMN egress_defaults; "
                          "DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
-                         "DROP TABLE secrets; DROP TABLE interception_cas; DROP TABLE webhooks; DROP TABLE webhook_deliveries; "
-                         "PRAGMA user_version = 5",
+                         "DROP TABLE secrets; DROP TABLE interception_cas; DROP INDEX audit_lifecycle; "
+                         "DROP TABLE webhooks; DROP TABLE webhook_deliveries; PRAGMA user_version = 5",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }
