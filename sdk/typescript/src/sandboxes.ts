@@ -56,6 +56,7 @@ function toSandboxInfo(j: Json): SandboxInfo {
     workdir: j.workdir ?? null,
     publicPreview: !!j.public_preview,
     volumes: ((j.volumes ?? []) as Json[]).map((v) => ({ name: v.name, mountPath: v.mount_path, readOnly: !!v.read_only })),
+    secrets: ((j.secrets ?? []) as Json[]).map((a) => ({ name: a.name, env: a.env, placeholder: a.placeholder })),
     previewUrlTemplate: j.preview_url_template ?? null,
     errorMessage: j.error_message ?? null,
   };
@@ -91,6 +92,7 @@ function createBody(o: CreateSandboxOptions): Json {
   if (o.publicPreview !== undefined) b.public_preview = o.publicPreview;
   if (o.volumes !== undefined) b.volumes = o.volumes.map(mountBody);
   if (o.runtime !== undefined) b.runtime = o.runtime;
+  if (o.secrets !== undefined) b.secrets = o.secrets;
   return b;
 }
 

@@ -42,6 +42,11 @@ export interface SandboxInfo {
   publicPreview: boolean;
   /** The volumes it mounts. */
   volumes: VolumeMount[];
+  /**
+   * The organization's secrets attached at create: the variable holding each placeholder. The
+   * sandbox holds only placeholders; the egress proxy puts the values in (docs/secrets.md).
+   */
+  secrets: SecretAttachment[];
   previewUrlTemplate: string | null;
   errorMessage: string | null;
 }
@@ -95,6 +100,15 @@ export interface ListSnapshotsOptions {
   cursor?: string;
 }
 
+/** A secret attached to a sandbox (docs/secrets.md): never its value. */
+export interface SecretAttachment {
+  name: string;
+  /** The environment variable holding the placeholder. */
+  env: string;
+  /** `sfph_…`: worthless anywhere but in a request through this sandbox's proxy to the secret's hosts. */
+  placeholder: string;
+}
+
 export interface CreateSandboxOptions {
   /** One of the organization's snapshots by name or id (createSnapshot), else an image reference; the daemon's default image when absent. */
   snapshot?: string;
@@ -117,6 +131,13 @@ export interface CreateSandboxOptions {
   publicPreview?: boolean;
   /** Volumes of the organization to mount (at most 8). */
   volumes?: VolumeMount[];
+  /**
+   * The organization's secrets by name, or `{ name, env }` (default variable: the name in upper
+   * case, `-` as `_`): the sandbox gets a placeholder in that variable and trusts the
+   * organization's interception CA; requests to the secret's hosts carry the value (at most 16;
+   * fixed at create). An unknown name is 404 `not_found` and nothing is created.
+   */
+  secrets?: (string | { name: string; env?: string })[];
   /**
    * `gvisor`: run under gVisor's kernel, not the host's (see `SandboxRuntime`); when absent, the
    * daemon's `default_runtime` (`runc`), or the first runtime the organization's `allowedRuntimes`

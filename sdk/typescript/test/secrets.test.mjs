@@ -87,3 +87,24 @@ test("a viewer reads but cannot change; bad input is 400; the interception CA is
   assert.match(pem, /^-----BEGIN CERTIFICATE-----/);
   assert.equal(await admin.secrets.interceptionCa(), pem);
 });
+
+test("a sandbox created with secrets holds placeholders only; an unknown secret creates nothing", async () => {
+  const value = `sk-ts-${randomBytes(16).toString("hex")}`;
+  await admin.secrets.create({ name: "model-key", value, hosts: ["api.example.com"], header: "Authorization", format: "Bearer {value}" });
+  await assert.rejects(admin.createSandbox({ secrets: ["no-such-secret"] }), { status: 404, code: "not_found" });
+  assert.deepEqual((await admin.listSandboxes()).items, []);
+  const sbx = await admin.createSandbox({ secrets: [{ name: "model-key", env: "OPENAI_API_KEY" }] });
+  try {
+    const [attached] = sbx.info.secrets;
+    assert.equal(attached.name, "model-key");
+    assert.equal(attached.env, "OPENAI_API_KEY");
+    assert.match(attached.placeholder, /^sfph_[0-9a-f]{32}$/);
+    const env = (await sbx.commands.run("env")).stdout;
+    assert.ok(env.includes(`OPENAI_API_KEY=${attached.placeholder}\n`), env);
+    assert.ok(!env.includes(value));
+    assert.deepEqual((await admin.getSandbox(sbx.id)).info.secrets, sbx.info.secrets);
+  } finally {
+    await sbx.kill();
+    await admin.secrets.delete("model-key");
+  }
+});
