@@ -5,25 +5,13 @@
 
 #include "sandfort/core/base64.hpp"
 #include "sandfort/proxy/policy.hpp"
+#include "header_names.hpp"
 
 namespace sandfort::proxy {
 
 namespace bhttp = boost::beast::http;
 
 namespace {
-
-std::string lowered(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
-std::string_view trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // A value that would break the line it is put in (CR, LF, NUL, ...) is never put in a header.
 bool header_safe(std::string_view v) {
@@ -143,25 +131,14 @@ upstream_request intercepted_request_head(const bhttp::request_header<>& head, s
                                           std::string_view host_header, const std::vector<injected_secret>& secrets) {
   upstream_request out;
   // Headers as (name, value), the hop-by-hop ones (and those Connection names) left out.
-  std::vector<std::string> named;
-  for (auto it = head.find(bhttp::field::connection); it != head.end() && it->name() == bhttp::field::connection;
-       ++it) {
-    std::string_view rest = it->value();
-    while (!rest.empty()) {
-      auto comma = rest.find(',');
-      named.push_back(lowered(trimmed(rest.substr(0, comma))));
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    }
-  }
+  auto named = detail::connection_tokens(head);
   std::vector<std::pair<std::string, std::string>> fields;
   bool has_host = false;
   bool bound = false;
   for (const auto& field : head) {
-    auto name = lowered(field.name_string());
+    auto name = detail::ascii_lower(field.name_string());
     if (hop_by_hop(name)) continue;
-    if (name != "content-length" && name != "transfer-encoding" &&
-        std::find(named.begin(), named.end(), name) != named.end())
-      continue;
+    if (!detail::is_framing(name) && std::find(named.begin(), named.end(), name) != named.end()) continue;
     if (name == "host") has_host = true;
     fields.emplace_back(std::string(field.name_string()), std::string(field.value()));
   }
@@ -173,9 +150,9 @@ upstream_request intercepted_request_head(const bhttp::request_header<>& head, s
     switch (s.placement.type) {
       case secrets::placement::kind::header: {
         if (!header_safe(s.value)) break;
-        auto wanted = lowered(s.placement.header);
+        auto wanted = detail::ascii_lower(s.placement.header);
         for (auto& [name, value] : fields)
-          if (lowered(name) == wanted && value.find(s.placeholder) != std::string::npos) {
+          if (detail::ascii_lower(name) == wanted && value.find(s.placeholder) != std::string::npos) {
             value = replaced(s.placement.format, "{value}", s.value);
             put = true;
           }
@@ -186,10 +163,10 @@ upstream_request intercepted_request_head(const bhttp::request_header<>& head, s
         break;
       case secrets::placement::kind::basic_auth:
         for (auto& [name, value] : fields) {
-          if (lowered(name) != "authorization") continue;
-          std::string_view v = trimmed(value);
-          if (v.size() < 6 || lowered(v.substr(0, 6)) != "basic ") continue;
-          auto decoded = base64_decode(trimmed(v.substr(6)));
+          if (detail::ascii_lower(name) != "authorization") continue;
+          std::string_view v = detail::trim_ows(value);
+          if (v.size() < 6 || detail::ascii_lower(v.substr(0, 6)) != "basic ") continue;
+          auto decoded = base64_decode(detail::trim_ows(v.substr(6)));
           if (!decoded) continue;
           auto colon = decoded->find(':');
           if (colon == std::string::npos || decoded->substr(colon + 1) != s.placeholder) continue;
@@ -203,7 +180,7 @@ upstream_request intercepted_request_head(const bhttp::request_header<>& head, s
   out.head = std::string(head.method_string()) + " " + target + " HTTP/1.1\r\n";
   if (!has_host) out.head += "Host: " + std::string(host_header) + "\r\n";
   for (const auto& [name, value] : fields) {
-    if (bound && lowered(name) == "accept-encoding") continue;
+    if (bound && detail::ascii_lower(name) == "accept-encoding") continue;
     out.head += name + ": " + value + "\r\n";
   }
   if (bound) out.head += "Accept-Encoding: identity\r\n";

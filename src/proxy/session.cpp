@@ -28,6 +28,7 @@
 #include "sandfort/proxy/rules.hpp"
 #include "sandfort/secrets/tls_interception.hpp"
 #include "sandfort/http/use_tuple.hpp"
+#include "header_names.hpp"
 #include "tunnel.hpp"
 #include "wire.hpp"
 
@@ -680,30 +681,12 @@ asio::awaitable<bool> skip_body(state& st, connection& c, std::uint64_t length) 
 // The hop-by-hop headers of a response (and those its Connection names) are dropped; with
 // replacements, every value of a secret in a header becomes its placeholder.
 void clean_response_head(bhttp::response_header<>& res, const replacements& r) {
-  std::vector<std::string> named;
-  auto lower = [](std::string_view v) {
-    std::string out(v);
-    for (auto& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return out;
-  };
-  for (auto it = res.find(bhttp::field::connection); it != res.end() && it->name() == bhttp::field::connection; ++it) {
-    std::string_view rest = it->value();
-    while (!rest.empty()) {
-      auto comma = rest.find(',');
-      auto token = rest.substr(0, comma);
-      while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
-      while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
-      named.push_back(lower(token));
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    }
-  }
+  auto named = connection_tokens(res);
   std::vector<std::pair<std::string, std::string>> kept;
   for (const auto& field : res) {
-    auto name = lower(field.name_string());
+    auto name = ascii_lower(field.name_string());
     if (name == "connection" || name == "keep-alive" || name == "proxy-connection") continue;
-    if (name != "content-length" && name != "transfer-encoding" &&
-        std::find(named.begin(), named.end(), name) != named.end())
-      continue;
+    if (!is_framing(name) && std::find(named.begin(), named.end(), name) != named.end()) continue;
     kept.emplace_back(std::string(field.name_string()),
                       r.empty() ? std::string(field.value()) : replace_values(field.value(), r));
   }

@@ -1,5 +1,7 @@
 #include "wire.hpp"
 
+#include "header_names.hpp"
+
 #include <algorithm>
 #include <array>
 #include <boost/beast/http/status.hpp>
@@ -10,19 +12,6 @@ namespace {
 
 constexpr std::size_t max_log_value = 200;
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // Headers for this hop only (RFC 9110 7.6.1) and the proxy's own; Host is rewritten from the URI.
 bool dropped(std::string_view lowered) {
   static constexpr std::array<std::string_view, 8> names{"connection", "keep-alive", "proxy-authorization",
@@ -31,23 +20,6 @@ bool dropped(std::string_view lowered) {
   return std::find(names.begin(), names.end(), lowered) != names.end();
 }
 
-// The body is relayed as raw bytes, so its framing must reach the upstream as the client sent
-// it: a client naming these in Connection would otherwise have its body read as a new request.
-bool framing(std::string_view lowered) { return lowered == "content-length" || lowered == "transfer-encoding"; }
-
-std::vector<std::string> connection_tokens(const bhttp::request_header<>& head) {
-  std::vector<std::string> out;
-  for (auto it = head.find(bhttp::field::connection); it != head.end() && it->name() == bhttp::field::connection;
-       ++it) {
-    std::string_view rest = it->value();
-    while (!rest.empty()) {
-      auto comma = rest.find(',');
-      out.push_back(lower(trim(rest.substr(0, comma))));
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    }
-  }
-  return out;
-}
 
 // Printable ASCII without spaces (a space would start a new key=value); anything else → '?'.
 std::string log_token(std::string_view s) {
@@ -122,9 +94,9 @@ std::string forward_head(const bhttp::request_header<>& head, const egress_targe
   out += " " + target.origin_target + (head.version() == 10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n");
   out += "Host: " + target.host_header + "\r\n";
   for (const auto& field : head) {
-    auto name = lower(field.name_string());
+    auto name = ascii_lower(field.name_string());
     if (dropped(name)) continue;
-    if (!framing(name) && std::find(named.begin(), named.end(), name) != named.end()) continue;
+    if (!is_framing(name) && std::find(named.begin(), named.end(), name) != named.end()) continue;
     out += std::string(field.name_string()) + ": " + std::string(field.value()) + "\r\n";
   }
   out += "Connection: close\r\n\r\n";
@@ -132,21 +104,12 @@ std::string forward_head(const bhttp::request_header<>& head, const egress_targe
 }
 
 std::string response_head_for_client(const bhttp::response_header<>& head, bool keep_alive) {
-  std::vector<std::string> named;
-  for (auto it = head.find(bhttp::field::connection); it != head.end() && it->name() == bhttp::field::connection;
-       ++it) {
-    std::string_view rest = it->value();
-    while (!rest.empty()) {
-      auto comma = rest.find(',');
-      named.push_back(lower(trim(rest.substr(0, comma))));
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    }
-  }
+  auto named = connection_tokens(head);
   std::string out = "HTTP/1.1 " + std::to_string(head.result_int()) + " " + std::string(head.reason()) + "\r\n";
   for (const auto& field : head) {
-    auto name = lower(field.name_string());
+    auto name = ascii_lower(field.name_string());
     if (name == "connection" || name == "keep-alive" || name == "proxy-connection") continue;
-    if (!framing(name) && std::find(named.begin(), named.end(), name) != named.end()) continue;
+    if (!is_framing(name) && std::find(named.begin(), named.end(), name) != named.end()) continue;
     out += std::string(field.name_string()) + ": " + std::string(field.value()) + "\r\n";
   }
   if (!keep_alive) out += "Connection: close\r\n";

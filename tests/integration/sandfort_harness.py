@@ -435,15 +435,24 @@ class Daemon:
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: ")
 
 
-def new_org_member(daemon, name):
-    """A second organization made by the operator, and a member's client of it: (org, client)."""
+def new_org_with_keys(daemon, name, roles=("admin", "member", "viewer")):
+    """An organization made by the operator and a client per role: (org, {role: client})."""
     admin = daemon.admin()
     r = admin.post("/v1/orgs", {"name": name})
     assert r.status == 201, r
     org = r.json()
-    r = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": "member", "role": "member"})
-    assert r.status == 201, r
-    return org, daemon.client(r.json()["key"])
+    clients = {}
+    for role in roles:
+        r = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": role, "role": role})
+        assert r.status == 201, r
+        clients[role] = daemon.client(r.json()["key"])
+    return org, clients
+
+
+def new_org_member(daemon, name):
+    """A second organization made by the operator, and a member's client of it: (org, client)."""
+    org, clients = new_org_with_keys(daemon, name, ("member",))
+    return org, clients["member"]
 
 
 def sanitized_daemon():

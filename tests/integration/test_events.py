@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sandfort_harness import Daemon
+from sandfort_harness import Daemon, new_org_with_keys
 
 
 @pytest.fixture(scope="module")
@@ -20,20 +20,6 @@ def daemon():
     d = Daemon({"guardrails": {"delete_grace_s": 3}, "audit": {"summary_interval_s": 1}}).start()
     yield d
     d.stop_and_cleanup()
-
-
-def new_org(daemon, name):
-    """An organization made by the operator with an admin, a member and a viewer key."""
-    admin = daemon.admin()
-    r = admin.post("/v1/orgs", {"name": name})
-    assert r.status == 201, r
-    org = r.json()
-    clients = {}
-    for role in ("admin", "member", "viewer"):
-        r = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": role, "role": role})
-        assert r.status == 201, r
-        clients[role] = daemon.client(r.json()["key"])
-    return org, clients
 
 
 class Stream:
@@ -87,8 +73,8 @@ def is_event(type_, target):
 
 
 def test_a_sandboxs_life_in_order_resumed_filtered_and_seen_by_its_organization_only(daemon):
-    org, c = new_org(daemon, "events-life")
-    other_org, other = new_org(daemon, "events-other")
+    org, c = new_org_with_keys(daemon, "events-life")
+    other_org, other = new_org_with_keys(daemon, "events-other")
     stream = Stream(c["viewer"])  # any role reads
     assert stream.resp.status == 200 and stream.resp.getheader("Content-Type") == "text/event-stream"
     sbx = c["member"].create_sandbox()
@@ -138,7 +124,7 @@ def test_a_sandboxs_life_in_order_resumed_filtered_and_seen_by_its_organization_
 
 
 def test_bad_cursors_and_types_are_refused_with_the_error_shape(daemon):
-    org, c = new_org(daemon, "events-bad")
+    org, c = new_org_with_keys(daemon, "events-bad")
     for query, headers, word in (("", {"Last-Event-ID": "abc"}, "Last-Event-ID"),
                                  ("?after=-1", {}, "after"),
                                  ("?types=sandbox.exploded", {}, "sandbox.exploded"),
@@ -150,12 +136,12 @@ def test_bad_cursors_and_types_are_refused_with_the_error_shape(daemon):
     assert daemon.client().get("/v1/events").status == 401
     assert daemon.client("sfk_not_a_key").get("/v1/events").status == 401
     # Another organization named by a key that is not the operator's: not found, like any resource.
-    other_org, _ = new_org(daemon, "events-bad-other")
+    other_org, _ = new_org_with_keys(daemon, "events-bad-other")
     assert c["admin"].get(f"/v1/events?org={other_org['id']}").status == 404
 
 
 def test_an_idle_timeout_stop_says_idle_timeout(daemon):
-    org, c = new_org(daemon, "events-idle")
+    org, c = new_org_with_keys(daemon, "events-idle")
     stream = Stream(c["viewer"], "?types=sandbox.stopped")
     sbx = c["member"].create_sandbox(idle_timeout_s=2)
     stopped = stream.until(is_event("sandbox.stopped", sbx["id"]))[-1]
@@ -168,7 +154,7 @@ def test_an_idle_timeout_stop_says_idle_timeout(daemon):
 
 
 def test_the_kill_switch_says_kill_switch(daemon):
-    org, c = new_org(daemon, "events-kill")
+    org, c = new_org_with_keys(daemon, "events-kill")
     sbx = c["member"].create_sandbox(idle_timeout_s=0)
     stream = Stream(c["member"], "?types=sandbox.stopped")
     r = c["admin"].post(f"/v1/orgs/{org['id']}/stop-all")
@@ -180,7 +166,7 @@ def test_the_kill_switch_says_kill_switch(daemon):
 
 
 def test_a_sandbox_that_runs_out_of_memory_says_oom(daemon):
-    org, c = new_org(daemon, "events-oom")
+    org, c = new_org_with_keys(daemon, "events-oom")
     sbx = c["member"].create_sandbox(idle_timeout_s=0, resources={"memory_mb": 64})
     stream = Stream(c["viewer"], "?types=sandbox.stopped")
     # The kernel's OOM killer picks the container's init and agent first (their oom_score_adj
@@ -229,7 +215,7 @@ def test_a_restart_ends_the_stream_and_a_resumed_one_says_daemon_restart():
 
 
 def test_streams_are_bounded_per_client_address_and_a_closed_one_makes_room(daemon):
-    org, c = new_org(daemon, "events-bounds")
+    org, c = new_org_with_keys(daemon, "events-bounds")
     streams = [Stream(c["viewer"]) for _ in range(8)]
     try:
         assert all(s.resp.status == 200 for s in streams)
@@ -254,7 +240,7 @@ def test_streams_are_bounded_per_client_address_and_a_closed_one_makes_room(daem
 
 
 def test_a_quota_refusal_is_an_event(daemon):
-    org, c = new_org(daemon, "events-quota")
+    org, c = new_org_with_keys(daemon, "events-quota")
     r = daemon.admin().request("PUT", f"/v1/orgs/{org['id']}/limits", body={"max_sandboxes": 1})
     assert r.status == 200, r
     sbx = c["member"].create_sandbox(idle_timeout_s=0)
@@ -270,7 +256,7 @@ def test_a_quota_refusal_is_an_event(daemon):
 
 
 def test_egress_denials_are_counted_events(daemon):
-    org, c = new_org(daemon, "events-egress")
+    org, c = new_org_with_keys(daemon, "events-egress")
     sbx = c["member"].create_sandbox(idle_timeout_s=0)  # an empty allowlist: no egress at all
     stream = Stream(c["viewer"], "?types=egress.denied")
     for _ in range(3):

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from sandfort_harness import REPO, Daemon, docker
+from sandfort_harness import REPO, Daemon, docker, new_org_with_keys
 
 import sys
 
@@ -127,19 +127,6 @@ def daemon(address):
     d.stop_and_cleanup()
 
 
-def new_org(daemon, name):
-    admin = daemon.admin()
-    r = admin.post("/v1/orgs", {"name": name})
-    assert r.status == 201, r
-    org = r.json()
-    clients = {}
-    for role in ("admin", "member", "viewer"):
-        r = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": role, "role": role})
-        assert r.status == 201, r
-        clients[role] = daemon.client(r.json()["key"])
-    return org, clients
-
-
 def register(client, url, **body):
     r = client.post("/v1/webhooks", dict(body, url=url))
     assert r.status == 201, r
@@ -179,7 +166,7 @@ def verify_with_typescript(deliveries, secret):
 
 
 def test_every_life_cycle_event_arrives_signed_with_its_reason(daemon, address):
-    org, c = new_org(daemon, "webhooks-life")
+    org, c = new_org_with_keys(daemon, "webhooks-life")
     receiver = Receiver(address)
     try:
         hook = register(c["admin"], receiver.url(), description="every event")
@@ -250,7 +237,7 @@ def test_every_life_cycle_event_arrives_signed_with_its_reason(daemon, address):
 
 
 def test_a_failing_receiver_gets_the_event_again_with_the_same_id_and_the_log_counts_attempts(daemon, address):
-    org, c = new_org(daemon, "webhooks-retry")
+    org, c = new_org_with_keys(daemon, "webhooks-retry")
     receiver = Receiver(address)
     try:
         receiver.fail_next = 5
@@ -279,7 +266,7 @@ def test_a_failing_receiver_gets_the_event_again_with_the_same_id_and_the_log_co
 
 
 def test_redirects_are_not_followed_and_a_large_answer_is_cut(daemon, address):
-    org, c = new_org(daemon, "webhooks-answers")
+    org, c = new_org_with_keys(daemon, "webhooks-answers")
     receiver = Receiver(address)
     try:
         receiver.answers["/moved"] = (302, {"Location": receiver.url("/elsewhere")}, b"")
@@ -311,7 +298,7 @@ def test_redirects_are_not_followed_and_a_large_answer_is_cut(daemon, address):
 
 
 def test_a_rotation_can_keep_the_previous_secret_signing_for_a_while(daemon, address):
-    org, c = new_org(daemon, "webhooks-rotation")
+    org, c = new_org_with_keys(daemon, "webhooks-rotation")
     receiver = Receiver(address)
     try:
         hook = register(c["admin"], receiver.url("/rotated"), types=["volume.created"])
@@ -350,7 +337,7 @@ def test_a_rotation_can_keep_the_previous_secret_signing_for_a_while(daemon, add
 
 
 def test_addresses_the_policy_refuses_are_refused_at_registration(daemon, address):
-    org, c = new_org(daemon, "webhooks-policy")
+    org, c = new_org_with_keys(daemon, "webhooks-policy")
     for url, word in (("http://127.0.0.1:9/x", "loopback"), ("http://169.254.169.254/latest/meta-data/", "link-local"),
                       ("http://localhost:9/x", "loopback"), ("http://[::1]/", "loopback"),
                       ("http://10.0.0.1/", "private"), ("http://2130706433/", "loopback")):
@@ -376,8 +363,8 @@ def test_addresses_the_policy_refuses_are_refused_at_registration(daemon, addres
 
 
 def test_roles_and_another_organization(daemon, address):
-    org, c = new_org(daemon, "webhooks-owner")
-    other_org, other = new_org(daemon, "webhooks-stranger")
+    org, c = new_org_with_keys(daemon, "webhooks-owner")
+    other_org, other = new_org_with_keys(daemon, "webhooks-stranger")
     hook = register(c["admin"], f"http://{address}:1/owned")
     base = f"/v1/webhooks/{hook['id']}"
     for who in ("member", "viewer"):
