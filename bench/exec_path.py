@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""The exec path against its floor, in one run (issue 37): what a call costs beyond the process it runs.
+
+  floor            spawning `true` inside the sandbox, measured there (fork + exec + wait)
+  one client       REST process/exec of `true` (argv), p50/p99, kept-alive connection
+                   a session's builtin (`true` in a persistent bash: no fork), p50/p99
+  4 x 8 clients    4 sandboxes, 8 kept-alive clients each: process/exec and session exec,
+                   calls per second, p50, p99
+  CPU per call     sandfortd's and the agents' own CPU (utime + stime of their processes, from
+                   /proc; the spawned `true` is not theirs) over the 4 x 8 process/exec run,
+                   divided by the calls made
+  baseline         Docker's exec API (create/start/inspect) of `true` in the same container
+  --syscalls       also counts system calls per call with `strace -c` (sandfortd: -f, every
+                   thread; one agent: its own, not its children's), 300 sequential process/execs
+
+Run after ./scripts/setup and ./scripts/build:   /usr/bin/python3 bench/exec_path.py [--quick] [--syscalls]
+It starts its own sandfortd on a temporary state directory and removes everything it made.
+"""
+
+import http.client
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+from sandfort_harness import IMAGE, Daemon, _UnixHTTPConnection, container_id_of  # noqa: E402
+
+QUICK = "--quick" in sys.argv
+SYSCALLS = "--syscalls" in sys.argv
+N_ONE = 200 if QUICK else 500
+LOAD_SECONDS = 4 if QUICK else 10
+N_SANDBOXES, N_CLIENTS = 4, 8
+N_DOCKER = 20 if QUICK else 50
+TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def pct(samples, p):
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(len(s) * p / 100))]
+
+
+class Api:
+    """One kept-alive connection, as an SDK holds."""
+
+    def __init__(self, port, key):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.key = key
+
+    def call(self, method, path, body=None):
+        self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                          headers={"Authorization": "Bearer " + self.key, "Content-Type": "application/json"})
+        r = self.conn.getresponse()
+        data = r.read()
+        return r.status, json.loads(data) if data else None
+
+
+def docker_call(method, path, body=None):
+    conn = _UnixHTTPConnection("/var/run/docker.sock")
+    conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                 headers={"Content-Type": "application/json"})
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    return r.status, json.loads(data) if data else None
+
+
+def cpu_ms(pid):
+    """The process's own CPU (every thread's user + system time), not its waited-for children's."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_MS
+
+
+def agent_pid(sandbox_id):
+    """The host pid of the sandbox's agent (the container's process named agent)."""
+    s, info = docker_call("GET", f"/containers/{container_id_of(sandbox_id)}/top?ps_args=-o%20pid,comm")
+    for pid, comm in info["Processes"]:
+        if comm.startswith("agent") or "sandfort" in comm:
+            return int(pid)
+    raise RuntimeError(f"no agent in {info}")
+
+
+def timed_calls(api, path, body, n):
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        status, r = api.call("POST", path, body)
+        samples.append((time.perf_counter() - t) * 1000)
+        assert status == 200 and r["exit_code"] == 0, (status, r)
+    return samples
+
+
+def row(name, samples, floor=None):
+    p50, p99 = pct(samples, 50), pct(samples, 99)
+    extra = f"   floor + {p50 - floor:.2f} ms" if floor is not None else ""
+    print(f"  {name:<46} p50 {p50:7.2f} ms   p99 {p99:7.2f} ms   (n={len(samples)}){extra}")
+    return p50
+
+
+def spawn_floor(api, sandbox_id):
+    probe = ("import subprocess,time,statistics\n"
+             "s=[]\n"
+             f"for _ in range({N_ONE}):\n"
+             "    t=time.perf_counter(); subprocess.run(['true']); s.append((time.perf_counter()-t)*1000)\n"
+             "print(statistics.median(s))\n")
+    status, r = api.call("POST", f"/v1/sandboxes/{sandbox_id}/process/exec", {"argv": ["python3", "-c", probe]})
+    assert status == 200, r
+    return float(r["stdout"])
+
+
+def load(port, key, targets, seconds):
+    """N_CLIENTS kept-alive clients per target (path, body), all at once for `seconds`."""
+    samples, errors = [], []
+    lock = threading.Lock()
+    start = threading.Barrier(len(targets) * N_CLIENTS + 1)
+    stop_at = [0.0]
+
+    def client(path, body):
+        api = Api(port, key)
+        api.call("GET", "/v1/sandboxes?limit=1")  # connected before the clock starts
+        mine = []
+        start.wait()
+        while time.perf_counter() < stop_at[0]:
+            t = time.perf_counter()
+            status, r = api.call("POST", path, body)
+            mine.append((time.perf_counter() - t) * 1000)
+            if status != 200 or r.get("exit_code") != 0:
+                with lock:
+                    errors.append((status, r))
+        with lock:
+            samples.extend(mine)
+
+    threads = [threading.Thread(target=client, args=t) for t in targets for _ in range(N_CLIENTS)]
+    for t in threads:
+        t.start()
+    stop_at[0] = time.perf_counter() + 3600
+    start.wait()
+    began = time.perf_counter()
+    stop_at[0] = began + seconds
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - began
+    assert not errors, errors[:3]
+    return samples, elapsed
+
+
+def load_row(name, samples, elapsed):
+    rate = len(samples) / elapsed
+    print(f"  {name:<46} {rate:7.0f}/s   p50 {pct(samples, 50):6.2f} ms   p99 {pct(samples, 99):6.2f} ms   "
+          f"(n={len(samples)})")
+    return rate
+
+
+def docker_exec(sandbox_id):
+    samples = []
+    container = container_id_of(sandbox_id)
+    for _ in range(N_DOCKER):
+        t = time.perf_counter()
+        s, made = docker_call("POST", f"/containers/{container}/exec",
+                              {"Cmd": ["true"], "AttachStdout": True, "AttachStderr": True})
+        assert s == 201, made
+        conn = _UnixHTTPConnection("/var/run/docker.sock")
+        conn.request("POST", f"/exec/{made['Id']}/start", body=json.dumps({"Detach": False, "Tty": False}),
+                     headers={"Content-Type": "application/json"})
+        conn.getresponse().read()
+        conn.close()
+        s, info = docker_call("GET", f"/exec/{made['Id']}/json")
+        assert info["ExitCode"] == 0
+        samples.append((time.perf_counter() - t) * 1000)
+    return samples
+
+
+def strace_counts(pid, follow, run):
+    """System calls made by pid (and its threads with follow) while run() runs: {name: count}."""
+    out = f"/tmp/sandfort-bench-strace-{pid}.txt"
+    args = ["strace", "-c", "-o", out] + (["-f"] if follow else []) + ["-p", str(pid)]
+    tracer = subprocess.Popen(args, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached
+    run()
+    tracer.send_signal(signal.SIGINT)
+    tracer.wait(timeout=30)
+    counts = {}
+    with open(out) as f:
+        for line in f:
+            m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
+            if m and m.group(2) != "total":
+                counts[m.group(2)] = int(m.group(1))
+    os.unlink(out)
+    return counts
+
+
+def syscalls(d, api, sbx, n=300):
+    path = f"/v1/sandboxes/{sbx}/process/exec"
+    print(f"system calls per process/exec of `true` (strace -c, {n} sequential calls)")
+    for name, pid, follow in (("sandfortd (every thread)", d.proc.pid, True), ("agent (its own)", agent_pid(sbx), False)):
+        counts = strace_counts(pid, follow, lambda: timed_calls(api, path, {"argv": ["true"]}, n))
+        total = sum(counts.values())
+        top = sorted(counts.items(), key=lambda kv: -kv[1])[:12]
+        print(f"  {name:<26} {total / n:6.1f} per call: " + ", ".join(f"{k} {v / n:.1f}" for k, v in top))
+    print()
+
+
+def main():
+    d = Daemon({"log_level": "warn"}).start()
+    try:
+        api = Api(d.port, d.admin_key)
+        engine = docker_call("GET", "/version")[1]
+        print(f"sandfort exec path bench: image {IMAGE}, Docker {engine['Version']}, {os.cpu_count()} cores"
+              f"{' (quick)' if QUICK else ''}\n")
+        sandboxes = []
+        for _ in range(N_SANDBOXES):
+            status, sbx = api.call("POST", "/v1/sandboxes", {"snapshot": IMAGE, "wait": True})
+            assert status == 201, sbx
+            sandboxes.append(sbx["id"])
+            status, s = api.call("POST", f"/v1/sandboxes/{sbx['id']}/sessions", {"name": "bench"})
+            assert status == 201, s
+        first = sandboxes[0]
+        exec_path = f"/v1/sandboxes/{first}/process/exec"
+        session_path = f"/v1/sandboxes/{first}/sessions/bench/exec"
+        timed_calls(api, exec_path, {"argv": ["true"]}, 50)  # warm-up
+        timed_calls(api, session_path, {"command": "true"}, 50)
+
+        floor = spawn_floor(api, first)
+        print("one client")
+        print(f"  {'floor: spawn of `true` inside the sandbox':<46} p50 {floor:7.2f} ms")
+        exec_p50 = row("REST process/exec argv [true]", timed_calls(api, exec_path, {"argv": ["true"]}, N_ONE), floor)
+        session_p50 = row("session exec of a builtin (`true`)", timed_calls(api, session_path, {"command": "true"}, N_ONE))
+        docker_p50 = row("Docker's exec API (create/start/inspect)", docker_exec(first))
+        print(f"  -> REST exec over the floor: {exec_p50 - floor:+.2f} ms (goal <= +0.80); "
+              f"session builtin {session_p50:.2f} ms (goal <= 0.60); Docker / REST: {docker_p50 / exec_p50:.1f}x\n")
+
+        print(f"{N_SANDBOXES} sandboxes x {N_CLIENTS} clients, {LOAD_SECONDS} s each")
+        daemon_cpu0 = cpu_ms(d.proc.pid)
+        agents = [agent_pid(s) for s in sandboxes]
+        agent_cpu0 = sum(cpu_ms(p) for p in agents)
+        samples, elapsed = load(d.port, d.admin_key,
+                                [(f"/v1/sandboxes/{s}/process/exec", {"argv": ["true"]}) for s in sandboxes],
+                                LOAD_SECONDS)
+        daemon_cpu = cpu_ms(d.proc.pid) - daemon_cpu0
+        agent_cpu = sum(cpu_ms(p) for p in agents) - agent_cpu0
+        exec_rate = load_row("process/exec argv [true]", samples, elapsed)
+        n = len(samples)
+        samples, elapsed = load(d.port, d.admin_key,
+                                [(f"/v1/sandboxes/{s}/sessions/bench/exec", {"command": "true"}) for s in sandboxes],
+                                LOAD_SECONDS)
+        load_row("session exec of a builtin", samples, elapsed)
+        print(f"  CPU per process/exec under that load: sandfortd {daemon_cpu / n:.3f} ms, "
+              f"agent {agent_cpu / n:.3f} ms (the spawned process not counted)")
+        print(f"  -> goals: >= 2x the 351-377/s measured before issue 37, p99 <= 40 ms; this run {exec_rate:.0f}/s\n")
+
+        if SYSCALLS:
+            syscalls(d, api, first)
+        for s in sandboxes:
+            api.call("DELETE", f"/v1/sandboxes/{s}")
+    finally:
+        d.cleanup()
+
+
+if __name__ == "__main__":
+    main()
