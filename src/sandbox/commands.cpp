@@ -81,9 +81,8 @@ result<store::sandbox_record> find_started(store::sandbox_store sandboxes, activ
 }
 
 command_service::command_service(const config& cfg, store::database& db, agent_connector& agent,
-                                 activity_tracker& activity, const clock& clk, transitions& lifecycle)
-    : cfg_(cfg), sandboxes_(db), agent_(agent), activity_(activity), journal_(db, clk),
-      transitions_(lifecycle) {}
+                                 activity_tracker& activity, audit::group_writer& events, transitions& lifecycle)
+    : cfg_(cfg), sandboxes_(db), agent_(agent), activity_(activity), events_(events), transitions_(lifecycle) {}
 
 result<agent_exec> command_service::prepare_exec(exec_request req) const {
   if (req.argv.empty() == req.command.empty())
@@ -97,11 +96,11 @@ result<agent_exec> command_service::prepare_exec(exec_request req) const {
   return agent_exec{std::move(req), std::chrono::seconds(timeout_s), cfg_.output_cap_bytes};
 }
 
-result<void> command_service::note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note) {
+task<void> command_service::note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note) {
   note.target = rec.id;
-  auto e = journal_.record_event(rec.org_id, who, note);
-  if (!e) return std::move(e).err();
-  return {};
+  auto e = co_await events_.append(rec.org_id, who, std::move(note));
+  if (!e) co_return std::move(e).err();
+  co_return ok_t{};
 }
 
 task<exec_result> command_service::exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
@@ -109,15 +108,18 @@ task<exec_result> command_service::exec_noted(const std::string& org_id, const s
   if (auto over = above_max_timeout(req, cfg_.exec_max_timeout_s)) {
     auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
     if (!rec) co_return std::move(rec).err();
-    auto noted = note_action(*rec, who, refusal(std::move(note), *req.timeout_s, cfg_.exec_max_timeout_s));
-    co_return noted ? std::move(*over) : std::move(noted).err();
+    auto refused = refusal(std::move(note), *req.timeout_s, cfg_.exec_max_timeout_s);
+    auto noted = co_await note_action(*rec, who, std::move(refused));
+    if (!noted) co_return std::move(noted).err();
+    co_return std::move(*over);
   }
   auto call = prepare_exec(std::move(req));
   if (!call) co_return std::move(call).err();
   auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   note.details["timeout_s"] = std::chrono::duration_cast<std::chrono::seconds>(call->timeout).count();
-  if (auto noted = note_action(*rec, who, std::move(note)); !noted) co_return std::move(noted).err();
+  auto noted = co_await note_action(*rec, who, std::move(note));
+  if (!noted) co_return std::move(noted).err();
   const auto busy = activity_.busy(rec->id);  // a command running is use, however long (idle timeout)
   // Timed from the request to the agent to its last byte (sandfort_exec_duration_seconds);
   // refusals before the agent is asked (bad input, not started) are not commands.
@@ -135,15 +137,18 @@ task<void> command_service::exec_stream_noted(const std::string& org_id, const s
   if (auto over = above_max_timeout(req, cfg_.exec_max_timeout_s)) {
     auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
     if (!rec) co_return std::move(rec).err();
-    auto noted = note_action(*rec, who, refusal(std::move(note), *req.timeout_s, cfg_.exec_max_timeout_s));
-    co_return noted ? std::move(*over) : std::move(noted).err();
+    auto refused = refusal(std::move(note), *req.timeout_s, cfg_.exec_max_timeout_s);
+    auto noted = co_await note_action(*rec, who, std::move(refused));
+    if (!noted) co_return std::move(noted).err();
+    co_return std::move(*over);
   }
   auto call = prepare_exec(std::move(req));
   if (!call) co_return std::move(call).err();
   auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   note.details["timeout_s"] = std::chrono::duration_cast<std::chrono::seconds>(call->timeout).count();
-  if (auto noted = note_action(*rec, who, std::move(note)); !noted) co_return std::move(noted).err();
+  auto noted = co_await note_action(*rec, who, std::move(note));
+  if (!noted) co_return std::move(noted).err();
   const auto busy = activity_.busy(rec->id);  // a command running is use, however long (idle timeout)
   capped_events capped(sink, call->max_output_bytes);
   // The reader's departure reaches the connector through the wrapper.
@@ -183,8 +188,10 @@ task<agent_session> command_service::connect_agent(const std::string& org_id, co
                                            const audit::actor& who, const audit::record* note) {
   auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
-  if (note)
-    if (auto noted = note_action(*rec, who, *note); !noted) co_return std::move(noted).err();
+  if (note) {
+    auto noted = co_await note_action(*rec, who, *note);
+    if (!noted) co_return std::move(noted).err();
+  }
   auto stream = co_await agent_.connect(agent_address_of(*rec));
   if (!stream) co_return std::move(stream).err();
   co_return agent_session{std::move(*stream), activity_.busy(rec->id)};

@@ -23,7 +23,7 @@ namespace sandfort::sandbox {
 namespace asio = boost::asio;
 
 service::service(asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
-                 agent_connector& agent, const clock& clk, host_memory* host)
+                 agent_connector& agent, const clock& clk, audit::group_writer& events, host_memory* host)
     : executor_(std::move(executor)), cfg_(cfg), db_(db), sandboxes_(db), guardrails_(db), resources_(db),
       engine_(engine), agent_(agent), clock_(clk),
       own_host_(host ? nullptr : std::make_unique<proc_meminfo>()), host_(host ? *host : *own_host_),
@@ -37,7 +37,7 @@ service::service(asio::any_io_executor executor, const config& cfg, store::datab
       reconciler_(executor_, cfg, db, engine, clk, net_, activity_, pool_, transitions_),
       volumes_(db, engine, clk, cfg.guardrails),
       snapshots_(db, engine, clk, cfg.guardrails, reconciler_),
-      commands_(cfg, db, agent, activity_, clk, transitions_) {}
+      commands_(cfg, db, agent, activity_, events, transitions_) {}
 
 nlohmann::json service::spec_for_audit(const std::string& spec_json) {
   auto spec = nlohmann::json::parse(spec_json, nullptr, false);

@@ -30,6 +30,7 @@
 #include "storage_backup.hpp"
 #include "sandfort/api/api.hpp"
 #include "sandfort/api/client_address.hpp"
+#include "sandfort/audit/group_writer.hpp"
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/audit/signing.hpp"
 #include "sandfort/store/secret_store.hpp"
@@ -287,7 +288,11 @@ int serve(const config_flags& f) {
   spdlog::info("host memory: sandboxes may hold {} MiB together ((MemTotal {} MiB − reserve {} MiB) × over-commit {})",
                sandbox::sandbox_memory_capacity_mb(*host_total, cfg.host), *host_total, cfg.host.memory_reserve_mb,
                cfg.host.memory_overcommit);
-  sandbox::service sandboxes(ioc.get_executor(), cfg, *db, engine, agent, clk, &host_memory);
+  // The events of commands run in sandboxes, in group commits on a thread and connection of
+  // their own (audit/group_writer.hpp). After ioc (it posts to it), before what appends through it.
+  auto command_events = audit::group_writer::open(cfg.database, clk);
+  if (!command_events) throw std::runtime_error("audit: " + command_events.err().message);
+  sandbox::service sandboxes(ioc.get_executor(), cfg, *db, engine, agent, clk, **command_events, &host_memory);
 
   auto audit_key = audit::signing_key::load_or_create(cfg.audit.key_path);
   if (!audit_key) throw std::runtime_error("audit: " + audit_key.err().message);
@@ -370,10 +375,15 @@ int serve(const config_flags& f) {
   api::event_hub event_streams;
   event_streams.also_tell([&webhook_worker](const std::string& org_id, std::int64_t) { webhook_worker.wake(org_id); });
   db->observe_appends(&event_streams);
+  (*command_events)->observe_appends(&event_streams, ioc.get_executor());
   struct observer_detach {  // before the hub goes: appends after this point tell nobody
     store::database& db;
-    ~observer_detach() { db.observe_appends(nullptr); }
-  } detach_event_streams{*db};
+    audit::group_writer& commands;
+    ~observer_detach() {
+      db.observe_appends(nullptr);
+      commands.observe_appends(nullptr, {});
+    }
+  } detach_event_streams{*db, **command_events};
   const api::dependencies api_deps = backends.dependencies(limiter, answer_workers, event_streams);
   http::server server(ioc, options, api::make_handler(api_deps));
   server.set_stream_selector(api::make_stream_selector(api_deps));

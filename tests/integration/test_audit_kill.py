@@ -3,6 +3,7 @@ mutating requests, many times, then check the real SQLite file — every key, re
 sandbox has its event, every event its change — and that `sandfortd audit-verify` finds every
 chain intact."""
 
+import json
 import random
 import sqlite3
 import subprocess
@@ -98,3 +99,80 @@ def test_sigkill_mid_request_never_splits_a_change_from_its_event():
               out.stdout.strip().replace("\n", "; "))
     finally:
         d.cleanup()  # stops the daemon and removes every container it made
+
+
+def exec_burst(daemon, key, sandbox_id, round_, client_no, stop, answered):
+    """Sequential execs, each with its own marker, until stop is set or the daemon dies; the
+    markers of the answered ones (200) in answered[client_no], in the order they were answered."""
+    client = daemon.client(key)
+    n = 0
+    while not stop.is_set():
+        marker = f"r{round_}-c{client_no}-{n}"
+        try:
+            r = client.post(f"/v1/sandboxes/{sandbox_id}/process/exec", {"argv": ["true", marker]})
+        except OSError:
+            return
+        if r.status == 200:
+            answered[client_no].append(marker)
+        n += 1
+
+
+def test_sigkill_under_exec_load_loses_no_answered_event_and_reorders_none():
+    """The events of commands go through the group writer (a batch of events per transaction, on a
+    thread of its own): a command whose answer came back has its event in the chain, whatever
+    instant the daemon is killed at, and each client's commands are there in the order it ran
+    them. Changes with their events (key create/revoke) commit on the other connection meanwhile."""
+    d = Daemon()
+    try:
+        d.start()
+        admin = d.admin()
+        org = admin.post("/v1/orgs", {"name": "exec-killed"}).json()
+        key = admin.post(f"/v1/orgs/{org['id']}/api-keys", {"name": "a", "role": "admin"}).json()["key"]
+        sandbox_id = d.client(key).create_sandbox()["id"]
+        clients = 6
+        answered = [[] for _ in range(clients)]
+        rng = random.Random(11)
+        for round_ in range(4):
+            stop = threading.Event()
+            progress = Progress()
+            threads = [threading.Thread(target=exec_burst, args=(d, key, sandbox_id, round_, c, stop, answered))
+                       for c in range(clients)]
+            threads.append(threading.Thread(target=burst, args=(d, key, stop, progress)))
+            before = sum(len(a) for a in answered)
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 60
+            while sum(len(a) for a in answered) < before + 30 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(rng.uniform(0.05, 0.3))
+            d.kill()
+            stop.set()
+            for t in threads:
+                t.join()
+            d.start()
+            # A restart finds the container running and serves it again.
+            deadline = time.monotonic() + 30
+            while d.client(key).get(f"/v1/sandboxes/{sandbox_id}").json().get("state") != "started":
+                assert time.monotonic() < deadline, "the sandbox did not come back after the restart"
+                time.sleep(0.2)
+        d.stop()
+
+        db = sqlite3.connect(d.config["state_dir"] + "/sandfort.db")
+        rows = db.execute("SELECT seq, details FROM audit_events WHERE org_id = ? AND action = 'sandbox.exec' "
+                          "ORDER BY seq", (org["id"],)).fetchall()
+        recorded = [json.loads(details)["argv"][1] for _, details in rows]
+        assert len(recorded) == len(set(recorded)), "an exec recorded twice"
+        position = {marker: i for i, marker in enumerate(recorded)}
+        total = sum(len(a) for a in answered)
+        assert total > 100, f"too few execs answered to prove anything: {total}"
+        for c in range(clients):
+            missing = [m for m in answered[c] if m not in position]
+            assert not missing, f"answered but not in the chain: {missing[:5]}"
+            places = [position[m] for m in answered[c]]
+            assert places == sorted(places), f"client {c}'s commands are out of order in the chain"
+        out = subprocess.run([SANDFORTD, "audit-verify", "--config", d.config_path], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        print(f"4 kills: {total} execs answered, {len(recorded)} recorded; " + out.stdout.strip().replace("\n", "; "))
+    finally:
+        d.cleanup()

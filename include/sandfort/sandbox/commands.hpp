@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "sandfort/audit/group_writer.hpp"
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/config.hpp"
@@ -34,9 +35,10 @@ result<store::sandbox_record> find_started(store::sandbox_store sandboxes, activ
 class command_service {
  public:
   // When the agent cannot be reached, `lifecycle` gives the verdict (a container that stopped
-  // marks the row stopped, and the caller hears why), else the error as it is.
+  // marks the row stopped, and the caller hears why), else the error as it is. The calls' events
+  // go through `events` (group commits off the I/O thread).
   command_service(const config& cfg, store::database& db, agent_connector& agent, activity_tracker& activity,
-                  const clock& clk, transitions& lifecycle);
+                  audit::group_writer& events, transitions& lifecycle);
 
   task<exec_result> exec(const std::string& org_id, const std::string& id_or_name, exec_request req,
                          const audit::actor& who = audit::system_actor());
@@ -56,7 +58,7 @@ class command_service {
 
  private:
   result<agent_exec> prepare_exec(exec_request req) const;
-  result<void> note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note);
+  task<void> note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note);
   task<exec_result> exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                const audit::actor& who, audit::record note);
   task<void> exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
@@ -66,7 +68,7 @@ class command_service {
   store::sandbox_store sandboxes_;
   agent_connector& agent_;
   activity_tracker& activity_;
-  audit::journal journal_;
+  audit::group_writer& events_;
   transitions& transitions_;
 };
 

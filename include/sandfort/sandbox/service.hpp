@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sandfort/core/clock.hpp"
+#include "sandfort/audit/group_writer.hpp"
 #include "sandfort/audit/journal.hpp"
 #include "sandfort/core/config.hpp"
 #include "sandfort/core/error.hpp"
@@ -49,8 +50,9 @@ namespace sandfort::sandbox {
 class service : private sandbox_stopper {
  public:
   // host: where the host's memory is read (docs/limits.md, "Host memory"); none: /proc/meminfo.
+  // events: where the events of commands run in sandboxes are appended (group commits).
   service(boost::asio::any_io_executor executor, const config& cfg, store::database& db, docker::engine& engine,
-          agent_connector& agent, const clock& clk, host_memory* host = nullptr);
+          agent_connector& agent, const clock& clk, audit::group_writer& events, host_memory* host = nullptr);
 
   // Every change of a sandbox row is appended to its organization's audit chain in the same
   // transaction (`who`: the caller; changes the daemon makes itself are the "system"'s).

@@ -619,6 +619,7 @@ struct fixture {
   fake_engine engine;
   fake_connector agent;
   fake_host host;
+  std::unique_ptr<audit::group_writer> events;  // the commands' events: a real writer on the same file
   store::org org_a, org_b;
   std::unique_ptr<service> svc;
 
@@ -637,9 +638,10 @@ struct fixture {
     auto opened = store::database::open(dir.file("sandfort.db"));
     if (!opened) throw std::runtime_error("cannot open the store: " + opened.err().message);
     db = std::move(opened).value();
+    events = audit::group_writer::open(dir.file("sandfort.db"), clk).value();
     org_a = make_org("alpha");
     org_b = make_org("beta");
-    svc = std::make_unique<service>(ioc.get_executor(), cfg, *db, engine, agent, clk, &host);
+    svc = std::make_unique<service>(ioc.get_executor(), cfg, *db, engine, agent, clk, *events, &host);
     auto net = run(svc->network().prepare());
     if (!net) throw std::runtime_error("prepare_network failed: " + net.err().message);
     if (!reconciled) return;

@@ -22,7 +22,7 @@ TEST_CASE("sandbox network: created internal, without inter-container traffic, l
   CHECK(net.labels.at(label_instance) == f.db->instance_id());
 
   // A second run adopts it rather than failing on the name.
-  service again(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk);
+  service again(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk, *f.events);
   auto adopted = f.run(again.network().prepare());
   REQUIRE(adopted.ok());
   CHECK(adopted->id == net.id);
@@ -31,7 +31,7 @@ TEST_CASE("sandbox network: created internal, without inter-container traffic, l
 
 TEST_CASE("sandbox network: a network of that name that is not ours or not safe is refused", "[sandbox][network]") {
   fixture f;
-  service other(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk);
+  service other(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk, *f.events);
   auto& net = f.engine.networks["sandfort"];
 
   net.inter_container = true;

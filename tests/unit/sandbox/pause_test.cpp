@@ -179,7 +179,7 @@ TEST_CASE("pause: a restart keeps a paused sandbox paused and follows pauses mad
   f.engine.of_sandbox(thawed.id)->paused = false;
   f.engine.of_sandbox(thawed.id)->status = "running";
 
-  service again(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk);
+  service again(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk, *f.events);
   REQUIRE(f.run(again.network().prepare()));
   auto report = f.run(again.reconciliation().reconcile());
   REQUIRE(report);

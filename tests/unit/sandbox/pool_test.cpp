@@ -45,7 +45,7 @@ void wait_ready(fixture& f, int ready) {
 // (default: all of them) are made.
 void with_pool(fixture& f, int size, int ready = -1) {
   f.cfg.pools = {pool_config{f.cfg.default_image, f.cfg.default_resources, size}};
-  f.svc = std::make_unique<service>(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk, &f.host);
+  f.svc = std::make_unique<service>(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk, *f.events, &f.host);
   REQUIRE(f.run(f.svc->network().prepare()));
   REQUIRE(f.run(f.svc->reconciliation().reconcile()));
   f.svc->start_pool();

@@ -1,0 +1,133 @@
+// Stand-alone audit events in group commits, on a thread of their own (group_writer.hpp).
+#include "sandfort/audit/group_writer.hpp"
+
+#include <boost/asio/post.hpp>
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace sandfort::audit {
+
+namespace asio = boost::asio;
+
+// The observer lives on the I/O thread: its pointer is read and changed there only (posted
+// appends run there; observe_appends is called by the thread that runs it).
+namespace detail {
+struct appends_home {
+  store::append_observer* observer = nullptr;
+  asio::any_io_executor home;
+};
+}  // namespace detail
+
+namespace {
+
+// The writer connection's observer, called inside that connection's commit on the writer's
+// thread: each append is posted to the I/O thread, where the real observer is told.
+class relay_home final : public store::append_observer {
+ public:
+  explicit relay_home(std::shared_ptr<detail::appends_home> to) : to_(std::move(to)) {}
+  void appended(const std::string& org_id, std::int64_t seq) override {
+    if (!to_->home) return;
+    asio::post(to_->home, [to = to_, org_id, seq] {
+      if (to->observer != nullptr) to->observer->appended(org_id, seq);
+    });
+  }
+
+ private:
+  std::shared_ptr<detail::appends_home> to_;
+};
+
+}  // namespace
+
+result<std::unique_ptr<group_writer>> group_writer::open(const std::string& database_path, const clock& clk,
+                                                         std::size_t max_batch) {
+  auto db = store::database::open(database_path);
+  if (!db) return std::move(db).err();
+  return std::unique_ptr<group_writer>(new group_writer(std::move(*db), clk, max_batch));
+}
+
+group_writer::group_writer(std::unique_ptr<store::database> db, const clock& clk, std::size_t max_batch)
+    : db_(std::move(db)),
+      journal_(*db_, clk),
+      max_batch_(std::max<std::size_t>(max_batch, 1)),
+      observed_(std::make_shared<detail::appends_home>()),
+      relay_(std::make_unique<relay_home>(observed_)),
+      thread_([this] { run(); }) {
+  db_->observe_appends(relay_.get());
+}
+
+group_writer::~group_writer() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+void group_writer::observe_appends(store::append_observer* observer, asio::any_io_executor home) {
+  observed_->observer = observer;
+  if (home) observed_->home = std::move(home);
+}
+
+group_writer::counts group_writer::committed() const {
+  std::lock_guard lock(mutex_);
+  return counts_;
+}
+
+void group_writer::enqueue(pending p) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(p));
+  }
+  wake_.notify_one();
+}
+
+void group_writer::run() {
+  std::deque<pending> batch;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything queued is committed
+      // Everything queued while the previous commit ran, up to a batch.
+      while (!queue_.empty() && batch.size() < max_batch_) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    commit(batch);
+    batch.clear();
+  }
+}
+
+void group_writer::commit(std::deque<pending>& batch) {
+  std::vector<result<event_record>> outcomes;
+  outcomes.reserve(batch.size());
+  std::size_t stored = 0;
+  if (auto tx = db_->begin(); !tx) {
+    for (std::size_t i = 0; i < batch.size(); ++i) outcomes.emplace_back(tx.err());
+  } else {
+    // An event that cannot be appended (no canonical form) fails alone: nothing of it was written.
+    for (auto& p : batch) {
+      outcomes.push_back(journal_.append(p.org_id, p.who, p.what));
+      if (outcomes.back()) ++stored;
+    }
+    if (auto done = tx->commit(); !done) {
+      stored = 0;
+      for (auto& o : outcomes)
+        if (o) o = done.err();
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    ++counts_.commits;
+    counts_.events += stored;
+  }
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    asio::post(batch[i].home, [done = std::move(batch[i].done), r = std::move(outcomes[i])]() mutable {
+      std::move(done)(std::move(r));
+    });
+}
+
+}  // namespace sandfort::audit

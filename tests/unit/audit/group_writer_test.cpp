@@ -1,0 +1,162 @@
+// The group writer over a real SQLite file and a thread of its own: events queued while a commit
+// runs go into the next one, in the order they were queued; the chain stays one line when the I/O
+// thread's own connection appends between batches; an event without a canonical form fails
+// alone; observers hear of each committed event on the caller's executor.
+#include <catch2/catch.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <thread>
+
+#include "../store/open_db.hpp"
+#include "../store/temp_dir.hpp"
+#include "sandfort/audit/chain.hpp"
+#include "sandfort/audit/group_writer.hpp"
+#include "sandfort/audit/journal.hpp"
+#include "sandfort/store/audit_store.hpp"
+#include "sandfort/store/org_store.hpp"
+#include "support/manual_clock.hpp"
+
+using namespace sandfort;
+namespace asio = boost::asio;
+
+namespace {
+
+struct writer_fixture {
+  testing::temp_dir dir;
+  std::unique_ptr<store::database> db = testing::open_db(dir.file("sandfort.db"));
+  testing::manual_clock clk;
+  std::unique_ptr<audit::group_writer> writer = audit::group_writer::open(dir.file("sandfort.db"), clk).value();
+  asio::io_context ioc;
+  std::string org_id = store::org_store(*db).create_org("acme", false, testing::t0).value().id;
+
+  // n appends started at once from their own coroutines; each outcome lands in outcomes[i].
+  void append_all(int n, std::vector<result<audit::event_record>>& outcomes, int float_at = -1) {
+    outcomes.assign(static_cast<std::size_t>(n), make_error(errc::internal, "not done"));
+    for (int i = 0; i < n; ++i) {
+      nlohmann::json details = {{"i", i}};
+      if (i == float_at) details["ratio"] = 0.5;  // no canonical form
+      asio::co_spawn(
+          ioc,
+          [this, i, details, &outcomes]() -> asio::awaitable<void> {
+            audit::actor who{"key:key-" + std::to_string(i), "req-" + std::to_string(i), "10.0.0.1"};
+            audit::record what{"sandbox.exec", "sbx-1", "accepted", details};  // named: GCC 12 and temporaries
+            auto done = co_await writer->append(org_id, who, std::move(what));
+            outcomes[static_cast<std::size_t>(i)] = std::move(done);
+          },
+          asio::detached);
+    }
+  }
+
+  std::vector<audit::event_record> chain() {
+    store::audit_filter f;
+    f.limit = 1000;
+    auto list = store::audit_store(*db).list_audit_events(org_id, f);
+    REQUIRE(list);
+    return *list;
+  }
+};
+
+// Every event follows the one before it: seq one more, prev_hash its hash, its own hash right.
+void check_one_line(const std::vector<audit::event_record>& events) {
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    INFO("seq " << events[i].seq);
+    CHECK(events[i].seq == static_cast<std::int64_t>(i) + 1);
+    CHECK(events[i].prev_hash == (i == 0 ? audit::genesis_hash() : events[i - 1].hash));
+    CHECK(events[i].hash == audit::chain_hash(events[i].prev_hash, events[i]));
+  }
+}
+
+struct counting_observer final : store::append_observer {
+  std::vector<std::int64_t> seqs;
+  std::thread::id told_on;
+  void appended(const std::string&, std::int64_t seq) override {
+    seqs.push_back(seq);
+    told_on = std::this_thread::get_id();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("group writer: events queued while a commit waits go into the next commit, in queue order", "[audit]") {
+  writer_fixture f;
+  counting_observer seen;
+  f.writer->observe_appends(&seen, f.ioc.get_executor());
+  // Another connection holds the write lock: the writer's first transaction waits for it, and
+  // everything queued meanwhile must go into one second transaction.
+  auto blocker = testing::open_db(f.dir.file("sandfort.db"));
+  auto held = blocker->begin();
+  REQUIRE(held);
+  std::vector<result<audit::event_record>> outcomes;
+  f.append_all(50, outcomes);
+  f.ioc.poll();  // every coroutine has queued its event and waits
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(f.writer->committed().commits == 0);
+  REQUIRE(held->commit());
+  f.ioc.run();  // until every append is answered
+
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    INFO("append " << i);
+    REQUIRE(outcomes[i]);
+    CHECK(outcomes[i]->details == R"({"i":)" + std::to_string(i) + "}");
+  }
+  auto counts = f.writer->committed();
+  CHECK(counts.events == 50);
+  CHECK(counts.commits == 2);  // the one that waited for the lock, then all the others at once
+  auto events = f.chain();
+  REQUIRE(events.size() == 50);
+  check_one_line(events);
+  for (std::size_t i = 0; i < events.size(); ++i) CHECK(events[i].request_id == "req-" + std::to_string(i));
+  // Told of each, after its commit, on the thread that runs the io_context (this one).
+  CHECK(seen.seqs.size() == 50);
+  CHECK(seen.told_on == std::this_thread::get_id());
+}
+
+TEST_CASE("group writer: the I/O thread's own appends between batches keep the chain one line", "[audit]") {
+  writer_fixture f;
+  audit::journal journal(*f.db, f.clk);
+  std::vector<result<audit::event_record>> outcomes;
+  for (int round = 0; round < 5; ++round) {
+    f.append_all(10, outcomes);
+    f.ioc.poll();
+    // A change and its event, on the other connection, while the batch may be committing.
+    auto changed = journal.record_change(
+        {f.org_id}, audit::system_actor(), [] { return result<void>(ok_t{}); },
+        [] { return audit::record{"org.update", "org-x"}; });
+    REQUIRE(changed);
+    f.ioc.restart();
+    f.ioc.run();
+    for (auto& o : outcomes) REQUIRE(o);
+  }
+  auto events = f.chain();
+  REQUIRE(events.size() == 55);
+  check_one_line(events);
+}
+
+TEST_CASE("group writer: an event without a canonical form fails alone; the rest of its batch is stored", "[audit]") {
+  writer_fixture f;
+  std::vector<result<audit::event_record>> outcomes;
+  f.append_all(20, outcomes, 7);
+  f.ioc.run();
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    INFO("append " << i);
+    CHECK(static_cast<bool>(outcomes[i]) == (i != 7));
+  }
+  CHECK(outcomes[7].err().code == errc::invalid_argument);
+  auto events = f.chain();
+  CHECK(events.size() == 19);
+  check_one_line(events);
+}
+
+TEST_CASE("group writer: what is queued when it is destroyed is committed first", "[audit]") {
+  writer_fixture f;
+  std::vector<result<audit::event_record>> outcomes;
+  f.append_all(30, outcomes);
+  f.ioc.poll();
+  f.writer.reset();  // joins after the last commit
+  CHECK(f.chain().size() == 30);
+  f.ioc.run();  // the answers were posted before the join
+  for (auto& o : outcomes) CHECK(o);
+}
