@@ -12,8 +12,12 @@
   baseline         Docker's exec API (create/start/inspect) of `true` in the same container
   --syscalls       also counts system calls per call with `strace -c` (sandfortd: -f, every
                    thread; one agent: its own, not its children's), 300 sequential process/execs
+  --baseline DIR   first measures everything for another build directory (its sandfortd and
+                   agent, e.g. a worktree at the commit before a change), then this one, and
+                   prints the ratios
 
-Run after ./scripts/setup and ./scripts/build:   /usr/bin/python3 bench/exec_path.py [--quick] [--syscalls]
+Run after ./scripts/setup and ./scripts/build:
+  /usr/bin/python3 bench/exec_path.py [--quick] [--syscalls] [--baseline DIR]
 It starts its own sandfortd on a temporary state directory and removes everything it made.
 """
 
@@ -29,6 +33,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+import sandfort_harness as harness  # noqa: E402
 from sandfort_harness import IMAGE, Daemon, _UnixHTTPConnection, container_id_of  # noqa: E402
 
 QUICK = "--quick" in sys.argv
@@ -196,23 +201,24 @@ def strace_counts(pid, follow, run):
 
 
 def syscalls(d, api, sbx, n=300):
+    """System calls per process/exec: {"sandfortd": per call, "agent": per call}, printed with the top ones."""
     path = f"/v1/sandboxes/{sbx}/process/exec"
-    print(f"system calls per process/exec of `true` (strace -c, {n} sequential calls)")
-    for name, pid, follow in (("sandfortd (every thread)", d.proc.pid, True), ("agent (its own)", agent_pid(sbx), False)):
+    out = {}
+    for name, pid, follow in (("sandfortd", d.proc.pid, True), ("agent", agent_pid(sbx), False)):
         counts = strace_counts(pid, follow, lambda: timed_calls(api, path, {"argv": ["true"]}, n))
-        total = sum(counts.values())
-        top = sorted(counts.items(), key=lambda kv: -kv[1])[:12]
-        print(f"  {name:<26} {total / n:6.1f} per call: " + ", ".join(f"{k} {v / n:.1f}" for k, v in top))
-    print()
+        out[name] = sum(counts.values()) / n
+        top = sorted(counts.items(), key=lambda kv: -kv[1])[:10]
+        print(f"  system calls per call, {name:<9} {out[name]:6.1f}: " + ", ".join(f"{k} {v / n:.1f}" for k, v in top))
+    return out
 
 
-def main():
+def measure(label):
+    """Every figure for the daemon the harness starts now (its SANDFORTD and AGENT)."""
+    print(f"[{label}]")
     d = Daemon({"log_level": "warn"}).start()
+    fig = {}
     try:
         api = Api(d.port, d.admin_key)
-        engine = docker_call("GET", "/version")[1]
-        print(f"sandfort exec path bench: image {IMAGE}, Docker {engine['Version']}, {os.cpu_count()} cores"
-              f"{' (quick)' if QUICK else ''}\n")
         sandboxes = []
         for _ in range(N_SANDBOXES):
             status, sbx = api.call("POST", "/v1/sandboxes", {"snapshot": IMAGE, "wait": True})
@@ -226,16 +232,14 @@ def main():
         timed_calls(api, exec_path, {"argv": ["true"]}, 50)  # warm-up
         timed_calls(api, session_path, {"command": "true"}, 50)
 
-        floor = spawn_floor(api, first)
-        print("one client")
+        fig["floor"] = floor = spawn_floor(api, first)
         print(f"  {'floor: spawn of `true` inside the sandbox':<46} p50 {floor:7.2f} ms")
-        exec_p50 = row("REST process/exec argv [true]", timed_calls(api, exec_path, {"argv": ["true"]}, N_ONE), floor)
-        session_p50 = row("session exec of a builtin (`true`)", timed_calls(api, session_path, {"command": "true"}, N_ONE))
-        docker_p50 = row("Docker's exec API (create/start/inspect)", docker_exec(first))
-        print(f"  -> REST exec over the floor: {exec_p50 - floor:+.2f} ms (goal <= +0.80); "
-              f"session builtin {session_p50:.2f} ms (goal <= 0.60); Docker / REST: {docker_p50 / exec_p50:.1f}x\n")
+        fig["exec_p50"] = row("REST process/exec argv [true]", timed_calls(api, exec_path, {"argv": ["true"]}, N_ONE),
+                              floor)
+        fig["session_p50"] = row("session exec of a builtin (`true`)",
+                                 timed_calls(api, session_path, {"command": "true"}, N_ONE))
+        fig["docker_p50"] = row("Docker's exec API (create/start/inspect)", docker_exec(first))
 
-        print(f"{N_SANDBOXES} sandboxes x {N_CLIENTS} clients, {LOAD_SECONDS} s each")
         daemon_cpu0 = cpu_ms(d.proc.pid)
         agents = [agent_pid(s) for s in sandboxes]
         agent_cpu0 = sum(cpu_ms(p) for p in agents)
@@ -244,22 +248,59 @@ def main():
                                 LOAD_SECONDS)
         daemon_cpu = cpu_ms(d.proc.pid) - daemon_cpu0
         agent_cpu = sum(cpu_ms(p) for p in agents) - agent_cpu0
-        exec_rate = load_row("process/exec argv [true]", samples, elapsed)
-        n = len(samples)
+        fig["exec_rate"] = load_row(f"{N_SANDBOXES} x {N_CLIENTS} clients: process/exec", samples, elapsed)
+        fig["exec_p99_load"] = pct(samples, 99)
+        fig["daemon_cpu"] = daemon_cpu / len(samples)
+        fig["agent_cpu"] = agent_cpu / len(samples)
         samples, elapsed = load(d.port, d.admin_key,
                                 [(f"/v1/sandboxes/{s}/sessions/bench/exec", {"command": "true"}) for s in sandboxes],
                                 LOAD_SECONDS)
-        load_row("session exec of a builtin", samples, elapsed)
-        print(f"  CPU per process/exec under that load: sandfortd {daemon_cpu / n:.3f} ms, "
-              f"agent {agent_cpu / n:.3f} ms (the spawned process not counted)")
-        print(f"  -> goals: >= 2x the 351-377/s measured before issue 37, p99 <= 40 ms; this run {exec_rate:.0f}/s\n")
-
+        fig["session_rate"] = load_row(f"{N_SANDBOXES} x {N_CLIENTS} clients: session builtin", samples, elapsed)
+        print(f"  CPU per process/exec under that load: sandfortd {fig['daemon_cpu']:.3f} ms, "
+              f"agent {fig['agent_cpu']:.3f} ms (the spawned process not counted)")
         if SYSCALLS:
-            syscalls(d, api, first)
+            fig["syscalls"] = syscalls(d, api, first)
         for s in sandboxes:
             api.call("DELETE", f"/v1/sandboxes/{s}")
     finally:
         d.cleanup()
+    print()
+    return fig
+
+
+def option(name):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
+
+
+def main():
+    engine = docker_call("GET", "/version")[1]
+    print(f"sandfort exec path bench: image {IMAGE}, Docker {engine['Version']}, {os.cpu_count()} cores"
+          f"{' (quick)' if QUICK else ''}\n")
+    baseline_dir = option("--baseline")
+    base = None
+    if baseline_dir:
+        # Another build (e.g. the commit before a change) measured in the same run, with its own agent.
+        current = (harness.SANDFORTD, harness.AGENT)
+        harness.SANDFORTD = os.path.join(baseline_dir, "src", "sandfortd", "sandfortd")
+        harness.AGENT = os.path.join(baseline_dir, "src", "agent", "sandfort-agent")
+        base = measure(f"baseline: {baseline_dir}")
+        harness.SANDFORTD, harness.AGENT = current
+    fig = measure(f"this build: {os.path.dirname(os.path.dirname(os.path.dirname(harness.SANDFORTD)))}")
+
+    print("against the goals (issue 37)")
+    print(f"  REST exec p50 over the floor: {fig['exec_p50'] - fig['floor']:+.2f} ms (goal <= +0.80)")
+    print(f"  session builtin p50: {fig['session_p50']:.2f} ms (goal <= 0.60)")
+    print(f"  Docker's exec / REST exec at p50: {fig['docker_p50'] / fig['exec_p50']:.1f}x")
+    print(f"  {N_SANDBOXES} x {N_CLIENTS} process/exec: {fig['exec_rate']:.0f}/s, p99 {fig['exec_p99_load']:.1f} ms "
+          f"(goal: p99 <= 40 ms)")
+    if base:
+        print(f"  against the baseline: throughput {fig['exec_rate'] / base['exec_rate']:.2f}x (goal >= 2x), "
+              f"sandfortd CPU per call {fig['daemon_cpu'] / base['daemon_cpu']:.2f}x, "
+              f"agent CPU per call {fig['agent_cpu'] / base['agent_cpu']:.2f}x (goal <= 0.5x each)")
+        if SYSCALLS:
+            print(f"  system calls per call: sandfortd {base['syscalls']['sandfortd']:.0f} -> "
+                  f"{fig['syscalls']['sandfortd']:.0f}, agent {base['syscalls']['agent']:.0f} -> "
+                  f"{fig['syscalls']['agent']:.0f}")
 
 
 if __name__ == "__main__":
