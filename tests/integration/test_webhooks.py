@@ -35,6 +35,12 @@ def host_address():
     status, net = docker("GET", "/networks/bridge")
     assert status == 200, (status, net)
     gateways = [c.get("Gateway") for c in (net.get("IPAM") or {}).get("Config") or [] if c.get("Gateway")]
+    if not gateways:
+        # Docker 20.10 leaves the gateway out of IPAM when it found its bridge already made (a
+        # restarted dockerd): the bridge interface itself carries the address.
+        bridge = (net.get("Options") or {}).get("com.docker.network.bridge.name", "docker0")
+        out = subprocess.run(["ip", "-j", "-4", "addr", "show", "dev", bridge], capture_output=True, text=True)
+        gateways = [a["local"] for i in (json.loads(out.stdout or "[]")) for a in i.get("addr_info", [])]
     assert gateways, f"the Docker bridge network has no gateway address: {net}"
     return gateways[0]
 
