@@ -21,12 +21,10 @@ Run after ./scripts/setup and ./scripts/build:
 It starts its own sandfortd on a temporary state directory and removes everything it made.
 """
 
-import http.client
 import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -35,6 +33,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import sandfort_harness as harness  # noqa: E402
 from sandfort_harness import IMAGE, Daemon, _UnixHTTPConnection, container_id_of  # noqa: E402
+from foundation import Api, docker_call  # noqa: E402  (one kept-alive client; Docker's API)
 
 QUICK = "--quick" in sys.argv
 SYSCALLS = "--syscalls" in sys.argv
@@ -48,31 +47,6 @@ TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 def pct(samples, p):
     s = sorted(samples)
     return s[min(len(s) - 1, int(len(s) * p / 100))]
-
-
-class Api:
-    """One kept-alive connection, as an SDK holds."""
-
-    def __init__(self, port, key):
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        self.key = key
-
-    def call(self, method, path, body=None):
-        self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                          headers={"Authorization": "Bearer " + self.key, "Content-Type": "application/json"})
-        r = self.conn.getresponse()
-        data = r.read()
-        return r.status, json.loads(data) if data else None
-
-
-def docker_call(method, path, body=None):
-    conn = _UnixHTTPConnection("/var/run/docker.sock")
-    conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                 headers={"Content-Type": "application/json"})
-    r = conn.getresponse()
-    data = r.read()
-    conn.close()
-    return r.status, json.loads(data) if data else None
 
 
 def cpu_ms(pid):
