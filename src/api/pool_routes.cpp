@@ -16,7 +16,10 @@ std::vector<api_route> pool_routes() {
          for (const auto& p : deps.daemon.pools())
            pools.push_back({{"image", p.image},
                             {"resources",
-                             {{"cpus", p.resources.cpus}, {"memory_mb", p.resources.memory_mb}, {"pids", p.resources.pids}}},
+                             {{"cpus", p.resources.cpus},
+                              {"memory_mb", p.resources.memory_mb},
+                              {"pids", p.resources.pids},
+                              {"disk_mb", p.disk_mb}}},
                             {"size", p.target},  // before pools learned, the only size there was
                             {"min_size", p.min_size},
                             {"max_size", p.max_size},

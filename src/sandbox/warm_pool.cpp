@@ -259,6 +259,7 @@ std::vector<pool_status> warm_pool::status() const {
     pool_status s;
     s.image = p->cfg.image;
     s.resources = *p->cfg.resources;
+    s.disk_mb = cfg_.disk.default_mb;
     s.min_size = p->sizing.min_size();
     s.max_size = p->sizing.max_size();
     s.target = p->sizing.target(now);

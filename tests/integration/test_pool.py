@@ -12,8 +12,10 @@ import time
 import uuid
 
 import pytest
+import yaml
 
 from sandfort_harness import BUILD, Daemon, _containers_labelled, docker
+from test_openapi import SPEC, Checker
 
 SIZE = 2
 CREATED = set()  # every sandbox this module made: what is left with the pool label are members
@@ -272,17 +274,22 @@ def test_a_pool_learns_a_burst_refills_in_parallel_serves_the_next_and_shrinks_w
     d = Daemon({"pools": [{"min_size": 1, "max_size": MAX_SIZE, "resources": LEARNING}],
                 "pool": {"max_parallel": MAX_PARALLEL, "idle_shrink_s": IDLE_S}}).start()
     try:
+        # The answer is what docs/openapi.yaml says, with every field named (as test_openapi.py checks
+        # every answer), before any burst (last_burst null) and after one.
+        with open(SPEC) as f:
+            documented = Checker(yaml.safe_load(f))
         p = wait_full(d)
+        documented.check("GET", "/v1/pool", d.admin().get("/v1/pool"), 200)
         assert (p["min_size"], p["max_size"], p["target"], p["size"]) == (1, MAX_SIZE, 1, 1), p
         assert p["reason"] == "min_size 1: no matching create yet" and p["last_burst"] is None, p
         member = new_member(d)
-        spec = {"resources": {"cpus": LEARNING["cpus"], "memory_mb": LEARNING["memory_mb"]}, "wait": True}
+        spec = {"resources": LEARNING, "wait": True}
 
         # The first burst: one member, then cold creates while the pool learns and grows.
         watcher = MostMaking(d)
         first = [member.post("/v1/sandboxes", spec) for _ in range(BURST)]
         assert all(r.status == 201 and r.json()["state"] == "started" for r in first), first
-        p = pool_state(d)
+        p = documented.check("GET", "/v1/pool", d.admin().get("/v1/pool"), 200)["pools"][0]
         assert p["target"] == BURST and p["size"] == BURST, p
         assert p["reason"].startswith(f"a burst of {BURST} matching creates within 60 s"), p
         assert p["last_burst"]["creates"] == BURST and p["last_burst"]["age_s"] >= 0, p

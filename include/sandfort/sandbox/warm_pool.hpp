@@ -52,6 +52,7 @@ struct pool_member {
 struct pool_status {
   std::string image;
   resource_limits resources;
+  std::int64_t disk_mb = 0;  // every member's: disk.default_mb
   int min_size = 0;
   int max_size = 0;
   int target = 0;         // what it fills to now (pool_sizing)
