@@ -5,6 +5,7 @@ daemon (`pools: [{"size": --pool-size}]`: the default image and default resource
 
   /usr/bin/python3 bench/pool.py [--samples 40] [--pool-size 4] [--rounds 4] [--idle-execs 300]
                                  [--burst 20] [--burst-max 24] [--max-parallel 2] [--burst-only]
+                                 [--sweep 1,2,3,4 [--sweep-size 12]]
 
   - pooled create: POST /v1/sandboxes (wait=true) of the default image and resources, request to
     response (`state: started`); before each sample the bench waits (untimed) until GET /v1/pool
@@ -32,7 +33,8 @@ Then, on a second daemon whose pool learns (`pools: [{"min_size": 2, "max_size":
 
 Targets: pooled create p50 <= 50 ms and p99 <= 150 ms; the second burst under 2 s. Percentiles are
 bench/foundation.py's (nearest rank): with 40 samples p99 is the largest, so it is also printed as max.
-  --burst-only runs the burst part alone.
+  --burst-only runs the burst part alone. --sweep 1,2,3,4 runs only this: a pool of --sweep-size
+  (the burst's class) filled from empty after start, for each pool.max_parallel given, twice each.
 
 Run after ./scripts/setup and ./scripts/build (as root, like the integration tests). It starts
 its own sandfortd on a temporary state directory and removes everything it made, also on Ctrl-C
@@ -207,6 +209,11 @@ def burst_bench(args):
         api = Api(d.port, d.admin_key)
         p, filled_s = wait_full(api)
         image, network, n = p["image"], d.network["name"], args.burst
+        # Three bursts' sandboxes are running at the end: more CPUs than an organization's default quota.
+        status, me = api.call("GET", "/v1/whoami")
+        assert status == 200, (status, me)
+        status, body = api.call("PUT", f"/v1/orgs/{me['org_id']}/limits", {"max_cpus": 4 * n, "max_sandboxes": 4 * n})
+        assert status == 200, (status, body)
         pooled_spec = {"snapshot": image, "wait": True, "resources": res}
         cold_spec = dict(pooled_spec, resources=dict(res, cpus=args.cold_cpus))
         print(f"burst: {n} creates waiting for started, in a row, twice, against a pool of {p['min_size']} to "
@@ -275,6 +282,36 @@ def burst_bench(args):
         cleanup(d, instance, finished)
 
 
+def parallel_sweep(args):
+    """How long a pool of --sweep-size takes to fill from empty after start, for each
+    pool.max_parallel of --sweep (twice each, interleaved): the figure behind its default."""
+    res = {"cpus": 1.0, "memory_mb": args.burst_memory_mb, "pids": 512}
+    settings = [int(x) for x in args.sweep.split(",")]
+    seen = {mp: [] for mp in settings}
+    for _ in range(2):
+        for mp in settings:
+            d = Daemon({"log_level": "warn", "pools": [{"size": args.sweep_size, "resources": res}],
+                        "pool": {"max_parallel": mp}})
+            instance = instance_id(d)
+            finished = False
+            try:
+                d.start()
+                api = Api(d.port, d.admin_key)
+                t0, most = time.perf_counter(), 0
+                while (p := pool_state(api))["ready"] < args.sweep_size:
+                    most = max(most, p["making"])
+                    if time.perf_counter() - t0 > 300:
+                        raise RuntimeError(f"the pool did not fill in 300 s: {p}")
+                    time.sleep(0.02)
+                seen[mp].append(time.perf_counter() - t0)
+                print(f"  pool.max_parallel {mp}: {args.sweep_size} members ready {seen[mp][-1]:.2f} s after start "
+                      f"(at most {most} made at once); load average {os.getloadavg()[0]:.2f}", flush=True)
+                finished = True
+            finally:
+                cleanup(d, instance, finished)
+    print("results: " + ", ".join(f"{mp} at once: " + " / ".join(f"{t:.1f} s" for t in seen[mp]) for mp in settings))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=40, help="pooled, cold and docker run creates, each")
@@ -287,9 +324,14 @@ def main():
     ap.add_argument("--burst-memory-mb", type=int, default=256, help="memory_mb of the learning pool's class")
     ap.add_argument("--max-parallel", type=int, default=2, help="pool.max_parallel of the learning pool's daemon")
     ap.add_argument("--burst-only", action="store_true", help="only the burst part")
+    ap.add_argument("--sweep", metavar="N,N,...", help="only this: fill times for these pool.max_parallel")
+    ap.add_argument("--sweep-size", type=int, default=12, help="the pool --sweep fills")
     args = ap.parse_args()
     assert args.samples >= 2 and args.pool_size >= 1 and args.burst >= 1
     signal.signal(signal.SIGTERM, on_sigterm)
+    if args.sweep:
+        parallel_sweep(args)
+        return
     if not args.burst_only:
         fixed_pool_bench(args)
         print()

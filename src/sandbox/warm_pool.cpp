@@ -57,6 +57,7 @@ std::optional<pool_sizing::time_point> pool_sizing::shrinks_at(time_point now) c
 
 std::string pool_sizing::reason(time_point now) const {
   const std::string min_text = "min_size " + std::to_string(min_);
+  if (min_ == max_) return "fixed: min_size = max_size = " + std::to_string(min_);
   if (!peak_) return min_text + ": no matching create yet";
   const std::string window_text = " within " + std::to_string(window_.count()) + " s";
   if (idle(now))
