@@ -323,3 +323,18 @@ TEST_CASE("pool: a burst grows the target; members are made pool.max_parallel at
   CHECK(f.svc->pools().at(0).target == 6);  // ten within the window: bounded by max_size
   CHECK_THAT(f.svc->pools().at(0).reason, Catch::StartsWith("max_size 6: a burst of 10"));
 }
+
+TEST_CASE("pool: members being made hold host memory too: parallel makers never overrun the host",
+          "[sandbox][pool][host]") {
+  fixture f;  // default resources: 768 MiB
+  f.cfg.host.memory_reserve_mb = 0;
+  f.host.mb = 2 * 768 + 100;  // room for two members
+  f.cfg.pool.max_parallel = 3;
+  f.engine.start_delay = 20ms;  // the makers overlap
+  with_pool(f, 3, 2);
+  f.ioc.restart();
+  f.ioc.run_for(100ms);
+  // Three makers were free, but the third found the first two counted: never made, not even begun.
+  CHECK(f.svc->pools().at(0).ready == 2);
+  CHECK(f.engine.created.size() == 2);
+}
