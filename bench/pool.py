@@ -4,6 +4,8 @@
 daemon (`pools: [{"size": --pool-size}]`: the default image and default resources).
 
   /usr/bin/python3 bench/pool.py [--samples 40] [--pool-size 4] [--rounds 4] [--idle-execs 300]
+                                 [--burst 20] [--burst-max 24] [--max-parallel 2] [--burst-only]
+                                 [--sweep 1,2,3,4 [--sweep-size 12]]
 
   - pooled create: POST /v1/sandboxes (wait=true) of the default image and resources, request to
     response (`state: started`); before each sample the bench waits (untimed) until GET /v1/pool
@@ -16,10 +18,23 @@ daemon (`pools: [{"size": --pool-size}]`: the default image and default resource
     is removed after each sample (its delete timed apart)
   - exec of `true` in a separate idle sandbox (2 cpus, made cold) while the pool is full and idle
     against right after claiming all --pool-size members, until the pool is full again (refills
-    running, one member at a time), over `--rounds` alternating rounds; the refill/idle ratio
+    running, pool.max_parallel at once), over `--rounds` alternating rounds; the refill/idle ratio
 
-Targets: pooled create p50 <= 50 ms and p99 <= 150 ms. Percentiles are bench/foundation.py's
-(nearest rank): with 40 samples p99 is the largest, so it is also printed as max.
+Then, on a second daemon whose pool learns (`pools: [{"min_size": 2, "max_size": --burst-max}]`,
+`pool.max_parallel`: --max-parallel, a resource class of --burst-memory-mb), the figure of issue 37:
+  - --burst creates waiting for started, in a row, twice: a first burst (which teaches the pool
+    its size), an untimed pause until the pool has refilled to its new target (how long that took
+    and how many members it made at once are printed), then a second burst; each burst's total
+  - beside them, in the same run, with the pool full and idle: --burst cold creates in a row (a
+    resource class no pool serves) and --burst `docker run -d` + first `docker exec` in a row
+  - single-create p50/p99 of the second burst's creates (the pool not empty, refills running)
+  The sandboxes of each burst stay until the end of the run (removed untimed), so that no delete
+  runs beside a burst or the refill.
+
+Targets: pooled create p50 <= 50 ms and p99 <= 150 ms; the second burst under 2 s. Percentiles are
+bench/foundation.py's (nearest rank): with 40 samples p99 is the largest, so it is also printed as max.
+  --burst-only runs the burst part alone. --sweep 1,2,3,4 runs only this: a pool of --sweep-size
+  (the burst's class) filled from empty after start, for each pool.max_parallel given, twice each.
 
 Run after ./scripts/setup and ./scripts/build (as root, like the integration tests). It starts
 its own sandfortd on a temporary state directory and removes everything it made, also on Ctrl-C
@@ -112,6 +127,7 @@ class Watcher:
         self.api = Api(port, key)
         self.interval = interval
         self.full_seen = 0.0  # when the latest poll that found the pool full began (perf_counter)
+        self.most_making = 0  # the most members seen being made at once
         self.stop = threading.Event()
         self.error = None
         self.thread = threading.Thread(target=self.loop, daemon=True)
@@ -122,6 +138,7 @@ class Watcher:
             while not self.stop.is_set():
                 t = time.perf_counter()
                 p = pool_state(self.api)
+                self.most_making = max(self.most_making, p["making"])
                 if p["ready"] == p["size"] and not p["filling"]:
                     self.full_seen = t
                 self.stop.wait(self.interval)
@@ -143,6 +160,158 @@ def row(name, samples, note=""):
           f"max {max(samples):8.1f} ms   (n={len(samples)}){note}")
 
 
+def burst(api, spec, n):
+    """n creates waiting for started, in a row: (ids, per-create ms, total s)."""
+    ids, times = [], []
+    t0 = time.perf_counter()
+    for _ in range(n):
+        sid, ms = create(api, spec)
+        ids.append(sid)
+        times.append(ms)
+    return ids, times, time.perf_counter() - t0
+
+
+def docker_run_burst(image, network, n):
+    """n `docker run -d` + first `docker exec` in a row: (ids, per-container ms, total s)."""
+    ids, times = [], []
+    t0 = time.perf_counter()
+    for _ in range(n):
+        t = time.perf_counter()
+        cid = run(["docker", "run", "-d", "--rm", "--label", BENCH_LABEL, "--network", network, image, "sleep", "300"])
+        run(["docker", "exec", cid, "true"])
+        ids.append(cid)
+        times.append(ms_since(t))
+    return ids, times, time.perf_counter() - t0
+
+
+def cleanup(d, instance, finished):
+    d.kill()  # first, so that requests still in flight fail at once
+    for attempt in range(2):  # a `docker run` interrupted mid-way may finish creating just after
+        for cid in bench_containers():  # before the network goes: they are attached to it
+            docker("DELETE", f"/containers/{cid}?force=true")
+        if attempt == 0 and not finished:
+            time.sleep(1)
+    d.cleanup()
+    for cid in containers_of_instance(instance):  # members or a sandbox a killed daemon left behind
+        docker("DELETE", f"/containers/{cid}?force=true")
+
+
+def burst_bench(args):
+    res = {"cpus": 1.0, "memory_mb": args.burst_memory_mb, "pids": 512}
+    d = Daemon({"log_level": "warn", "idle_timeout_s": 3600,
+                "pools": [{"min_size": 2, "max_size": args.burst_max, "resources": res}],
+                "pool": {"max_parallel": args.max_parallel}})
+    instance = instance_id(d)
+    watcher = None
+    finished = False
+    try:
+        d.start()
+        api = Api(d.port, d.admin_key)
+        p, filled_s = wait_full(api)
+        image, network, n = p["image"], d.network["name"], args.burst
+        # Three bursts' sandboxes are running at the end: more CPUs than an organization's default quota.
+        status, me = api.call("GET", "/v1/whoami")
+        assert status == 200, (status, me)
+        status, body = api.call("PUT", f"/v1/orgs/{me['org_id']}/limits", {"max_cpus": 4 * n, "max_sandboxes": 4 * n})
+        assert status == 200, (status, body)
+        pooled_spec = {"snapshot": image, "wait": True, "resources": res}
+        cold_spec = dict(pooled_spec, resources=dict(res, cpus=args.cold_cpus))
+        print(f"burst: {n} creates waiting for started, in a row, twice, against a pool of {p['min_size']} to "
+              f"{p['max_size']} x {image} {json.dumps(res)}, pool.max_parallel {args.max_parallel}; "
+              f"load average {os.getloadavg()[0]:.2f}", flush=True)
+        # Warm-up, untimed, with classes the pool does not serve: no first-time cost in a figure.
+        sid, _ = create(api, cold_spec)
+        delete(api, sid)
+        cid = run(["docker", "run", "-d", "--rm", "--label", BENCH_LABEL, "--network", network, image, "sleep", "300"])
+        run(["docker", "rm", "-f", cid])
+
+        watcher = Watcher(d.port, d.admin_key)
+        before = pool_state(api)
+        ids1, first, first_s = burst(api, pooled_spec, n)
+        taught = pool_state(api)
+        t = time.perf_counter()
+        full, _ = wait_full(api, limit=600)
+        refill_s = time.perf_counter() - t
+        most_making = watcher.most_making
+        print(f"  first burst: {first_s:.2f} s ({taught['claims'] - before['claims']} from the pool, "
+              f"{taught['misses'] - before['misses']} cold); target now {taught['target']} "
+              f"({taught['reason']})", flush=True)
+        print(f"  pause: the pool reached {full['ready']} ready {refill_s:.1f} s after the burst, "
+              f"at most {most_making} made at once", flush=True)
+
+        ids2, second, second_s = burst(api, pooled_spec, n)
+        after = pool_state(api)
+        served = after["claims"] - full["claims"]
+        print(f"  second burst: {second_s:.2f} s ({served} from the pool, {after['misses'] - full['misses']} cold)",
+              flush=True)
+        wait_full(api, limit=600)
+        watcher.close()
+        watcher = None
+
+        # The baselines, with the pool full and idle.
+        ids3, cold, cold_s = burst(api, cold_spec, n)
+        cids, drun, drun_s = docker_run_burst(image, network, n)
+        for cid in cids:
+            run(["docker", "rm", "-f", cid])
+        for sid in ids1 + ids2 + ids3:
+            delete(api, sid)
+        print()
+
+        print(f"results: {n} creates waiting for started, in a row")
+        print(f"  {'first burst (teaches the pool)':<46} total {first_s:7.2f} s   per create p50 {pct(first, 50):7.1f} ms")
+        print(f"  {'second burst (after the refill)':<46} total {second_s:7.2f} s   per create p50 {pct(second, 50):7.1f} ms"
+              f"   ({served}/{n} from the pool)")
+        print(f"  {'cold creates (cpus ' + str(args.cold_cpus) + ', no pool)':<46} total {cold_s:7.2f} s   "
+              f"per create p50 {pct(cold, 50):7.1f} ms")
+        print(f"  {'docker run -d + first docker exec':<46} total {drun_s:7.2f} s   "
+              f"per container p50 {pct(drun, 50):7.1f} ms")
+        print(f"  -> second burst / cold: {second_s / cold_s:.3f}x, / docker run: {second_s / drun_s:.3f}x; "
+              f"target second burst < 2 s: {'MET' if second_s < 2 else 'MISSED'} ({second_s:.2f} s)")
+        row("single create, the pool not empty (2nd burst)", second)
+        p99 = pct(second, 99)
+        print(f"  -> target p99 < 150 ms: {'MET' if p99 < 150 else 'MISSED'} ({p99:.1f} ms)")
+        print(f"  refill after the first burst: {refill_s:.1f} s to {full['ready']} ready, at most {most_making} "
+              f"being made at once (pool.max_parallel {args.max_parallel}); the pool filled to "
+              f"{p['min_size']} in {filled_s:.1f} s after start")
+        print(f"  pool at the end: {json.dumps({k: after[k] for k in ('target', 'reason', 'last_burst')})}; "
+              f"load average {os.getloadavg()[0]:.2f}")
+        finished = True
+    finally:
+        if watcher:
+            watcher.stop.set()
+        cleanup(d, instance, finished)
+
+
+def parallel_sweep(args):
+    """How long a pool of --sweep-size takes to fill from empty after start, for each
+    pool.max_parallel of --sweep (twice each, interleaved): the figure behind its default."""
+    res = {"cpus": 1.0, "memory_mb": args.burst_memory_mb, "pids": 512}
+    settings = [int(x) for x in args.sweep.split(",")]
+    seen = {mp: [] for mp in settings}
+    for _ in range(2):
+        for mp in settings:
+            d = Daemon({"log_level": "warn", "pools": [{"size": args.sweep_size, "resources": res}],
+                        "pool": {"max_parallel": mp}})
+            instance = instance_id(d)
+            finished = False
+            try:
+                d.start()
+                api = Api(d.port, d.admin_key)
+                t0, most = time.perf_counter(), 0
+                while (p := pool_state(api))["ready"] < args.sweep_size:
+                    most = max(most, p["making"])
+                    if time.perf_counter() - t0 > 300:
+                        raise RuntimeError(f"the pool did not fill in 300 s: {p}")
+                    time.sleep(0.02)
+                seen[mp].append(time.perf_counter() - t0)
+                print(f"  pool.max_parallel {mp}: {args.sweep_size} members ready {seen[mp][-1]:.2f} s after start "
+                      f"(at most {most} made at once); load average {os.getloadavg()[0]:.2f}", flush=True)
+                finished = True
+            finally:
+                cleanup(d, instance, finished)
+    print("results: " + ", ".join(f"{mp} at once: " + " / ".join(f"{t:.1f} s" for t in seen[mp]) for mp in settings))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=40, help="pooled, cold and docker run creates, each")
@@ -150,10 +319,26 @@ def main():
     ap.add_argument("--cold-cpus", type=float, default=0.5, help="resource class no pool serves")
     ap.add_argument("--rounds", type=int, default=4, help="exec rounds: pool idle, then refilling")
     ap.add_argument("--idle-execs", type=int, default=300, help="execs per round with the pool full and idle")
+    ap.add_argument("--burst", type=int, default=20, help="creates in a row in each burst")
+    ap.add_argument("--burst-max", type=int, default=24, help="max_size of the learning pool")
+    ap.add_argument("--burst-memory-mb", type=int, default=256, help="memory_mb of the learning pool's class")
+    ap.add_argument("--max-parallel", type=int, default=2, help="pool.max_parallel of the learning pool's daemon")
+    ap.add_argument("--burst-only", action="store_true", help="only the burst part")
+    ap.add_argument("--sweep", metavar="N,N,...", help="only this: fill times for these pool.max_parallel")
+    ap.add_argument("--sweep-size", type=int, default=12, help="the pool --sweep fills")
     args = ap.parse_args()
-    assert args.samples >= 2 and args.pool_size >= 1
+    assert args.samples >= 2 and args.pool_size >= 1 and args.burst >= 1
     signal.signal(signal.SIGTERM, on_sigterm)
+    if args.sweep:
+        parallel_sweep(args)
+        return
+    if not args.burst_only:
+        fixed_pool_bench(args)
+        print()
+    burst_bench(args)
 
+
+def fixed_pool_bench(args):
     d = Daemon({"log_level": "warn", "idle_timeout_s": 3600, "pools": [{"size": args.pool_size}]})
     instance = instance_id(d)
     watcher = None
@@ -288,15 +473,7 @@ def main():
     finally:
         if watcher:
             watcher.stop.set()
-        d.kill()  # first, so that requests still in flight fail at once
-        for attempt in range(2):  # a `docker run` interrupted mid-way may finish creating just after
-            for cid in bench_containers():  # before the network goes: they are attached to it
-                docker("DELETE", f"/containers/{cid}?force=true")
-            if attempt == 0 and not finished:
-                time.sleep(1)
-        d.cleanup()
-        for cid in containers_of_instance(instance):  # members or a sandbox a killed daemon left behind
-            docker("DELETE", f"/containers/{cid}?force=true")
+        cleanup(d, instance, finished)
 
 
 if __name__ == "__main__":

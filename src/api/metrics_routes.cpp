@@ -41,7 +41,7 @@ void update_pools(const daemon_backend& daemon) {
   for (const auto& p : daemon.pools()) {
     metrics::label_values pool = {p.image, metrics::format_value(p.resources.cpus),
                                   std::to_string(p.resources.memory_mb), std::to_string(p.resources.pids)};
-    target.set(pool, p.size);
+    target.set(pool, p.target);
     ready.set(pool, p.ready);
   }
 }

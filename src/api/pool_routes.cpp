@@ -1,6 +1,8 @@
 // The warm pool's state, for the operator (docs/pool.md): organizations never see the pool.
 #include "routes.hpp"
 
+#include <cmath>
+
 namespace sandfort::api {
 
 using nlohmann::json;
@@ -14,10 +16,21 @@ std::vector<api_route> pool_routes() {
          for (const auto& p : deps.daemon.pools())
            pools.push_back({{"image", p.image},
                             {"resources",
-                             {{"cpus", p.resources.cpus}, {"memory_mb", p.resources.memory_mb}, {"pids", p.resources.pids}}},
-                            {"size", p.size},
+                             {{"cpus", p.resources.cpus},
+                              {"memory_mb", p.resources.memory_mb},
+                              {"pids", p.resources.pids},
+                              {"disk_mb", p.disk_mb}}},
+                            {"size", p.target},  // before pools learned, the only size there was
+                            {"min_size", p.min_size},
+                            {"max_size", p.max_size},
+                            {"target", p.target},
+                            {"reason", p.reason},
+                            {"last_burst", p.last_burst ? json{{"creates", p.last_burst->creates},
+                                                               {"age_s", std::round(p.last_burst_age_s * 10) / 10}}
+                                                        : json(nullptr)},
                             {"ready", p.ready},
-                            {"filling", p.filling},
+                            {"making", p.making},
+                            {"filling", p.making > 0},
                             {"claims", p.claims},
                             {"misses", p.misses},
                             {"last_error", p.last_error.empty() ? json(nullptr) : json(p.last_error)}});

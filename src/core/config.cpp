@@ -144,6 +144,10 @@ json to_json_tree(const config& c) {
                 {"maintenance_interval_s", c.store.maintenance_interval_s},
                 {"min_free_mb", c.store.min_free_mb},
                 {"reserve_mb", c.store.reserve_mb}}},
+              {"pool",
+               {{"max_parallel", c.pool.max_parallel},
+                {"burst_window_s", c.pool.burst_window_s},
+                {"idle_shrink_s", c.pool.idle_shrink_s}}},
               {"pools", json::array()}};  // read by read_pools(): a list of objects
 }
 
@@ -206,20 +210,30 @@ result<oidc_issuer_config> read_issuer(const json& j, std::size_t index) {
   return c;
 }
 
-// One entry of pools: {"image", "resources": {"cpus", "memory_mb", "pids"}, "size"}.
+// One entry of pools: {"image", "resources": {"cpus", "memory_mb", "pids"}, "min_size" (or "size"),
+// "max_size"}. "size" is the name from before pools learned: it is min_size, and without a
+// max_size the pool keeps that size as it always did.
 result<pool_config> read_pool(const json& j, std::size_t index) {
   const std::string where = "config: pools[" + std::to_string(index) + "]";
   auto bad = [&](const std::string& what) { return make_error(errc::invalid_argument, where + what); };
   if (!j.is_object()) return bad(" must be an object");
   pool_config p;
+  static const char* known[] = {"image", "resources", "size", "min_size", "max_size"};
   for (auto it = j.begin(); it != j.end(); ++it)
-    if (it.key() != "image" && it.key() != "resources" && it.key() != "size") return bad(": unknown key " + it.key());
+    if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return it.key() == k; }) == std::end(known))
+      return bad(": unknown key " + it.key());
   if (j.contains("image")) {
     if (!j["image"].is_string()) return bad(".image must be a string");
     p.image = j["image"].get<std::string>();
   }
-  if (!j.contains("size") || !j["size"].is_number_integer()) return bad(".size must be a whole number");
-  p.size = j["size"].get<int>();
+  if (j.contains("size") == j.contains("min_size")) return bad(" needs one of size and min_size (the same thing)");
+  const char* min_key = j.contains("size") ? "size" : "min_size";
+  if (!j[min_key].is_number_integer()) return bad(std::string(".") + min_key + " must be a whole number");
+  p.min_size = j[min_key].get<int>();
+  if (j.contains("max_size")) {
+    if (!j["max_size"].is_number_integer()) return bad(".max_size must be a whole number");
+    p.max_size = j["max_size"].get<int>();
+  }
   if (j.contains("resources")) {
     const json& r = j["resources"];
     if (!r.is_object() || !r.contains("cpus") || !r.contains("memory_mb") || !r.contains("pids") || r.size() != 3 ||
@@ -286,6 +300,8 @@ config from_json_tree(const json& j) {
   c.agent_response_budget_mb = j.at("agent_response_budget_mb").get<std::uint64_t>();
   c.default_resources = limits(j.at("default_resources"));
   c.max_resources = limits(j.at("max_resources"));
+  const json& pt = j.at("pool");
+  c.pool = {pt.at("max_parallel").get<int>(), pt.at("burst_window_s").get<int>(), pt.at("idle_shrink_s").get<int>()};
   const json& n = j.at("network");
   c.network = {n.at("name").get<std::string>(), n.at("subnet").get<std::string>(), n.at("bridge").get<std::string>(),
                n.at("host_firewall").get<bool>()};
@@ -500,13 +516,24 @@ result<void> check_store(const store_config& s) {
 // Fills each pool's image and resources from the defaults, then checks it: a pool a create could
 // never match, or two pools that would compete for the same creates, are configuration mistakes.
 result<void> finalize_pools(config& c) {
+  const auto& t = c.pool;
+  if (t.max_parallel < 1 || t.max_parallel > 16)
+    return make_error(errc::invalid_argument, "config: pool.max_parallel must be 1 to 16");
+  if (t.burst_window_s < 1 || t.burst_window_s > 3600)
+    return make_error(errc::invalid_argument, "config: pool.burst_window_s must be 1 to 3600");
+  if (t.idle_shrink_s < 1 || t.idle_shrink_s > 7 * 24 * 3600)
+    return make_error(errc::invalid_argument, "config: pool.idle_shrink_s must be 1 to 604800");
   for (std::size_t i = 0; i < c.pools.size(); ++i) {
     auto& p = c.pools[i];
     const std::string where = "config: pools[" + std::to_string(i) + "]";
     if (p.image.empty()) p.image = c.default_image;
     if (!p.resources) p.resources = c.default_resources;
     const auto& r = *p.resources;
-    if (p.size < 0 || p.size > 64) return make_error(errc::invalid_argument, where + ".size must be 0 to 64");
+    if (p.max_size == -1) p.max_size = p.min_size;
+    if (p.min_size < 0 || p.min_size > 64)
+      return make_error(errc::invalid_argument, where + ".min_size (or size) must be 0 to 64");
+    if (p.max_size < p.min_size || p.max_size > 64)
+      return make_error(errc::invalid_argument, where + ".max_size must be min_size to 64");
     if (!(r.cpus > 0) || r.cpus > c.max_resources.cpus || r.memory_mb < 64 || r.memory_mb > c.max_resources.memory_mb ||
         r.pids < 16 || r.pids > c.max_resources.pids)
       return make_error(errc::invalid_argument, where + ".resources must be what a create may ask for "

@@ -2,16 +2,20 @@
 takes a started sandbox from it, with the caller's environment, proxy credential and working
 directory applied so that nothing of the pool or of another claimant can be observed; members
 are invisible to organizations and count against no quota; a member that dies is replaced; a
-pooled sandbox keeps its environment across stop and start; the pool drains at shutdown."""
+pooled sandbox keeps its environment across stop and start; the pool drains at shutdown; a pool
+with room to grow learns a burst, refills in parallel, serves the next burst and shrinks when idle."""
 
 import os
 import subprocess
+import threading
 import time
 import uuid
 
 import pytest
+import yaml
 
 from sandfort_harness import BUILD, Daemon, _containers_labelled, docker
+from test_openapi import SPEC, Checker
 
 SIZE = 2
 CREATED = set()  # every sandbox this module made: what is left with the pool label are members
@@ -232,5 +236,97 @@ def test_the_pool_drains_at_shutdown():
         assert unclaimed_member_containers(d, {kept["id"]}) == []
         # A claimed sandbox is its organization's: the shutdown leaves it.
         assert [c for c in _containers_labelled(f"io.sandfort.sandbox={kept['id']}")]
+    finally:
+        d.cleanup()
+
+
+# A pool that learns (docs/pool.md, "How big it gets"): a small resource class, so that the
+# bursts and the members together stay far inside this host's memory admission.
+LEARNING = {"cpus": 0.5, "memory_mb": 256, "pids": 256}
+BURST, MAX_SIZE, MAX_PARALLEL, IDLE_S = 5, 6, 3, 15
+
+
+class MostMaking:
+    """Polls GET /v1/pool on its own, keeping the most members it saw being made at once."""
+
+    def __init__(self, daemon):
+        self.daemon, self.most, self.error = daemon, 0, None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        try:
+            while not self.stop.is_set():
+                self.most = max(self.most, pool_state(self.daemon)["making"])
+                self.stop.wait(0.02)
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(10)
+        assert self.error is None, self.error
+        return self.most
+
+
+def test_a_pool_learns_a_burst_refills_in_parallel_serves_the_next_and_shrinks_when_idle():
+    d = Daemon({"pools": [{"min_size": 1, "max_size": MAX_SIZE, "resources": LEARNING}],
+                "pool": {"max_parallel": MAX_PARALLEL, "idle_shrink_s": IDLE_S}}).start()
+    try:
+        # The answer is what docs/openapi.yaml says, with every field named (as test_openapi.py checks
+        # every answer), before any burst (last_burst null) and after one.
+        with open(SPEC) as f:
+            documented = Checker(yaml.safe_load(f))
+        p = wait_full(d)
+        documented.check("GET", "/v1/pool", d.admin().get("/v1/pool"), 200)
+        assert (p["min_size"], p["max_size"], p["target"], p["size"]) == (1, MAX_SIZE, 1, 1), p
+        assert p["reason"] == "min_size 1: no matching create yet" and p["last_burst"] is None, p
+        member = new_member(d)
+        spec = {"resources": LEARNING, "wait": True}
+
+        # The first burst: one member, then cold creates while the pool learns and grows.
+        watcher = MostMaking(d)
+        first = [member.post("/v1/sandboxes", spec) for _ in range(BURST)]
+        assert all(r.status == 201 and r.json()["state"] == "started" for r in first), first
+        p = documented.check("GET", "/v1/pool", d.admin().get("/v1/pool"), 200)["pools"][0]
+        assert p["target"] == BURST and p["size"] == BURST, p
+        assert p["reason"].startswith(f"a burst of {BURST} matching creates within 60 s"), p
+        assert p["last_burst"]["creates"] == BURST and p["last_burst"]["age_s"] >= 0, p
+        assert p["claims"] + p["misses"] == BURST and p["misses"] >= 1, p
+        full = wait_full(d)
+        most = watcher.close()
+        # Made in parallel, and never more at once than configured.
+        assert 2 <= most <= MAX_PARALLEL, (most, full)
+        assert full["ready"] == BURST and full["making"] == 0 and full["last_error"] is None, full
+        assert len(unclaimed_member_containers(d, CREATED)) == BURST
+
+        # The second burst of the same size is served from the pool, every create of it.
+        before = pool_state(d)
+        second = [member.create_sandbox(**spec) for _ in range(BURST)]
+        after = pool_state(d)
+        assert after["claims"] == before["claims"] + BURST and after["misses"] == before["misses"], (before, after)
+        r = d.admin().get(f"/v1/audit?org={member.org_id}&action=sandbox.create&limit=100")
+        assert r.status == 200, r
+        pooled = {e["target"] for e in r.json()["items"] if e["details"]["spec"].get("pooled") is True}
+        assert {b["id"] for b in second} <= pooled
+        # Ten within the window now: bounded by max_size.
+        assert after["target"] == MAX_SIZE and after["reason"].startswith(f"max_size {MAX_SIZE}: a burst of"), after
+
+        # Idle for IDLE_S: back to min_size, the members beyond it removed from Docker too.
+        deadline = time.time() + IDLE_S + 120
+        while time.time() < deadline:
+            p = pool_state(d)
+            if p["target"] == 1 and p["ready"] == 1 and len(unclaimed_member_containers(d, CREATED)) == 1:
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"the pool did not shrink: {pool_state(d)}\n{d.log()}")
+        assert p["reason"] == f"min_size 1: idle, no matching create for {IDLE_S} s", p
+        assert p["last_burst"]["creates"] == 2 * BURST, p
+        # Claimed sandboxes are their organization's: the shrink left them.
+        for r in first:
+            assert member.get(f"/v1/sandboxes/{r.json()['id']}").json()["state"] == "started"
+        assert d.stop() == 0, d.log()
     finally:
         d.cleanup()

@@ -233,10 +233,19 @@ struct store_config {
 
 // One warm pool (docs/pool.md): started sandboxes of one image and one resource class, waiting
 // to be claimed by a create that asks for exactly that.
+// Its target size moves between min_size and max_size with the demand (warm_pool.hpp's pool_sizing).
 struct pool_config {
   std::string image;                  // empty: default_image
   std::optional<resource_limits> resources;  // absent: default_resources
-  int size = 0;                       // sandboxes kept started and unclaimed
+  int min_size = 0;  // members kept started and unclaimed when idle ("size" or "min_size" in the file)
+  int max_size = -1; // the most it grows to after a burst; -1 (absent): min_size, a pool of fixed size
+};
+
+// How the warm pools refill, grow and shrink (docs/pool.md, "How big it gets").
+struct pool_tuning {
+  int max_parallel = 2;     // members being made at once, across all pools
+  int burst_window_s = 60;  // a burst: the matching creates within this many seconds
+  int idle_shrink_s = 300;  // without a matching create this long, a pool goes back to min_size
 };
 
 // The E2B-compatible endpoints under /e2b and /e2b-sandbox (docs/e2b.md).
@@ -308,6 +317,7 @@ struct config {
   store_config store{};
   e2b_config e2b{};
   std::vector<pool_config> pools;  // "pools" in the file: a list of objects (file only)
+  pool_tuning pool{};              // "pool" in the file: one object for all of them
 };
 
 // key=value pairs from the command line; keys as in the file ("max_resources.cpus").

@@ -12,8 +12,11 @@
 // returns to the pool. Their memory is the host's all the same: host admission counts them
 // (docs/limits.md, "Host memory").
 //
-// One member is made at a time across all pools, so refilling never takes more than one
-// Docker create/start and one agent start-up at once away from the traffic it serves.
+// Each pool's target follows the demand (pool_sizing.hpp): it grows to the size of the latest burst
+// of matching creates, up to its max_size, and falls back to min_size when the pool is idle. Members
+// are made in parallel, at most pool.max_parallel at once across all pools (each a Docker
+// create/start and an agent start-up, taken from the traffic being served), and only while host
+// admission has room for each.
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -30,6 +33,7 @@
 #include "sandfort/docker/engine.hpp"
 #include "sandfort/sandbox/agent_connector.hpp"
 #include "sandfort/sandbox/network.hpp"
+#include "sandfort/sandbox/pool_sizing.hpp"
 #include "sandfort/sandbox/transitions.hpp"
 #include "sandfort/store/database.hpp"
 
@@ -48,9 +52,15 @@ struct pool_member {
 struct pool_status {
   std::string image;
   resource_limits resources;
-  int size = 0;           // the target
+  std::int64_t disk_mb = 0;  // every member's: disk.default_mb
+  int min_size = 0;
+  int max_size = 0;
+  int target = 0;         // what it fills to now (pool_sizing)
+  std::string reason;     // why the target is what it is
+  std::optional<pool_sizing::burst> last_burst;
+  double last_burst_age_s = 0;  // of last_burst
   int ready = 0;          // members waiting to be claimed
-  bool filling = false;   // a member of this pool is being made now
+  int making = 0;         // members of this pool being made now
   std::uint64_t claims = 0;   // creates served from this pool
   std::uint64_t misses = 0;   // matching creates that found it empty (and were made cold)
   std::string last_error;     // why the last member could not be made, if it could not
@@ -74,14 +84,15 @@ class warm_pool {
   boost::asio::awaitable<void> drain();
 
   // A waiting member of the pool for exactly this image and these resources, taken out of the
-  // pool (refilling starts); nullopt when no pool matches or it is empty.
+  // pool (refilling starts); nullopt when no pool matches or it is empty. Either way a matching
+  // create is demand the pool's target learns from.
   std::optional<pool_member> take(const std::string& image, const resource_limits& resources);
   // A member's container died or vanished: forgotten (and replaced). False if it is no member.
   bool lost(const std::string& sandbox_id);
 
   std::vector<pool_status> status() const;
 
-  // Memory limits of the members waiting and of the one being made, in MiB: the host holds them.
+  // Memory limits of the members waiting and of those being made, in MiB: the host holds them.
   std::int64_t memory_mb() const;
   // Of the waiting members only: what evict() can give back.
   std::int64_t waiting_memory_mb() const;
@@ -91,19 +102,27 @@ class warm_pool {
 
  private:
   struct pool {
+    pool(pool_config c, pool_sizing s) : cfg(std::move(c)), sizing(std::move(s)) {}
     pool_config cfg;
+    pool_sizing sizing;
     std::vector<pool_member> ready;
-    bool filling = false;
+    int making = 0;
     std::uint64_t claims = 0;
     std::uint64_t misses = 0;
     std::string last_error;
     int failures = 0;  // in a row: the next attempt backs off
     std::chrono::steady_clock::time_point retry_at{};
   };
+  // Starts makers while there is work, a free slot and room; trims; sleeps until woken or due.
   boost::asio::awaitable<void> fill_forever();
+  // One member of `p`, made and put in the pool (or backed off); in parallel with others.
+  boost::asio::awaitable<void> make_one(std::shared_ptr<pool> p);
   // Creates, starts and waits for one member's agent (src/sandbox/pool_members.cpp).
   boost::asio::awaitable<result<pool_member>> make_member(const pool_config& which);
-  pool* most_wanting();
+  pool* most_wanting(std::chrono::steady_clock::time_point now);
+  // Removes the waiting members beyond each pool's target (a pool gone idle).
+  void trim(std::chrono::steady_clock::time_point now);
+  void back_off(pool& p, const std::string& why);
   void wake();
 
   boost::asio::any_io_executor executor_;
@@ -116,6 +135,7 @@ class warm_pool {
   transitions& transitions_;
   admission& admission_;
   bool hard_disk_ = false;
+  int making_ = 0;  // across all pools, at most cfg.pool.max_parallel
   std::shared_ptr<boost::asio::steady_timer> wakeup_;
   bool started_ = false;
   bool stopping_ = false;

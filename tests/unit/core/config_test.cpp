@@ -396,7 +396,8 @@ TEST_CASE("pools are a list of objects in the file; image and resources default,
   REQUIRE(finalize_config(*c, "/usr/bin").ok());
   REQUIRE(c->pools.size() == 2);
   CHECK(c->pools[0].image == "img:1");
-  CHECK(c->pools[0].size == 3);
+  CHECK(c->pools[0].min_size == 3);
+  CHECK(c->pools[0].max_size == 3);  // "size" alone: a pool of fixed size, as before pools learned
   CHECK(c->pools[0].resources->cpus == c->default_resources.cpus);
   CHECK(c->pools[1].image == "other:2");
   CHECK(c->pools[1].resources->memory_mb == 2048);
@@ -413,8 +414,12 @@ TEST_CASE("pools are a list of objects in the file; image and resources default,
     }
   };
   refused(R"([{"size": 1, "warm": true}])", "pools[0]: unknown key warm");
-  refused(R"([{}])", "pools[0].size must be a whole number");
-  refused(R"([{"size": 65}])", "size must be 0 to 64");
+  refused(R"([{}])", "pools[0] needs one of size and min_size");
+  refused(R"([{"size": 1, "min_size": 1}])", "pools[0] needs one of size and min_size");
+  refused(R"([{"size": "2"}])", "pools[0].size must be a whole number");
+  refused(R"([{"size": 65}])", "must be 0 to 64");
+  refused(R"([{"min_size": 4, "max_size": 3}])", "pools[0].max_size must be min_size to 64");
+  refused(R"([{"min_size": 0, "max_size": 65}])", "pools[0].max_size must be min_size to 64");
   refused(R"([{"size": 1, "resources": {"cpus": 99, "memory_mb": 1024, "pids": 100}}])", "within max_resources");
   refused(R"([{"size": 1, "resources": {"cpus": 1}}])", "resources must be");
   refused(R"([{"size": 1}, {"size": 2}])", "pools[1] has the same image and resources as pools[0]");
@@ -560,4 +565,32 @@ TEST_CASE("egress.upstream_proxy: host:port, credentials together, a password fi
   refused(R"("upstream_proxy": "proxy:3128", "upstream_proxy_username": "a:b", "upstream_proxy_password_file": ")" +
               password + "\"",
           "upstream_proxy_username must be");
+}
+
+TEST_CASE("a pool learns between min_size and max_size; how pools refill and shrink is one object") {
+  auto path = write_temp(R"({"pools": [{"min_size": 2, "max_size": 24}, {"min_size": 0, "max_size": 4,
+      "resources": {"cpus": 2, "memory_mb": 2048, "pids": 100}}], "pool": {"max_parallel": 3, "idle_shrink_s": 30}})");
+  auto c = load_config(path, {}, nullptr);
+  REQUIRE(c.ok());
+  REQUIRE(finalize_config(*c, "/usr/bin").ok());
+  CHECK(c->pools[0].min_size == 2);
+  CHECK(c->pools[0].max_size == 24);
+  CHECK(c->pools[1].min_size == 0);
+  CHECK(c->pools[1].max_size == 4);
+  CHECK(c->pool.max_parallel == 3);
+  CHECK(c->pool.burst_window_s == 60);  // the default
+  CHECK(c->pool.idle_shrink_s == 30);
+
+  auto env_set = load_config("", {{"pool.burst_window_s", "10"}}, nullptr);
+  REQUIRE(env_set.ok());
+  CHECK(env_set->pool.burst_window_s == 10);
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"pool.max_parallel", "0"}, {"pool.max_parallel", "17"}, {"pool.burst_window_s", "0"},
+           {"pool.idle_shrink_s", "0"}}) {
+    auto bad = load_config("", {{key, value}}, nullptr);
+    REQUIRE(bad.ok());
+    auto f = finalize_config(*bad, "/usr/bin");
+    REQUIRE_FALSE(f.ok());
+    CHECK_THAT(f.err().message, Catch::Contains(key));
+  }
 }

@@ -1,4 +1,5 @@
-// The warm pool over the fakes: members made up to the target, matching creates claim one with
+// The warm pool over the fakes: members made up to the target (which grows with a burst, members
+// made a few at once), matching creates claim one with
 // the caller's environment and proxy credential (and a fresh one after a restart), others are
 // made cold; a member that will not take the claim is removed and the create made cold; a lost
 // member is replaced; drain removes the waiting ones. Pool state never reaches an organization.
@@ -35,16 +36,16 @@ T settle(fixture& f, asio::awaitable<T> work) {
 void wait_ready(fixture& f, int ready) {
   f.ioc.restart();
   for (int i = 0; i < 500; ++i) {
-    if (f.svc->pools().at(0).ready == ready && !f.svc->pools().at(0).filling) return;
+    if (f.svc->pools().at(0).ready == ready && f.svc->pools().at(0).making == 0) return;
     f.ioc.run_for(5ms);
   }
   FAIL("the pool did not reach " << ready << " ready members: " << f.svc->pools().at(0).ready);
 }
 
-// A service over the fixture's fakes whose configuration has one pool of `size`, once `ready`
-// (default: all of them) are made.
-void with_pool(fixture& f, int size, int ready = -1) {
-  f.cfg.pools = {pool_config{f.cfg.default_image, f.cfg.default_resources, size}};
+// A service over the fixture's fakes whose configuration has one pool of `size` (growing up to
+// `max_size`), once `ready` (default: all of them) are made.
+void with_pool(fixture& f, int size, int ready = -1, int max_size = -1) {
+  f.cfg.pools = {pool_config{f.cfg.default_image, f.cfg.default_resources, size, max_size}};
   f.svc = std::make_unique<service>(f.ioc.get_executor(), f.cfg, *f.db, f.engine, f.agent, f.clk, *f.events, &f.host);
   REQUIRE(f.run(f.svc->network().prepare()));
   REQUIRE(f.run(f.svc->reconciliation().reconcile()));
@@ -281,4 +282,59 @@ TEST_CASE("pool: members hold host memory: the pool fills what the host can hold
   f.ioc.run_for(50ms);
   CHECK(f.svc->pools().at(0).ready == 0);
   CHECK(unclaimed_members(f) == 0);
+}
+
+TEST_CASE("pool: a burst grows the target; members are made pool.max_parallel at once; the next burst is served",
+          "[sandbox][pool]") {
+  fixture f;
+  f.engine.start_delay = 20ms;  // a member takes a while to make, so that makers overlap
+  f.cfg.pool.max_parallel = 2;
+  with_pool(f, 0, 0, 6);
+  create_request req;
+  req.wait = true;
+  for (int i = 0; i < 5; ++i) REQUIRE(settle(f, f.svc->create(f.org_a.id, req)));
+  auto p = f.svc->pools().at(0);
+  CHECK(p.target == 5);
+  CHECK(p.claims + p.misses == 5);
+  CHECK(p.misses >= 1);  // the first found it empty
+  CHECK_THAT(p.reason, Catch::StartsWith("a burst of 5 matching creates within 60 s"));
+  REQUIRE(p.last_burst);
+  CHECK(p.last_burst->creates == 5);
+
+  // Refilled to the target, never more than two members being made at once, and two at times.
+  int most_making = 0;
+  f.ioc.restart();
+  for (int i = 0; i < 2000 && !(f.svc->pools().at(0).ready == 5 && f.svc->pools().at(0).making == 0); ++i) {
+    most_making = std::max(most_making, f.svc->pools().at(0).making);
+    f.ioc.run_for(1ms);
+  }
+  CHECK(f.svc->pools().at(0).ready == 5);
+  CHECK(most_making == 2);
+
+  // The second burst of the same size is served from the pool, every create of it.
+  const auto before = f.svc->pools().at(0);
+  for (int i = 0; i < 5; ++i) {
+    auto v = settle(f, f.svc->create(f.org_b.id, req));
+    REQUIRE(v);
+    CHECK(spec_from_json(store::sandbox_store(*f.db).get_sandbox(f.org_b.id, v->id)->spec_json).pooled);
+  }
+  CHECK(f.svc->pools().at(0).claims == before.claims + 5);
+  CHECK(f.svc->pools().at(0).misses == before.misses);
+  CHECK(f.svc->pools().at(0).target == 6);  // ten within the window: bounded by max_size
+  CHECK_THAT(f.svc->pools().at(0).reason, Catch::StartsWith("max_size 6: a burst of 10"));
+}
+
+TEST_CASE("pool: members being made hold host memory too: parallel makers never overrun the host",
+          "[sandbox][pool][host]") {
+  fixture f;  // default resources: 768 MiB
+  f.cfg.host.memory_reserve_mb = 0;
+  f.host.mb = 2 * 768 + 100;  // room for two members
+  f.cfg.pool.max_parallel = 3;
+  f.engine.start_delay = 20ms;  // the makers overlap
+  with_pool(f, 3, 2);
+  f.ioc.restart();
+  f.ioc.run_for(100ms);
+  // Three makers were free, but the third found the first two counted: never made, not even begun.
+  CHECK(f.svc->pools().at(0).ready == 2);
+  CHECK(f.engine.created.size() == 2);
 }
