@@ -59,7 +59,7 @@ std::optional<agent_stream> idle_connections::take(const std::string& sandbox_id
 void idle_connections::park(const std::string& sandbox_id, const std::string& container_id, agent_stream stream,
                             clock::time_point now) {
   sweep(now);
-  if (count_ >= options_.total || options_.per_sandbox == 0) {
+  if (count_ >= options_.total || options_.per_sandbox == 0 || options_.timeout <= std::chrono::milliseconds(0)) {
     stream.close();
     return;
   }
