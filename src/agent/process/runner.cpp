@@ -78,6 +78,7 @@ struct capture {
   // Takes what the pipe already holds and nothing more: a background job that inherited the
   // pipe may keep it open (and even keep writing) long after the child is gone.
   asio::awaitable<void> drain_ready() {
+    if (at_eof) co_return;  // every writer is gone and everything was read
     int pending = 0;
     if (::ioctl(stream.native_handle(), FIONREAD, &pending) != 0) co_return;
     std::vector<char> buf(read_chunk);
@@ -93,6 +94,7 @@ struct capture {
   stream_descriptor stream;
   output_collector collector;
   bool stopping = false;
+  bool at_eof = false;
 };
 
 struct execution {
@@ -157,6 +159,7 @@ asio::awaitable<void> read_until_eof(execution& x, capture& c) {
     std::string_view got(buf.data(), n);
     co_await c.collector.add(got);
     if (c.collector.sink_failed()) x.abandon();
+    if (ec == asio::error::eof) c.at_eof = true;
     if (ec) break;
   }
 }
