@@ -348,8 +348,6 @@ container_connector::container_connector(docker::engine& engine, answer_workers&
 
 container_connector::~container_connector() = default;
 
-std::size_t container_connector::idle_connections_kept() const { return idle_->size(); }
-
 // Buffered calls only: a streamed one (exec's events, a forwarded session, a WebSocket) ends its
 // connection with its stream, so it always takes a new one from connect(). A request is never
 // sent again on another connection once written (an exec is not idempotent): a kept connection
@@ -358,8 +356,10 @@ std::size_t container_connector::idle_connections_kept() const { return idle_->s
 asio::awaitable<result<buffered_answer>> container_connector::ask(const agent_address& at, detail::buffered_call& call,
                                                                   budget_share& hold) {
   std::optional<agent_stream> stream;
-  if (!at.dials_home)
-    if (auto kept = idle_->take(at.sandbox_id, at.container_id, std::chrono::steady_clock::now())) stream.emplace(std::move(*kept));
+  if (!at.dials_home) {
+    auto kept = idle_->take(at.sandbox_id, at.container_id, std::chrono::steady_clock::now());
+    if (kept) stream.emplace(std::move(*kept));
+  }
   if (!stream) {
     auto fresh = co_await connect(at);
     if (!fresh) co_return std::move(fresh).err();

@@ -1,7 +1,8 @@
 #pragma once
 // How sandfortd reaches the agent inside a sandbox: every connection goes through connect(), the
 // one door where the path is resolved inside the container and the listening peer is checked
-// (src/sandbox/agent_socket.hpp). A `docker exec` stdio relay (for gVisor, Docker Desktop,
+// (src/sandbox/agent_socket.hpp); buffered calls reuse connections it opened, kept alive
+// (src/sandbox/agent_idle.hpp). A `docker exec` stdio relay (for gVisor, Docker Desktop,
 // remote engines) can implement the same interface later.
 
 #include <boost/asio/awaitable.hpp>
@@ -179,8 +180,6 @@ class container_connector final : public agent_connector {
   }
 
   const response_budget& budget() const { return budget_; }
-  // Connections kept open for the next buffered call, over all sandboxes.
-  std::size_t idle_connections_kept() const;
 
  private:
   boost::asio::awaitable<result<container_identity>> identity(const agent_address& at);
