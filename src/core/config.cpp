@@ -59,6 +59,7 @@ json to_json_tree(const config& c) {
               {"output_cap_bytes", c.output_cap_bytes},
               {"agent_idle_timeout_s", c.agent_idle_timeout_s},
               {"agent_response_budget_mb", c.agent_response_budget_mb},
+              {"agent_keepalive_s", c.agent_keepalive_s},
               {"default_resources", limits(c.default_resources)},
               {"max_resources", limits(c.max_resources)},
               {"network",
@@ -298,6 +299,7 @@ config from_json_tree(const json& j) {
   c.output_cap_bytes = j.at("output_cap_bytes").get<std::uint64_t>();
   c.agent_idle_timeout_s = j.at("agent_idle_timeout_s").get<int>();
   c.agent_response_budget_mb = j.at("agent_response_budget_mb").get<std::uint64_t>();
+  c.agent_keepalive_s = j.at("agent_keepalive_s").get<int>();
   c.default_resources = limits(j.at("default_resources"));
   c.max_resources = limits(j.at("max_resources"));
   const json& pt = j.at("pool");
@@ -829,6 +831,9 @@ result<void> finalize_config(config& c, const std::string& executable_dir) {
   if (c.listen.find(':') == std::string::npos)
     return make_error(errc::invalid_argument, "config: listen must be HOST:PORT");
   if (c.agent_idle_timeout_s <= 0) return make_error(errc::invalid_argument, "config: agent_idle_timeout_s must be positive");
+  // Under the agent's own idle timeout (60 s), so that the daemon lets a connection go first.
+  if (c.agent_keepalive_s < 0 || c.agent_keepalive_s > 30)
+    return make_error(errc::invalid_argument, "config: agent_keepalive_s must be between 0 and 30");
   // An answer of the largest allowed output must fit, or such commands could never succeed.
   if (c.agent_response_budget_mb * (1u << 20) < 4 * c.output_cap_bytes)
     return make_error(errc::invalid_argument, "config: agent_response_budget_mb must hold at least 4 × output_cap_bytes");

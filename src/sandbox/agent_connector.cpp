@@ -1,6 +1,7 @@
 #include "sandfort/sandbox/agent_connector.hpp"
 
 #include "agent_answers.hpp"
+#include "agent_idle.hpp"
 #include "agent_socket.hpp"
 
 #include <nlohmann/json.hpp>
@@ -44,9 +45,16 @@ constexpr std::uint32_t header_limit = 16 * 1024;
 // An error answer is a short JSON object; the rest of a longer one is not read.
 constexpr std::size_t error_body_limit = 64 * 1024;
 
+}  // namespace
+
+namespace detail {
+
 struct buffered_answer {
   unsigned status = 0;
   std::string body;
+  // The answer was complete, framed by its Content-Length, read to its last byte with nothing
+  // after it, and the agent keeps the connection open: it can carry another request.
+  bool reusable = false;
 };
 
 struct answer_limits {
@@ -61,6 +69,18 @@ struct answer_limits {
   // budget (10 MiB of random bytes per stream, binary: 67 MB from the agent).
   std::uint64_t held_halves = 2;
 };
+
+struct buffered_call {
+  http::request req;
+  answer_limits limits;
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::answer_limits;
+using detail::buffered_answer;
 
 error unavailable(std::string message) { return make_error(errc::unavailable, std::move(message)); }
 
@@ -112,9 +132,8 @@ asio::awaitable<result<buffered_answer>> request_buffered(agent_stream& stream, 
   stream.expires_after(std::chrono::seconds(30));
   auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, use_tuple);
   if (bec) co_return unavailable("reading the sandbox agent's answer failed: " + bec.message());
-  beast::error_code ignored;
-  stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
-  co_return buffered_answer{parser.get().result_int(), std::move(parser.get().body())};
+  const bool reusable = parser.is_done() && parser.get().keep_alive() && buffer.size() == 0;
+  co_return buffered_answer{parser.get().result_int(), std::move(parser.get().body()), reusable};
 }
 
 json to_agent_json(const agent_exec& call) {
@@ -320,7 +339,43 @@ asio::awaitable<result<agent_stream>> open_port(agent_connector& agent, const ag
 }
 
 container_connector::container_connector(docker::engine& engine, answer_workers& workers, connector_options options)
-    : engine_(engine), workers_(workers), options_(std::move(options)), budget_(options_.response_budget_bytes) {}
+    : engine_(engine),
+      workers_(workers),
+      options_(std::move(options)),
+      idle_(std::make_unique<idle_connections>(
+          idle_options{options_.idle_per_sandbox, options_.idle_total, options_.idle_timeout})),
+      budget_(options_.response_budget_bytes) {}
+
+container_connector::~container_connector() = default;
+
+// Buffered calls only: a streamed one (exec's events, a forwarded session, a WebSocket) ends its
+// connection with its stream, so it always takes a new one from connect(). A request is never
+// sent again on another connection once written (an exec is not idempotent): a kept connection
+// is checked before the request goes out (idle_connections::take), not after it failed. A
+// sandbox that dials home has its own links (home::link_pool), taken one per call.
+asio::awaitable<result<buffered_answer>> container_connector::ask(const agent_address& at, detail::buffered_call& call,
+                                                                  budget_share& hold) {
+  std::optional<agent_stream> stream;
+  if (!at.dials_home) {
+    auto kept = idle_->take(at.sandbox_id, at.container_id, std::chrono::steady_clock::now());
+    if (kept) stream.emplace(std::move(*kept));
+  }
+  if (!stream) {
+    auto fresh = co_await connect(at);
+    if (!fresh) co_return std::move(fresh).err();
+    stream.emplace(std::move(*fresh));
+  }
+  auto answer = co_await request_buffered(*stream, std::move(call.req), call.limits, hold);
+  // Checked again after the wait: the sandbox may have been forgotten (stopped) meanwhile, and
+  // then nothing of it is kept.
+  if (answer && answer->reusable && !at.dials_home && known_.count(at.sandbox_id)) {
+    idle_->park(at.sandbox_id, at.container_id, std::move(*stream), std::chrono::steady_clock::now());
+  } else if (answer) {
+    beast::error_code ignored;
+    stream->socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  }
+  co_return answer;
+}
 
 asio::awaitable<result<container_identity>> container_connector::identity(const agent_address& at) {
   if (auto it = known_.find(at.sandbox_id); it != known_.end()) co_return it->second;
@@ -344,6 +399,7 @@ result<void> container_connector::prepare(const agent_address& at) {
 
 void container_connector::forget(const std::string& sandbox_id) {
   known_.erase(sandbox_id);
+  idle_->forget(sandbox_id);
   if (doors_) doors_->close(sandbox_id);
 }
 
@@ -369,16 +425,16 @@ asio::awaitable<result<agent_stream>> container_connector::connect(const agent_a
     }
     // The container may have been restarted (a new init pid): learn it again, once.
     known_.erase(at.sandbox_id);
+    idle_->forget(at.sandbox_id);
     if (attempt == 1) co_return std::move(fd).err();
   }
 }
 
 asio::awaitable<result<void>> container_connector::health(const agent_address& at, std::chrono::milliseconds timeout) {
-  auto stream = co_await connect(at);
-  if (!stream) co_return std::move(stream).err();
   budget_share hold(budget_);
-  auto answer = co_await request_buffered(*stream, http::make_request(http::verb::get, "/health"),
-                                          {timeout, error_body_limit, std::chrono::milliseconds(0)}, hold);
+  detail::buffered_call call{http::make_request(http::verb::get, "/health"),
+                             {timeout, error_body_limit, std::chrono::milliseconds(0)}};
+  auto answer = co_await ask(at, call, hold);
   if (!answer) co_return std::move(answer).err();
   if (answer->status != 200) co_return agent_error(answer->status, answer->body);
   co_return ok_t{};
@@ -387,28 +443,25 @@ asio::awaitable<result<void>> container_connector::health(const agent_address& a
 asio::awaitable<result<void>> container_connector::claim(const agent_address& at,
                                                          const std::map<std::string, std::string>& env,
                                                          const std::string& workdir) {
-  auto stream = co_await connect(at);
-  if (!stream) co_return std::move(stream).err();
   json body = {{"env", env}, {"workdir", workdir}};
   budget_share hold(budget_);
-  auto answer = co_await request_buffered(*stream, http::make_request(http::verb::post, "/claim", &body),
-                                          {std::chrono::seconds(10), error_body_limit, std::chrono::milliseconds(0)}, hold);
+  detail::buffered_call request{http::make_request(http::verb::post, "/claim", &body),
+                                {std::chrono::seconds(10), error_body_limit, std::chrono::milliseconds(0)}};
+  auto answer = co_await ask(at, request, hold);
   if (!answer) co_return std::move(answer).err();
   if (answer->status != 200) co_return agent_error(answer->status, answer->body);
   co_return ok_t{};
 }
 
 asio::awaitable<result<exec_result>> container_connector::exec(const agent_address& at, const agent_exec& call) {
-  auto stream = co_await connect(at);
-  if (!stream) co_return std::move(stream).err();
   json body = to_agent_json(call);
   // Worst case per stream: every byte escaped as \u00XX (6x) plus its base64 (4/3x).
-  answer_limits limits{call.timeout + std::chrono::seconds(10), 16 * call.max_output_bytes + (1u << 20),
-                       options_.budget_wait, 3};
+  detail::buffered_call request{http::make_request(http::verb::post, "/process/exec", &body),
+                                {call.timeout + std::chrono::seconds(10), 16 * call.max_output_bytes + (1u << 20),
+                                 options_.budget_wait, 3}};
   // Held until the caller has written the result out (exec_result::memory).
   auto memory = std::make_shared<budget_share>(budget_);
-  auto answer = co_await request_buffered(*stream, http::make_request(http::verb::post, "/process/exec", &body),
-                                          limits, *memory);
+  auto answer = co_await ask(at, request, *memory);
   if (!answer) co_return std::move(answer).err();
   if (answer->status != 200) co_return agent_error(answer->status, answer->body);
   // Tens of megabytes take hundreds of milliseconds to parse: not on the I/O thread.
@@ -425,11 +478,10 @@ asio::awaitable<result<exec_result>> container_connector::exec(const agent_addre
 }
 
 asio::awaitable<result<std::vector<listening_port>>> container_connector::ports(const agent_address& at) {
-  auto stream = co_await connect(at);
-  if (!stream) co_return std::move(stream).err();
   budget_share hold(budget_);
-  auto answer = co_await request_buffered(*stream, http::make_request(http::verb::get, "/ports"),
-                                          {std::chrono::seconds(10), 4u << 20, options_.budget_wait}, hold);
+  detail::buffered_call request{http::make_request(http::verb::get, "/ports"),
+                                {std::chrono::seconds(10), 4u << 20, options_.budget_wait}};
+  auto answer = co_await ask(at, request, hold);
   if (!answer) co_return std::move(answer).err();
   if (answer->status != 200) co_return agent_error(answer->status, answer->body);
   if (answer->body.size() < answer_workers::inline_bytes) co_return detail::parse_port_list(answer->body);

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "sandfort/core/ids.hpp"
@@ -108,8 +110,23 @@ std::string home_root(const config& cfg) { return cfg.state_dir + "/home"; }
 
 bool runs_on_gvisor(const store::sandbox_record& rec) { return spec_from_json(rec.spec_json).runtime == "gvisor"; }
 
+// Every call to an agent needs its address, and parsing the whole spec for one flag was a few
+// percent of an exec's CPU. The flag is fixed when the sandbox is created, so it is remembered
+// per sandbox and container: a new container (a restart, a restore) is looked at again. Bounded:
+// forgotten all at once when full (a re-parse is all it costs).
 agent_address agent_address_of(const store::sandbox_record& rec) {
-  return {rec.id, rec.container_id, spec_from_json(rec.spec_json).dials_home};
+  static std::mutex guard;
+  static std::map<std::pair<std::string, std::string>, bool> dials_home;
+  auto key = std::make_pair(rec.id, rec.container_id);
+  {
+    std::lock_guard lock(guard);
+    if (auto it = dials_home.find(key); it != dials_home.end()) return {rec.id, rec.container_id, it->second};
+  }
+  const bool dials = spec_from_json(rec.spec_json).dials_home;
+  std::lock_guard lock(guard);
+  if (dials_home.size() >= 4096) dials_home.clear();
+  dials_home.emplace(std::move(key), dials);
+  return {rec.id, rec.container_id, dials};
 }
 
 namespace {

@@ -277,6 +277,7 @@ int serve(const config_flags& f) {
   docker::engine& engine = *docker_engine;
   sandbox::connector_options agent_opts;
   agent_opts.response_budget_bytes = cfg.agent_response_budget_mb << 20;
+  agent_opts.idle_timeout = std::chrono::seconds(cfg.agent_keepalive_s);
   // After ioc (they post results to it), before what uses them: large exec answers are parsed
   // and encoded there, never on the I/O thread.
   sandbox::answer_workers answer_workers(2);

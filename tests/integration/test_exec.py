@@ -107,3 +107,17 @@ def test_the_default_image_has_the_usual_tools(member, sandbox):
                                           "&& git --version >/dev/null && curl --version >/dev/null && echo ok")
     assert r["exit_code"] == 0, r
     assert r["stdout"] == "1\n2\n3\nok\n"
+
+
+def test_execs_in_a_row_reuse_agent_connections(member, sandbox):
+    """sandfortd keeps its connections to the agent between buffered calls (docs/architecture.md,
+    "The door to the agent"): twenty execs in a row travel over a few connections, not twenty.
+    The command's parent is the agent; its sockets name the connections it has open."""
+    seen = set()
+    for _ in range(20):
+        r = run(member, sandbox, command="ls -l /proc/$PPID/fd | grep -o 'socket:\\[[0-9]*\\]'")
+        assert r["exit_code"] == 0, r
+        seen |= set(r["stdout"].split())
+    # The agent's listening socket, the connection each call came on, and the few the daemon
+    # keeps idle; a connection per call would be 20 more.
+    assert 2 <= len(seen) <= 8, seen

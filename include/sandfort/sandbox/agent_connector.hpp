@@ -1,7 +1,8 @@
 #pragma once
 // How sandfortd reaches the agent inside a sandbox: every connection goes through connect(), the
 // one door where the path is resolved inside the container and the listening peer is checked
-// (src/sandbox/agent_socket.hpp). A `docker exec` stdio relay (for gVisor, Docker Desktop,
+// (src/sandbox/agent_socket.hpp); buffered calls reuse connections it opened, kept alive
+// (src/sandbox/agent_idle.hpp). A `docker exec` stdio relay (for gVisor, Docker Desktop,
 // remote engines) can implement the same interface later.
 
 #include <boost/asio/awaitable.hpp>
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,6 +100,11 @@ struct connector_options {
   // A sandbox that dials home: how long a call waits for one of its links (its agent keeps a few
   // idle and dials another as one is taken; none comes when the agent is dead).
   std::chrono::milliseconds home_wait{5'000};
+  // Connections kept open between buffered calls (src/sandbox/agent_idle.hpp): at most this many
+  // per sandbox and in all, each for at most idle_timeout (under the agent's own 60 s).
+  std::size_t idle_per_sandbox = 4;
+  std::size_t idle_total = 256;
+  std::chrono::milliseconds idle_timeout{10'000};
 };
 
 // Buffered agent answers share one budget of bytes (see connector_options). Used on the I/O
@@ -140,12 +147,19 @@ struct container_identity {
   std::uint64_t pid_ns_ino = 0;
 };
 
+class idle_connections;  // src/sandbox/agent_idle.hpp
+namespace detail {
+struct buffered_call;  // agent_connector.cpp
+struct buffered_answer;
+}  // namespace detail
+
 // Reaches the agent over the unix socket in the container's /run/sandfort, found through
 // /proc/<init pid>/root of the container as Docker reports it.
 class container_connector final : public agent_connector {
  public:
   // Large exec answers are parsed on `workers`.
   container_connector(docker::engine& engine, answer_workers& workers, connector_options options = {});
+  ~container_connector() override;
 
   boost::asio::awaitable<result<agent_stream>> connect(const agent_address& at) override;
   boost::asio::awaitable<result<void>> health(const agent_address& at, std::chrono::milliseconds timeout) override;
@@ -169,11 +183,16 @@ class container_connector final : public agent_connector {
 
  private:
   boost::asio::awaitable<result<container_identity>> identity(const agent_address& at);
+  // One buffered request and its whole answer, over a kept connection when there is one; the
+  // connection is kept again after a complete answer.
+  boost::asio::awaitable<result<detail::buffered_answer>> ask(const agent_address& at, detail::buffered_call& call,
+                                                              budget_share& hold);
 
   docker::engine& engine_;
   answer_workers& workers_;
   connector_options options_;
   std::map<std::string, container_identity> known_;  // sandbox id → its container's identity
+  std::unique_ptr<idle_connections> idle_;
   response_budget budget_;
   home::doors* doors_ = nullptr;
   home::link_pool* pool_ = nullptr;

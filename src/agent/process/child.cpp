@@ -87,6 +87,15 @@ bool lift_fd(unique_fd& fd, int minimum) {
   return true;
 }
 
+int null_input() {
+  static const int fd = [] {
+    unique_fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!null || !lift_fd(null, 4)) return -1;
+    return null.release();
+  }();
+  return fd;
+}
+
 result<pipe_ends> make_pipe() {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return make_error(errc::unavailable, "cannot create a pipe: " + errno_text(errno));

@@ -49,6 +49,12 @@ result<pipe_ends> make_pipe();
 // descriptors onto 0/1/2/3 in a child never clobbers another source.
 bool lift_fd(unique_fd& fd, int minimum);
 
+// A read-only /dev/null opened on first use and kept for the agent's life (close-on-exec, at
+// or above 4: above every target of a spawn's standard descriptors), for a child with nothing
+// to read: it reads EOF, as from the write end of a pipe closed at once, without a pipe per
+// command. -1 when it cannot be opened (then give the child a pipe).
+int null_input();
+
 // The request checks of run(): argv, env, timeout and cwd.
 result<void> validate(const exec_request& req);
 

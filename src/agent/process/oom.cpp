@@ -1,8 +1,11 @@
 #include "process/oom.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <charconv>
-#include <fstream>
-#include <sstream>
+#include <map>
+#include <mutex>
 #include <utility>
 
 namespace sandfort::agent {
@@ -13,12 +16,28 @@ std::string& root_setting() {
   return root;
 }
 
+// The counter files stay open: every exec reads the count twice, and a pread at offset 0 of a
+// cgroup file (a seq_file) renders it anew, so one system call replaces open, read, read, close.
+// A file that is not there is looked for again next time (the v1 file first, always); one that
+// fails to read is opened again once.
 std::optional<std::string> read_cgroup_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return std::move(text).str();
+  static std::mutex guard;
+  static std::map<std::string, int> kept;  // path → open fd: two per cgroup root at most
+  std::lock_guard lock(guard);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto it = kept.find(path);
+    if (it == kept.end()) {
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return std::nullopt;
+      it = kept.emplace(path, fd).first;
+    }
+    char text[4096];  // memory.oom_control and memory.events are a few short lines
+    const ssize_t n = ::pread(it->second, text, sizeof text, 0);
+    if (n >= 0) return std::string(text, static_cast<std::size_t>(n));
+    ::close(it->second);
+    kept.erase(it);
+  }
+  return std::nullopt;
 }
 
 }  // namespace

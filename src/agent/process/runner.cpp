@@ -78,6 +78,7 @@ struct capture {
   // Takes what the pipe already holds and nothing more: a background job that inherited the
   // pipe may keep it open (and even keep writing) long after the child is gone.
   asio::awaitable<void> drain_ready() {
+    if (at_eof) co_return;  // every writer is gone and everything was read
     int pending = 0;
     if (::ioctl(stream.native_handle(), FIONREAD, &pending) != 0) co_return;
     std::vector<char> buf(read_chunk);
@@ -93,6 +94,7 @@ struct capture {
   stream_descriptor stream;
   output_collector collector;
   bool stopping = false;
+  bool at_eof = false;
 };
 
 struct execution {
@@ -157,6 +159,7 @@ asio::awaitable<void> read_until_eof(execution& x, capture& c) {
     std::string_view got(buf.data(), n);
     co_await c.collector.add(got);
     if (c.collector.sink_failed()) x.abandon();
+    if (ec == asio::error::eof) c.at_eof = true;
     if (ec) break;
   }
 }
@@ -221,15 +224,22 @@ asio::awaitable<result<exec_result>> run(exec_request req) {
     co_return co_await refused(req, std::move(r));
   }
 
-  auto in = make_pipe();
-  if (!in) co_return std::move(in).err();
+  // A pipe for stdin only when there is something to feed it; otherwise the kept /dev/null.
+  std::optional<pipe_ends> in;
+  int stdin_source = req.stdin_data ? -1 : null_input();
+  if (stdin_source < 0) {
+    auto made = make_pipe();
+    if (!made) co_return std::move(made).err();
+    stdin_source = made->read.get();
+    in.emplace(std::move(*made));
+  }
   auto out = make_pipe();
   if (!out) co_return std::move(out).err();
   auto err = make_pipe();
   if (!err) co_return std::move(err).err();
 
   spawn_spec spec{prog.path, req.argv, std::move(env), req.cwd,
-                  {{in->read.get(), 0}, {out->write.get(), 1}, {err->write.get(), 2}}};
+                  {{stdin_source, 0}, {out->write.get(), 1}, {err->write.get(), 2}}};
   // Read before the child exists, so that any OOM kill of it comes after.
   auto oom_kills_before = oom_kill_count(cgroup_root());
   pid_t pid = -1;
@@ -240,7 +250,7 @@ asio::awaitable<result<exec_result>> run(exec_request req) {
     exec_result r = not_executable(req, prog, spawn_error, started);
     co_return co_await refused(req, std::move(r));
   }
-  in->read.reset();
+  if (in) in->read.reset();
   out->write.reset();
   err->write.reset();
 
@@ -253,7 +263,7 @@ asio::awaitable<result<exec_result>> run(exec_request req) {
     x.stdin_pipe.emplace(ex, in->write.release());
     x.stdin_pipe->non_blocking(true);
   } else {
-    in->write.reset();  // the child reads EOF
+    in.reset();  // the child reads EOF
   }
 
   {
