@@ -21,7 +21,6 @@ Run after ./scripts/setup and ./scripts/build:
 It starts its own sandfortd on a temporary state directory and removes everything it made.
 """
 
-import json
 import os
 import re
 import signal
@@ -32,8 +31,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 import sandfort_harness as harness  # noqa: E402
-from sandfort_harness import IMAGE, Daemon, _UnixHTTPConnection, container_id_of  # noqa: E402
-from foundation import Api, docker_call  # noqa: E402  (one kept-alive client; Docker's API)
+from sandfort_harness import IMAGE, Daemon, container_id_of  # noqa: E402
+from foundation import Api, docker_call, docker_exec_samples  # noqa: E402  (a kept-alive client; Docker's API)
 
 QUICK = "--quick" in sys.argv
 SYSCALLS = "--syscalls" in sys.argv
@@ -138,25 +137,6 @@ def load_row(name, samples, elapsed):
     return rate
 
 
-def docker_exec(sandbox_id):
-    samples = []
-    container = container_id_of(sandbox_id)
-    for _ in range(N_DOCKER):
-        t = time.perf_counter()
-        s, made = docker_call("POST", f"/containers/{container}/exec",
-                              {"Cmd": ["true"], "AttachStdout": True, "AttachStderr": True})
-        assert s == 201, made
-        conn = _UnixHTTPConnection("/var/run/docker.sock")
-        conn.request("POST", f"/exec/{made['Id']}/start", body=json.dumps({"Detach": False, "Tty": False}),
-                     headers={"Content-Type": "application/json"})
-        conn.getresponse().read()
-        conn.close()
-        s, info = docker_call("GET", f"/exec/{made['Id']}/json")
-        assert info["ExitCode"] == 0
-        samples.append((time.perf_counter() - t) * 1000)
-    return samples
-
-
 def strace_counts(pid, follow, run):
     """System calls made by pid (and its threads with follow) while run() runs: {name: count}."""
     out = f"/tmp/sandfort-bench-strace-{pid}.txt"
@@ -214,7 +194,8 @@ def measure(label):
                               floor)
         fig["session_p50"] = row("session exec of a builtin (`true`)",
                                  timed_calls(api, session_path, {"command": "true"}, N_ONE))
-        fig["docker_p50"] = row("Docker's exec API (create/start/inspect)", docker_exec(first))
+        fig["docker_p50"] = row("Docker's exec API (create/start/inspect)",
+                                docker_exec_samples(container_id_of(first), N_DOCKER))
 
         daemon_cpu0 = cpu_ms(d.proc.pid)
         agents = [agent_pid(s) for s in sandboxes]

@@ -62,6 +62,25 @@ def docker_call(method, path, body=None):
     return r.status, json.loads(data) if data else None
 
 
+def docker_exec_samples(container, n):
+    """n execs of `true` through Docker's exec API (create, start attached, inspect), in ms each."""
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        s, made = docker_call("POST", f"/containers/{container}/exec",
+                              {"Cmd": ["true"], "AttachStdout": True, "AttachStderr": True})
+        assert s == 201, made
+        conn = _UnixHTTPConnection("/var/run/docker.sock")
+        conn.request("POST", f"/exec/{made['Id']}/start", body=json.dumps({"Detach": False, "Tty": False}),
+                     headers={"Content-Type": "application/json"})
+        conn.getresponse().read()
+        conn.close()
+        s, info = docker_call("GET", f"/exec/{made['Id']}/json")
+        assert info["ExitCode"] == 0
+        samples.append((time.perf_counter() - t) * 1000)
+    return samples
+
+
 def bench_create(api, network):
     print("create -> started")
     ours, theirs = [], []
@@ -109,21 +128,7 @@ def bench_exec(api, sandbox_id):
     status, r = api.call("POST", path, {"argv": ["python3", "-c", probe]})
     direct_p50 = float(r["stdout"])
 
-    docker_samples = []
-    container = container_id_of(sandbox_id)
-    for _ in range(N_DOCKER_EXEC):
-        t = time.perf_counter()
-        s, made = docker_call("POST", f"/containers/{container}/exec",
-                              {"Cmd": ["true"], "AttachStdout": True, "AttachStderr": True})
-        assert s == 201, made
-        conn = _UnixHTTPConnection("/var/run/docker.sock")
-        conn.request("POST", f"/exec/{made['Id']}/start", body=json.dumps({"Detach": False, "Tty": False}),
-                      headers={"Content-Type": "application/json"})
-        conn.getresponse().read()
-        conn.close()
-        s, info = docker_call("GET", f"/exec/{made['Id']}/json")
-        assert info["ExitCode"] == 0
-        docker_samples.append((time.perf_counter() - t) * 1000)
+    docker_samples = docker_exec_samples(container_id_of(sandbox_id), N_DOCKER_EXEC)
     a = row("REST API process/exec argv [true]", ours)
     row("REST API process/exec command 'true' (sh -c)", ours_sh)
     print(f"  {'direct spawn of true inside the container':<44} p50 {direct_p50:8.2f} ms")
