@@ -60,12 +60,12 @@ struct writer_fixture {
 };
 
 // Every event follows the one before it: seq one more, prev_hash its hash, its own hash right.
-void check_one_line(const std::vector<audit::event_record>& events) {
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    INFO("seq " << events[i].seq);
-    CHECK(events[i].seq == static_cast<std::int64_t>(i) + 1);
-    CHECK(events[i].prev_hash == (i == 0 ? audit::genesis_hash() : events[i - 1].hash));
-    CHECK(events[i].hash == audit::chain_hash(events[i].prev_hash, events[i]));
+void check_one_line(const std::vector<audit::event_record>& chain) {
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    INFO("seq " << chain[i].seq);
+    CHECK(chain[i].seq == static_cast<std::int64_t>(i) + 1);
+    CHECK(chain[i].prev_hash == (i == 0 ? audit::genesis_hash() : chain[i - 1].hash));
+    CHECK(chain[i].hash == audit::chain_hash(chain[i].prev_hash, chain[i]));
   }
 }
 
@@ -105,10 +105,10 @@ TEST_CASE("group writer: events queued while a commit waits go into the next com
   auto counts = f.writer->committed();
   CHECK(counts.events == 50);
   CHECK(counts.commits == 2);  // the one that waited for the lock, then all the others at once
-  auto events = f.chain();
-  REQUIRE(events.size() == 50);
-  check_one_line(events);
-  for (std::size_t i = 0; i < events.size(); ++i) CHECK(events[i].request_id == "req-" + std::to_string(i));
+  auto stored = f.chain();
+  REQUIRE(stored.size() == 50);
+  check_one_line(stored);
+  for (std::size_t i = 0; i < stored.size(); ++i) CHECK(stored[i].request_id == "req-" + std::to_string(i));
   // Told of each, after its commit, on the thread that runs the io_context (this one).
   CHECK(seen.seqs.size() == 50);
   CHECK(seen.told_on == std::this_thread::get_id());
@@ -130,9 +130,9 @@ TEST_CASE("group writer: the I/O thread's own appends between batches keep the c
     f.ioc.run();
     for (auto& o : outcomes) REQUIRE(o);
   }
-  auto events = f.chain();
-  REQUIRE(events.size() == 55);
-  check_one_line(events);
+  auto stored = f.chain();
+  REQUIRE(stored.size() == 55);
+  check_one_line(stored);
 }
 
 TEST_CASE("group writer: an event without a canonical form fails alone; the rest of its batch is stored", "[audit]") {
@@ -145,9 +145,9 @@ TEST_CASE("group writer: an event without a canonical form fails alone; the rest
     CHECK(static_cast<bool>(outcomes[i]) == (i != 7));
   }
   CHECK(outcomes[7].err().code == errc::invalid_argument);
-  auto events = f.chain();
-  CHECK(events.size() == 19);
-  check_one_line(events);
+  auto stored = f.chain();
+  CHECK(stored.size() == 19);
+  check_one_line(stored);
 }
 
 TEST_CASE("group writer: what is queued when it is destroyed is committed first", "[audit]") {
