@@ -104,7 +104,9 @@ TEST_CASE("group writer: events queued while a commit waits go into the next com
   }
   auto counts = f.writer->committed();
   CHECK(counts.events == 50);
-  CHECK(counts.commits == 2);  // the one that waited for the lock, then all the others at once
+  // The writer's first transaction took what was queued when it woke (one event or all of
+  // them) and waited for the lock; everything else went into the next one.
+  CHECK(counts.commits <= 2);
   auto stored = f.chain();
   REQUIRE(stored.size() == 50);
   check_one_line(stored);
