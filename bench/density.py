@@ -17,7 +17,7 @@
 
 Each sandbox asks for the least it may (`--cpus` 0.1, 64 MiB, 64 pids) and never idles out
 (`idle_timeout_s` 0). The daemon is given a /22 sandbox network (a /24 holds 253 sandboxes) and
-quotas above N (guardrails.max_sandboxes, max_cpus, max_memory_mb: operator config) and host memory
+quotas above N (guardrails.max_sandboxes, max_cpus, max_memory_mb, max_disk_mb: operator config) and host memory
 admission over-committed far enough for N (host.memory_overcommit), and keeps
 idle kept-alive connections for an hour (idle_timeout_s) so that the bench's connections live
 through every phase; requests use the superadmin's key, which guardrails' rate limits do not
@@ -222,7 +222,9 @@ def main():
     # idle_timeout_s: kept-alive connections wait through the other phases (minutes at N=400).
     d = Daemon({"log_level": "warn", "idle_timeout_s": 3600, "network": {"subnet": subnet},
                 "guardrails": {"max_sandboxes": n + 10, "max_cpus": max(32, int(n * args.cpus) + 8),
-                               "max_memory_mb": max(65536, n * args.memory_mb + 4096)},
+                               "max_memory_mb": max(65536, n * args.memory_mb + 4096),
+                               # Each sandbox reserves disk.default_mb (10 GiB) against the quota.
+                               "max_disk_mb": max(1048576, (n + 10) * 10240)},
                 # Idle sandboxes use a fraction of their limits: the host admits their limits
                 # over-committed (docs/limits.md, "Host memory").
                 "host": {"memory_overcommit": 100}})
