@@ -239,7 +239,9 @@ asio::awaitable<bool> forward_to_agent(dependencies& deps, http::exchange& ex, s
   auto idle = std::chrono::seconds(deps.cfg.agent_idle_timeout_s);
   target.answer_timeout = runs_command(ex, agent_path) ? std::chrono::seconds(deps.cfg.exec_max_timeout_s + 60) : idle;
   target.idle_timeout = idle;
-  co_return co_await http::forward(ex, agent->stream, std::move(target));
+  auto relayed = co_await http::forward(ex, agent->stream, std::move(target));
+  if (relayed.upstream_reusable) deps.commands.keep_agent(*agent);
+  co_return relayed.keep_alive;
 }
 
 }  // namespace

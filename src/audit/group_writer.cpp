@@ -1,7 +1,9 @@
 // Stand-alone audit events in group commits, on a thread of their own (group_writer.hpp).
 #include "sandfort/audit/group_writer.hpp"
 
+#include <boost/asio/execution/context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/query.hpp>
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -17,25 +19,24 @@ struct appends_home {
   store::append_observer* observer = nullptr;
   asio::any_io_executor home;
 };
+
+// The writer connection's observer, called inside that connection's commit on the writer's
+// thread: it only notes the appends; commit() posts them to the I/O thread with the batch.
+class append_notes final : public store::append_observer {
+ public:
+  void appended(const std::string& org_id, std::int64_t seq) override { noted_.emplace_back(org_id, seq); }
+  std::vector<std::pair<std::string, std::int64_t>> take() { return std::exchange(noted_, {}); }
+
+ private:
+  std::vector<std::pair<std::string, std::int64_t>> noted_;
+};
 }  // namespace detail
 
 namespace {
 
-// The writer connection's observer, called inside that connection's commit on the writer's
-// thread: each append is posted to the I/O thread, where the real observer is told.
-class relay_home final : public store::append_observer {
- public:
-  explicit relay_home(std::shared_ptr<detail::appends_home> to) : to_(std::move(to)) {}
-  void appended(const std::string& org_id, std::int64_t seq) override {
-    if (!to_->home) return;
-    asio::post(to_->home, [to = to_, org_id, seq] {
-      if (to->observer != nullptr) to->observer->appended(org_id, seq);
-    });
-  }
-
- private:
-  std::shared_ptr<detail::appends_home> to_;
-};
+bool same_context(const asio::any_io_executor& a, const asio::any_io_executor& b) {
+  return a && b && &asio::query(a, asio::execution::context) == &asio::query(b, asio::execution::context);
+}
 
 }  // namespace
 
@@ -51,9 +52,9 @@ group_writer::group_writer(std::unique_ptr<store::database> db, const clock& clk
       journal_(*db_, clk),
       max_batch_(std::max<std::size_t>(max_batch, 1)),
       observed_(std::make_shared<detail::appends_home>()),
-      relay_(std::make_unique<relay_home>(observed_)),
+      notes_(std::make_unique<detail::append_notes>()),
       thread_([this] { run(); }) {
-  db_->observe_appends(relay_.get());
+  db_->observe_appends(notes_.get());
 }
 
 group_writer::~group_writer() {
@@ -124,10 +125,37 @@ void group_writer::commit(std::deque<pending>& batch) {
     ++counts_.commits;
     counts_.events += stored;
   }
-  for (std::size_t i = 0; i < batch.size(); ++i)
-    asio::post(batch[i].home, [done = std::move(batch[i].done), r = std::move(outcomes[i])]() mutable {
-      std::move(done)(std::move(r));
-    });
+  // One post per batch to the I/O thread (each post from another thread wakes it): the
+  // observer's appends first, as when the I/O thread's own connection commits, then every caller
+  // resumed in the order queued. A caller on another context is posted its own.
+  struct resumed {
+    done_handler done;
+    result<event_record> outcome;
+  };
+  std::vector<resumed> home_callers;
+  const asio::any_io_executor home = batch.front().home;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (same_context(batch[i].home, home)) {
+      home_callers.push_back({std::move(batch[i].done), std::move(outcomes[i])});
+    } else {
+      asio::post(batch[i].home, [done = std::move(batch[i].done), r = std::move(outcomes[i])]() mutable {
+        std::move(done)(std::move(r));
+      });
+    }
+  }
+  auto appends = notes_->take();
+  auto tell = [to = observed_](std::vector<std::pair<std::string, std::int64_t>>& appends) {
+    if (to->observer == nullptr) return;
+    for (const auto& [org_id, seq] : appends) to->observer->appended(org_id, seq);
+  };
+  if (!appends.empty() && observed_->home && !same_context(observed_->home, home)) {
+    asio::post(observed_->home, [tell, appends = std::move(appends)]() mutable { tell(appends); });
+    appends.clear();
+  }
+  asio::post(home, [tell, appends = std::move(appends), callers = std::move(home_callers)]() mutable {
+    tell(appends);
+    for (auto& c : callers) std::move(c.done)(std::move(c.outcome));
+  });
 }
 
 }  // namespace sandfort::audit

@@ -166,6 +166,7 @@ asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_op
   upstream.expires_never();
   if (rec) co_return unanswered(rec);
   auto& res = res_parser.get();
+  const bool upstream_keeps = res.keep_alive();  // before it becomes what the client is told
   if (options.stamp_request_id) res.set("X-Request-Id", ex.request_id);
   if (options.no_sniff) res.set("X-Content-Type-Options", "nosniff");
   if (options.amend_answer) options.amend_answer(res);
@@ -192,7 +193,10 @@ asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_op
   bhttp::response_serializer<bhttp::buffer_body> res_sr{res};
   if (!events) {
     relayed answered = co_await relay_body(upstream, up_buffer, res_parser, ex.stream, res_sr, arm);
-    co_return ended(answered == relayed::whole && res.keep_alive());
+    relay_result r = ended(answered == relayed::whole && res.keep_alive());
+    r.upstream_reusable = answered == relayed::whole && sent == relayed::whole && framed && upstream_keeps &&
+                          up_buffer.size() == 0;
+    co_return r;
   }
   // A quiet stream (a directory watch, a command's log) would otherwise learn that its client
   // left only at its next event: the upstream is dropped at once instead, ending its producer.
@@ -202,7 +206,7 @@ asio::awaitable<relay_result> relay(exchange& ex, any_stream& upstream, relay_op
   co_return ended(std::get<0>(which) == relayed::whole && res.keep_alive());
 }
 
-asio::awaitable<bool> forward(exchange& ex, any_stream& upstream, forward_options target) {
+asio::awaitable<relay_result> forward(exchange& ex, any_stream& upstream, forward_options target) {
   auto& req = ex.parser.get();
   req.target(target.target);
   req.erase(bhttp::field::authorization);  // the agent never sees the caller's credentials
@@ -214,10 +218,10 @@ asio::awaitable<bool> forward(exchange& ex, any_stream& upstream, forward_option
   options.answer_timeout = target.answer_timeout;
   options.idle_timeout = target.idle_timeout;
   relay_result relayed_answer = co_await relay(ex, upstream, std::move(options));
-  if (!relayed_answer.unanswered) co_return relayed_answer.keep_alive;
+  if (!relayed_answer.unanswered) co_return relayed_answer;
   error closed = make_error(errc::unavailable,
                             "the sandbox agent closed the connection: " + relayed_answer.upstream_error.message());
-  co_return co_await respond_error(ex, closed);
+  co_return ended(co_await respond_error(ex, closed));
 }
 
 }  // namespace sandfort::http

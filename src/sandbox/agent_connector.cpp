@@ -348,28 +348,35 @@ container_connector::container_connector(docker::engine& engine, answer_workers&
 
 container_connector::~container_connector() = default;
 
-// Buffered calls only: a streamed one (exec's events, a forwarded session, a WebSocket) ends its
-// connection with its stream, so it always takes a new one from connect(). A request is never
-// sent again on another connection once written (an exec is not idempotent): a kept connection
-// is checked before the request goes out (idle_connections::take), not after it failed. A
-// sandbox that dials home has its own links (home::link_pool), taken one per call.
+// A request is never sent again on another connection once written (an exec is not idempotent):
+// a kept connection is checked before the request goes out (idle_connections::take), not after
+// it failed. A sandbox that dials home has its own links (home::link_pool), taken one per call.
+asio::awaitable<result<agent_stream>> container_connector::connect_kept(const agent_address& at) {
+  if (!at.dials_home)
+    if (auto kept = idle_->take(at.sandbox_id, at.container_id, std::chrono::steady_clock::now()))
+      co_return std::move(*kept);
+  co_return co_await connect(at);
+}
+
+// Called after the wait for the answer: the sandbox may have been forgotten (stopped) meanwhile,
+// and then nothing of it is kept.
+void container_connector::keep(const agent_address& at, agent_stream stream) {
+  if (at.dials_home || !known_.count(at.sandbox_id)) {
+    beast::error_code ignored;
+    stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
+    return;
+  }
+  stream.expires_never();  // a forwarded answer's deadlines were armed on it
+  idle_->park(at.sandbox_id, at.container_id, std::move(stream), std::chrono::steady_clock::now());
+}
+
 asio::awaitable<result<buffered_answer>> container_connector::ask(const agent_address& at, detail::buffered_call& call,
                                                                   budget_share& hold) {
-  std::optional<agent_stream> stream;
-  if (!at.dials_home) {
-    auto kept = idle_->take(at.sandbox_id, at.container_id, std::chrono::steady_clock::now());
-    if (kept) stream.emplace(std::move(*kept));
-  }
-  if (!stream) {
-    auto fresh = co_await connect(at);
-    if (!fresh) co_return std::move(fresh).err();
-    stream.emplace(std::move(*fresh));
-  }
+  auto stream = co_await connect_kept(at);
+  if (!stream) co_return std::move(stream).err();
   auto answer = co_await request_buffered(*stream, std::move(call.req), call.limits, hold);
-  // Checked again after the wait: the sandbox may have been forgotten (stopped) meanwhile, and
-  // then nothing of it is kept.
-  if (answer && answer->reusable && !at.dials_home && known_.count(at.sandbox_id)) {
-    idle_->park(at.sandbox_id, at.container_id, std::move(*stream), std::chrono::steady_clock::now());
+  if (answer && answer->reusable) {
+    keep(at, std::move(*stream));
   } else if (answer) {
     beast::error_code ignored;
     stream->socket().shutdown(asio::socket_base::shutdown_both, ignored);

@@ -192,10 +192,13 @@ task<agent_session> command_service::connect_agent(const std::string& org_id, co
     auto noted = co_await note_action(*rec, who, *note);
     if (!noted) co_return std::move(noted).err();
   }
-  auto stream = co_await agent_.connect(agent_address_of(*rec));
+  agent_address at = agent_address_of(*rec);
+  auto stream = co_await agent_.connect_kept(at);
   if (!stream) co_return std::move(stream).err();
-  co_return agent_session{std::move(*stream), activity_.busy(rec->id)};
+  co_return agent_session{std::move(*stream), activity_.busy(rec->id), std::move(at)};
 }
+
+void command_service::keep_agent(agent_session& session) { agent_.keep(session.at, std::move(session.stream)); }
 
 namespace {
 

@@ -103,6 +103,7 @@ class command_adapter final : public api::command_backend {
                                              const audit::actor& who, const audit::record* note) override {
     return c_.connect_agent(org_id, id_or_name, who, note);
   }
+  void keep_agent(sandbox::agent_session& session) override { c_.keep_agent(session); }
 
  private:
   sandbox::command_service& c_;

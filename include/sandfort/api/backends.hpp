@@ -88,6 +88,8 @@ class command_backend {
   // `note`, when given, is recorded in the audit chain (its target the sandbox's id) first.
   virtual task<sandbox::agent_session> connect_agent(const std::string& org_id, const std::string& id_or_name,
                                                      const audit::actor& who, const audit::record* note) = 0;
+  // The session's connection serves the sandbox's next request: its last answer was read whole.
+  virtual void keep_agent(sandbox::agent_session&) {}
 };
 
 // An organization's named resources kept apart from any sandbox: volumes and snapshots

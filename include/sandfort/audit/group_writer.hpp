@@ -38,6 +38,7 @@ namespace sandfort::audit {
 
 namespace detail {
 struct appends_home;  // the observer of committed appends, on the I/O thread
+class append_notes;  // the writer connection's observer: the appends of the batch being committed
 }  // namespace detail
 
 class group_writer {
@@ -84,7 +85,7 @@ class group_writer {
   journal journal_;
   std::size_t max_batch_;
   std::shared_ptr<detail::appends_home> observed_;
-  std::unique_ptr<store::append_observer> relay_;  // the writer connection's observer: posts home
+  std::unique_ptr<detail::append_notes> notes_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

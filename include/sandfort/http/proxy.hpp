@@ -41,6 +41,10 @@ struct relay_options {
 
 struct relay_result {
   bool keep_alive = false;  // the client connection may serve another request
+  // The upstream connection may carry another request: the request went out whole, the answer
+  // (not an upgrade, not an event stream) was framed and read to its end with nothing after it,
+  // and the upstream did not ask to close. sandfortd keeps such a connection to an agent.
+  bool upstream_reusable = false;
   // The upstream failed before its answer began (closed, reset, not HTTP). Nothing has been
   // written to the client, which the caller still owes an answer.
   bool unanswered = false;
@@ -70,8 +74,9 @@ struct forward_options {
 };
 
 // Forwards the request in ex to a connected upstream (the agent) without the caller's
-// credentials. Returns whether the client connection may serve another request. An upstream
-// that closes or stalls before answering is answered with 503 in the API's error shape.
-boost::asio::awaitable<bool> forward(exchange& ex, any_stream& upstream, forward_options options);
+// credentials: whether the client connection may serve another request, and whether the
+// upstream one may. An upstream that closes or stalls before answering is answered with 503 in
+// the API's error shape.
+boost::asio::awaitable<relay_result> forward(exchange& ex, any_stream& upstream, forward_options options);
 
 }  // namespace sandfort::http

@@ -1,8 +1,8 @@
 #pragma once
 // How sandfortd reaches the agent inside a sandbox: every connection goes through connect(), the
 // one door where the path is resolved inside the container and the listening peer is checked
-// (src/sandbox/agent_socket.hpp); buffered calls reuse connections it opened, kept alive
-// (src/sandbox/agent_idle.hpp). A `docker exec` stdio relay (for gVisor, Docker Desktop,
+// (src/sandbox/agent_socket.hpp); buffered calls and forwarded requests reuse connections it
+// opened, kept alive (src/sandbox/agent_idle.hpp). A `docker exec` stdio relay (for gVisor, Docker Desktop,
 // remote engines) can implement the same interface later.
 
 #include <boost/asio/awaitable.hpp>
@@ -59,6 +59,15 @@ class agent_connector {
   // A connection to the agent of that sandbox, proven to end in its container. The api module
   // forwards sessions, background commands, files and the PTY over it unchanged.
   virtual boost::asio::awaitable<result<agent_stream>> connect(const agent_address& at) = 0;
+  // A connection an earlier request to that sandbox's agent left open (checked still open and
+  // quiet), else a new one from connect(). Only for a request that is written once: one that
+  // failed on it is never sent again elsewhere.
+  virtual boost::asio::awaitable<result<agent_stream>> connect_kept(const agent_address& at) {
+    co_return co_await connect(at);
+  }
+  // Keeps a connection whose last answer was read to its end for that sandbox's next request,
+  // within the bounds of the kept connections (agent_idle.hpp); otherwise closes it.
+  virtual void keep(const agent_address&, agent_stream) {}
   // Before its container starts: what the transport needs on the host (the door of a sandbox that
   // dials home, which its container mounts). Nothing for the others.
   virtual result<void> prepare(const agent_address&) { return {}; }
@@ -162,6 +171,8 @@ class container_connector final : public agent_connector {
   ~container_connector() override;
 
   boost::asio::awaitable<result<agent_stream>> connect(const agent_address& at) override;
+  boost::asio::awaitable<result<agent_stream>> connect_kept(const agent_address& at) override;
+  void keep(const agent_address& at, agent_stream stream) override;
   boost::asio::awaitable<result<void>> health(const agent_address& at, std::chrono::milliseconds timeout) override;
   boost::asio::awaitable<result<exec_result>> exec(const agent_address& at, const agent_exec& call) override;
   boost::asio::awaitable<result<void>> exec_stream(const agent_address& at, const agent_exec& call,

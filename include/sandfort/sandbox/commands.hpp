@@ -25,6 +25,7 @@ namespace sandfort::sandbox {
 struct agent_session {
   agent_stream stream;
   activity_tracker::hold busy;
+  agent_address at;
 };
 
 // The row of a sandbox for a call that needs it running: conflict when it is not started
@@ -51,10 +52,14 @@ class command_service {
   task<void> code_run_stream(const std::string& org_id, const std::string& id_or_name, const code_run_request& req,
                              byte_sink& sink, const audit::actor& who = audit::system_actor());
   // A connection to the agent of a started sandbox (it serves sessions, commands, files, git and
-  // the PTY itself). `note`, when given, is recorded (its target set to the sandbox's id) first.
+  // the PTY itself), one kept from an earlier request when there is one. `note`, when given, is
+  // recorded (its target set to the sandbox's id) first.
   task<agent_session> connect_agent(const std::string& org_id, const std::string& id_or_name,
                                     const audit::actor& who = audit::system_actor(),
                                     const audit::record* note = nullptr);
+  // Keeps the session's connection for the sandbox's next request: its last answer was read to
+  // its end (http::relay_result::upstream_reusable).
+  void keep_agent(agent_session& session);
 
  private:
   result<agent_exec> prepare_exec(exec_request req) const;

@@ -187,12 +187,14 @@ awaitable<bool> download(dependencies& deps, http::exchange& ex, api::stream_cal
   http::forward_options target{"/files?path=" + query_escape(path->second)};
   target.answer_timeout = std::chrono::seconds(deps.cfg.agent_idle_timeout_s);
   target.idle_timeout = std::chrono::seconds(deps.cfg.agent_idle_timeout_s);
-  co_return co_await http::forward(ex, agent->stream, std::move(target));
+  auto relayed = co_await http::forward(ex, agent->stream, std::move(target));
+  if (relayed.upstream_reusable) deps.commands.keep_agent(*agent);
+  co_return relayed.keep_alive;
 }
 
 }  // namespace
 
-// One request to the sandbox's agent over a connection of its own, its answer bounded in size and time.
+// One request to the sandbox's agent (over a kept connection or a new one), its answer bounded in size and time.
 // `raw`, when given, is the body as it is (a file's bytes) instead of `body`'s JSON.
 awaitable<result<agent_answer>> call_agent(dependencies& deps, const sandbox_call& call, http::verb method,
                                            std::string target, const json* body, const audit::actor& who,

@@ -38,7 +38,8 @@ def as_root_in(client, sid, script):
     return r
 
 
-def test_a_link_to_another_tenants_socket_reaches_nothing(daemon):
+def test_a_link_to_another_tenants_socket_reaches_nothing(strict):
+    daemon = strict
     a_client, b_client = org_client(daemon), org_client(daemon)
     a = a_client.create_sandbox()
     b = b_client.create_sandbox()
@@ -47,11 +48,16 @@ def test_a_link_to_another_tenants_socket_reaches_nothing(daemon):
         # Where B's socket lived on the host before: /proc/self/mountinfo used to show the path.
         old_b_path = os.path.join(daemon.state_dir, "sandboxes", b["id"], "run", "agent.sock")
         as_root_in(a_client, a["id"], f"rm -f /run/sandfort/agent.sock; ln -s {old_b_path} /run/sandfort/agent.sock")
-        # An exec may still travel over a connection the daemon kept open to A's own agent (it
+        # A call may still travel over a connection the daemon kept open to A's own agent (it
         # was verified when opened, and stays bound to that agent): A's own answer, never B's.
         r = a_client.post(f"/v1/sandboxes/{a['id']}/process/exec", {"command": "cat /tmp/secret"})
         assert r.status == 503 or (r.status == 200 and r.json()["exit_code"] != 0), r
         assert b"B-SECRET" not in r.body
+        r = a_client.get(f"/v1/sandboxes/{a['id']}/files?path=/tmp/secret")
+        assert r.status in (503, 404) and b"B-SECRET" not in r.body, r
+        # Once those have expired (agent_keepalive_s), every call opens a new connection, and the
+        # link is found.
+        time.sleep(1.2)
         r = a_client.get(f"/v1/sandboxes/{a['id']}/files?path=/tmp/secret")
         assert r.status == 503 and b"B-SECRET" not in r.body, r
         r = a_client.get(f"/v1/sandboxes/{a['id']}/sessions")
@@ -67,11 +73,12 @@ def test_a_link_to_another_tenants_socket_reaches_nothing(daemon):
 
 
 @pytest.mark.parametrize("target", ["/var/run/docker.sock", "/proc/1/root/run/sandfort/agent.sock"])
-def test_links_to_docker_or_another_root_are_refused(daemon, target):
-    client = org_client(daemon)
+def test_links_to_docker_or_another_root_are_refused(strict, target):
+    client = org_client(strict)
     sbx = client.create_sandbox()
     try:
         as_root_in(client, sbx["id"], f"rm -f /run/sandfort/agent.sock; ln -s {target} /run/sandfort/agent.sock")
+        time.sleep(1.2)  # the connections kept to the real agent expire (agent_keepalive_s)
         r = client.get(f"/v1/sandboxes/{sbx['id']}/files/list?path=/")
         assert r.status == 503, r
         assert b"Containers" not in r.body and b"Docker" not in r.body

@@ -6,6 +6,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <optional>
+
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/this_coro.hpp>
 
@@ -22,20 +25,39 @@ using bhttp::verb;
 
 namespace {
 
+// Upstream connections as sandfortd's agent connector handles them: one kept after an answer
+// read to its end (http::relay_result::upstream_reusable) serves the next request. Used on the
+// front's I/O thread; `opened` is read by the test.
+struct upstreams {
+  std::optional<http::any_stream> kept;
+  std::atomic<int> opened{0};
+};
+
 // "/v1/rest" → "/rest" on the agent's socket; "/missing/…" dials a socket that does not exist.
 // Connecting is the caller's part (sandfortd's agent connector): an unreachable agent is its 503.
-asio::awaitable<bool> forward_to(std::string socket_path, http::exchange& ex) {
+asio::awaitable<bool> forward_to(std::string socket_path, upstreams& up, http::exchange& ex) {
   std::string path(ex.parser.get().target());
-  http::any_stream upstream(co_await asio::this_coro::executor);
-  std::string dial = path.starts_with("/missing") ? socket_path + ".missing" : socket_path;
-  auto [cec] = co_await upstream.async_connect(asio::local::stream_protocol::endpoint(dial), use_tuple);
-  if (cec) co_return co_await http::respond_error(ex, make_error(errc::unavailable, "the sandbox agent is not reachable"));
+  auto ioc_executor = co_await asio::this_coro::executor;  // GCC 12: no co_await inside ?:
+  std::optional<http::any_stream> kept = std::exchange(up.kept, std::nullopt);
+  const bool reuse = kept && !path.starts_with("/missing");
+  http::any_stream upstream = reuse ? std::move(*kept) : http::any_stream(ioc_executor);
+  if (!reuse) {
+    std::string dial = path.starts_with("/missing") ? socket_path + ".missing" : socket_path;
+    auto [cec] = co_await upstream.async_connect(asio::local::stream_protocol::endpoint(dial), use_tuple);
+    if (cec) co_return co_await http::respond_error(ex, make_error(errc::unavailable, "the sandbox agent is not reachable"));
+    ++up.opened;
+  }
   http::forward_options target;
   target.target = path.starts_with("/v1/") ? path.substr(3) : path;
   // An untrusted upstream must start answering soon.
   target.answer_timeout = std::chrono::milliseconds(300);
   target.idle_timeout = std::chrono::milliseconds(300);
-  co_return co_await http::forward(ex, upstream, std::move(target));
+  auto relayed = co_await http::forward(ex, upstream, std::move(target));
+  if (relayed.upstream_reusable) {
+    upstream.expires_never();
+    up.kept.emplace(std::move(upstream));
+  }
+  co_return relayed.keep_alive;
 }
 
 class unix_front {
@@ -46,10 +68,10 @@ class unix_front {
         front_(ioc_, {}, &app::unused) {
     app_.set_stream_selector(app::routes());
     if (!app_.listen_unix(socket_path_)) throw std::runtime_error("cannot listen on " + socket_path_);
-    front_.set_stream_selector([path = socket_path_](const bhttp::request_header<>&, const std::string&,
+    front_.set_stream_selector([path = socket_path_, this](const bhttp::request_header<>&, const std::string&,
                                                      std::map<std::string, std::string>&)
                                    -> http::stream_handler {
-      return [path](http::exchange& ex) { return forward_to(path, ex); };
+      return [path, this](http::exchange& ex) { return forward_to(path, upstreams_, ex); };
     });
     auto port = front_.listen_tcp("127.0.0.1:0");
     if (!port) throw std::runtime_error("cannot listen on 127.0.0.1");
@@ -69,9 +91,11 @@ class unix_front {
   unix_front& operator=(const unix_front&) = delete;
 
   unsigned short port() const { return port_; }
+  int upstreams_opened() const { return upstreams_.opened.load(); }
 
  private:
   std::string socket_path_;
+  upstreams upstreams_;
   asio::io_context ioc_;
   asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(ioc_);
   http::server app_;
@@ -145,4 +169,35 @@ TEST_CASE("forward: a chunked answer and a WebSocket pass through", "[preview][r
     co_return got->data;
   }());
   CHECK(echoed == "through the agent's socket");
+}
+
+TEST_CASE("forward: an answer read to its end leaves the upstream connection for the next request; "
+          "one that closes or hangs up does not",
+          "[preview][relay]") {
+  unix_front front;
+  auto echo = [&](bool close) {
+    auto req = request(verb::post, "/v1/echo", "127.0.0.1");
+    req.body() = "body";
+    if (close) req.keep_alive(false);
+    auto res = fetch(front.port(), std::move(req));
+    REQUIRE(res);
+    REQUIRE(res->result_int() == 200);
+  };
+  echo(false);
+  echo(false);
+  auto large = fetch(front.port(), request(verb::get, "/v1/large?bytes=200000", "127.0.0.1"));  // chunked
+  REQUIRE(large);
+  REQUIRE(large->body().size() == 200000);
+  echo(false);
+  CHECK(front.upstreams_opened() == 1);
+
+  echo(true);  // the upstream is told to close: not kept
+  echo(false);
+  CHECK(front.upstreams_opened() == 2);
+
+  auto hung_up = fetch(front.port(), request(verb::get, "/v1/hang-up", "127.0.0.1"));
+  REQUIRE(hung_up);
+  CHECK(hung_up->result_int() == 503);
+  echo(false);
+  CHECK(front.upstreams_opened() == 3);
 }
