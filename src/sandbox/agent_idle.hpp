@@ -1,6 +1,7 @@
 #pragma once
-// Connections to agents kept open between buffered calls (exec's whole answers, health, ports,
-// claim), so that a call reuses one instead of opening, verifying and closing a socket each time.
+// Connections to agents kept open between calls (exec's whole answers, health, ports, claim, and
+// forwarded requests read to their end), so that a call reuses one instead of opening, verifying
+// and closing a socket each time.
 //
 // Reuse is as safe as the first use: the check that the listener is in the sandbox's container
 // (agent_socket.hpp: openat2 inside its root, SO_PEERCRED in its pid namespace) was made when the

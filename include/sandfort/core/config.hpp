@@ -298,7 +298,7 @@ struct config {
   // PTY excepted), and buffered answers of all sandboxes share one memory budget.
   int agent_idle_timeout_s = 300;
   std::uint64_t agent_response_budget_mb = 128;
-  // How long a connection to an agent is kept idle for the next buffered call; 0: a new
+  // How long a connection to an agent is kept idle for the next call (buffered or forwarded); 0: a new
   // connection per call.
   int agent_keepalive_s = 10;
 

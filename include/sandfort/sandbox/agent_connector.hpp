@@ -109,7 +109,7 @@ struct connector_options {
   // A sandbox that dials home: how long a call waits for one of its links (its agent keeps a few
   // idle and dials another as one is taken; none comes when the agent is dead).
   std::chrono::milliseconds home_wait{5'000};
-  // Connections kept open between buffered calls (src/sandbox/agent_idle.hpp): at most this many
+  // Connections kept open between calls (src/sandbox/agent_idle.hpp): at most this many
   // per sandbox and in all, each for at most idle_timeout (under the agent's own 60 s).
   std::size_t idle_per_sandbox = 4;
   std::size_t idle_total = 256;
