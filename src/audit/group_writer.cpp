@@ -144,9 +144,9 @@ void group_writer::commit(std::deque<pending>& batch) {
     }
   }
   auto appends = notes_->take();
-  auto tell = [to = observed_](std::vector<std::pair<std::string, std::int64_t>>& appends) {
+  auto tell = [to = observed_](const std::vector<std::pair<std::string, std::int64_t>>& noted) {
     if (to->observer == nullptr) return;
-    for (const auto& [org_id, seq] : appends) to->observer->appended(org_id, seq);
+    for (const auto& [org_id, seq] : noted) to->observer->appended(org_id, seq);
   };
   if (!appends.empty() && observed_->home && !same_context(observed_->home, home)) {
     asio::post(observed_->home, [tell, appends = std::move(appends)]() mutable { tell(appends); });
