@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include "migrations.hpp"
@@ -108,7 +109,17 @@ detail::named_statements request_path_statements() {
 }  // namespace
 
 void database::set_busy_timeout(std::chrono::milliseconds wait) {
-  sqlite3_busy_timeout(db_, static_cast<int>(wait.count()));
+  busy_timeout_ = wait;
+  sqlite3_busy_handler(db_, &database::on_busy, this);
+}
+
+int database::on_busy(void* self, int retries) {
+  auto* d = static_cast<database*>(self);
+  auto now = std::chrono::steady_clock::now();
+  if (retries == 0) d->busy_since_ = now;
+  if (now - d->busy_since_ >= d->busy_timeout_) return 0;
+  std::this_thread::sleep_for(std::chrono::microseconds(100));
+  return 1;
 }
 
 result<std::unique_ptr<database>> database::open(const std::string& path) {

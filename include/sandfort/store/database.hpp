@@ -115,9 +115,11 @@ class database {
  public:
   // Opens (creating if needed) and migrates. Errors name the file and SQLite's message.
   static result<std::unique_ptr<database>> open(const std::string& path);
-  // How long a statement waits for another process's write lock before failing with
+  // How long a statement waits for another connection's write lock before failing with
   // `unavailable` (5 s after open). sandfortd keeps it to milliseconds: its one I/O thread
-  // must not sit in a lock wait while an admin command writes.
+  // must not sit in a lock wait while an admin command writes. It retries every 100 µs: SQLite's
+  // own waits grow to 10 ms and miss the short gaps between the audit writer's batches, which
+  // hold the lock back to back under a flood of events (audit/group_writer.hpp).
   void set_busy_timeout(std::chrono::milliseconds wait);
   ~database();
   database(const database&) = delete;
@@ -191,11 +193,15 @@ class database {
   // The WAL hook: frames in the log after each commit, and SQLite's auto-checkpoint (which the
   // hook replaces) at wal_autocheckpoint frames.
   static int on_wal_commit(void* self, sqlite3* db, const char* name, int frames);
+  // The busy handler set_busy_timeout installs.
+  static int on_busy(void* self, int retries);
 
   sqlite3* db_;
   std::string path_;
   std::string instance_id_;
   bool in_transaction_ = false;
+  std::chrono::milliseconds busy_timeout_{5000};
+  std::chrono::steady_clock::time_point busy_since_{};
   std::uint64_t disk_full_at_begin_ = 0;
   append_observer* append_observer_ = nullptr;
   std::vector<std::pair<std::string, std::int64_t>> appends_pending_;  // of the open transaction

@@ -68,7 +68,7 @@ TEST_CASE("malformed calls are rejected with a message that names the problem") 
   CHECK(rejection(R"({"command":"x","timeout":5})") == "unknown field 'timeout'");
 }
 
-TEST_CASE("results map to JSON; raw bytes need binary mode to survive") {
+TEST_CASE("results map to JSON, raw bytes need binary mode to survive") {
   exec_result r;
   r.exit_code = 3;
   r.stdout_data = std::string("\xff\xfe" "abc\x80");

@@ -91,7 +91,7 @@ TEST_CASE("a python context keeps its state, and the last expression is the main
   }
 }
 
-TEST_CASE("a run past its timeout is interrupted; one that will not stop is killed and the context restarts") {
+TEST_CASE("a run past its timeout is interrupted, one that will not stop is killed and the context restarts") {
   temp_dir dir;
   agent_binary agent(dir / "a.sock");
   run(agent, {{"code", "kept = 5"}});
@@ -169,7 +169,7 @@ TEST_CASE("contexts: create with a language and cwd, list, restart, delete") {
   CHECK(nowhere.status == 400);
 }
 
-TEST_CASE("a bash context keeps cwd and variables; a failing last command is an error") {
+TEST_CASE("a bash context keeps cwd and variables, a failing last command is an error") {
   temp_dir dir;
   agent_binary agent(dir / "a.sock");
   auto first = run(agent, {{"code", "cd " + dir.path() + "; V=7; echo $FOO"}, {"language", "bash"}, {"env", {{"FOO", "bar"}}}});

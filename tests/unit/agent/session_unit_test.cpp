@@ -130,7 +130,7 @@ TEST_CASE("output_collector caps, keeps, or forwards whole characters") {
   }
 }
 
-TEST_CASE("fifo_mutex hands over in arrival order; notifier never loses a change") {
+TEST_CASE("fifo_mutex hands over in arrival order, notifier never loses a change") {
   asio::io_context ioc;
   fifo_mutex m;
   std::vector<int> order;
@@ -182,7 +182,7 @@ TEST_CASE("log_ring keeps the newest bytes and counts what it dropped") {
   CHECK(r.read_from(30) == std::string(7, 'x'));
 }
 
-TEST_CASE("command logs are capped with a marker; the follower is told what it missed") {
+TEST_CASE("command logs are capped with a marker, the follower is told what it missed") {
   limits_guard restore;
   commands::limits l;
   l.log_cap = 1000;

@@ -38,7 +38,7 @@ struct fixture {
 
 }  // namespace
 
-TEST_CASE("background reader: the read runs on its own thread and connection; the I/O thread keeps serving") {
+TEST_CASE("background reader: the read runs on its own thread and connection, the I/O thread keeps serving") {
   fixture f;
   auto made = store::org_store(*f.db).create_org("acme", false, "t");
   REQUIRE(made);

@@ -18,7 +18,7 @@ const std::string csrf = "0123456789abcdef0123456789abcdef";
 
 }  // namespace
 
-TEST_CASE("console csrf: reads pass; changes need this host's Origin and the session's token", "[api][console]") {
+TEST_CASE("console csrf: reads pass, changes need this host's Origin and the session's token", "[api][console]") {
   using http::verb;
   auto ok = [](verb m, const http::bhttp::fields& h) { return api::console_request_allowed(m, h, csrf).ok(); };
   CHECK(ok(verb::get, console_headers({})));

@@ -9,7 +9,7 @@
 
 using namespace sandfort;
 
-TEST_CASE("event hub: streams per organization and per client address are bounded; leaving makes room") {
+TEST_CASE("event hub: streams per organization and per client address are bounded, leaving makes room") {
   boost::asio::io_context io;
   api::event_hub hub({/*per_org=*/3, /*per_source=*/2});
   std::vector<std::unique_ptr<boost::asio::steady_timer>> bells;

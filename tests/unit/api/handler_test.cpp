@@ -147,7 +147,7 @@ TEST_CASE("every route: a caller of one organization naming another's resource i
   CHECK(unnamed >= 10);
 }
 
-TEST_CASE("the superadmin names another organization in {org}; a deleted one is not found", "[api][handlers][orgs]") {
+TEST_CASE("the superadmin names another organization in {org}, a deleted one is not found", "[api][handlers][orgs]") {
   api_server s;
   auto limits = s.call("GET", "/v1/orgs/beta/limits", "superadmin");
   REQUIRE(limits.status == 200);
@@ -467,7 +467,7 @@ TEST_CASE("volumes and snapshots: the named-resource routes read each kind's cre
   }
 }
 
-TEST_CASE("the console's cookie: the key's principal; a change needs its CSRF token and this host's Origin",
+TEST_CASE("the console's cookie: the key's principal, a change needs its CSRF token and this host's Origin",
           "[api][handlers][console]") {
   api_server s;
   const std::string cookie = "Cookie: theme=dark; sandfort_session=member\r\n";
@@ -568,7 +568,7 @@ TEST_CASE("the console's sign-in through an identity provider: issuers, start an
   }
 }
 
-TEST_CASE("secrets: a create's body is checked and handed on normalized; no answer or error carries the value",
+TEST_CASE("secrets: a create's body is checked and handed on normalized, no answer or error carries the value",
           "[api][handlers][secrets]") {
   api_server s;
   const std::string body =

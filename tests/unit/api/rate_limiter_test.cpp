@@ -78,7 +78,7 @@ TEST_CASE("rate limiter: keys are independent, and a rate of 0 means unlimited w
   CHECK(l.size() == 2);
 }
 
-TEST_CASE("rate limiter: the bucket follows the role; the superadmin's is its own") {
+TEST_CASE("rate limiter: the bucket follows the role, the superadmin's is its own") {
   manual_clock clk;
   api::rate_limiter l(limits(), clk);
   auth::principal p;
@@ -108,7 +108,7 @@ TEST_CASE("rate limiter: buckets of idle keys are dropped once they would be ful
   CHECK(admitted(l, "key:7", member, 10) == 5);
 }
 
-TEST_CASE("rate limiter: at most max_entries buckets; the least recently used goes first") {
+TEST_CASE("rate limiter: at most max_entries buckets, the least recently used goes first") {
   manual_clock clk;
   api::rate_limiter l(limits(), clk, 3);
   const rate_limit viewer{1, 2};
@@ -200,7 +200,7 @@ TEST_CASE("rate limit summary: one event per organization and principal and inte
   CHECK(*f.summary.flush() == 0);
 }
 
-TEST_CASE("rate limit summary: a deleted organization's refusals go to the operator; distinct pairs are bounded") {
+TEST_CASE("rate limit summary: a deleted organization's refusals go to the operator, distinct pairs are bounded") {
   summary_fixture f;
   auto op = f.org("superadmin", true);
   auto gone = f.org("gone"), busy = f.org("busy");
@@ -222,7 +222,7 @@ TEST_CASE("rate limit summary: a deleted organization's refusals go to the opera
   CHECK(total == static_cast<long long>(audit::rate_limit_summary::max_pairs + 50));
 }
 
-TEST_CASE("rate limiter: an organization's bucket bounds all its keys together; another organization's is its own") {
+TEST_CASE("rate limiter: an organization's bucket bounds all its keys together, another organization's is its own") {
   manual_clock clk;
   api::rate_limiter l(limits(), clk);
   const rate_limit member{10, 5}, org{10, 6};
@@ -260,7 +260,7 @@ TEST_CASE("rate limiter: an organization's bucket bounds all its keys together; 
   CHECK(admitted(l, "key:v", member, 20) == 5);
 }
 
-TEST_CASE("rate limiter: the operator has no organization bucket; every other principal has its organization's") {
+TEST_CASE("rate limiter: the operator has no organization bucket, every other principal has its organization's") {
   manual_clock clk;
   auto cfg = limits();
   cfg.org = {7, 70};

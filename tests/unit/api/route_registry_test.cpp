@@ -145,7 +145,7 @@ TEST_CASE("describe_routes: what `sandfortd routes --json` prints", "[api][route
   CHECK(healthz);
 }
 
-TEST_CASE("resolve_target_org: the caller's own, or any one for the superadmin; deleted as each use says",
+TEST_CASE("resolve_target_org: the caller's own, or any one for the superadmin, deleted as each use says",
           "[api][routes][orgs]") {
   const std::map<std::string, api::named_org> orgs = {
       {"org-1111111111111111", {"org-1111111111111111", false}}, {"other", {"org-1111111111111111", false}},

@@ -137,7 +137,7 @@ TEST_CASE("group writer: the I/O thread's own appends between batches keep the c
   check_one_line(stored);
 }
 
-TEST_CASE("group writer: an event without a canonical form fails alone; the rest of its batch is stored", "[audit]") {
+TEST_CASE("group writer: an event without a canonical form fails alone, the rest of its batch is stored", "[audit]") {
   writer_fixture f;
   std::vector<result<audit::event_record>> outcomes;
   f.append_all(20, outcomes, 7);
@@ -161,4 +161,57 @@ TEST_CASE("group writer: what is queued when it is destroyed is committed first"
   CHECK(f.chain().size() == 30);
   f.ioc.run();  // the answers were posted before the join
   for (auto& o : outcomes) CHECK(o);
+}
+
+TEST_CASE("group writer: while a flood of queued events is written, the I/O thread's own changes get the write "
+          "lock within its 20 ms",
+          "[audit]") {
+  // As sandfortd opens them (main.cpp): the I/O thread's connection waits at most 20 ms for the
+  // write lock, retrying often enough to get in between two of the writer's batches.
+  testing::temp_dir dir;
+  auto db = testing::open_db(dir.file("sandfort.db"));
+  db->set_busy_timeout(std::chrono::milliseconds(20));
+  testing::manual_clock clk;
+  auto writer = audit::group_writer::open(dir.file("sandfort.db"), clk).value();
+  asio::io_context ioc;
+  std::string org_id = store::org_store(*db).create_org("acme", false, testing::t0).value().id;
+  audit::journal journal(*db, clk);
+
+  // Everything queued at once (as when hundreds of commands arrive together): the writer then
+  // takes full batches back to back.
+  auto blocker = testing::open_db(dir.file("sandfort.db"));
+  auto held = blocker->begin();
+  REQUIRE(held);
+  const int flood = 2000;
+  int answered = 0;
+  for (int i = 0; i < flood; ++i)
+    asio::co_spawn(
+        ioc,
+        [&, i]() -> asio::awaitable<void> {
+          audit::actor who{"key:key-1", "req-" + std::to_string(i), "10.0.0.1"};
+          audit::record what{"sandbox.exec", "sbx-1", "accepted"};  // named: GCC 12 and temporaries
+          auto done = co_await writer->append(org_id, who, std::move(what));
+          if (done) ++answered;
+        },
+        asio::detached);
+  ioc.poll();
+  REQUIRE(held->commit());
+  while (writer->committed().commits == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+
+  const auto written_before = writer->committed().events;
+  int refused = 0;
+  for (int i = 0; i < 10; ++i) {
+    auto changed = journal.record_change(
+        {org_id}, audit::system_actor(), [] { return result<void>(ok_t{}); },
+        [] { return audit::record{"org.update", "org-x"}; });
+    if (!changed) {
+      UNSCOPED_INFO("change " << i << ": " << changed.err().message);
+      ++refused;
+    }
+  }
+  CHECK(written_before < static_cast<std::uint64_t>(flood));  // the changes came while the flood was written
+  CHECK(refused == 0);
+  ioc.run();
+  CHECK(answered == flood);
+  CHECK(writer->committed().events == static_cast<std::uint64_t>(flood));
 }

@@ -30,7 +30,7 @@ struct journal_fixture {
 
 }  // namespace
 
-TEST_CASE("journal: a change that fails leaves no event; one that succeeds has exactly one") {
+TEST_CASE("journal: a change that fails leaves no event, one that succeeds has exactly one") {
   journal_fixture f;
   auto o = store::org_store(*f.db).create_org("acme", false, "t");
   REQUIRE(o);

@@ -44,7 +44,7 @@ struct lc_counting_observer final : store::append_observer {
 
 }  // namespace
 
-TEST_CASE("lifecycle events: actions map to types; everything else is no event") {
+TEST_CASE("lifecycle events: actions map to types, everything else is no event") {
   CHECK(lc_type_of(lc_row("sandbox.create", R"({"name":"a"})")) == "sandbox.created");
   CHECK(lc_type_of(lc_row("sandbox.start", R"({"state":"started","from":"stopped"})")) == "sandbox.started");
   CHECK(lc_type_of(lc_row("sandbox.pause", R"({"state":"paused"})")) == "sandbox.paused");

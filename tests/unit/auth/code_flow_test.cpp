@@ -58,7 +58,7 @@ TEST_CASE("code flow: the callback's origin is console.public_url, else the Host
   }
 }
 
-TEST_CASE("code flow: an issuer's key is stable and says nothing secret; its host labels it", "[auth][code_flow]") {
+TEST_CASE("code flow: an issuer's key is stable and says nothing secret, its host labels it", "[auth][code_flow]") {
   const auto key = code_flow::issuer_key("https://idp.example.com/realms/eng");
   CHECK(key.size() == 16);
   CHECK(key == code_flow::issuer_key("https://idp.example.com/realms/eng"));

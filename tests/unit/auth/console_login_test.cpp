@@ -137,7 +137,7 @@ void check_login_refused(const result<proven_identity>& r, const std::string& co
 
 }  // namespace
 
-TEST_CASE("console login: start sends the browser to the provider with PKCE; finish proves the user",
+TEST_CASE("console login: start sends the browser to the provider with PKCE, finish proves the user",
           "[auth][console_login]") {
   login_fixture f;
   REQUIRE(f.login->issuers().size() == 1);
@@ -272,7 +272,7 @@ TEST_CASE("console login: the tokens are checked: the ID token's nonce and audie
   CHECK(proven->who.granted == role::admin);
 }
 
-TEST_CASE("console login: an unknown issuer is a bad request; sign-ins under way are bounded per address and in all",
+TEST_CASE("console login: an unknown issuer is a bad request, sign-ins under way are bounded per address and in all",
           "[auth][console_login]") {
   login_fixture f(console_login_limits{std::chrono::seconds(300), 3, 5});
   auto unknown = testing::run_coroutine(f.login->start("ffffffffffffffff", callback_uri, "192.0.2.1", "req"));
@@ -312,7 +312,7 @@ TEST_CASE("console login: the discovery document must name this issuer and offer
   CHECK(r.err().message == login_error::provider_unavailable);
 }
 
-TEST_CASE("console login: one discovery fetch serves sign-ins and token checks; a failing provider is asked once "
+TEST_CASE("console login: one discovery fetch serves sign-ins and token checks, a failing provider is asked once "
           "per jwks_min_refresh_s",
           "[auth][console_login]") {
   login_fixture f;
@@ -377,7 +377,7 @@ TEST_CASE("console login: a provider's session is the proven principal until the
   CHECK(open_identity_console_session(*f.db, f.clk, {}, proven->who, f.clk.now()).err().code == errc::unauthenticated);
 }
 
-TEST_CASE("console login: a public client sends its id in the form; client_secret_post sends the secret there too",
+TEST_CASE("console login: a public client sends its id in the form, client_secret_post sends the secret there too",
           "[auth][console_login]") {
   login_fixture f;
   auto form_of = [&](const std::string& body) {

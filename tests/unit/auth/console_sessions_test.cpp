@@ -49,7 +49,7 @@ void check_refused(const result<principal>& p, const std::string& message) {
 
 }  // namespace
 
-TEST_CASE("console: a session is its key's principal, with its CSRF token; only hashes are stored",
+TEST_CASE("console: a session is its key's principal, with its CSRF token, only hashes are stored",
           "[auth][console]") {
   console_fixture f;
   auto k = f.key(role::member);
@@ -128,7 +128,7 @@ TEST_CASE("console: malformed, unknown and forged cookies open nothing", "[auth]
   check_refused(authenticate_console(*f.db, f.clk, flipped), "console session expired or signed out");
 }
 
-TEST_CASE("console: one key holds at most per_credential sessions, the oldest end first; expired ones are pruned",
+TEST_CASE("console: one key holds at most per_credential sessions, the oldest end first, expired ones are pruned",
           "[auth][console]") {
   console_fixture f;
   auto k = f.key(role::member);
@@ -165,7 +165,7 @@ TEST_CASE("console: an identity provider's principal or another key's secret ope
   CHECK(open_console_session(*f.db, f.clk, {}, *who, other.secret).err().code == errc::unauthenticated);
 }
 
-TEST_CASE("console: the session cookie is found among a Cookie header's pairs; the Secure name wins",
+TEST_CASE("console: the session cookie is found among a Cookie header's pairs, the Secure name wins",
           "[auth][console]") {
   CHECK(console_cookie_of("") == "");
   CHECK(console_cookie_of("a=1; sandfort_session=abc; b=2") == "abc");

@@ -155,7 +155,7 @@ TEST_CASE("a forged or foreign token is refused without a reason in the answer")
   }
 }
 
-TEST_CASE("a flood of unknown kids costs one fetch per interval; rotation is picked up") {
+TEST_CASE("a flood of unknown kids costs one fetch per interval, rotation is picked up") {
   verifier_fixture f;
   REQUIRE(f.auth(f.token(f.key1, "k1")));
   CHECK(f.idp.jwks_requests() == 1);

@@ -301,7 +301,7 @@ TEST_CASE("audit settings: the signing key defaults into the state directory") {
   CHECK_FALSE(finalize_config(*bad, "/usr/bin").ok());
 }
 
-TEST_CASE("secrets settings: the key file defaults into the state directory; the bounds are checked") {
+TEST_CASE("secrets settings: the key file defaults into the state directory, the bounds are checked") {
   auto c = load_config("", {{"state_dir", "/var/lib/sf"}}, nullptr);
   REQUIRE(c.ok());
   REQUIRE(finalize_config(*c, "/usr/bin").ok());
@@ -324,7 +324,7 @@ TEST_CASE("secrets settings: the key file defaults into the state directory; the
   }
 }
 
-TEST_CASE("webhooks settings: defaults, environment and --set; the bounds are checked") {
+TEST_CASE("webhooks settings: defaults, environment and --set, the bounds are checked") {
   auto d = load_config("", {}, nullptr);
   REQUIRE(d.ok());
   REQUIRE(finalize_config(*d, "/usr/bin").ok());
@@ -388,7 +388,7 @@ TEST_CASE("store settings: retention of deleted sandboxes from file, environment
   }
 }
 
-TEST_CASE("pools are a list of objects in the file; image and resources default, mistakes are refused") {
+TEST_CASE("pools are a list of objects in the file, image and resources default, mistakes are refused") {
   auto path = write_temp(R"({"default_image": "img:1", "pools": [{"size": 3},
       {"image": "other:2", "resources": {"cpus": 2, "memory_mb": 2048, "pids": 100}, "size": 1}]})");
   auto c = load_config(path, {}, nullptr);
@@ -567,7 +567,7 @@ TEST_CASE("egress.upstream_proxy: host:port, credentials together, a password fi
           "upstream_proxy_username must be");
 }
 
-TEST_CASE("a pool learns between min_size and max_size; how pools refill and shrink is one object") {
+TEST_CASE("a pool learns between min_size and max_size, how pools refill and shrink is one object") {
   auto path = write_temp(R"({"pools": [{"min_size": 2, "max_size": 24}, {"min_size": 0, "max_size": 4,
       "resources": {"cpus": 2, "memory_mb": 2048, "pids": 100}}], "pool": {"max_parallel": 3, "idle_shrink_s": 30}})");
   auto c = load_config(path, {}, nullptr);

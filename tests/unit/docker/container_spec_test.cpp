@@ -171,7 +171,7 @@ TEST_CASE("a volume as the engine describes it") {
   CHECK(parse_volume(json::parse(R"({"Name":"x","Labels":null})")).labels.empty());
 }
 
-TEST_CASE("a volume's CreatedAt is read as RFC 3339 in any offset; anything else is unknown (0)") {
+TEST_CASE("a volume's CreatedAt is read as RFC 3339 in any offset, anything else is unknown (0)") {
   auto created = [](const char* text) {
     return parse_volume(json{{"Name", "x"}, {"CreatedAt", text}}).created_unix;
   };

@@ -5,7 +5,7 @@
 using namespace sandfort;
 using namespace sandfort::docker::detail;
 
-TEST_CASE("engine statuses map to error classes; Docker's own message is not passed on") {
+TEST_CASE("engine statuses map to error classes, Docker's own message is not passed on") {
   auto e = status_error(404, R"({"message":"No such container: abc"})", "inspect container abc");
   CHECK(e.code == errc::not_found);
   CHECK(e.message == "inspect container abc: Docker answered HTTP 404 (not found)");

@@ -161,7 +161,7 @@ TEST_CASE("inspect reads state, labels and the name without its slash") {
   CHECK(info->labels == std::map<std::string, std::string>{{"io.sandfort.sandbox", "sb-1"}});
 }
 
-TEST_CASE("create sends the name in the query and the spec in the body; statuses become error classes") {
+TEST_CASE("create sends the name in the query and the spec in the body, statuses become error classes") {
   unsigned status = 201;
   fake_engine fake(debian_version, [&](const http::request&) {
     if (status == 201) return raw_response(201, R"({"Id":"new-id","Warnings":[]})");
@@ -190,7 +190,7 @@ TEST_CASE("create sends the name in the query and the spec in the body; statuses
   CHECK(refused.err().code == errc::invalid_argument);
 }
 
-TEST_CASE("start and stop accept 304; stop passes its grace period; ids are encoded") {
+TEST_CASE("start and stop accept 304, stop passes its grace period, ids are encoded") {
   fake_engine fake(debian_version, [](const http::request&) { return http::empty_response(304); });
   auto engine = fake.make_engine();
   CHECK(fake.run(engine.start_container("abc")).ok());
@@ -203,7 +203,7 @@ TEST_CASE("start and stop accept 304; stop passes its grace period; ids are enco
   CHECK(empty.err().code == errc::invalid_argument);
 }
 
-TEST_CASE("remove forces and drops volumes; absent is not_found") {
+TEST_CASE("remove forces and drops volumes, absent is not_found") {
   fake_engine fake(debian_version, [](const http::request&) {
     return raw_response(404, R"({"message":"No such container: abc"})");
   });
@@ -301,7 +301,7 @@ TEST_CASE("an engine that accepts but never answers is unavailable after the tim
   CHECK(took < std::chrono::seconds(3));
 }
 
-TEST_CASE("volumes: create posts the name and labels; remove maps in-use to conflict") {
+TEST_CASE("volumes: create posts the name and labels, remove maps in-use to conflict") {
   fake_engine fake(debian_version, [](const http::request& req) {
     if (req.method() == http::verb::post && req.target() == "/v1.41/volumes/create")
       return raw_response(201, R"({"Name":"sandfort-vol-1","Driver":"local","Mountpoint":"/v/_data",)"

@@ -107,7 +107,7 @@ TEST_CASE("home: a hello names what the link is for, and nothing else passes", "
     CHECK_FALSE(home::parse_hello(bad).ok());
 }
 
-TEST_CASE("home: read_hello takes the line and not one byte more; long, wrong, silent and closed links fail",
+TEST_CASE("home: read_hello takes the line and not one byte more, long, wrong, silent and closed links fail",
           "[home]") {
   asio::io_context ioc;
   auto pair = [&] {
@@ -404,7 +404,7 @@ TEST_CASE("home: a port's upgrade is read to the end of its header and not one b
   CHECK(home::answer_status("SSH-2.0-x\r\n\r\n") == 0);
 }
 
-TEST_CASE("home: the agent connects a link to a port on its loopback; nothing listening and its own port are refused",
+TEST_CASE("home: the agent connects a link to a port on its loopback, nothing listening and its own port are refused",
           "[home]") {
   temp_dir tmp;
   asio::io_context ioc;

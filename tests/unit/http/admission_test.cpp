@@ -86,7 +86,7 @@ TEST_CASE("admission: beyond the total idle cap the oldest idle connection of an
   CHECK(r.book.open() == 4);
 }
 
-TEST_CASE("admission: at max_connections the oldest idle makes room; when all are busy there is none",
+TEST_CASE("admission: at max_connections the oldest idle makes room, when all are busy there is none",
           "[http][admission]") {
   recorded_book r({.max_connections = 3, .idle_per_source = 10, .idle = 10});
   auto one = r.open(1, "a");

@@ -272,7 +272,7 @@ TEST_CASE("http: server answers 400 to a malformed request line", "[http][server
   CHECK(c.closed_within(5s));
 }
 
-TEST_CASE("http: an oversized header is refused and the server lives on; a huge bearer token is a 401",
+TEST_CASE("http: an oversized header is refused and the server lives on, a huge bearer token is a 401",
           "[http][server]") {
   app a;
   running_server s(small_limits(), a.root());

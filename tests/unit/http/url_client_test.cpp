@@ -562,7 +562,7 @@ TEST_CASE("url_client: an unreadable ca_file is unavailable and names the file",
 
 // ---- what the webhook worker uses ------------------------------------------------------------
 
-TEST_CASE("url_client: post_body sends its body and headers; a refused address is never dialed", "[url_client]") {
+TEST_CASE("url_client: post_body sends its body and headers, a refused address is never dialed", "[url_client]") {
   asio::io_context ioc;
   test_server server(ioc, ok_reply("ok"));
   auto options = plain_allowed();

@@ -142,7 +142,7 @@ TEST_CASE("metrics: a timer observes once, with the labels it ends with", "[metr
   CHECK(h.count({"error"}) == 1);
 }
 
-TEST_CASE("metrics: the number of series is capped; the rest is counted as overflow", "[metrics]") {
+TEST_CASE("metrics: the number of series is capped, the rest is counted as overflow", "[metrics]") {
   registry r;
   auto& c = r.counter("sandfort_requests_total", "Requests.", {"route", "code"}, 10);
   for (int i = 0; i < 10000; ++i) c.inc({"/v1/sandboxes/sbx-" + std::to_string(i), "200"});

@@ -171,7 +171,7 @@ TEST_CASE("forward: a chunked answer and a WebSocket pass through", "[preview][r
   CHECK(echoed == "through the agent's socket");
 }
 
-TEST_CASE("forward: an answer read to its end leaves the upstream connection for the next request; "
+TEST_CASE("forward: an answer read to its end leaves the upstream connection for the next request, "
           "one that closes or hangs up does not",
           "[preview][relay]") {
   unix_front front;

@@ -51,7 +51,7 @@ TEST_CASE("proxy: host_allowed '*.suffix' covers subdomains at any depth but not
   CHECK(host_allowed({"*.Example.COM."}, "x.example.com"));
 }
 
-TEST_CASE("proxy: host_allowed '*' allows any host; an empty list none; stray '*' nothing", "[proxy][policy]") {
+TEST_CASE("proxy: host_allowed '*' allows any host, an empty list none, stray '*' nothing", "[proxy][policy]") {
   CHECK(host_allowed({"*"}, "anything.at.all"));
   CHECK(host_allowed({"*"}, "127.0.0.1"));
   CHECK_FALSE(host_allowed({"*"}, ""));

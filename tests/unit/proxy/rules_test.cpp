@@ -56,7 +56,7 @@ TEST_CASE("rules: a method/path rule allows what it names and nothing else on th
   CHECK(nothing.rule.empty());
 }
 
-TEST_CASE("rules: the allowlist allows every method and path; a later rule decides only what it names",
+TEST_CASE("rules: the allowlist allows every method and path, a later rule decides only what it names",
           "[proxy][rules]") {
   egress_rule_set set;
   set.allow = {"pypi.org"};

@@ -481,7 +481,7 @@ TEST_CASE("proxy: a second request on a kept-alive connection is checked on its 
   CHECK(h.shutdown());
 }
 
-TEST_CASE("proxy: method/path rules and deny entries decide each request; CONNECT fails closed",
+TEST_CASE("proxy: method/path rules and deny entries decide each request, CONNECT fails closed",
           "[proxy][server]") {
   harness h;
   h.directory.add("sbx-r", "org-a", "secret-r", {});

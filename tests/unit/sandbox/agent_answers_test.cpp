@@ -34,7 +34,7 @@ TEST_CASE("agent answers: a malformed port list is the agent's fault", "[sandbox
   }
 }
 
-TEST_CASE("agent answers: an exec result needs an integer exit code; the rest is optional", "[sandbox][agent_answers]") {
+TEST_CASE("agent answers: an exec result needs an integer exit code, the rest is optional", "[sandbox][agent_answers]") {
   json j = json::parse(R"({"exit_code":3,"stdout":"out","stderr":7,"duration_ms":"5","timed_out":"yes","truncated":true})");
   auto r = exec_result_from(j);
   REQUIRE(r.ok());
@@ -53,7 +53,7 @@ TEST_CASE("agent answers: an exec result needs an integer exit code; the rest is
   }
 }
 
-TEST_CASE("agent answers: an error body's message is kept, bounded; the status picks the class", "[sandbox][agent_answers]") {
+TEST_CASE("agent answers: an error body's message is kept, bounded, the status picks the class", "[sandbox][agent_answers]") {
   auto caller = agent_error(400, R"({"error":{"code":"invalid_argument","message":"cwd does not exist"}})");
   CHECK(caller.code == errc::invalid_argument);
   CHECK(caller.message == "cwd does not exist");

@@ -139,7 +139,7 @@ TEST_CASE("events: a container removed behind sandfortd's back makes its row err
   }
 }
 
-TEST_CASE("events: leaving the sandbox network clears the address; joining it again restores it",
+TEST_CASE("events: leaving the sandbox network clears the address, joining it again restores it",
           "[sandbox][events]") {
   fixture f;
   watched w(f);
@@ -349,7 +349,7 @@ TEST_CASE("events: what arrives during start-up reconciliation waits for it", "[
   CHECK(r.error_message == "the sandbox's container vanished");  // reconcile's word stands
 }
 
-TEST_CASE("events: a stop sandfortd itself is making is left to it; a failed one is judged after",
+TEST_CASE("events: a stop sandfortd itself is making is left to it, a failed one is judged after",
           "[sandbox][events]") {
   fixture f;
   watched w(f);

@@ -121,7 +121,7 @@ TEST_CASE("disk walker: symbolic links are never followed, nor is a root that is
   CHECK(measure_one(dir.path() / "absent").outcome == walk_outcome::unreadable);
 }
 
-TEST_CASE("disk walker: bounded in entries and depth; beyond them the tree cannot be measured", "[sandbox][disk]") {
+TEST_CASE("disk walker: bounded in entries and depth, beyond them the tree cannot be measured", "[sandbox][disk]") {
   sandfort::testing::temp_dir dir;
   const auto wide = dir.path() / "wide";
   fs::create_directories(wide);
@@ -143,7 +143,7 @@ TEST_CASE("disk walker: bounded in entries and depth; beyond them the tree canno
   CHECK(whole.bytes >= 2 * disk_test_mib);  // what lies 40 levels down is found
 }
 
-TEST_CASE("disk: the loop stops a sandbox over its disk_mb, says why and records it; one under it runs on",
+TEST_CASE("disk: the loop stops a sandbox over its disk_mb, says why and records it, one under it runs on",
           "[sandbox][disk]") {
   fixture f;
   sandfort::testing::temp_dir layers;

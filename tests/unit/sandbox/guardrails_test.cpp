@@ -154,7 +154,7 @@ TEST_CASE("guardrails: CPU and memory quotas count running sandboxes, also when 
   CHECK_THAT(memory.err().message, Catch::Contains("memory_mb") && Catch::Contains("768 of 1000"));
 }
 
-TEST_CASE("guardrails: an organization's own limits override the defaults; null goes back", "[sandbox][guardrails]") {
+TEST_CASE("guardrails: an organization's own limits override the defaults, null goes back", "[sandbox][guardrails]") {
   fixture f;
   f.cfg.guardrails.max_sandboxes = 1;
   limits_update u;
@@ -221,7 +221,7 @@ std::size_t rows_not_deleted(fixture& f, const std::string& org_id) {
 
 }  // namespace
 
-TEST_CASE("guardrails: an organization required to run gVisor gets it by default; runc is refused, nothing made",
+TEST_CASE("guardrails: an organization required to run gVisor gets it by default, runc is refused, nothing made",
           "[sandbox][guardrails][runtimes]") {
   fixture f;  // default_runtime runc, gvisor_runtime runsc
   auto set = f.svc->admission().set_limits(f.org_a.id, runtimes(std::vector<std::string>{"gvisor"}),
@@ -406,7 +406,7 @@ TEST_CASE("guardrails: TTL stops, then deletes after the grace period", "[sandbo
   CHECK(f.engine.of_sandbox(b.id));
 }
 
-TEST_CASE("guardrails: an idle sandbox is stopped; used ones are not; started again it is kept", "[sandbox][guardrails][reaper]") {
+TEST_CASE("guardrails: an idle sandbox is stopped, used ones are not, started again it is kept", "[sandbox][guardrails][reaper]") {
   fixture f;
   f.cfg.guardrails.delete_grace_s = 100;
   create_request idle;
@@ -511,7 +511,7 @@ TEST_CASE("guardrails: snapshots over the organization's quota are refused befor
   REQUIRE(make_snapshot(f, f.org_a.id, box.id, "second"));
 }
 
-TEST_CASE("guardrails: an organization's own volume and snapshot quotas override the defaults; null goes back",
+TEST_CASE("guardrails: an organization's own volume and snapshot quotas override the defaults, null goes back",
           "[sandbox][guardrails]") {
   fixture f;
   limits_update u;

@@ -57,7 +57,7 @@ TEST_CASE("sandbox network: a network of that name that is not ours or not safe 
   CHECK(refused.err().code == errc::unavailable);
 }
 
-TEST_CASE("sandbox network: the address is recorded while started; stop and delete disconnect", "[sandbox][network]") {
+TEST_CASE("sandbox network: the address is recorded while started, stop and delete disconnect", "[sandbox][network]") {
   fixture f;
   std::vector<std::string> disconnected;
   f.svc->network().on_disconnect([&](const std::string& id) { disconnected.push_back(id); });
@@ -151,7 +151,7 @@ TEST_CASE("sandbox network: ports come with their preview URLs", "[sandbox][netw
   CHECK(f.run(f.svc->network().ports(f.org_a.id, v.id)).err().code == errc::conflict);
 }
 
-TEST_CASE("sandbox network: Docker's resolver is not listed; previewable means the preview reaches it",
+TEST_CASE("sandbox network: Docker's resolver is not listed, previewable means the preview reaches it",
           "[sandbox][network]") {
   fixture f;
   auto v = f.create_started();

@@ -284,7 +284,7 @@ TEST_CASE("pool: members hold host memory: the pool fills what the host can hold
   CHECK(unclaimed_members(f) == 0);
 }
 
-TEST_CASE("pool: a burst grows the target; members are made pool.max_parallel at once; the next burst is served",
+TEST_CASE("pool: a burst grows the target, members are made pool.max_parallel at once, the next burst is served",
           "[sandbox][pool]") {
   fixture f;
   f.engine.start_delay = 20ms;  // a member takes a while to make, so that makers overlap

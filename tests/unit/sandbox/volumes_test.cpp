@@ -87,7 +87,7 @@ TEST_CASE("volume: mounted at create, 409 while a sandbox holds it, gone from Do
   CHECK(f.svc->volumes().get(f.org_a.id, "cache").err().code == errc::not_found);
 }
 
-TEST_CASE("volume: another organization's volume cannot be mounted; bad mounts are refused", "[sandbox][volumes]") {
+TEST_CASE("volume: another organization's volume cannot be mounted, bad mounts are refused", "[sandbox][volumes]") {
   fixture f;
   REQUIRE(make_volume(f, f.org_a.id, "cache"));
   create_request req;

@@ -526,7 +526,7 @@ TEST_CASE("what an audit read costs does not grow with other organizations' even
 
 // --- transactions ---
 
-TEST_CASE("a transaction holds the write lock from begin; others get unavailable, not a long wait") {
+TEST_CASE("a transaction holds the write lock from begin, others get unavailable, not a long wait") {
   testing::temp_dir dir;
   const auto path = dir.file("s.db");
   auto db = open_db(path);
@@ -677,7 +677,7 @@ bool run_child(const std::string& path, const sandbox_record& s, const audit::ev
 
 }  // namespace
 
-TEST_CASE("a process killed inside a transaction leaves neither the change nor its event; after commit both") {
+TEST_CASE("a process killed inside a transaction leaves neither the change nor its event, after commit both") {
   auto how = GENERATE(death::exit, death::sigkill);
   auto at = GENERATE(stop_at::after_begin, stop_at::after_change, stop_at::after_event, stop_at::after_commit);
   testing::temp_dir dir;

@@ -132,7 +132,7 @@ TEST_CASE("a version 3 database gains the audit tables at open and keeps its row
   CHECK(raw_query(path, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'audit%'") == "7");  // 2 tables, 5 indexes
 }
 
-TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; its limits stay") {
+TEST_CASE("a version 8 database gains the volume and snapshot quotas at open, its limits stay") {
   testing::temp_dir dir;
   const auto path = dir.file("sandfort.db");
   std::string org_id;
@@ -149,8 +149,8 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
   }
   {
     // Back to version 8: org_guardrails without the two columns version 9 added (nor versions 10's
-    // and 12's, nor 15's egress defaults), and without the tables of versions 11 (E2B tokens), 13
-    // and 14 (console) and 16 (secrets).
+    // and 12's, nor 15's egress defaults), without the tables of versions 11 (E2B tokens), 13
+    // and 14 (console) and 16 (secrets), and without version 17's index of life-cycle events.
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
     REQUIRE(sqlite3_exec(raw,
@@ -161,7 +161,7 @@ TEST_CASE("a version 8 database gains the volume and snapshot quotas at open; it
                          "ALTER TABLE org_guardrails DROP COLUMN egress_defaults; "
                          "DROP TABLE e2b_access_tokens; DROP TABLE console_sessions; DROP TABLE console_logins; "
                          "DROP TABLE secrets; DROP TABLE interception_cas; DROP TABLE webhooks; DROP TABLE webhook_deliveries; "
-                         "PRAGMA user_version = 8",
+                         "DROP INDEX audit_lifecycle; PRAGMA user_version = 8",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
   }

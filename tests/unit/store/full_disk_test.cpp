@@ -79,7 +79,7 @@ TEST_CASE("full disk: a write the database has no room for is insufficient_stora
   CHECK(audit_store(*db).audit_head_of(o->id)->seq == 1);
 }
 
-TEST_CASE("full disk: below the floor a change is refused before it starts; reliefs use the reserve until it is gone",
+TEST_CASE("full disk: below the floor a change is refused before it starts, reliefs use the reserve until it is gone",
           "[full-disk]") {
   testing::temp_dir dir;
   const auto path = dir.file("s.db");

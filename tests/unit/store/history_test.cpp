@@ -306,7 +306,7 @@ TEST_CASE("history: a statement in use is not lent twice", "[history]") {
   CHECK(inner == std::vector<std::int64_t>{2, 3});
 }
 
-TEST_CASE("history: labels follow their row through create, PATCH and delete; pages are full", "[history]") {
+TEST_CASE("history: labels follow their row through create, PATCH and delete, pages are full", "[history]") {
   history_store s(true);
   auto all = [&](sandbox_filter f) {
     std::vector<std::string> seen;

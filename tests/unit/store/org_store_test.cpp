@@ -170,7 +170,7 @@ TEST_CASE("organizations move through their life cycle only along its edges") {
   CHECK(org_store(*db).create_org("acme", false, t0).err().code == errc::conflict);
 }
 
-TEST_CASE("an organization's keys are revoked together; a key records its last use") {
+TEST_CASE("an organization's keys are revoked together, a key records its last use") {
   testing::temp_dir dir;
   auto db = open_db(dir.file("sandfort.db"));
   auto a = make_org(*db, "a");

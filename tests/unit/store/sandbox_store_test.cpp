@@ -199,7 +199,7 @@ TEST_CASE("update_sandbox changes state, container and error") {
   CHECK(sandbox_store(*db).update_sandbox(absent).err().code == errc::not_found);
 }
 
-TEST_CASE("network columns: credential hash, preview key and address; spec updates apart from state") {
+TEST_CASE("network columns: credential hash, preview key and address, spec updates apart from state") {
   testing::temp_dir dir;
   auto db = open_db(dir.file("s.db"));
   auto a = make_org(*db, "a");

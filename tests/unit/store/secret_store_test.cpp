@@ -59,7 +59,7 @@ TEST_CASE("secrets: one name per organization, the same name in another, rotatio
   CHECK(s.get(b.id, "openai"));
 }
 
-TEST_CASE("secrets: rows sealed by another key are counted; an organization keeps its first CA") {
+TEST_CASE("secrets: rows sealed by another key are counted, an organization keeps its first CA") {
   testing::temp_dir dir;
   auto db = open_db(dir.file("t.db"));
   auto a = make_org(*db, "a");

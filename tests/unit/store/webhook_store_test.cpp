@@ -77,7 +77,7 @@ TEST_CASE("webhooks: scoped by organization, changed in place, deleted with thei
   CHECK(s.deliveries(a.id, "whk-1", 0, 10).value().empty());
 }
 
-TEST_CASE("webhooks: a take moves the cursor only from where it was read; the log pages backwards; pruning") {
+TEST_CASE("webhooks: a take moves the cursor only from where it was read, the log pages backwards, pruning") {
   temp_dir dir;
   auto db = open_db(dir.file("t.db"));
   auto a = make_org(*db, "a");

@@ -61,7 +61,7 @@ TEST_CASE("retries back off exponentially up to the cap, with equal jitter in th
   CHECK(retry_delay(d, 8, 1.0) == milliseconds(3'600'000));
 }
 
-TEST_CASE("no attempt is planned past max_age after the event; then the delivery has failed") {
+TEST_CASE("no attempt is planned past max_age after the event, then the delivery has failed") {
   const retry_policy p{milliseconds(1000), milliseconds(60'000), seconds(100)};
   const std::int64_t event = 1'000'000;
   // Early on: now + delay.
