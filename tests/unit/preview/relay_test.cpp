@@ -95,9 +95,9 @@ class unix_front {
 
  private:
   std::string socket_path_;
-  upstreams upstreams_;
   asio::io_context ioc_;
   asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(ioc_);
+  upstreams upstreams_;  // after ioc_: a kept connection is closed before its io_context goes
   http::server app_;
   http::server front_;
   unsigned short port_ = 0;
