@@ -11,6 +11,7 @@
 
 #include "sandfort/api/api.hpp"
 #include "sandfort/auth/keys.hpp"
+#include "sandfort/http/proxy.hpp"
 
 namespace sandfort::api {
 
@@ -127,6 +128,12 @@ void observe_request(const std::string& route, http::verb method, unsigned statu
 // What a forwarded request that acts is called in the audit chain: "sandbox.files.put",
 // "sandbox.sessions.exec", "sandbox.pty" (the agent path's words, ids and names left out).
 std::string forwarded_action(http::verb method, const std::string& agent_path);
+
+// Forwards the request to the sandbox's agent over `agent` (http::forward) and keeps that
+// connection for the sandbox's next request when its answer was read to its end. Returns whether
+// the client connection may serve another request.
+boost::asio::awaitable<bool> forward_over(dependencies& deps, sandbox::agent_session& agent, http::exchange& ex,
+                                          http::forward_options target);
 
 // How the audit chain names the caller of a request.
 audit::actor actor_of(const auth::principal& p, const std::string& request_id, const std::string& remote);

@@ -16,6 +16,13 @@ namespace sandfort::api {
 
 namespace asio = boost::asio;
 
+asio::awaitable<bool> forward_over(dependencies& deps, sandbox::agent_session& agent, http::exchange& ex,
+                                   http::forward_options target) {
+  auto relayed = co_await http::forward(ex, agent.stream, std::move(target));
+  if (relayed.upstream_reusable) deps.commands.keep_agent(agent);
+  co_return relayed.keep_alive;
+}
+
 // What a forwarded request that acts is called in the audit chain: "sandbox.files.put",
 // "sandbox.sessions.exec", "sandbox.pty", "sandbox.code.run", "sandbox.code.contexts.restart"
 // (the route's words, ids and names left out; `code` is a namespace, not a resource).
@@ -239,9 +246,7 @@ asio::awaitable<bool> forward_to_agent(dependencies& deps, http::exchange& ex, s
   auto idle = std::chrono::seconds(deps.cfg.agent_idle_timeout_s);
   target.answer_timeout = runs_command(ex, agent_path) ? std::chrono::seconds(deps.cfg.exec_max_timeout_s + 60) : idle;
   target.idle_timeout = idle;
-  auto relayed = co_await http::forward(ex, agent->stream, std::move(target));
-  if (relayed.upstream_reusable) deps.commands.keep_agent(*agent);
-  co_return relayed.keep_alive;
+  co_return co_await forward_over(deps, *agent, ex, std::move(target));
 }
 
 }  // namespace

@@ -187,9 +187,7 @@ awaitable<bool> download(dependencies& deps, http::exchange& ex, api::stream_cal
   http::forward_options target{"/files?path=" + query_escape(path->second)};
   target.answer_timeout = std::chrono::seconds(deps.cfg.agent_idle_timeout_s);
   target.idle_timeout = std::chrono::seconds(deps.cfg.agent_idle_timeout_s);
-  auto relayed = co_await http::forward(ex, agent->stream, std::move(target));
-  if (relayed.upstream_reusable) deps.commands.keep_agent(*agent);
-  co_return relayed.keep_alive;
+  co_return co_await api::forward_over(deps, *agent, ex, std::move(target));
 }
 
 }  // namespace
