@@ -127,10 +127,12 @@ def main(gate):
                 return fork_bomb_under_gvisor()
             bomb = create(resources={"pids": 64})
             # A real one for /bin/sh (dash), which runs `command`: `:(){ :|:& };:` is a syntax error
-            # there, and nothing would fork. It returns at once and forks on in the background. Its
-            # forks' own complaints ("Cannot fork") go to /dev/null: they inherit the call's stderr
-            # and could reach it before the call ends; a syntax error is still the shell's own.
-            r = sh(bomb, "f(){ f|f& };f >/dev/null 2>&1", timeout_s=5)
+            # there, and nothing would fork. It starts in a background subshell: dash forks each
+            # side of a pipe from the calling shell and exits 2 when a fork fails, so a bomb run by
+            # the call's own shell can meet the limit before its second fork. The call's shell forks
+            # once and returns 0. The forks' own complaints ("Cannot fork") go to /dev/null: they
+            # inherit the call's stderr; a syntax error is still the shell's own.
+            r = sh(bomb, "(f(){ f|f& };f) >/dev/null 2>&1 &", timeout_s=5)
             assert r.exit_code == 0 and r.stderr == "", f"the bomb did not start: {r.exit_code} {r.stderr[:200]!r}"
             time.sleep(3)  # long enough for it to meet the limit
             health = urllib.request.urlopen(c.base_url + "/healthz", timeout=10).status
