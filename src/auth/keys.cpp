@@ -117,46 +117,63 @@ namespace {
 
 // last_used_at to the minute: one write a minute per key, not one per request. A failed write
 // (the database busy) costs the request nothing; the next use records it. On a full state disk
-// it waits: reads must not spend the reserve that deletes need.
-void record_use(store::database& db, const clock& clk, const store::api_key& key) {
-  const time_point now = clk.now();
+// it waits: reads must not spend the reserve that deletes need. `key` is told the time written.
+void record_use(store::database& db, time_point now, store::api_key& key) {
   time_point last;
   if (key.last_used_at && parse_time(*key.last_used_at, last) && now - last < last_used_resolution) return;
   if (db.space().full) return;
-  (void)store::org_store(db).touch_api_key(key.id, format_time(now));
+  if (store::org_store(db).touch_api_key(key.id, format_time(now))) key.last_used_at = format_time(now);
+}
+
+// The checks of a key and its organization, on rows just read or kept by a key_cache.
+result<principal> admit_key(const store::api_key& key, const store::org& o, time_point now) {
+  if (key.revoked_at) return unauthenticated("API key revoked");
+  if (key.expires_at) {
+    time_point expires;
+    // An unreadable expiry fails closed.
+    if (!parse_time(*key.expires_at, expires) || expires <= now) return unauthenticated("API key expired");
+  }
+  auto key_role = parse_role(key.role);
+  if (!key_role) return make_error(errc::internal, "API key " + key.id + " has " + key_role.err().message);
+  if (o.state == "disabled") return make_error(errc::permission_denied, "organization " + o.name + " is disabled");
+  if (o.state != "active") return unauthenticated("invalid API key");
+  principal p = acting_in(o, *key_role, method::api_key);
+  p.id = key.id;
+  p.name = key.name;
+  return p;
 }
 
 }  // namespace
 
-result<principal> authenticate(store::database& db, const clock& clk, const std::string& authorization) {
+result<principal> authenticate(store::database& db, const clock& clk, const std::string& authorization,
+                               key_cache* cache) {
   auto token = bearer_token(authorization);
   if (!token) return std::move(token).err();
   if (!is_id(*token, secret_prefix, secret_random_bytes * 2)) return unauthenticated("invalid API key");
-  return authenticate_key_hash(db, clk, sha256_hex(*token));
+  return authenticate_key_hash(db, clk, sha256_hex(*token), cache);
 }
 
-result<principal> authenticate_key_hash(store::database& db, const clock& clk, const std::string& key_sha256) {
-  auto key = store::org_store(db).find_api_key_by_hash(key_sha256);
+result<principal> authenticate_key_hash(store::database& db, const clock& clk, const std::string& key_sha256,
+                                        key_cache* cache) {
+  const time_point now = clk.now();
+  if (key_cache::entry* kept = cache ? cache->find(key_sha256, now) : nullptr) {
+    auto p = admit_key(kept->key, kept->org, now);
+    if (p) record_use(db, now, kept->key);
+    return p;
+  }
+  const std::uint64_t generation = store::org_store::generation();  // before the reads: a change after them moves it
+  store::org_store orgs(db);
+  auto key = orgs.find_api_key_by_hash(key_sha256);
   if (!key) {
     if (key.err().code == errc::not_found) return unauthenticated("invalid API key");
     return std::move(key).err();  // the database failing is not the caller's fault
   }
-  if (key->revoked_at) return unauthenticated("API key revoked");
-  if (key->expires_at) {
-    time_point expires;
-    // An unreadable expiry fails closed.
-    if (!parse_time(*key->expires_at, expires) || expires <= clk.now()) return unauthenticated("API key expired");
-  }
-  auto key_role = parse_role(key->role);
-  if (!key_role) return make_error(errc::internal, "API key " + key->id + " has " + key_role.err().message);
-
-  auto o = active_org(db, key->org_id, false);
-  if (!o) return o.err().code == errc::unauthenticated ? unauthenticated("invalid API key") : std::move(o).err();
-  record_use(db, clk, *key);
-
-  principal p = acting_in(*o, *key_role, method::api_key);
-  p.id = key->id;
-  p.name = key->name;
+  auto o = orgs.get_org(key->org_id);
+  if (!o) return o.err().code == errc::not_found ? unauthenticated("invalid API key") : std::move(o).err();
+  auto p = admit_key(*key, *o, now);
+  if (!p) return p;
+  record_use(db, now, *key);
+  if (cache && !db.in_transaction()) cache->put(key_sha256, std::move(*key), std::move(*o), generation, now);
   return p;
 }
 

@@ -356,7 +356,7 @@ awaitable<result<principal>> authenticator::authenticate(std::string authorizati
   }
   auto token = bearer_token(authorization);
   if (!token) co_return std::move(token).err();
-  if (is_api_key(*token) || !oidc_ || !oidc_->enabled()) co_return auth::authenticate(db_, clk_, authorization);
+  if (is_api_key(*token) || !oidc_ || !oidc_->enabled()) co_return auth::authenticate(db_, clk_, authorization, &keys_);
   co_return co_await oidc_->authenticate(std::move(*token), std::move(request_id));
 }
 

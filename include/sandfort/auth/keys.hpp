@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "sandfort/auth/key_cache.hpp"
 #include "sandfort/auth/principal.hpp"
 #include "sandfort/core/clock.hpp"
 #include "sandfort/crypto/digest.hpp"
@@ -30,9 +31,12 @@ bool is_api_key(std::string_view token);
 // From the Authorization header's value ("Bearer sfk_..."): unauthenticated for anything
 // missing, malformed, unknown, revoked or expired, and for a key of an organization that is
 // not active (permission_denied while it is disabled). Records the key's use, once a minute.
-result<principal> authenticate(store::database& db, const clock& clk, const std::string& authorization);
+// With a cache, a key that authenticated lately is checked on the rows kept there (key_cache.hpp).
+result<principal> authenticate(store::database& db, const clock& clk, const std::string& authorization,
+                               key_cache* cache = nullptr);
 // The same checks for a key known by its SHA-256 (a console session made with it).
-result<principal> authenticate_key_hash(store::database& db, const clock& clk, const std::string& key_sha256);
+result<principal> authenticate_key_hash(store::database& db, const clock& clk, const std::string& key_sha256,
+                                        key_cache* cache = nullptr);
 
 // The organization a principal belongs to, if it may act now: unauthenticated when it is
 // gone (deleting/deleted), permission_denied while disabled.

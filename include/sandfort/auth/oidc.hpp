@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sandfort/auth/jwt.hpp"
+#include "sandfort/auth/key_cache.hpp"
 #include "sandfort/auth/principal.hpp"
 #include "sandfort/core/clock.hpp"
 #include "sandfort/core/config.hpp"
@@ -111,6 +112,7 @@ class authenticator {
   store::database& db_;
   const clock& clk_;
   oidc_verifier* oidc_;  // null: API keys only
+  key_cache keys_;       // used on the I/O thread only, like db_
 };
 
 }  // namespace sandfort::auth

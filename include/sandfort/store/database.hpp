@@ -171,6 +171,7 @@ class database {
   // timeout), so nothing between here and commit() can fail for lack of it. A second begin()
   // while one is open is an internal error: nesting is not supported.
   result<transaction> begin();
+  bool in_transaction() const { return in_transaction_; }
 
   // The one observer of committed audit appends (null: none). It must outlive the database's use.
   void observe_appends(append_observer* o) { append_observer_ = o; }

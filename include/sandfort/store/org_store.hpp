@@ -67,6 +67,11 @@ class org_store {
   // Records a use of the key (the caller writes at most once a minute per key).
   result<void> touch_api_key(const std::string& key_id, const std::string& used_at);
 
+  // Moves on each change this process makes to an organization or an API key, through any
+  // org_store, committed or not (a use recorded by touch_api_key aside): what has not moved
+  // since a read may be trusted without reading again (auth::key_cache).
+  static std::uint64_t generation();
+
  private:
   database* db_;
 };

@@ -329,3 +329,119 @@ TEST_CASE("a key's use is recorded to the minute, not on every request") {
   REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret));
   CHECK(last_used() == std::optional<std::string>(format_time(f.clk.now())));
 }
+
+namespace {
+
+std::uint64_t statements_run(store::database& db) { return db.stats().prepared + db.stats().reused; }
+
+// What another program does to the file (sqlite3 by hand): no org_store of this process sees it.
+void change_by_hand(const std::string& path, const std::string& sql) {
+  sqlite3* raw = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
+  CHECK(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(raw);
+}
+
+}  // namespace
+
+TEST_CASE("with a key cache, a key that authenticated is not read again, and its checks still run") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = f.issue(acme.id, role::member, 120);
+  key_cache cache(std::chrono::hours(1));
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret, &cache));
+  CHECK(cache.size() == 1);
+  const auto before = statements_run(*f.db);
+  auto again = authenticate(*f.db, f.clk, "Bearer " + k.secret, &cache);
+  REQUIRE(again);
+  CHECK(statements_run(*f.db) == before);
+  CHECK(again->org_id == acme.id);
+  CHECK(again->id == k.record.id);
+  CHECK(again->granted == role::member);
+  // The expiry is checked on the kept row.
+  f.clk.advance(std::chrono::seconds(120));
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret, &cache), "API key expired");
+  // A failure is never kept, and an unknown key is read each time.
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + new_secret(), &cache), "invalid API key");
+}
+
+TEST_CASE("with a key cache, a revoke, a disable or a delete through the store is seen by the next request") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto other = f.org("other");
+  auto revoked = f.issue(acme.id, role::member);
+  auto kept = f.issue(other.id, role::admin);
+  key_cache cache(std::chrono::hours(1));
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + revoked.secret, &cache));
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + kept.secret, &cache));
+  REQUIRE(store::org_store(*f.db).revoke_api_key(acme.id, revoked.record.id, format_time(f.clk.now())));
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + revoked.secret, &cache), "API key revoked");
+
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + kept.secret, &cache));
+  REQUIRE(store::org_store(*f.db).set_org_state(other.id, "disabled", {"active"}, format_time(f.clk.now())));
+  auto disabled = authenticate(*f.db, f.clk, "Bearer " + kept.secret, &cache);
+  REQUIRE_FALSE(disabled);
+  CHECK(disabled.err().code == errc::permission_denied);
+  REQUIRE(store::org_store(*f.db).set_org_state(other.id, "active", {"disabled"}, format_time(f.clk.now())));
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + kept.secret, &cache));
+  REQUIRE(*store::org_store(*f.db).revoke_org_keys(other.id, format_time(f.clk.now())) == 1);
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + kept.secret, &cache), "API key revoked");
+}
+
+TEST_CASE("with a key cache, a change another program makes to the file is seen within max_age") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = f.issue(acme.id, role::admin);
+  key_cache cache(std::chrono::seconds(1));
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret, &cache));
+  change_by_hand(f.path, "UPDATE api_keys SET revoked_at = '2026-01-01T00:00:00Z'");
+  f.clk.advance(std::chrono::milliseconds(999));
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret, &cache));  // kept: this is what the cache is for
+  f.clk.advance(std::chrono::milliseconds(1));
+  check_unauthenticated(authenticate(*f.db, f.clk, "Bearer " + k.secret, &cache), "API key revoked");
+}
+
+TEST_CASE("with a key cache, nothing read inside a transaction is kept") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = f.issue(acme.id, role::member);
+  key_cache cache(std::chrono::hours(1));
+  {
+    auto tx = f.db->begin();
+    REQUIRE(tx);
+    REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret, &cache));
+    CHECK(cache.size() == 0);
+  }
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret, &cache));
+  CHECK(cache.size() == 1);
+}
+
+TEST_CASE("with a key cache, a key's use is still recorded to the minute") {
+  fixture f;
+  auto acme = f.org("acme");
+  auto k = f.issue(acme.id, role::member);
+  key_cache cache(std::chrono::hours(1));
+  auto last_used = [&] { return store::org_store(*f.db).find_api_key_by_hash(sha256_hex(k.secret))->last_used_at; };
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret, &cache));
+  const auto first = last_used();
+  REQUIRE(first);
+  f.clk.advance(std::chrono::seconds(59));
+  const auto before = statements_run(*f.db);
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret, &cache));
+  CHECK(statements_run(*f.db) == before);
+  CHECK(last_used() == first);
+  f.clk.advance(std::chrono::seconds(1));
+  REQUIRE(authenticate(*f.db, f.clk, "Bearer " + k.secret, &cache));
+  CHECK(last_used() == std::optional<std::string>(format_time(f.clk.now())));
+}
+
+TEST_CASE("a key cache holds at most its capacity") {
+  fixture f;
+  auto acme = f.org("acme");
+  key_cache cache(std::chrono::hours(1), 3);
+  for (int i = 0; i < 7; ++i) {
+    REQUIRE(authenticate(*f.db, f.clk, "Bearer " + f.issue(acme.id, role::viewer).secret, &cache));
+    CHECK(cache.size() <= 3);
+  }
+  CHECK(cache.size() >= 1);
+}
