@@ -76,13 +76,17 @@ after(async () => {
   if (process.env.SANDFORT_MCP_TEST_VERBOSE) process.stderr.write(stderrText);
 });
 
-test('initialize: server info, tools capability, logs only on stderr', () => {
+test('initialize: server info, tools capability, logs only on stderr', async () => {
   const info = client.getServerVersion();
   assert.equal(info.name, 'sandfort');
   assert.ok(info.version);
   assert.deepEqual(client.getServerCapabilities().tools, { listChanged: false });
   assert.match(client.getInstructions(), /create_sandbox/);
-  assert.match(stderrText, /sandfort-mcp: initialize from sandfort-mcp-test/);
+  // stderr is another pipe: its line may arrive after the answer on stdout that ended connect().
+  const logged = /sandfort-mcp: initialize from sandfort-mcp-test/;
+  for (const deadline = Date.now() + 5000; !logged.test(stderrText) && Date.now() < deadline;)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.match(stderrText, logged);
 });
 
 test('tools/list: exactly the thirteen tools, each with an object inputSchema', async () => {

@@ -156,7 +156,7 @@ result<principal> authenticate(store::database& db, const clock& clk, const std:
 result<principal> authenticate_key_hash(store::database& db, const clock& clk, const std::string& key_sha256,
                                         key_cache* cache) {
   const time_point now = clk.now();
-  if (key_cache::entry* kept = cache ? cache->find(key_sha256, now) : nullptr) {
+  if (key_rows* kept = cache ? cache->find(key_sha256, now) : nullptr) {
     auto p = admit_key(kept->key, kept->org, now);
     if (p) record_use(db, now, kept->key);
     return p;
@@ -173,7 +173,7 @@ result<principal> authenticate_key_hash(store::database& db, const clock& clk, c
   auto p = admit_key(*key, *o, now);
   if (!p) return p;
   record_use(db, now, *key);
-  if (cache && !db.in_transaction()) cache->put(key_sha256, std::move(*key), std::move(*o), generation, now);
+  if (cache && !db.in_transaction()) cache->put(key_sha256, key_rows{std::move(*key), std::move(*o)}, generation, now);
   return p;
 }
 

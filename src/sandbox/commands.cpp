@@ -82,7 +82,27 @@ result<store::sandbox_record> find_started(store::sandbox_store sandboxes, activ
 
 command_service::command_service(const config& cfg, store::database& db, agent_connector& agent,
                                  activity_tracker& activity, audit::group_writer& events, transitions& lifecycle)
-    : cfg_(cfg), sandboxes_(db), agent_(agent), activity_(activity), events_(events), transitions_(lifecycle) {}
+    : cfg_(cfg),
+      db_(db),
+      sandboxes_(db),
+      started_(&store::sandbox_store::generation, std::chrono::seconds(1), 4096),
+      agent_(agent),
+      activity_(activity),
+      events_(events),
+      transitions_(lifecycle) {}
+
+result<store::sandbox_record> command_service::started(const std::string& org_id, const std::string& id_or_name) {
+  const time_point now = std::chrono::system_clock::now();
+  std::string key = org_id + "/" + id_or_name;  // an organization's id has no '/'
+  if (const store::sandbox_record* kept = started_.find(key, now)) {
+    activity_.touch(kept->id);
+    return *kept;
+  }
+  const std::uint64_t generation = started_.generation();  // before the read: a change after it moves it
+  auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
+  if (rec && !db_.in_transaction()) started_.put(key, *rec, generation, now);
+  return rec;
+}
 
 result<agent_exec> command_service::prepare_exec(exec_request req) const {
   if (req.argv.empty() == req.command.empty())
@@ -115,7 +135,7 @@ task<exec_result> command_service::exec_noted(const std::string& org_id, const s
   }
   auto call = prepare_exec(std::move(req));
   if (!call) co_return std::move(call).err();
-  auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
+  auto rec = started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   note.details["timeout_s"] = std::chrono::duration_cast<std::chrono::seconds>(call->timeout).count();
   auto noted = co_await note_action(*rec, who, std::move(note));
@@ -144,7 +164,7 @@ task<void> command_service::exec_stream_noted(const std::string& org_id, const s
   }
   auto call = prepare_exec(std::move(req));
   if (!call) co_return std::move(call).err();
-  auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
+  auto rec = started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   note.details["timeout_s"] = std::chrono::duration_cast<std::chrono::seconds>(call->timeout).count();
   auto noted = co_await note_action(*rec, who, std::move(note));
@@ -186,7 +206,7 @@ task<void> command_service::exec_stream(const std::string& org_id, const std::st
 
 task<agent_session> command_service::connect_agent(const std::string& org_id, const std::string& id_or_name,
                                            const audit::actor& who, const audit::record* note) {
-  auto rec = find_started(sandboxes_, activity_, org_id, id_or_name);
+  auto rec = started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (note) {
     auto noted = co_await note_action(*rec, who, *note);

@@ -58,6 +58,20 @@ constexpr const char* lifecycle_actions =
     "'sandbox.delete', 'sandbox.state', 'snapshot.create', 'snapshot.delete', 'volume.create', "
     "'volume.delete', 'rate_limit.exceeded', 'egress') OR action GLOB 'guardrail.*'";
 
+}  // namespace
+
+bool is_lifecycle_action(std::string_view action) {
+  static constexpr std::string_view listed[] = {
+      "sandbox.create", "sandbox.start",   "sandbox.stop",    "sandbox.pause",   "sandbox.resume",
+      "sandbox.delete", "sandbox.state",   "snapshot.create", "snapshot.delete", "volume.create",
+      "volume.delete",  "rate_limit.exceeded", "egress"};
+  for (std::string_view a : listed)
+    if (action == a) return true;
+  return action.starts_with("guardrail.");  // GLOB 'guardrail.*'
+}
+
+namespace {
+
 // Only the terms of the filter's non-empty fields, so each is a range or an equality the index
 // can seek on; parameters keep their numbers whether used or not.
 std::string list_audit_events_sql(const audit_filter& f) {
@@ -118,7 +132,8 @@ result<void> audit_store::insert_audit_event(const audit::event_record& e) {
                .run();
   if (!r && r.err().code == errc::conflict)
     return make_error(errc::conflict, "audit event " + std::to_string(e.seq) + " of " + e.org_id + " already exists");
-  if (r) db_->note_append(e.org_id, e.seq);
+  // Observers wake what delivers life-cycle events; an exec's row would wake them for nothing.
+  if (r && is_lifecycle_action(e.action)) db_->note_append(e.org_id, e.seq);
   return r;
 }
 

@@ -42,12 +42,12 @@ constexpr const char* touch_api_key_sql = "UPDATE api_keys SET last_used_at = ?2
 
 // org_store::generation(): moved before each change is tried, so that a failed or rolled-back
 // change costs a cache only a read.
-std::atomic<std::uint64_t> changes{0};
-void changing() { changes.fetch_add(1, std::memory_order_relaxed); }
+std::atomic<std::uint64_t> org_changes{0};
+void org_changing() { org_changes.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace
 
-std::uint64_t org_store::generation() { return changes.load(std::memory_order_relaxed); }
+std::uint64_t org_store::generation() { return org_changes.load(std::memory_order_relaxed); }
 
 detail::named_statements detail::org_request_paths() {
   return {
@@ -60,7 +60,7 @@ detail::named_statements detail::org_request_paths() {
 // --- organizations ---
 
 result<org> org_store::create_org(const std::string& name, bool superadmin, const std::string& created_at) {
-  changing();
+  org_changing();
   org o{new_id("org-"), name, superadmin, created_at, "active", std::nullopt};
   auto r = query(*db_, "INSERT INTO orgs (id, name, superadmin, created_at) VALUES (?1, ?2, ?3, ?4)", o.id, o.name,
                  superadmin, o.created_at)
@@ -87,7 +87,7 @@ result<std::vector<org>> org_store::list_orgs() {
 
 result<void> org_store::set_org_state(const std::string& id, const std::string& state,
                                       const std::vector<std::string>& from, const std::string& at) {
-  changing();
+  org_changing();
   auto current = get_org(id);
   if (!current) return std::move(current).err();
   if (std::find(from.begin(), from.end(), current->state) == from.end())
@@ -101,7 +101,7 @@ result<void> org_store::set_org_state(const std::string& id, const std::string& 
 }
 
 result<int> org_store::revoke_org_keys(const std::string& org_id, const std::string& revoked_at) {
-  changing();
+  org_changing();
   auto changed =
       query(*db_, "UPDATE api_keys SET revoked_at = ?2 WHERE org_id = ?1 AND revoked_at IS NULL", org_id, revoked_at)
           .changes();
@@ -112,7 +112,7 @@ result<int> org_store::revoke_org_keys(const std::string& org_id, const std::str
 // --- API keys ---
 
 result<void> org_store::insert_api_key(const api_key& key, const std::string& secret_sha256_hex) {
-  changing();
+  org_changing();
   auto r = query(*db_,
                  "INSERT INTO api_keys (id, org_id, name, role, secret_sha256, created_at, expires_at) "
                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -146,7 +146,7 @@ result<std::int64_t> org_store::count_working_api_keys(const std::string& org_id
 
 result<void> org_store::revoke_api_key(const std::string& org_id, const std::string& key_id,
                                        const std::string& revoked_at) {
-  changing();
+  org_changing();
   auto changed = query(*db_, "UPDATE api_keys SET revoked_at = ?3 WHERE org_id = ?1 AND id = ?2 AND revoked_at IS NULL",
                        org_id, key_id, revoked_at)
                      .changes();

@@ -1,6 +1,8 @@
 // Sandboxes: their rows, and the labels a list filters on.
 #include "sandfort/store/sandbox_store.hpp"
 
+#include <atomic>
+
 #include "statement.hpp"
 
 namespace sandfort::store {
@@ -11,6 +13,11 @@ using detail::sql;
 using detail::statement;
 
 namespace {
+
+// sandbox_store::generation(): moved before each change is tried, so that a failed or
+// rolled-back change costs a cache only a read.
+std::atomic<std::uint64_t> sandbox_changes{0};
+void sandbox_changing() { sandbox_changes.fetch_add(1, std::memory_order_relaxed); }
 
 // Columns in the order read_sandbox expects.
 constexpr const char* sandbox_columns =
@@ -164,7 +171,10 @@ detail::named_statements detail::sandbox_request_paths() {
   };
 }
 
+std::uint64_t sandbox_store::generation() { return sandbox_changes.load(std::memory_order_relaxed); }
+
 result<void> sandbox_store::insert_sandbox(const sandbox_record& s) {
+  sandbox_changing();
   return detail::insert_named(
       query(*db_,
             sql("INSERT INTO sandboxes (", sandbox_columns,
@@ -197,6 +207,7 @@ result<std::vector<sandbox_record>> sandbox_store::list_sandboxes(const std::str
 }
 
 result<void> sandbox_store::update_sandbox(const sandbox_record& s) {
+  sandbox_changing();
   return changed_one_sandbox(query(*db_, update_sandbox_sql, s.org_id, s.id, s.state, s.container_id, s.error_message,
                                    s.updated_at, s.address, s.proxy_secret_sha256)
                                  .changes(),
@@ -204,6 +215,7 @@ result<void> sandbox_store::update_sandbox(const sandbox_record& s) {
 }
 
 result<void> sandbox_store::update_sandbox_spec(const sandbox_record& s) {
+  sandbox_changing();
   return changed_one_sandbox(
       query(*db_, update_sandbox_spec_sql, s.org_id, s.id, s.spec_json, s.expires_at, s.updated_at).changes(), s.id);
 }
@@ -229,6 +241,7 @@ result<std::vector<std::pair<std::string, std::int64_t>>> sandbox_store::count_l
 // --- keeping history bounded ---
 
 result<std::size_t> sandbox_store::prune_deleted_sandboxes(const std::string& deleted_before, std::size_t batch) {
+  sandbox_changing();
   auto changed = query(*db_, prune_deleted_sql, deleted_before, batch).changes();
   if (!changed) return std::move(changed).err();
   return static_cast<std::size_t>(*changed);

@@ -1,6 +1,6 @@
 #pragma once
-// What GET /v1/events waits on (docs/events.md): told by the store of every audit event committed
-// (store::append_observer), it wakes the streams of that organization; it also holds the bounds on
+// What GET /v1/events waits on (docs/events.md): told by the store of every life-cycle event
+// committed (store::append_observer), it wakes the streams of that organization; it also holds the bounds on
 // how many streams there are. One per daemon, on the I/O thread.
 
 #include <boost/asio/steady_timer.hpp>

@@ -17,6 +17,7 @@
 #include "sandfort/sandbox/transitions.hpp"
 #include "sandfort/sandbox/types.hpp"
 #include "sandfort/store/database.hpp"
+#include "sandfort/store/read_cache.hpp"
 #include "sandfort/store/sandbox_store.hpp"
 
 namespace sandfort::sandbox {
@@ -62,6 +63,8 @@ class command_service {
   void keep_agent(agent_session& session);
 
  private:
+  // find_started, through started_.
+  result<store::sandbox_record> started(const std::string& org_id, const std::string& id_or_name);
   result<agent_exec> prepare_exec(exec_request req) const;
   task<void> note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note);
   task<exec_result> exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
@@ -70,7 +73,12 @@ class command_service {
                                byte_sink& sink, const audit::actor& who, audit::record note);
 
   const config& cfg_;
+  store::database& db_;
   store::sandbox_store sandboxes_;
+  // The rows of started sandboxes that commands were run in lately (store/read_cache.hpp): a
+  // command's lookup is not read again while no sandbox's row has changed in this process, for
+  // at most 1 s. Any change to any sandbox drops them all: simple, and never less than correct.
+  store::read_cache<store::sandbox_record> started_;
   agent_connector& agent_;
   activity_tracker& activity_;
   audit::group_writer& events_;

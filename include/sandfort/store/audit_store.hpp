@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sandfort/audit/records.hpp"
@@ -37,6 +38,10 @@ struct audit_filter {
   // rows among them are events), read through their own index: a gap of exec rows is not read.
   bool lifecycle_only = false;
 };
+
+// Whether rows of this action are among those lifecycle_only reads (the index audit_lifecycle's
+// WHERE, in C++): what GET /v1/events and webhooks deliver, and so what append observers are told of.
+bool is_lifecycle_action(std::string_view action);
 
 class audit_store {
  public:

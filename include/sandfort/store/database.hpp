@@ -102,9 +102,10 @@ class transaction {
   database* db_;  // null once committed or moved from
 };
 
-// Told of every audit event this connection stored, once it is committed (never of one rolled
-// back): the event stream's wake-up (GET /v1/events, docs/events.md). Called on the thread that
-// committed, inside commit(): it must not touch the database, only note and wake.
+// Told of every life-cycle audit event this connection stored (store::is_lifecycle_action: the
+// rows GET /v1/events and webhooks deliver; not an exec's), once it is committed (never of one
+// rolled back): the event stream's and the webhook worker's wake-up (docs/events.md). Called on
+// the thread that committed, inside commit(): it must not touch the database, only note and wake.
 class append_observer {
  public:
   virtual ~append_observer() = default;

@@ -82,6 +82,11 @@ class sandbox_store {
   // went when they were deleted; the audit log keeps their story.
   result<std::size_t> prune_deleted_sandboxes(const std::string& deleted_before, std::size_t batch);
 
+  // Moves on each change this process makes to a sandbox's row, through any sandbox_store,
+  // committed or not: what has not moved since a read may be trusted without reading again
+  // (read_cache.hpp; the started sandboxes of sandbox::command_service).
+  static std::uint64_t generation();
+
  private:
   database* db_;
 };

@@ -8,6 +8,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <numeric>
 #include <thread>
 
 #include "../store/open_db.hpp"
@@ -33,16 +34,17 @@ struct writer_fixture {
   std::string org_id = store::org_store(*db).create_org("acme", false, testing::t0).value().id;
 
   // n appends started at once from their own coroutines; each outcome lands in outcomes[i].
-  void append_all(int n, std::vector<result<audit::event_record>>& outcomes, int float_at = -1) {
+  void append_all(int n, std::vector<result<audit::event_record>>& outcomes, int float_at = -1,
+                  const std::string& action = "sandbox.exec") {
     outcomes.assign(static_cast<std::size_t>(n), make_error(errc::internal, "not done"));
     for (int i = 0; i < n; ++i) {
       nlohmann::json details = {{"i", i}};
       if (i == float_at) details["ratio"] = 0.5;  // no canonical form
       asio::co_spawn(
           ioc,
-          [this, i, details, &outcomes]() -> asio::awaitable<void> {
+          [this, i, details, action, &outcomes]() -> asio::awaitable<void> {
             audit::actor who{"key:key-" + std::to_string(i), "req-" + std::to_string(i), "10.0.0.1"};
-            audit::record what{"sandbox.exec", "sbx-1", "accepted", details};  // named: GCC 12 and temporaries
+            audit::record what{action, "sbx-1", "accepted", details};  // named: GCC 12 and temporaries
             auto done = co_await writer->append(org_id, who, std::move(what));
             outcomes[static_cast<std::size_t>(i)] = std::move(done);
           },
@@ -111,8 +113,22 @@ TEST_CASE("group writer: events queued while a commit waits go into the next com
   REQUIRE(stored.size() == 50);
   check_one_line(stored);
   for (std::size_t i = 0; i < stored.size(); ++i) CHECK(stored[i].request_id == "req-" + std::to_string(i));
-  // Told of each, after its commit, on the thread that runs the io_context (this one).
-  CHECK(seen.seqs.size() == 50);
+  // Commands' rows are not life-cycle events: no observer is woken for them.
+  CHECK(seen.seqs.empty());
+}
+
+TEST_CASE("group writer: observers hear of each life-cycle event after its commit, on the caller's executor",
+          "[audit]") {
+  writer_fixture f;
+  counting_observer seen;
+  f.writer->observe_appends(&seen, f.ioc.get_executor());
+  std::vector<result<audit::event_record>> outcomes;
+  f.append_all(20, outcomes, -1, "guardrail.exec_timeout");
+  f.ioc.run();
+  for (auto& o : outcomes) REQUIRE(o);
+  std::vector<std::int64_t> expected(20);
+  std::iota(expected.begin(), expected.end(), 1);
+  CHECK(seen.seqs == expected);
   CHECK(seen.told_on == std::this_thread::get_id());
 }
 

@@ -102,6 +102,11 @@ TEST_CASE("lifecycle events: the store's life-cycle index holds every row that i
     if (audit::lifecycle_event_of(e)) events.push_back(e.action);
   CHECK(events.size() == 15);
   CHECK(actions == events);
+  // The index's WHERE in C++ (what append observers are told of) agrees with it row by row.
+  std::vector<std::string> by_predicate;
+  for (const auto& e : rows)
+    if (store::is_lifecycle_action(e.action)) by_predicate.push_back(e.action);
+  CHECK(by_predicate == actions);
 }
 
 TEST_CASE("lifecycle events: every stop has a reason, recorded or read from an older event's message") {
@@ -165,7 +170,7 @@ TEST_CASE("append observer: told of committed appends only, after the commit") {
         told_before_commit = seen.told.size();
         return {};
       },
-      [] { return audit::record{"org.disable", "org-x"}; }));
+      [] { return audit::record{"sandbox.stop", "sbx-x"}; }));
   CHECK(told_before_commit == 0);
   REQUIRE(seen.told.size() == 2);
   CHECK(seen.told[0] == std::pair<std::string, std::int64_t>{org, 1});
@@ -174,6 +179,11 @@ TEST_CASE("append observer: told of committed appends only, after the commit") {
   REQUIRE(journal.record_event(org, audit::system_actor(), {"sandbox.stop", "sbx-1"}));
   REQUIRE(seen.told.size() == 3);
   CHECK(seen.told[2] == std::pair<std::string, std::int64_t>{org, 2});
+
+  // Rows that are not life-cycle events (an exec, an organization's change) wake nobody.
+  REQUIRE(journal.record_event(org, audit::system_actor(), {"sandbox.exec", "sbx-1"}));
+  REQUIRE(journal.record_event(org, audit::system_actor(), {"org.disable", "org-x"}));
+  CHECK(seen.told.size() == 3);
 
   db->observe_appends(nullptr);
   REQUIRE(journal.record_event(org, audit::system_actor(), {"sandbox.stop", "sbx-1"}));

@@ -429,3 +429,32 @@ TEST_CASE("sandbox: the agent is reached only for a started sandbox of the calle
   CHECK(f.run(f.svc->commands().connect_agent(f.org_a.id, v.id)).err().code == errc::conflict);
   CHECK(f.agent.forgotten == std::vector<std::string>{v.id});
 }
+
+TEST_CASE("sandbox: a run of commands reads the sandbox's row once, and again after any change to a sandbox",
+          "[sandbox][exec]") {
+  fixture f;
+  auto v = f.create_started();
+  auto other = f.create_started();
+  auto statements = [&] { return f.db->stats().prepared + f.db->stats().reused; };
+  REQUIRE(exec(f, v.id, argv_request({"true"})));
+  const auto kept = statements();
+  REQUIRE(exec(f, v.id, argv_request({"true"})));
+  REQUIRE(exec(f, v.id, argv_request({"true"})));
+  CHECK(statements() == kept);  // the events go through the group writer's own connection
+  CHECK(f.agent.execs.size() == 3);
+
+  // A change to another sandbox drops what was kept: the next command reads its row again.
+  REQUIRE(f.run(f.svc->stop(f.org_a.id, other.id)));
+  const auto after_other = statements();
+  REQUIRE(exec(f, v.id, argv_request({"true"})));
+  CHECK(statements() > after_other);
+
+  // Its own stop is seen by the very next command, and another organization never sees it.
+  CHECK(exec(f, v.id, argv_request({"true"})).ok());
+  CHECK(f.run(f.svc->commands().exec(f.org_b.id, v.id, argv_request({"true"}))).err().code == errc::not_found);
+  REQUIRE(f.run(f.svc->stop(f.org_a.id, v.id)));
+  auto r = exec(f, v.id, argv_request({"true"}));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().code == errc::conflict);
+  CHECK(f.agent.execs.size() == 5);
+}
