@@ -51,14 +51,23 @@ result<std::string> bearer_token(const std::string& authorization) {
 
 bool is_api_key(std::string_view token) { return token.starts_with(secret_prefix); }
 
+namespace {
+
+result<void> may_act(const store::org& o) {
+  if (o.state == "disabled") return make_error(errc::permission_denied, "organization " + o.name + " is disabled");
+  if (o.state != "active") return make_error(errc::unauthenticated, "organization " + o.name + " is deleted");
+  return {};
+}
+
+}  // namespace
+
 result<store::org> active_org(store::org_store orgs, const std::string& org_id_or_name, bool by_name) {
   auto o = by_name ? orgs.find_org_by_name(org_id_or_name) : orgs.get_org(org_id_or_name);
   if (!o) {
     if (o.err().code == errc::not_found) return unauthenticated("organization not found");
     return std::move(o).err();
   }
-  if (o->state == "disabled") return make_error(errc::permission_denied, "organization " + o->name + " is disabled");
-  if (o->state != "active") return make_error(errc::unauthenticated, "organization " + o->name + " is deleted");
+  if (auto ok = may_act(*o); !ok) return std::move(ok).err();
   return o;
 }
 
@@ -135,8 +144,9 @@ result<principal> admit_key(const store::api_key& key, const store::org& o, time
   }
   auto key_role = parse_role(key.role);
   if (!key_role) return make_error(errc::internal, "API key " + key.id + " has " + key_role.err().message);
-  if (o.state == "disabled") return make_error(errc::permission_denied, "organization " + o.name + " is disabled");
-  if (o.state != "active") return unauthenticated("invalid API key");
+  // A key of an organization that is gone is just an invalid key.
+  if (auto ok = may_act(o); !ok)
+    return ok.err().code == errc::unauthenticated ? unauthenticated("invalid API key") : std::move(ok).err();
   principal p = acting_in(o, *key_role, method::api_key);
   p.id = key.id;
   p.name = key.name;
