@@ -15,6 +15,7 @@
 
 #include "git/credentials.hpp"
 #include "process/child.hpp"
+#include "process/output.hpp"
 #include "sandfort/http/use_tuple.hpp"
 
 namespace sandfort::agent::git {
@@ -23,7 +24,6 @@ namespace {
 namespace asio = boost::asio;
 using asio::posix::stream_descriptor;
 using steady = std::chrono::steady_clock;
-constexpr std::size_t read_chunk = 64 * 1024;
 
 struct capture {
   capture(const asio::any_io_executor& ex, unique_fd fd, std::size_t limit) : stream(ex, fd.release()), cap(limit) {
@@ -37,12 +37,13 @@ struct capture {
   // What the pipe holds now, and nothing more: a process git left behind may keep it open.
   void drain_ready() {
     int pending = 0;
-    if (!stream.is_open() || ::ioctl(stream.native_handle(), FIONREAD, &pending) != 0) return;
-    std::vector<char> buf(read_chunk);
+    if (!stream.is_open() || ::ioctl(stream.native_handle(), FIONREAD, &pending) != 0 || pending <= 0) return;
+    auto buf = pipe_read_buffer();
     while (pending > 0) {
-      ssize_t n = ::read(stream.native_handle(), buf.data(), std::min(buf.size(), static_cast<std::size_t>(pending)));
+      const std::size_t want = std::min(pipe_read_chunk, static_cast<std::size_t>(pending));
+      ssize_t n = ::read(stream.native_handle(), buf.get(), want);
       if (n <= 0) break;
-      add(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+      add(std::string_view(buf.get(), static_cast<std::size_t>(n)));
       pending -= static_cast<int>(n);
     }
   }
@@ -60,10 +61,10 @@ struct capture {
 };
 
 asio::awaitable<void> read_until_eof(capture& c) {
-  std::vector<char> buf(read_chunk);
+  auto buf = pipe_read_buffer();
   while (!c.stopping) {
-    auto [ec, n] = co_await c.stream.async_read_some(asio::buffer(buf), use_tuple);
-    c.add(std::string_view(buf.data(), n));
+    auto [ec, n] = co_await c.stream.async_read_some(asio::buffer(buf.get(), pipe_read_chunk), use_tuple);
+    c.add(std::string_view(buf.get(), n));
     if (ec) break;
   }
 }

@@ -5,12 +5,18 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
 namespace sandfort::agent {
 
 enum class output_stream { out, err };
+
+// What one read of an output pipe goes into: the pipe's default capacity, and not zeroed (only
+// what a read fills is used; zeroing two of them cost every exec 128 KiB of memset).
+inline constexpr std::size_t pipe_read_chunk = 64 * 1024;
+inline std::unique_ptr<char[]> pipe_read_buffer() { return std::make_unique_for_overwrite<char[]>(pipe_read_chunk); }
 
 std::string_view to_string(output_stream s);
 

@@ -27,7 +27,6 @@ namespace asio = boost::asio;
 using asio::posix::stream_descriptor;
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
-constexpr std::size_t read_chunk = 64 * 1024;  // the default pipe capacity
 
 std::chrono::milliseconds since(steady::time_point start) {
   return std::chrono::duration_cast<milliseconds>(steady::now() - start);
@@ -80,12 +79,13 @@ struct capture {
   asio::awaitable<void> drain_ready() {
     if (at_eof) co_return;  // every writer is gone and everything was read
     int pending = 0;
-    if (::ioctl(stream.native_handle(), FIONREAD, &pending) != 0) co_return;
-    std::vector<char> buf(read_chunk);
+    if (::ioctl(stream.native_handle(), FIONREAD, &pending) != 0 || pending <= 0) co_return;
+    auto buf = pipe_read_buffer();
     while (pending > 0) {
-      ssize_t n = ::read(stream.native_handle(), buf.data(), std::min(buf.size(), static_cast<std::size_t>(pending)));
+      const std::size_t want = std::min(pipe_read_chunk, static_cast<std::size_t>(pending));
+      ssize_t n = ::read(stream.native_handle(), buf.get(), want);
       if (n <= 0) break;
-      std::string_view got(buf.data(), static_cast<std::size_t>(n));
+      std::string_view got(buf.get(), static_cast<std::size_t>(n));
       co_await collector.add(got);
       pending -= static_cast<int>(n);
     }
@@ -153,10 +153,10 @@ struct execution {
 
 // Keeps reading past the cap (discarding) so the child never blocks on a full pipe.
 asio::awaitable<void> read_until_eof(execution& x, capture& c) {
-  std::vector<char> buf(read_chunk);
+  auto buf = pipe_read_buffer();
   while (!c.stopping) {
-    auto [ec, n] = co_await c.stream.async_read_some(asio::buffer(buf), use_tuple);
-    std::string_view got(buf.data(), n);
+    auto [ec, n] = co_await c.stream.async_read_some(asio::buffer(buf.get(), pipe_read_chunk), use_tuple);
+    std::string_view got(buf.get(), n);
     co_await c.collector.add(got);
     if (c.collector.sink_failed()) x.abandon();
     if (ec == asio::error::eof) c.at_eof = true;

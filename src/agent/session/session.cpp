@@ -32,16 +32,15 @@ namespace asio = boost::asio;
 using asio::posix::stream_descriptor;
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
-constexpr std::size_t read_chunk = 64 * 1024;
 
 limits configured;
 
 // Reads and drops everything until the last writer (a background job) closes the FIFO, so
 // that the job never blocks on a full pipe nor dies of SIGPIPE.
 asio::awaitable<void> discard_until_eof(std::shared_ptr<stream_descriptor> fifo) {
-  std::vector<char> buf(read_chunk);
+  auto buf = pipe_read_buffer();
   while (true) {
-    auto [ec, n] = co_await fifo->async_read_some(asio::buffer(buf), use_tuple);
+    auto [ec, n] = co_await fifo->async_read_some(asio::buffer(buf.get(), pipe_read_chunk), use_tuple);
     if (ec) break;
   }
 }
@@ -283,11 +282,11 @@ struct command_run {
 };
 
 asio::awaitable<void> pump(command_run& run, output_fifo& f, output_collector& c) {
-  std::vector<char> buf(read_chunk);
+  auto buf = pipe_read_buffer();
   auto reader = f.reader;
   while (!run.stopping) {
-    auto [ec, n] = co_await reader->async_read_some(asio::buffer(buf), use_tuple);
-    std::string_view got(buf.data(), n);
+    auto [ec, n] = co_await reader->async_read_some(asio::buffer(buf.get(), pipe_read_chunk), use_tuple);
+    std::string_view got(buf.get(), n);
     co_await c.add(got);
     if (c.sink_failed()) run.abort_signal.cancel();
     if (ec) break;
@@ -297,12 +296,13 @@ asio::awaitable<void> pump(command_run& run, output_fifo& f, output_collector& c
 asio::awaitable<void> drain_ready(output_fifo& f, output_collector& c) {
   if (!f.reader) co_return;
   int pending = 0;
-  if (::ioctl(f.reader->native_handle(), FIONREAD, &pending) != 0) co_return;
-  std::vector<char> buf(read_chunk);
+  if (::ioctl(f.reader->native_handle(), FIONREAD, &pending) != 0 || pending <= 0) co_return;
+  auto buf = pipe_read_buffer();
   while (pending > 0) {
-    ssize_t n = ::read(f.reader->native_handle(), buf.data(), std::min(buf.size(), static_cast<std::size_t>(pending)));
+    const std::size_t want = std::min(pipe_read_chunk, static_cast<std::size_t>(pending));
+    ssize_t n = ::read(f.reader->native_handle(), buf.get(), want);
     if (n <= 0) break;
-    std::string_view got(buf.data(), static_cast<std::size_t>(n));
+    std::string_view got(buf.get(), static_cast<std::size_t>(n));
     co_await c.add(got);
     pending -= static_cast<int>(n);
   }
