@@ -28,11 +28,15 @@ result<canonical_forms> canonical_forms_of(const audit::event_record& e) {
   if (!parsed) return std::move(parsed).err();
   auto details = canonical_dump(*parsed);
   if (!details) return make_error(errc::invalid_argument, "details: " + details.err().message);
+  auto event = canonical_event(e, *details);
+  if (!event) return std::move(event).err();
+  return canonical_forms{std::move(*event), std::move(*details)};
+}
 
+result<std::string> canonical_event(const audit::event_record& e, std::string_view canonical_details) {
   // The keys in code point order; the Python cross-check in the tests holds this order to account.
-  canonical_forms forms{{}, std::move(*details)};
-  std::string& out = forms.event;
-  out.reserve(forms.details.size() + 512);
+  std::string out;
+  out.reserve(canonical_details.size() + 512);
   bool valid = true;
   const auto field = [&](const char* key, std::string_view value) {
     out += key;
@@ -41,7 +45,7 @@ result<canonical_forms> canonical_forms_of(const audit::event_record& e) {
   field(R"({"action":)", e.action);
   field(R"(,"actor":)", e.actor);
   out += R"(,"details":)";
-  out += forms.details;
+  out += canonical_details;
   field(R"(,"org_id":)", e.org_id);
   field(R"(,"outcome":)", e.outcome);
   field(R"(,"prev_hash":)", e.prev_hash);
@@ -54,7 +58,7 @@ result<canonical_forms> canonical_forms_of(const audit::event_record& e) {
   out += '}';
   if (!valid) return make_error(errc::invalid_argument, "a field is not valid UTF-8");
   if (e.seq < -max_safe_integer || e.seq > max_safe_integer) return make_error(errc::invalid_argument, "seq out of range");
-  return forms;
+  return out;
 }
 
 }  // namespace detail
@@ -92,7 +96,10 @@ result<void> seal(audit::event_record& e, const audit::chain_head& head) {
   sealed.details = std::move(*details);
   sealed.seq = head.seq + 1;
   sealed.prev_hash = head.seq == 0 ? genesis_hash() : head.hash;
-  sealed.hash = chain_hash(sealed.prev_hash, sealed);
+  // chain_hash() of it, without parsing the details just made canonical a second time.
+  auto event = detail::canonical_event(sealed, sealed.details);
+  if (!event) return std::move(event).err();
+  sealed.hash = sha256_hex(sealed.prev_hash + *event);
   e = std::move(sealed);
   return {};
 }

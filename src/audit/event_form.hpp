@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "sandfort/core/error.hpp"
 #include "sandfort/audit/records.hpp"
@@ -16,6 +17,10 @@ struct canonical_forms {
 };
 
 result<canonical_forms> canonical_forms_of(const audit::event_record& e);
+
+// The event's canonical JSON with its details given already in canonical form (what seal()
+// made them): no second parse of them.
+result<std::string> canonical_event(const audit::event_record& e, std::string_view canonical_details);
 
 // "seq 42", as messages name an event.
 inline std::string seq_text(std::int64_t seq) { return "seq " + std::to_string(seq); }
