@@ -75,10 +75,19 @@ std::string canonical_json(const audit::event_record& e) {
   return std::move(out).value();
 }
 
-std::string chain_hash(std::string_view prev_hash, const audit::event_record& e) {
+namespace {
+
+// An event's link: SHA-256 of the previous hash followed by the event's canonical JSON.
+std::string link_hash(std::string_view prev_hash, std::string_view canonical_event) {
   std::string input(prev_hash);
-  input += canonical_json(e);
+  input += canonical_event;
   return sha256_hex(input);
+}
+
+}  // namespace
+
+std::string chain_hash(std::string_view prev_hash, const audit::event_record& e) {
+  return link_hash(prev_hash, canonical_json(e));
 }
 
 result<void> seal(audit::event_record& e, const audit::chain_head& head) {
@@ -99,7 +108,7 @@ result<void> seal(audit::event_record& e, const audit::chain_head& head) {
   // chain_hash() of it, without parsing the details just made canonical a second time.
   auto event = detail::canonical_event(sealed, sealed.details);
   if (!event) return std::move(event).err();
-  sealed.hash = sha256_hex(sealed.prev_hash + *event);
+  sealed.hash = link_hash(sealed.prev_hash, *event);
   e = std::move(sealed);
   return {};
 }

@@ -85,7 +85,7 @@ command_service::command_service(const config& cfg, store::database& db, agent_c
     : cfg_(cfg),
       db_(db),
       sandboxes_(db),
-      started_(&store::sandbox_store::generation, std::chrono::seconds(1), 4096),
+      started_(&store::sandbox_store::generation),
       agent_(agent),
       activity_(activity),
       events_(events),

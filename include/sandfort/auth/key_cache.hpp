@@ -23,9 +23,6 @@ struct key_rows {
 
 class key_cache : public store::read_cache<key_rows> {
  public:
-  static constexpr std::chrono::seconds default_max_age{1};
-  static constexpr std::size_t default_capacity = 4096;
-
   explicit key_cache(std::chrono::milliseconds max_age = default_max_age, std::size_t capacity = default_capacity)
       : read_cache(&store::org_store::generation, max_age, capacity) {}
 };

@@ -28,8 +28,11 @@ template <typename Row>
 class read_cache {
  public:
   using generation_fn = std::uint64_t (*)();
+  static constexpr std::chrono::seconds default_max_age{1};
+  static constexpr std::size_t default_capacity = 4096;
 
-  read_cache(generation_fn generation, std::chrono::milliseconds max_age, std::size_t capacity)
+  explicit read_cache(generation_fn generation, std::chrono::milliseconds max_age = default_max_age,
+                      std::size_t capacity = default_capacity)
       : generation_(generation), max_age_(max_age), capacity_(capacity) {}
 
   // The row kept under key if it may still be trusted at `now`, else null (and it is dropped).
