@@ -76,12 +76,29 @@ group_writer::counts group_writer::committed() const {
   return counts_;
 }
 
-void group_writer::enqueue(pending p) {
+void group_writer::submit(pending p, bool lone) {
+  {
+    std::unique_lock lock(mutex_);
+    if (!lone || committing_ || !queue_.empty() || stopping_) {
+      queue_.push_back(std::move(p));
+      lock.unlock();
+      wake_.notify_one();
+      return;
+    }
+    committing_ = true;  // the writer's thread waits until this commit is done
+    ++counts_.lone_commits;
+  }
+  // commit() resumes the caller through a post, never from inside this initiation.
+  std::deque<pending> batch;
+  batch.push_back(std::move(p));
+  commit(batch);
+  bool wake;
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(p));
+    committing_ = false;
+    wake = !queue_.empty() || stopping_;
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void group_writer::run() {
@@ -89,16 +106,19 @@ void group_writer::run() {
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      wake_.wait(lock, [this] { return !committing_ && (stopping_ || !queue_.empty()); });
       if (queue_.empty()) return;  // stopping, and everything queued is committed
       // Everything queued while the previous commit ran, up to a batch.
       while (!queue_.empty() && batch.size() < max_batch_) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
+      committing_ = true;
     }
     commit(batch);
     batch.clear();
+    std::lock_guard lock(mutex_);
+    committing_ = false;
   }
 }
 

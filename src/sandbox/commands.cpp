@@ -118,13 +118,15 @@ result<agent_exec> command_service::prepare_exec(exec_request req) const {
 
 task<void> command_service::note_action(const store::sandbox_record& rec, const audit::actor& who, audit::record note) {
   note.target = rec.id;
-  auto e = co_await events_.append(rec.org_id, who, std::move(note));
+  const bool lone = *calls_in_progress_ == 1 && !db_.in_transaction();  // this call only
+  auto e = co_await events_.append(rec.org_id, who, std::move(note), lone);
   if (!e) co_return std::move(e).err();
   co_return ok_t{};
 }
 
 task<exec_result> command_service::exec_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                       const audit::actor& who, audit::record note) {
+  call_in_progress running(calls_in_progress_);
   if (auto over = above_max_timeout(req, cfg_.exec_max_timeout_s)) {
     auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
     if (!rec) co_return std::move(rec).err();
@@ -154,6 +156,7 @@ task<exec_result> command_service::exec_noted(const std::string& org_id, const s
 
 task<void> command_service::exec_stream_noted(const std::string& org_id, const std::string& id_or_name, exec_request req,
                                       byte_sink& sink, const audit::actor& who, audit::record note) {
+  call_in_progress running(calls_in_progress_);
   if (auto over = above_max_timeout(req, cfg_.exec_max_timeout_s)) {
     auto rec = sandboxes_.get_sandbox(org_id, id_or_name);
     if (!rec) co_return std::move(rec).err();
@@ -206,6 +209,7 @@ task<void> command_service::exec_stream(const std::string& org_id, const std::st
 
 task<agent_session> command_service::connect_agent(const std::string& org_id, const std::string& id_or_name,
                                            const audit::actor& who, const audit::record* note) {
+  call_in_progress running(calls_in_progress_);
   auto rec = started(org_id, id_or_name);
   if (!rec) co_return std::move(rec).err();
   if (note) {
@@ -215,7 +219,7 @@ task<agent_session> command_service::connect_agent(const std::string& org_id, co
   agent_address at = agent_address_of(*rec);
   auto stream = co_await agent_.connect_kept(at);
   if (!stream) co_return std::move(stream).err();
-  co_return agent_session{std::move(*stream), activity_.busy(rec->id), std::move(at)};
+  co_return agent_session{std::move(*stream), activity_.busy(rec->id), std::move(at), std::move(running)};
 }
 
 void command_service::keep_agent(agent_session& session) { agent_.keep(session.at, std::move(session.stream)); }

@@ -5,7 +5,10 @@
 // event has committed, so the request is answered after its event is durable, as when each
 // event had a transaction of its own on the I/O thread; what changes is that a busy daemon
 // writes a batch of events in one transaction (one lock, one WAL write of the pages they share)
-// and that none of it runs on the I/O thread (measured: bench/exec_path.py, docs/performance.md).
+// off the I/O thread (measured: bench/exec_path.py, docs/performance.md). A lone event (its
+// caller has no other call in progress, and nothing is queued or being committed) is committed
+// on the caller's thread instead: there is nothing to group it with, and handing it over would
+// only add two wake-ups to its request, one of them of a thread on an idle core.
 //
 // The order of the chain is the order of the commits: events of one batch in the order they
 // were queued, so a client's sequential calls keep their order. Changes with their events
@@ -57,13 +60,16 @@ class group_writer {
   void observe_appends(store::append_observer* observer, boost::asio::any_io_executor home);
 
   // Appends r to org_id's chain; resumes the caller on its own executor with the sealed event once
-  // it is committed, or with why it is not stored.
-  boost::asio::awaitable<result<event_record>> append(std::string org_id, actor who, record r);
+  // it is committed, or with why it is not stored. `lone`: the caller has nothing else in
+  // progress and holds no transaction open, so that its thread may commit the event itself
+  // (see the top) when the writer is idle.
+  boost::asio::awaitable<result<event_record>> append(std::string org_id, actor who, record r, bool lone = false);
 
   // Transactions committed and events in them since open (for tests and benchmarks).
   struct counts {
     std::uint64_t commits = 0;
     std::uint64_t events = 0;
+    std::uint64_t lone_commits = 0;  // of commits: on the caller's thread
   };
   counts committed() const;
 
@@ -77,7 +83,7 @@ class group_writer {
     boost::asio::any_io_executor home;  // where done runs: the caller's executor
   };
   group_writer(std::unique_ptr<store::database> db, const clock& clk, std::size_t max_batch);
-  void enqueue(pending p);
+  void submit(pending p, bool lone);
   void run();
   void commit(std::deque<pending>& batch);
 
@@ -90,19 +96,21 @@ class group_writer {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<pending> queue_;
+  bool committing_ = false;  // a batch is being committed, by the writer's thread or a lone caller
   bool stopping_ = false;
   counts counts_;
   std::thread thread_;  // last: started once everything above exists
 };
 
-inline boost::asio::awaitable<result<event_record>> group_writer::append(std::string org_id, actor who, record r) {
+inline boost::asio::awaitable<result<event_record>> group_writer::append(std::string org_id, actor who, record r,
+                                                                       bool lone) {
   namespace asio = boost::asio;
   co_return co_await asio::async_initiate<decltype(asio::use_awaitable), void(result<event_record>)>(
-      [this, &org_id, &who, &r](auto handler) {
+      [this, &org_id, &who, &r, lone](auto handler) {
         // Tracked: the caller's io_context does not run out of work while its event is committed.
         boost::asio::any_io_executor home =
             asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked);
-        enqueue(pending{std::move(org_id), std::move(who), std::move(r), done_handler(std::move(handler)), home});
+        submit(pending{std::move(org_id), std::move(who), std::move(r), done_handler(std::move(handler)), home}, lone);
       },
       asio::use_awaitable);
 }

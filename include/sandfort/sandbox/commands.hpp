@@ -6,6 +6,7 @@
 // cannot be recorded does not run. The server-side maxima (timeout, output cap) hold whatever
 // the agent answers.
 
+#include <memory>
 #include <string>
 
 #include "sandfort/audit/group_writer.hpp"
@@ -22,11 +23,28 @@
 
 namespace sandfort::sandbox {
 
+// A call counted as in progress, from before its event is recorded until it is dropped: an
+// event recorded while no other call is in progress is committed on the I/O thread
+// (group_writer::append, `lone`).
+class call_in_progress {
+ public:
+  explicit call_in_progress(std::shared_ptr<std::size_t> count) : count_(std::move(count)) { ++*count_; }
+  call_in_progress(call_in_progress&&) noexcept = default;
+  call_in_progress& operator=(call_in_progress&&) = delete;
+  ~call_in_progress() {
+    if (count_) --*count_;
+  }
+
+ private:
+  std::shared_ptr<std::size_t> count_;
+};
+
 // A connection to a sandbox's agent, which keeps the sandbox busy (the idle timeout) while it lives.
 struct agent_session {
   agent_stream stream;
   activity_tracker::hold busy;
   agent_address at;
+  call_in_progress running;
 };
 
 // The row of a sandbox for a call that needs it running: conflict when it is not started
@@ -82,6 +100,7 @@ class command_service {
   agent_connector& agent_;
   activity_tracker& activity_;
   audit::group_writer& events_;
+  std::shared_ptr<std::size_t> calls_in_progress_ = std::make_shared<std::size_t>(0);
   transitions& transitions_;
 };
 

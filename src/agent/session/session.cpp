@@ -171,7 +171,10 @@ result<std::shared_ptr<shell_t>> start_shell(const asio::any_io_executor& ex) {
 
   // Job control gives every job its own process group; SIGUSR2 makes a running command
   // return (see the header). The pipe is empty, so this short write cannot block.
-  std::string setup = is_bash ? "set -m; shopt -s expand_aliases; trap 'return 124 2>/dev/null' USR2\n"
+  // Bash's trap returns from whatever the signal interrupted except the wrapper (session.hpp):
+  // there, it lets the wrapper report the status.
+  std::string setup = is_bash ? "set -m; shopt -s expand_aliases; "
+                                "trap 'case ${BASH_SOURCE-} in */.sandfort-*/wrap) ;; *) return 124 2>/dev/null;; esac' USR2\n"
                               : "set -m 2>/dev/null; trap 'return 124 2>/dev/null' USR2\n";
   if (::write(sh->input.native_handle(), setup.data(), setup.size()) != static_cast<ssize_t>(setup.size()))
     return make_error(errc::unavailable, "cannot talk to the session shell: " + errno_text(errno));
@@ -417,6 +420,24 @@ const std::string bash_prologue =
     "case $__sandfort_f in *s*) shopt -s sourcepath;; *) shopt -u sourcepath;; esac; "
     "builtin unset __sandfort_d __sandfort_o __sandfort_f; ";
 
+// What runs one command: sources it with the redirections around it, then reports its status.
+std::string command_wrapper(const session_t& s, bool is_bash) {
+  std::string source = is_bash ? bash_source(s.dir) : ". " + shell_quote(s.dir + "/c");
+  return "{ " + source + "; } </dev/null >" + shell_quote(s.out.path) + " 2>" + shell_quote(s.err.path) +
+         " 3>&-; " + (is_bash ? "builtin echo $? >&3" : "echo $? >&3");
+}
+
+// The line the shell reads for a command. Bash reads a pipe one byte per system call, so bash
+// gets a short line that sources the wrapper from the file `wrap` (written when missing), not
+// the wrapper itself: measured, 57 µs of bash's time per command against 1.6 µs.
+result<std::string> command_line(session_t& s, bool is_bash) {
+  if (!is_bash) return command_wrapper(s, false) + "\n";
+  const std::string wrap = s.dir + "/wrap";
+  if (::access(wrap.c_str(), F_OK) != 0 && !write_new_file(wrap, command_wrapper(s, true) + "\n"))
+    return make_error(errc::unavailable, "cannot write " + wrap + ": " + errno_text(errno));
+  return ". " + shell_quote(wrap) + "\n";
+}
+
 asio::awaitable<result<exec_outcome>> run_command(const asio::any_io_executor& ex, session_t& s, shell_t& sh,
                                                   const exec_params& params) {
   auto started = steady::now();
@@ -424,16 +445,14 @@ asio::awaitable<result<exec_outcome>> run_command(const asio::any_io_executor& e
   std::string command_file = s.dir + (sh.is_bash ? "/bash" : "/c");
   if (!write_new_file(command_file, sh.is_bash ? bash_prologue + params.command : params.command))
     co_return make_error(errc::unavailable, "cannot write " + command_file + ": " + errno_text(errno));
+  auto line = command_line(s, sh.is_bash);
+  if (!line) co_return std::move(line).err();
   if (auto p = prepare(ex, s.out); !p) co_return std::move(p).err();
   if (auto p = prepare(ex, s.err); !p) co_return std::move(p).err();
 
   command_run run(ex, s, sh, params);
   run.children_before = children_of(sh.pid);
-  std::string status_echo = sh.is_bash ? "builtin echo $? >&3" : "echo $? >&3";
-  std::string source = sh.is_bash ? bash_source(s.dir) : ". " + shell_quote(command_file);
-  std::string line = "{ " + source + "; } </dev/null >" + shell_quote(s.out.path) + " 2>" +
-                     shell_quote(s.err.path) + " 3>&-; " + status_echo + "\n";
-  co_await send_line(sh, line);
+  co_await send_line(sh, *line);
 
   auto timeout = params.timeout.count() > 0 ? params.timeout : configured.default_timeout;
   {

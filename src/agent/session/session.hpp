@@ -11,6 +11,8 @@
 // command). Bash sources it as `DIR/bash` by the name `bash` instead (from DIR, which the
 // file's first line leaves at once), because bash names a sourced file's errors after the name
 // it was given: "bash: line 1: cd: /nope: …" as `bash -c` says, not the path of the file.
+// Bash reads a pipe one byte per system call, so it is sent only `. DIR/wrap`, and that file
+// (written once per session) holds the line above.
 // `o` and `e` are FIFOs whose read ends the agent holds, and fd 3 is a pipe that carries the status back: its line ends
 // the command. A background job that keeps `o` or `e` open is harmless: the agent drains such
 // a FIFO in the background until the job closes it and uses a fresh one for the next command.
@@ -19,7 +21,8 @@
 //
 // A timeout (or a streaming client that left) kills the jobs the command started (children of
 // the shell that were not there before it) and sends the shell SIGUSR2, whose trap returns
-// from the sourced command, so builtin loops stop too and the shell keeps its state. A shell
+// from the sourced command, so builtin loops stop too and the shell keeps its state (in bash,
+// not from `wrap` itself, so that the status is still reported). A shell
 // that does not come back within a grace period is killed and replaced.
 
 #include <boost/asio/any_io_executor.hpp>

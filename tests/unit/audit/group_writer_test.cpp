@@ -35,17 +35,17 @@ struct writer_fixture {
 
   // n appends started at once from their own coroutines; each outcome lands in outcomes[i].
   void append_all(int n, std::vector<result<audit::event_record>>& outcomes, int float_at = -1,
-                  const std::string& action = "sandbox.exec") {
+                  const std::string& action = "sandbox.exec", bool lone = false) {
     outcomes.assign(static_cast<std::size_t>(n), make_error(errc::internal, "not done"));
     for (int i = 0; i < n; ++i) {
       nlohmann::json details = {{"i", i}};
       if (i == float_at) details["ratio"] = 0.5;  // no canonical form
       asio::co_spawn(
           ioc,
-          [this, i, details, action, &outcomes]() -> asio::awaitable<void> {
+          [this, i, details, action, lone, &outcomes]() -> asio::awaitable<void> {
             audit::actor who{"key:key-" + std::to_string(i), "req-" + std::to_string(i), "10.0.0.1"};
             audit::record what{action, "sbx-1", "accepted", details};  // named: GCC 12 and temporaries
-            auto done = co_await writer->append(org_id, who, std::move(what));
+            auto done = co_await writer->append(org_id, who, std::move(what), lone);
             outcomes[static_cast<std::size_t>(i)] = std::move(done);
           },
           asio::detached);
@@ -130,6 +130,78 @@ TEST_CASE("group writer: observers hear of each life-cycle event after its commi
   std::iota(expected.begin(), expected.end(), 1);
   CHECK(seen.seqs == expected);
   CHECK(seen.told_on == std::this_thread::get_id());
+}
+
+TEST_CASE("group writer: a lone event is committed by its caller when the writer is idle, and resumes it later",
+          "[audit]") {
+  writer_fixture f;
+  counting_observer seen;
+  f.writer->observe_appends(&seen, f.ioc.get_executor());
+  std::vector<result<audit::event_record>> outcomes(10, make_error(errc::internal, "not done"));
+  asio::co_spawn(
+      f.ioc,
+      [&]() -> asio::awaitable<void> {
+        for (std::size_t i = 0; i < outcomes.size(); ++i) {
+          audit::actor who{"key:key-1", "req-" + std::to_string(i), "10.0.0.1"};
+          audit::record what{"guardrail.exec_timeout", "sbx-1", "accepted", {{"i", i}}};
+          outcomes[i] = co_await f.writer->append(f.org_id, who, std::move(what), true);
+        }
+      },
+      asio::detached);
+  // One step of the context runs the first append: its commit is done when the step returns,
+  // but the caller is resumed by a later step, as with the writer's thread.
+  REQUIRE(f.ioc.run_one() == 1);
+  CHECK(f.writer->committed().lone_commits == 1);
+  CHECK(!outcomes[0]);
+  f.ioc.run();
+  for (auto& o : outcomes) REQUIRE(o);
+  auto counts = f.writer->committed();
+  CHECK(counts.lone_commits == 10);
+  CHECK(counts.commits == 10);
+  CHECK(counts.events == 10);
+  auto stored = f.chain();
+  REQUIRE(stored.size() == 10);
+  check_one_line(stored);
+  std::vector<std::int64_t> expected(10);
+  std::iota(expected.begin(), expected.end(), 1);
+  CHECK(seen.seqs == expected);
+  CHECK(seen.told_on == std::this_thread::get_id());
+}
+
+TEST_CASE("group writer: a lone event behind a busy writer is queued in its turn, its caller never waits for the "
+          "lock",
+          "[audit]") {
+  writer_fixture f;
+  auto blocker = testing::open_db(f.dir.file("sandfort.db"));
+  auto held = blocker->begin();
+  REQUIRE(held);
+  std::vector<result<audit::event_record>> queued, lone;
+  f.append_all(5, queued);
+  f.ioc.poll();  // five events queued; the writer waits for the lock with one or all of them
+  asio::co_spawn(
+      f.ioc,
+      [&]() -> asio::awaitable<void> {
+        audit::actor who{"key:key-lone", "req-lone", "10.0.0.1"};
+        audit::record what{"sandbox.exec", "sbx-1", "accepted", {{"i", 5}}};
+        lone.push_back(co_await f.writer->append(f.org_id, who, std::move(what), true));
+      },
+      asio::detached);
+  f.ioc.poll();
+  // Had the caller committed it, it would have waited here for the lock (the busy timeout),
+  // and counted a lone commit.
+  CHECK(f.writer->committed().lone_commits == 0);
+  CHECK(lone.empty());
+  REQUIRE(held->commit());
+  f.ioc.run();
+  REQUIRE(lone.size() == 1);
+  REQUIRE(lone[0]);
+  auto counts = f.writer->committed();
+  CHECK(counts.lone_commits == 0);
+  CHECK(counts.events == 6);
+  auto stored = f.chain();
+  REQUIRE(stored.size() == 6);
+  check_one_line(stored);
+  CHECK(stored.back().request_id == "req-lone");
 }
 
 TEST_CASE("group writer: the I/O thread's own appends between batches keep the chain one line", "[audit]") {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "fakes.hpp"
+#include "sandfort/store/audit_store.hpp"
 
 using namespace sandfort;
 using namespace sandfort::sandbox;
@@ -457,4 +458,43 @@ TEST_CASE("sandbox: a run of commands reads the sandbox's row once, and again af
   REQUIRE_FALSE(r.ok());
   CHECK(r.err().code == errc::conflict);
   CHECK(f.agent.execs.size() == 5);
+}
+
+TEST_CASE("sandbox: a command alone has its event committed on the I/O thread, commands at once through the writer",
+          "[sandbox][exec]") {
+  fixture f;
+  auto v = f.create_started();
+  const auto lone_commits = [&] { return f.events->committed().lone_commits; };
+  const auto first = lone_commits();
+  REQUIRE(exec(f, v.id, argv_request({"true"})));
+  REQUIRE(exec(f, v.id, argv_request({"true"})));
+  CHECK(lone_commits() == first + 2);
+
+  // The first command waits at the agent while the second one's event is recorded.
+  f.agent.exec_gate = std::make_shared<asio::steady_timer>(f.ioc, asio::steady_timer::time_point::max());
+  std::vector<result<exec_result>> done;
+  auto one = [&]() -> asio::awaitable<void> {
+    exec_request req = argv_request({"true"});  // named: GCC 12 and temporaries in coroutines
+    auto r = co_await f.svc->commands().exec(f.org_a.id, v.id, std::move(req));
+    done.push_back(std::move(r));
+  };
+  const auto agent_calls = f.agent.execs.size();
+  f.ioc.restart();
+  asio::co_spawn(f.ioc, one(), asio::detached);
+  while (f.agent.execs.size() < agent_calls + 1) REQUIRE(f.ioc.run_one_for(std::chrono::seconds(5)) == 1);
+  CHECK(lone_commits() == first + 3);
+  asio::co_spawn(f.ioc, one(), asio::detached);
+  while (f.agent.execs.size() < agent_calls + 2) REQUIRE(f.ioc.run_one_for(std::chrono::seconds(5)) == 1);
+  CHECK(lone_commits() == first + 3);  // the second one's went through the writer's thread
+  f.agent.exec_gate->cancel();
+  f.ioc.run_for(std::chrono::seconds(5));
+  REQUIRE(done.size() == 2);
+  CHECK(done[0].ok());
+  CHECK(done[1].ok());
+  // Both paths append to one chain.
+  store::audit_filter all;
+  all.limit = 100;
+  auto events = store::audit_store(*f.db).list_audit_events(f.org_a.id, all);
+  REQUIRE(events);
+  for (std::size_t i = 1; i < events->size(); ++i) CHECK((*events)[i].prev_hash == (*events)[i - 1].hash);
 }

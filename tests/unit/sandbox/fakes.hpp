@@ -567,8 +567,11 @@ class fake_connector final : public agent_connector {
     co_return ok_t{};
   }
 
+  // When set, an exec is answered only once the gate is cancelled (commands in progress together).
+  std::shared_ptr<asio::steady_timer> exec_gate;
   asio::awaitable<result<exec_result>> exec(const agent_address& at, const agent_exec& call) override {
     execs.emplace_back(at.sandbox_id, call);
+    if (auto gate = exec_gate) co_await gate->async_wait(asio::as_tuple(asio::use_awaitable));
     co_return exec_answer;
   }
 
