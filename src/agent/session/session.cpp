@@ -429,7 +429,7 @@ std::string command_wrapper(const session_t& s, bool is_bash) {
 
 // The line the shell reads for a command. Bash reads a pipe one byte per system call, so bash
 // gets a short line that sources the wrapper from the file `wrap` (written when missing), not
-// the wrapper itself: measured, 57 µs of bash's time per command against 1.6 µs.
+// the wrapper itself (measured: reading the 344-byte wrapper took bash 57 µs, a short line 1.6).
 result<std::string> command_line(session_t& s, bool is_bash) {
   if (!is_bash) return command_wrapper(s, false) + "\n";
   const std::string wrap = s.dir + "/wrap";

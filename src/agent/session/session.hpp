@@ -12,7 +12,7 @@
 // file's first line leaves at once), because bash names a sourced file's errors after the name
 // it was given: "bash: line 1: cd: /nope: …" as `bash -c` says, not the path of the file.
 // Bash reads a pipe one byte per system call, so it is sent only `. DIR/wrap`, and that file
-// (written once per session) holds the line above.
+// (written when missing) holds the line above.
 // `o` and `e` are FIFOs whose read ends the agent holds, and fd 3 is a pipe that carries the status back: its line ends
 // the command. A background job that keeps `o` or `e` open is harmless: the agent drains such
 // a FIFO in the background until the job closes it and uses a fresh one for the next command.
