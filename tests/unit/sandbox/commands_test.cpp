@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <boost/asio/detached.hpp>
+
 #include "fakes.hpp"
 #include "sandfort/store/audit_store.hpp"
 
