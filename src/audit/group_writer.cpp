@@ -86,16 +86,25 @@ void group_writer::submit(pending p, bool lone) {
       return;
     }
     committing_ = true;  // the writer's thread waits until this commit is done
-    ++counts_.lone_commits;
   }
-  // commit() resumes the caller through a post, never from inside this initiation.
-  std::deque<pending> batch;
-  batch.push_back(std::move(p));
-  commit(batch);
+  // The caller's thread does not wait for the write lock (another process may hold it for
+  // long): taken now, or the event goes to the writer, which may wait.
+  auto tx = db_->begin_if_free();
+  const bool here = tx.ok();
+  if (here) {
+    // commit() resumes the caller through a post, never from inside this initiation.
+    std::deque<pending> batch;
+    batch.push_back(std::move(p));
+    commit(batch, std::move(tx));
+  }
   bool wake;
   {
     std::lock_guard lock(mutex_);
     committing_ = false;
+    if (here)
+      ++counts_.lone_commits;
+    else
+      queue_.push_front(std::move(p));  // ahead of anything queued meanwhile, which came after it
     wake = !queue_.empty() || stopping_;
   }
   if (wake) wake_.notify_one();
@@ -115,18 +124,18 @@ void group_writer::run() {
       }
       committing_ = true;
     }
-    commit(batch);
+    commit(batch, db_->begin());
     batch.clear();
     std::lock_guard lock(mutex_);
     committing_ = false;
   }
 }
 
-void group_writer::commit(std::deque<pending>& batch) {
+void group_writer::commit(std::deque<pending>& batch, result<store::transaction> tx) {
   std::vector<result<event_record>> outcomes;
   outcomes.reserve(batch.size());
   std::size_t stored = 0;
-  if (auto tx = db_->begin(); !tx) {
+  if (!tx) {
     for (std::size_t i = 0; i < batch.size(); ++i) outcomes.emplace_back(tx.err());
   } else {
     // An event that cannot be appended (no canonical form) fails alone: nothing of it was written.

@@ -110,6 +110,7 @@ detail::named_statements request_path_statements() {
 
 void database::set_busy_timeout(std::chrono::milliseconds wait) {
   busy_timeout_ = wait;
+  own_busy_handler_ = true;
   sqlite3_busy_handler(db_, &database::on_busy, this);
 }
 
@@ -365,6 +366,16 @@ result<transaction> database::begin() {
   in_transaction_ = true;
   disk_full_at_begin_ = stats_.disk_full;
   return transaction(*this);
+}
+
+result<transaction> database::begin_if_free() {
+  sqlite3_busy_handler(db_, nullptr, nullptr);  // a busy lock fails at once
+  auto tx = begin();
+  if (own_busy_handler_)
+    sqlite3_busy_handler(db_, &database::on_busy, this);
+  else
+    sqlite3_busy_timeout(db_, static_cast<int>(busy_timeout_.count()));
+  return tx;
 }
 
 void database::note_append(const std::string& org_id, std::int64_t seq) {

@@ -7,7 +7,8 @@
 // writes a batch of events in one transaction (one lock, one WAL write of the pages they share)
 // off the I/O thread (measured: bench/exec_path.py, docs/performance.md). A lone event (its
 // caller has no other call in progress, and nothing is queued or being committed) is committed
-// on the caller's thread instead: there is nothing to group it with, and handing it over would
+// on the caller's thread instead when the write lock is free at that moment (the caller never
+// waits for it: it is queued then): there is nothing to group it with, and handing it over would
 // only add two wake-ups to its request, one of them of a thread on an idle core.
 //
 // The order of the chain is the order of the commits: events of one batch in the order they
@@ -85,7 +86,8 @@ class group_writer {
   group_writer(std::unique_ptr<store::database> db, const clock& clk, std::size_t max_batch);
   void submit(pending p, bool lone);
   void run();
-  void commit(std::deque<pending>& batch);
+  // Commits batch in tx (or fails every event of it with tx's error), then resumes the callers.
+  void commit(std::deque<pending>& batch, result<store::transaction> tx);
 
   std::unique_ptr<store::database> db_;
   journal journal_;

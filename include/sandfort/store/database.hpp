@@ -172,6 +172,9 @@ class database {
   // timeout), so nothing between here and commit() can fail for lack of it. A second begin()
   // while one is open is an internal error: nesting is not supported.
   result<transaction> begin();
+  // begin() only if the write lock is free now: never waits for it (`unavailable` at once), for a
+  // thread that must not sit in a lock wait.
+  result<transaction> begin_if_free();
   bool in_transaction() const { return in_transaction_; }
 
   // The one observer of committed audit appends (null: none). It must outlive the database's use.
@@ -203,6 +206,7 @@ class database {
   std::string instance_id_;
   bool in_transaction_ = false;
   std::chrono::milliseconds busy_timeout_{5000};
+  bool own_busy_handler_ = false;  // set_busy_timeout's, instead of the pragma's
   std::chrono::steady_clock::time_point busy_since_{};
   std::uint64_t disk_full_at_begin_ = 0;
   append_observer* append_observer_ = nullptr;

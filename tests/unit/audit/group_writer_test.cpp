@@ -204,6 +204,32 @@ TEST_CASE("group writer: a lone event behind a busy writer is queued in its turn
   CHECK(stored.back().request_id == "req-lone");
 }
 
+TEST_CASE("group writer: a lone event while another connection holds the lock goes to the writer, its caller never "
+          "waits",
+          "[audit]") {
+  writer_fixture f;
+  auto blocker = testing::open_db(f.dir.file("sandfort.db"));
+  auto held = blocker->begin();
+  REQUIRE(held);
+  // Let go of the lock a second from now: a caller that waited for it would then commit it itself.
+  bool released = false;  // Catch2's assertions are for this thread only
+  std::thread release([&held, &released] {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    released = held->commit().ok();
+  });
+  std::vector<result<audit::event_record>> lone;
+  f.append_all(1, lone, -1, "sandbox.exec", true);
+  f.ioc.poll();
+  // The writer was idle: the caller tried the lock, found it held and queued the event.
+  CHECK(f.writer->committed().lone_commits == 0);
+  release.join();
+  REQUIRE(released);
+  f.ioc.run();
+  REQUIRE(lone[0]);
+  CHECK(f.writer->committed().events == 1);
+  CHECK(f.chain().size() == 1);
+}
+
 TEST_CASE("group writer: the I/O thread's own appends between batches keep the chain one line", "[audit]") {
   writer_fixture f;
   audit::journal journal(*f.db, f.clk);

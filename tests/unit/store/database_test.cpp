@@ -1,6 +1,8 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <catch2/catch.hpp>
 
 #include "sandfort/core/ids.hpp"
@@ -70,6 +72,33 @@ TEST_CASE("a write lock held by another process fails fast as unavailable, not a
   REQUIRE(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(other);
   CHECK(org_store(*db).create_org("after", false, t0).ok());
+}
+
+TEST_CASE("begin_if_free takes a free lock, fails at once on a held one, and leaves the connection's own wait as it was") {
+  testing::temp_dir dir;
+  auto db = open_db(dir.file("s.db"));
+  {
+    auto tx = db->begin_if_free();
+    REQUIRE(tx);
+    REQUIRE(tx->commit());
+  }
+  sqlite3* other = nullptr;
+  REQUIRE(sqlite3_open(dir.file("s.db").c_str(), &other) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  auto busy = db->begin_if_free();
+  REQUIRE_FALSE(busy);
+  CHECK(busy.err().code == errc::unavailable);
+  CHECK_FALSE(db->in_transaction());
+  // The other connection lets go a little later: begin() waits for it (its 5 s), as before.
+  std::thread release([other] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+  });
+  auto waited = db->begin();
+  release.join();
+  sqlite3_close(other);
+  REQUIRE(waited);
+  CHECK(waited->commit());
 }
 
 TEST_CASE("a database newer than the code is refused") {
