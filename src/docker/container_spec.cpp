@@ -64,6 +64,7 @@ nlohmann::json host_config(const container_spec& spec) {
       {"LogConfig", {{"Type", "json-file"}, {"Config", {{"max-size", "10m"}, {"max-file", "1"}}}}},
   };
   if (!mounts.empty()) hc["Mounts"] = std::move(mounts);
+  if (!spec.dns_options.empty()) hc["DnsOptions"] = spec.dns_options;
   if (spec.storage_size_mb > 0) hc["StorageOpt"] = {{"size", std::to_string(spec.storage_size_mb) + "M"}};
   set_if_not_empty(hc, "Runtime", spec.runtime);
   return hc;

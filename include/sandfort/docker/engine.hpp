@@ -77,6 +77,7 @@ struct container_spec {
   std::vector<std::string> cap_add;  // every other capability is dropped
   bool init = true;                  // tini as PID 1 reaps orphans
   std::string network_mode = "none";
+  std::vector<std::string> dns_options;  // HostConfig.DnsOptions: lines of resolv.conf's `options`
   std::string runtime;  // empty: the engine's default
   int stop_timeout_s = 5;
   // > 0: HostConfig.StorageOpt {"size": "<n>M"}, a hard cap on the writable layer. Only overlay2

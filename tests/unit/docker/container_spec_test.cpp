@@ -79,13 +79,16 @@ TEST_CASE("empty fields are left out so the image's own settings apply") {
     CHECK_FALSE(body.contains(key));
   }
   CHECK_FALSE(body.at("HostConfig").contains("Runtime"));
+  CHECK_FALSE(body.at("HostConfig").contains("DnsOptions"));  // the engine's own resolv.conf
   CHECK(body.at("HostConfig").at("NetworkMode") == "none");
   CHECK(body.at("HostConfig").at("NanoCpus") == 1'000'000'000ll);
 
   s.user = "1000:1000";
   s.workdir = "/work";
   s.runtime = "runsc";
+  s.dns_options = {"timeout:1", "attempts:1"};
   body = to_create_body(s);
+  CHECK(body.at("HostConfig").at("DnsOptions") == json::array({"timeout:1", "attempts:1"}));
   CHECK(body.at("User") == "1000:1000");
   CHECK(body.at("WorkingDir") == "/work");
   CHECK(body.at("HostConfig").at("Runtime") == "runsc");

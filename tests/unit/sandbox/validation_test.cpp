@@ -213,6 +213,7 @@ TEST_CASE("sandbox: create hands the engine the container spec built from the al
         std::vector<std::string>{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"});
   CHECK(c.init);
   CHECK(c.network_mode == "sandfort");
+  CHECK(c.dns_options == std::vector<std::string>{"timeout:1", "attempts:1"});
   CHECK(c.runtime == "runsc");
   CHECK(c.stop_timeout_s == 7);
   CHECK(c.cpus == 2.0);
