@@ -413,8 +413,8 @@ docker::container_spec container_for(const config& cfg, const container_site& si
   c.network_mode = site.network;
   // Nothing resolves inside (the proxy resolves names), and Docker's embedded resolver does not
   // answer a name it cannot forward: with glibc's defaults (5 s, 2 attempts, A and AAAA) every
-  // lookup hung 20 s before it failed. One attempt of 1 s per query: it fails within about 2 s. (A sandbox
-  // that dials home has no interface: its lookups fail at once either way.)
+  // lookup hung 20 s before it failed. One attempt of 1 s per query: it fails within about 2 s.
+  // (A sandbox that dials home has no interface: its lookups fail at once either way.)
   c.dns_options = {"timeout:1", "attempts:1"};
   c.runtime = spec.runtime == "gvisor" ? cfg.gvisor_runtime : cfg.runtime;
   c.stop_timeout_s = cfg.stop_timeout_s;

@@ -8,6 +8,8 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
@@ -211,10 +213,15 @@ TEST_CASE("group writer: a lone event while another connection holds the lock go
   auto blocker = testing::open_db(f.dir.file("sandfort.db"));
   auto held = blocker->begin();
   REQUIRE(held);
-  // Let go of the lock a second from now: a caller that waited for it would then commit it itself.
+  // The lock is let go once the append has returned, or after a second: a caller that waited for
+  // the lock would get it then and commit the event itself.
+  std::mutex m;
+  std::condition_variable cv;
+  bool appended = false;
   bool released = false;  // Catch2's assertions are for this thread only
-  std::thread release([&held, &released] {
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::thread release([&] {
+    std::unique_lock lock(m);
+    cv.wait_for(lock, std::chrono::seconds(1), [&] { return appended; });
     released = held->commit().ok();
   });
   std::vector<result<audit::event_record>> lone;
@@ -222,6 +229,11 @@ TEST_CASE("group writer: a lone event while another connection holds the lock go
   f.ioc.poll();
   // The writer was idle: the caller tried the lock, found it held and queued the event.
   CHECK(f.writer->committed().lone_commits == 0);
+  {
+    std::lock_guard lock(m);
+    appended = true;
+  }
+  cv.notify_one();
   release.join();
   REQUIRE(released);
   f.ioc.run();
